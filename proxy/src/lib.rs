@@ -1,0 +1,1 @@
+//! Shoal proxy library.

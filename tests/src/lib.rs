@@ -1,0 +1,1 @@
+//! End-to-end test support shared by the files under `tests/tests/`.
