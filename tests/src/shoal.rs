@@ -32,6 +32,19 @@ impl ShoalProcess {
         ShoalProcess::start(&args)
     }
 
+    /// Quick mode with the backend pool capped at `max` connections (clients must share them).
+    pub fn quick_with_pool(
+        backend: &Backend,
+        db: &str,
+        max: usize,
+        extra: &[&str],
+    ) -> ShoalProcess {
+        let mut args = vec!["--backend".to_string(), backend.url(Some(db))];
+        args.extend(pool_max_args(max));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        ShoalProcess::start(&args)
+    }
+
     /// Starts `shoal --listen 127.0.0.1:<free port> <args>` and waits until it accepts.
     pub fn start(args: &[String]) -> ShoalProcess {
         // A free port found by binding port 0 can be taken by someone else before Shoal binds it;
@@ -291,4 +304,52 @@ fn locate_or_build() -> PathBuf {
     }
     drop(lock);
     bin
+}
+
+/// Shoal's `--help` text (run once per test binary).
+pub fn shoal_help() -> String {
+    static HELP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HELP.get_or_init(|| {
+        let out = Command::new(shoal_bin())
+            .arg("--help")
+            .output()
+            .expect("run shoal --help");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+    .clone()
+}
+
+/// The first flag in `shoal --help` that mentions all of `words`, e.g. `["pool", "max"]`.
+pub fn find_flag(words: &[&str]) -> Option<String> {
+    shoal_help()
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '=' || c == '[' || c == '<')
+        .filter(|tok| tok.starts_with("--"))
+        .find(|tok| words.iter().all(|w| tok.contains(w)))
+        .map(str::to_string)
+}
+
+/// Quick-mode flags that cap the backend pool at `max` connections, so that clients must share
+/// them. Panics if Shoal has no such flag (the isolation tests would prove nothing without it).
+pub fn pool_max_args(max: usize) -> Vec<String> {
+    let flag = find_flag(&["pool", "max"])
+        .or_else(|| find_flag(&["pool", "size"]))
+        .unwrap_or_else(|| panic!("shoal --help lists no pool size flag:\n{}", shoal_help()));
+    vec![flag, max.to_string()]
+}
+
+/// Quick-mode flags that cap client connections at `max`.
+pub fn max_connections_args(max: usize) -> Vec<String> {
+    let flag = find_flag(&["max", "conn"])
+        .or_else(|| find_flag(&["max", "client"]))
+        .unwrap_or_else(|| {
+            panic!(
+                "shoal --help lists no max-connections flag:\n{}",
+                shoal_help()
+            )
+        });
+    vec![flag, max.to_string()]
 }
