@@ -162,6 +162,25 @@ impl RawConn {
         Ok(Reply::parse(&reply))
     }
 
+    /// Runs a COM_QUERY that returns one result set and returns its row packets, or the reply
+    /// that came instead of a result set.
+    pub async fn query_rows(&mut self, sql: &str) -> std::io::Result<Vec<Vec<u8>>> {
+        match self.command(COM_QUERY, sql.as_bytes()).await? {
+            Reply::Other(_) => {}
+            other => return Err(std::io::Error::other(format!("{sql}: {other:?}"))),
+        }
+        // Column definitions up to their EOF (no CLIENT_DEPRECATE_EOF), then rows up to EOF.
+        self.read_until_eof().await?;
+        let mut rows = self.read_until_eof().await?;
+        match rows.pop() {
+            Some(last) if last.first() == Some(&0xfe) => Ok(rows),
+            last => Err(std::io::Error::other(format!(
+                "{sql}: result set ended with {:?}",
+                last.map(|p| Reply::parse(&p))
+            ))),
+        }
+    }
+
     /// Reads the rest of a multi-packet reply up to its terminator (EOF/OK after rows, or ERR).
     /// Returns every packet read, the terminator included.
     pub async fn read_until_eof(&mut self) -> std::io::Result<Vec<Vec<u8>>> {
