@@ -507,14 +507,12 @@ async fn raw_commands_init_db_field_list_statistics_set_option_and_unknown() {
     );
 
     // COM_FIELD_LIST: the column definitions of a table, as the backend sends them.
-    let mut want = vec![match raw_direct
-        .command(COM_FIELD_LIST, format!("f\0").as_bytes())
-        .await
-        .unwrap()
-    {
-        Reply::Other(p) => p,
-        other => panic!("backend COM_FIELD_LIST: {other:?}"),
-    }];
+    let mut want = vec![
+        match raw_direct.command(COM_FIELD_LIST, b"f\0").await.unwrap() {
+            Reply::Other(p) => p,
+            other => panic!("backend COM_FIELD_LIST: {other:?}"),
+        },
+    ];
     want.extend(raw_direct.read_until_eof().await.unwrap());
     let first = raw.command(COM_FIELD_LIST, b"f\0").await.unwrap();
     let mut got = vec![match first {
