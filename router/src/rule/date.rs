@@ -214,23 +214,25 @@ impl DateRule {
         // Day-granular: a DATETIME greater than '2024-01-31' can still be on Jan 31, so an
         // exclusive lower bound keeps its day; an exclusive upper bound at midnight excludes its
         // day (every value below 'D 00:00:00' is on an earlier day).
-        let first = match lo {
-            Bound::Unbounded => i64::MIN,
-            Bound::Included(v) | Bound::Excluded(v) => self.index(read(v)?.date),
+        let first_day = match lo {
+            Bound::Unbounded => None,
+            Bound::Included(v) | Bound::Excluded(v) => Some(read(v)?.date.days()),
         };
-        let last = match hi {
-            Bound::Unbounded => i64::MAX,
-            Bound::Included(v) => self.index(read(v)?.date),
+        let last_day = match hi {
+            Bound::Unbounded => None,
+            Bound::Included(v) => Some(read(v)?.date.days()),
             Bound::Excluded(v) => {
                 let dt = read(v)?;
-                if dt.midnight {
-                    let prev = dt.date.days() - 1;
-                    self.index(date_from_days(prev))
-                } else {
-                    self.index(dt.date)
-                }
+                Some(dt.date.days() - i64::from(dt.midnight))
             }
         };
+        if let (Some(a), Some(b)) = (first_day, last_day)
+            && a > b
+        {
+            return Some(Vec::new());
+        }
+        let first = first_day.map_or(i64::MIN, |d| self.index(date_from_days(d)));
+        let last = last_day.map_or(i64::MAX, |d| self.index(date_from_days(d)));
         let mut out = Vec::new();
         if first > last {
             return Some(out);

@@ -239,6 +239,21 @@ impl ShardRule {
         }
     }
 
+    /// The shards of an `IN` list: the union of its members' shards, ascending, without
+    /// duplicates. NULL members are skipped (`x IN (1, NULL)` never matches a NULL row); an
+    /// error from any other member is returned.
+    pub fn route_in(&self, values: &[ShardValue]) -> Result<Vec<usize>, RuleError> {
+        let mut out = Vec::with_capacity(values.len());
+        for v in values {
+            if *v != ShardValue::Null {
+                out.push(self.route(v)?);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
     /// Shards that can hold values in the range between `lo` and `hi`, in ascending order without
     /// duplicates (empty when no value can lie in the range). `None` when the rule cannot narrow a
     /// range (mod, hash, consistent, string lists) or a bound is not a value the rule reads
