@@ -103,3 +103,27 @@ fn er_children_resolve_to_the_root() {
     assert!(t.sharded_root("shop", "nope").is_none());
     assert_eq!(t.sharded_root("shop", "orders").unwrap().name, "orders");
 }
+
+/// The YAML snippets in docs/config.md parse and validate too: whole configs as they are, rule
+/// snippets (`- name: ...`) as a `rules:` list bound to 4 shards.
+#[test]
+fn docs_examples_validate() {
+    let doc = std::fs::read_to_string(conf_dir().join("../docs/config.md")).unwrap();
+    let mut blocks = 0;
+    for block in doc.split("```yaml\n").skip(1) {
+        let yaml = block.split("```").next().unwrap();
+        if yaml.starts_with("- name:") {
+            let cfg = Config::from_yaml_str(&format!("rules:\n{yaml}"))
+                .unwrap_or_else(|e| panic!("{yaml}\n{e}"));
+            for r in &cfg.rules {
+                shoal_router::rule::ShardRule::build(r, 4)
+                    .unwrap_or_else(|e| panic!("{yaml}\n{e}"));
+            }
+        } else {
+            let cfg = Config::from_yaml_str(yaml).unwrap_or_else(|e| panic!("{yaml}\n{e}"));
+            cfg.validate().unwrap_or_else(|e| panic!("{yaml}\n{e}"));
+        }
+        blocks += 1;
+    }
+    assert!(blocks >= 4, "found {blocks} yaml blocks");
+}
