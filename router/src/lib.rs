@@ -1,1 +1,9 @@
-//! Shoal router.
+//! Shoal router: the config model, shard rules and route plans. A pure library: no I/O (except
+//! [`config::Config::load`]) and no async runtime, so every routing decision is testable as data.
+
+pub mod config;
+pub mod error;
+pub mod rule;
+pub mod topology;
+
+pub use error::RouterError;
