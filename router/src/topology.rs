@@ -166,6 +166,22 @@ fn non_empty(key: &str, v: &str) -> Result<(), ConfigError> {
     }
 }
 
+/// Names Shoal splices into SQL (databases, tables, columns) must be valid MySQL identifiers
+/// that can be quoted with backticks.
+fn identifier(key: &str, v: &str) -> Result<(), ConfigError> {
+    non_empty(key, v)?;
+    if v.chars().count() > 64 {
+        return Err(err(key, format!("{v:?} is longer than 64 characters")));
+    }
+    if v.contains(['`', '\0']) || v.ends_with(' ') {
+        return Err(err(
+            key,
+            format!("{v:?} is not a usable identifier (no backticks, NUL or trailing spaces)"),
+        ));
+    }
+    Ok(())
+}
+
 impl<'a> Builder<'a> {
     fn new(cfg: &'a Config) -> Self {
         Builder {
@@ -185,7 +201,7 @@ impl<'a> Builder<'a> {
         let mut schemas = HashMap::new();
         for (si, s) in self.cfg.schemas.iter().enumerate() {
             let key = format!("schemas[{si}]");
-            non_empty(&format!("{key}.name"), &s.name)?;
+            identifier(&format!("{key}.name"), &s.name)?;
             if schemas.contains_key(&s.name) {
                 return Err(err(
                     format!("{key}.name"),
@@ -299,6 +315,7 @@ impl<'a> Builder<'a> {
                 ));
             };
             for (name, (host, db)) in names.into_iter().zip(pairs) {
+                identifier(&format!("{key}.database"), db)?;
                 let Some(&hid) = self.datahost_ids.get(host.as_str()) else {
                     return Err(err(
                         format!("{key}.datahost"),
@@ -384,7 +401,7 @@ impl<'a> Builder<'a> {
         let mut index_of: HashMap<String, usize> = HashMap::new();
         for (ti, t) in s.tables.iter().enumerate() {
             let key = format!("schemas[{si}].tables[{ti}]");
-            non_empty(&format!("{key}.name"), &t.name)?;
+            identifier(&format!("{key}.name"), &t.name)?;
             let lname = t.name.to_lowercase();
             if index_of.insert(lname.clone(), ti).is_some() {
                 return Err(err(
@@ -741,6 +758,7 @@ impl<'a> Builder<'a> {
 fn unique_shards(key: &str, shards: &[Shard]) -> Result<(), ConfigError> {
     let mut seen = HashSet::new();
     for s in shards {
+        identifier(key, &s.physical_table)?;
         if !seen.insert((s.datanode, s.physical_table.as_str())) {
             return Err(err(
                 key,
