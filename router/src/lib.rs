@@ -1,1 +1,4 @@
 //! Shoal router.
+
+pub mod plan;
+pub mod sql;
