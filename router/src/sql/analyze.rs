@@ -896,7 +896,7 @@ impl Builder<'_> {
                 if let Some((func, name)) = agg_func(f) {
                     let (distinct, arg) = self.agg_arg(f);
                     self.pin_all(e);
-                    ItemKind::Aggregate { func, name, distinct, arg }
+                    ItemKind::Aggregate { func, name, distinct, arg, text: render(e) }
                 } else {
                     self.pin_all(e);
                     ItemKind::Expr { text: render(e), has_aggregate: contains_aggregate(e) }

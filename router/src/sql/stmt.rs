@@ -118,7 +118,7 @@ pub enum ItemKind {
     /// `*` or `t.*`
     Wildcard,
     Column(ColRef),
-    Aggregate { func: AggFunc, name: String, distinct: bool, arg: AggArg },
+    Aggregate { func: AggFunc, name: String, distinct: bool, arg: AggArg, text: String },
     /// Any other expression; `text` is its normalised rendering (for matching ORDER BY and
     /// GROUP BY expressions), `has_aggregate` when an aggregate is nested inside.
     Expr { text: String, has_aggregate: bool },
