@@ -25,7 +25,10 @@ impl Values<'_> {
     pub fn value(&self, v: &ValueRef) -> Option<Literal> {
         match v {
             ValueRef::Slot(s) => {
-                let t = self.text.toks.get(*self.slot_tokens.get(*s as usize)? as usize)?;
+                let t = self
+                    .text
+                    .toks
+                    .get(*self.slot_tokens.get(*s as usize)? as usize)?;
                 Some(literal_of_token(self.text.sql, t))
             }
             ValueRef::Param(p) => self.params.get(*p as usize).cloned(),
@@ -83,18 +86,21 @@ fn shards(g: &GroupT, e: &RouteExpr, v: &Values) -> Option<BTreeSet<usize>> {
             };
             let (lo, hi) = (lit(lo)?, lit(hi)?);
             let is_null = |b: &Bound<Literal>| {
-                matches!(b, Bound::Included(Literal::Null) | Bound::Excluded(Literal::Null))
+                matches!(
+                    b,
+                    Bound::Included(Literal::Null) | Bound::Excluded(Literal::Null)
+                )
             };
             if is_null(&lo) || is_null(&hi) {
                 return Some(BTreeSet::new()); // comparisons with NULL are never true
             }
-            let sv = |b: &Bound<Literal>| -> Bound<ShardValue<'_>> {
+            fn sv(b: &Bound<Literal>) -> Bound<ShardValue<'_>> {
                 match b {
                     Bound::Included(l) => Bound::Included(shard_value(l)),
                     Bound::Excluded(l) => Bound::Excluded(shard_value(l)),
                     Bound::Unbounded => Bound::Unbounded,
                 }
-            };
+            }
             let (a, b) = (sv(&lo), sv(&hi));
             let r = g.rule.route_range(a.as_ref(), b.as_ref())?;
             Some(r.into_iter().collect())
@@ -133,8 +139,10 @@ pub(crate) fn group_shards(g: &GroupT, v: &Values) -> Vec<usize> {
 
 pub(crate) fn evaluate(t: &Template, topo: &Topology, v: &Values) -> RoutePlan {
     match &t.body {
-        Body::Done(p) => p.clone(),
-        Body::Any => RoutePlan::Any { sql: v.text.sql.to_string() },
+        Body::Done(p) => (**p).clone(),
+        Body::Any => RoutePlan::Any {
+            sql: v.text.sql.to_string(),
+        },
         Body::Dml(d) => match eval_dml(d, topo, v) {
             Ok(p) => p,
             Err(e) => RoutePlan::Refuse(e),
@@ -159,28 +167,32 @@ fn name_edits(d: &DmlT, topo: &Topology, dn: DatanodeId, shard_of_group: &[usize
 }
 
 fn check_dn(d: &DmlT, topo: &Topology, dn: DatanodeId) -> Result<(), RouterError> {
-    if let Some(f) = d.fixed {
-        if f != dn {
-            return Err(refuse(format!(
-                "a statement over a table on datanode {} and rows on datanode {}",
-                topo.datanodes[f].name, topo.datanodes[dn].name
-            )));
-        }
+    if let Some(f) = d.fixed
+        && f != dn
+    {
+        return Err(refuse(format!(
+            "a statement over a table on datanode {} and rows on datanode {}",
+            topo.datanodes[f].name, topo.datanodes[dn].name
+        )));
     }
-    if let Some(a) = &d.allowed {
-        if !a.contains(&dn) {
-            return Err(refuse(format!(
-                "a statement over a global table that is not on datanode {}",
-                topo.datanodes[dn].name
-            )));
-        }
+    if let Some(a) = &d.allowed
+        && !a.contains(&dn)
+    {
+        return Err(refuse(format!(
+            "a statement over a global table that is not on datanode {}",
+            topo.datanodes[dn].name
+        )));
     }
     Ok(())
 }
 
 fn target(v: &Values, dn: DatanodeId, edits: &[Edit]) -> Target {
     let (sql, params) = v.text.render(edits);
-    Target { datanode: dn, sql, params }
+    Target {
+        datanode: dn,
+        sql,
+        params,
+    }
 }
 
 fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterError> {
@@ -189,13 +201,20 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
     }
     if d.groups.is_empty() {
         if let Some(bd) = &d.broadcast {
-            let targets = bd.iter().map(|&dn| target(v, dn, &name_edits(d, topo, dn, &[]))).collect();
+            let targets = bd
+                .iter()
+                .map(|&dn| target(v, dn, &name_edits(d, topo, dn, &[])))
+                .collect();
             return Ok(RoutePlan::Broadcast { targets });
         }
-        let dn = d.fixed.or_else(|| d.allowed.as_ref().and_then(|a| a.first().copied()));
+        let dn = d
+            .fixed
+            .or_else(|| d.allowed.as_ref().and_then(|a| a.first().copied()));
         return Ok(match dn {
             Some(dn) => RoutePlan::Single(target(v, dn, &name_edits(d, topo, dn, &[]))),
-            None => RoutePlan::Any { sql: v.text.sql.to_string() },
+            None => RoutePlan::Any {
+                sql: v.text.sql.to_string(),
+            },
         });
     }
     // (datanode, shard per group) of each target.
@@ -214,7 +233,11 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
             if s.len() != 1 || dn.is_some_and(|x| !here.contains(&x)) {
                 return Err(refuse(format!(
                     "a join of {} that are not co-located (join sharded tables on their shard keys, or make one of them global)",
-                    d.labels.iter().map(|l| format!("[{l}]")).collect::<Vec<_>>().join(" and ")
+                    d.labels
+                        .iter()
+                        .map(|l| format!("[{l}]"))
+                        .collect::<Vec<_>>()
+                        .join(" and ")
                 )));
             }
             let _ = gi;
@@ -228,7 +251,11 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
     }
     if placements.len() == 1 {
         let (dn, s) = &placements[0];
-        return Ok(RoutePlan::Single(target(v, *dn, &name_edits(d, topo, *dn, s))));
+        return Ok(RoutePlan::Single(target(
+            v,
+            *dn,
+            &name_edits(d, topo, *dn, s),
+        )));
     }
     let scatter = d.scatter.as_ref().map_err(Clone::clone)?;
     let mut dedup = BTreeSet::new();
@@ -241,7 +268,10 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
                     targets.push(t);
                 }
             }
-            Ok(RoutePlan::Scatter { targets, merge: Merge::AffectedRows })
+            Ok(RoutePlan::Scatter {
+                targets,
+                merge: Merge::AffectedRows,
+            })
         }
         Some(sc) => {
             let mut spec = sc.spec.clone();
@@ -251,7 +281,11 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
                     match v.value(x) {
                         Some(Literal::Int(i)) if i >= 0 => Ok(i.min(u64::MAX as i128) as u64),
                         // ER_WRONG_ARGUMENTS, as MySQL answers a bad LIMIT parameter.
-                        _ => Err(RouterError::new(1210, "HY000", "Incorrect arguments to LIMIT")),
+                        _ => Err(RouterError::new(
+                            1210,
+                            "HY000",
+                            "Incorrect arguments to LIMIT",
+                        )),
                     }
                 };
                 let count = num(&l.count)?;
@@ -268,7 +302,9 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
                         l.last_tok,
                         format!("LIMIT {}", offset.saturating_add(count)),
                     )),
-                    LimitMode::Remove => extra.push(Edit::text(l.first_tok, l.last_tok, String::new())),
+                    LimitMode::Remove => {
+                        extra.push(Edit::text(l.first_tok, l.last_tok, String::new()))
+                    }
                 }
             }
             if let Some(h) = &sc.having {
@@ -286,9 +322,16 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
             if targets.len() == 1 {
                 // Several shards, one physical table: the datanode answers alone.
                 let (dn, s) = &placements[0];
-                return Ok(RoutePlan::Single(target(v, *dn, &name_edits(d, topo, *dn, s))));
+                return Ok(RoutePlan::Single(target(
+                    v,
+                    *dn,
+                    &name_edits(d, topo, *dn, s),
+                )));
             }
-            Ok(RoutePlan::Scatter { targets, merge: Merge::Rows(spec) })
+            Ok(RoutePlan::Scatter {
+                targets,
+                merge: Merge::Rows(spec),
+            })
         }
     }
 }
@@ -298,7 +341,8 @@ fn having(h: &HavingT, v: &Values) -> Result<HavingSpec, RouterError> {
         Ok(match o {
             OperandT::Column(c) => Operand::Column(*c),
             OperandT::Value(x) => Operand::Value(
-                v.value(x).ok_or_else(|| refuse("a HAVING value that could not be evaluated"))?,
+                v.value(x)
+                    .ok_or_else(|| refuse("a HAVING value that could not be evaluated"))?,
             ),
         })
     };
@@ -306,8 +350,15 @@ fn having(h: &HavingT, v: &Values) -> Result<HavingSpec, RouterError> {
         HavingT::And(a, b) => HavingSpec::And(Box::new(having(a, v)?), Box::new(having(b, v)?)),
         HavingT::Or(a, b) => HavingSpec::Or(Box::new(having(a, v)?), Box::new(having(b, v)?)),
         HavingT::Not(a) => HavingSpec::Not(Box::new(having(a, v)?)),
-        HavingT::Cmp { op: o, left, right } => HavingSpec::Cmp { op: *o, left: op(left)?, right: op(right)? },
-        HavingT::IsNull { operand, negated } => HavingSpec::IsNull { operand: op(operand)?, negated: *negated },
+        HavingT::Cmp { op: o, left, right } => HavingSpec::Cmp {
+            op: *o,
+            left: op(left)?,
+            right: op(right)?,
+        },
+        HavingT::IsNull { operand, negated } => HavingSpec::IsNull {
+            operand: op(operand)?,
+            negated: *negated,
+        },
     })
 }
 
@@ -332,7 +383,11 @@ fn eval_insert(
     if by_shard.len() == 1 {
         let s = *by_shard.keys().next().unwrap_or(&0);
         let dn = g.datanodes[s];
-        return Ok(RoutePlan::Single(target(v, dn, &name_edits(d, topo, dn, &[s]))));
+        return Ok(RoutePlan::Single(target(
+            v,
+            dn,
+            &name_edits(d, topo, dn, &[s]),
+        )));
     }
     let Some(rows) = &ins.rows else {
         return Err(refuse("a multi-shard INSERT ... SET"));
@@ -352,10 +407,23 @@ fn eval_insert(
                 sql.push_str(", ");
             }
             let (a, b) = rows[r];
-            text.render_bytes(text.tok_start(a), text.tok_end(b), &edits, &mut sql, &mut params);
+            text.render_bytes(
+                text.tok_start(a),
+                text.tok_end(b),
+                &edits,
+                &mut sql,
+                &mut params,
+            );
         }
         text.render_bytes(last, text.sql.len(), &edits, &mut sql, &mut params);
-        targets.push(Target { datanode: dn, sql, params });
+        targets.push(Target {
+            datanode: dn,
+            sql,
+            params,
+        });
     }
-    Ok(RoutePlan::Scatter { targets, merge: Merge::AffectedRows })
+    Ok(RoutePlan::Scatter {
+        targets,
+        merge: Merge::AffectedRows,
+    })
 }

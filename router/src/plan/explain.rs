@@ -3,14 +3,17 @@
 use std::fmt::Write;
 
 use super::{
-    AggColumn, CmpOp, Column, Fold, HavingSpec, LocalAnswer, Merge, MergeSpec, Operand,
-    RoutePlan, Target,
+    AggColumn, CmpOp, Column, Fold, HavingSpec, LocalAnswer, Merge, MergeSpec, Operand, RoutePlan,
+    Target,
 };
 use crate::sql::stmt::Literal;
 use crate::topology::Topology;
 
 fn dn_name(topo: &Topology, dn: usize) -> String {
-    topo.datanodes.get(dn).map(|d| d.name.clone()).unwrap_or_else(|| format!("#{dn}"))
+    topo.datanodes
+        .get(dn)
+        .map(|d| d.name.clone())
+        .unwrap_or_else(|| format!("#{dn}"))
 }
 
 fn col(c: &Column) -> String {
@@ -62,7 +65,11 @@ fn having(h: &HavingSpec) -> String {
             format!("{} {s} {}", op(left), op(right))
         }
         HavingSpec::IsNull { operand, negated } => {
-            format!("{} IS {}NULL", op(operand), if *negated { "NOT " } else { "" })
+            format!(
+                "{} IS {}NULL",
+                op(operand),
+                if *negated { "NOT " } else { "" }
+            )
         }
     }
 }
@@ -80,7 +87,11 @@ fn spec_steps(s: &MergeSpec) -> Vec<String> {
     if let Some(a) = &s.aggregate {
         let keys: Vec<_> = a.keys.iter().map(col).collect();
         let cols: Vec<_> = a.columns.iter().map(fold).collect();
-        out.push(format!("group by [{}] fold [{}]", keys.join(", "), cols.join(", ")));
+        out.push(format!(
+            "group by [{}] fold [{}]",
+            keys.join(", "),
+            cols.join(", ")
+        ));
     }
     if let Some(h) = &s.having {
         out.push(format!("having {}", having(h)));
@@ -125,7 +136,11 @@ pub fn rows(topo: &Topology, p: &RoutePlan) -> Vec<(String, String)> {
         RoutePlan::Single(t) => vec![target_line(topo, t)],
         RoutePlan::Scatter { targets, merge } => {
             let mut r: Vec<_> = targets.iter().map(|t| target_line(topo, t)).collect();
-            r.extend(merge_steps(merge).into_iter().map(|s| ("(merge)".to_string(), s)));
+            r.extend(
+                merge_steps(merge)
+                    .into_iter()
+                    .map(|s| ("(merge)".to_string(), s)),
+            );
             r
         }
         RoutePlan::Broadcast { targets } => {
@@ -142,8 +157,16 @@ pub fn rows(topo: &Topology, p: &RoutePlan) -> Vec<(String, String)> {
 
 fn local(topo: &Topology, l: &LocalAnswer) -> String {
     match l {
-        LocalAnswer::ShowDatabases { schemas } => format!("show databases [{}]", schemas.join(", ")),
-        LocalAnswer::ShowTables { schema, full, tables, also_from, like } => {
+        LocalAnswer::ShowDatabases { schemas } => {
+            format!("show databases [{}]", schemas.join(", "))
+        }
+        LocalAnswer::ShowTables {
+            schema,
+            full,
+            tables,
+            also_from,
+            like,
+        } => {
             let mut s = format!(
                 "show {}tables of {schema} [{}]",
                 if *full { "full " } else { "" },

@@ -17,8 +17,15 @@ pub(crate) enum HavingT {
     And(Box<HavingT>, Box<HavingT>),
     Or(Box<HavingT>, Box<HavingT>),
     Not(Box<HavingT>),
-    Cmp { op: CmpOp, left: OperandT, right: OperandT },
-    IsNull { operand: OperandT, negated: bool },
+    Cmp {
+        op: CmpOp,
+        left: OperandT,
+        right: OperandT,
+    },
+    IsNull {
+        operand: OperandT,
+        negated: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -88,23 +95,46 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
         }
         visible.push((!wildcard).then_some(i));
     }
-    let mut b = Builder { shape, visible, hidden: Vec::new(), extra_folds: Vec::new(), ctx };
+    let mut b = Builder {
+        shape,
+        visible,
+        hidden: Vec::new(),
+        extra_folds: Vec::new(),
+        ctx,
+    };
     let aggregating = !shape.group_by.is_empty()
         || shape.having.is_some()
-        || shape
-            .items
-            .iter()
-            .any(|it| matches!(it.kind, ItemKind::Aggregate { .. } | ItemKind::Expr { has_aggregate: true, .. }));
+        || shape.items.iter().any(|it| {
+            matches!(
+                it.kind,
+                ItemKind::Aggregate { .. }
+                    | ItemKind::Expr {
+                        has_aggregate: true,
+                        ..
+                    }
+            )
+        });
 
     let mut spec = MergeSpec::default();
     let mut columns_fold = Vec::new();
     if aggregating {
         for (i, it) in shape.items.iter().enumerate() {
             match &it.kind {
-                ItemKind::Expr { has_aggregate: true, text } => {
-                    return Err(refuse(format!("aggregate inside an expression ({text}) across shards")));
+                ItemKind::Expr {
+                    has_aggregate: true,
+                    text,
+                } => {
+                    return Err(refuse(format!(
+                        "aggregate inside an expression ({text}) across shards"
+                    )));
                 }
-                ItemKind::Aggregate { func, name, distinct, arg, .. } => {
+                ItemKind::Aggregate {
+                    func,
+                    name,
+                    distinct,
+                    arg,
+                    ..
+                } => {
                     let col = b.visible[i]
                         .map(Column::At)
                         .ok_or_else(|| refuse("aggregate after * across shards"))?;
@@ -121,7 +151,10 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
         for k in &shape.group_by {
             keys.push(b.key_column(k, "GROUP BY")?);
         }
-        spec.aggregate = Some(Aggregation { keys, columns: columns_fold });
+        spec.aggregate = Some(Aggregation {
+            keys,
+            columns: columns_fold,
+        });
     }
     let having = match &shape.having {
         Some(h) => Some(b.having(h)?),
@@ -129,17 +162,29 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
     };
     for k in &shape.order_by {
         let column = b.key_column(&k.key, "ORDER BY")?;
-        spec.order_by.push(SortKey { column, desc: k.desc });
+        spec.order_by.push(SortKey {
+            column,
+            desc: k.desc,
+        });
     }
     if aggregating && shape.order_by.is_empty() {
         // MariaDB returns GROUP BY results sorted by the group keys.
         if let Some(a) = &spec.aggregate {
-            spec.order_by = a.keys.iter().map(|&column| SortKey { column, desc: false }).collect();
+            spec.order_by = a
+                .keys
+                .iter()
+                .map(|&column| SortKey {
+                    column,
+                    desc: false,
+                })
+                .collect();
         }
     }
     spec.distinct = shape.distinct;
     if shape.distinct && !b.hidden.is_empty() {
-        return Err(refuse("DISTINCT with ORDER BY or GROUP BY on columns not in the select list across shards"));
+        return Err(refuse(
+            "DISTINCT with ORDER BY or GROUP BY on columns not in the select list across shards",
+        ));
     }
     let mut edits = Vec::new();
     let hidden_n = b.hidden.len();
@@ -156,7 +201,10 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
     }
     spec.hidden_columns = hidden_n;
     if !b.extra_folds.is_empty() {
-        let agg = spec.aggregate.get_or_insert(Aggregation { keys: Vec::new(), columns: Vec::new() });
+        let agg = spec.aggregate.get_or_insert(Aggregation {
+            keys: Vec::new(),
+            columns: Vec::new(),
+        });
         agg.columns.append(&mut b.extra_folds);
     }
     // Resolve provisional hidden indices to FromEnd now that the count is known.
@@ -195,7 +243,12 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
         (l, mode)
     });
     edits.sort_by_key(|e| e.first);
-    Ok(ScatterT { edits, limit, spec, having })
+    Ok(ScatterT {
+        edits,
+        limit,
+        spec,
+        having,
+    })
 }
 
 fn fix_having(h: HavingT, fix: &dyn Fn(&mut Column)) -> HavingT {
@@ -207,11 +260,22 @@ fn fix_having(h: HavingT, fix: &dyn Fn(&mut Column)) -> HavingT {
         v => v,
     };
     match h {
-        HavingT::And(a, b) => HavingT::And(Box::new(fix_having(*a, fix)), Box::new(fix_having(*b, fix))),
-        HavingT::Or(a, b) => HavingT::Or(Box::new(fix_having(*a, fix)), Box::new(fix_having(*b, fix))),
+        HavingT::And(a, b) => {
+            HavingT::And(Box::new(fix_having(*a, fix)), Box::new(fix_having(*b, fix)))
+        }
+        HavingT::Or(a, b) => {
+            HavingT::Or(Box::new(fix_having(*a, fix)), Box::new(fix_having(*b, fix)))
+        }
         HavingT::Not(a) => HavingT::Not(Box::new(fix_having(*a, fix))),
-        HavingT::Cmp { op: o, left, right } => HavingT::Cmp { op: o, left: op(left), right: op(right) },
-        HavingT::IsNull { operand, negated } => HavingT::IsNull { operand: op(operand), negated },
+        HavingT::Cmp { op: o, left, right } => HavingT::Cmp {
+            op: o,
+            left: op(left),
+            right: op(right),
+        },
+        HavingT::IsNull { operand, negated } => HavingT::IsNull {
+            operand: op(operand),
+            negated,
+        },
     }
 }
 
@@ -234,11 +298,20 @@ impl Builder<'_> {
         Column::FromEnd(self.hidden.len())
     }
 
-    fn agg_pieces(&self, name: &str, distinct: bool, arg: &AggArg) -> Result<Vec<Piece>, RouterError> {
+    fn agg_pieces(
+        &self,
+        name: &str,
+        distinct: bool,
+        arg: &AggArg,
+    ) -> Result<Vec<Piece>, RouterError> {
         let d = if distinct { "DISTINCT " } else { "" };
         match arg {
             AggArg::Star => Ok(vec![Piece::Text(format!("{name}(*)"))]),
-            AggArg::Expr { first_tok, last_tok, .. } => Ok(vec![
+            AggArg::Expr {
+                first_tok,
+                last_tok,
+                ..
+            } => Ok(vec![
                 Piece::Text(format!("{name}({d}")),
                 Piece::Tokens(*first_tok, *last_tok),
                 Piece::Text(")".into()),
@@ -247,10 +320,17 @@ impl Builder<'_> {
         }
     }
 
-    fn fold(&mut self, func: AggFunc, name: &str, distinct: bool, arg: &AggArg) -> Result<Fold, RouterError> {
+    fn fold(
+        &mut self,
+        func: AggFunc,
+        name: &str,
+        distinct: bool,
+        arg: &AggArg,
+    ) -> Result<Fold, RouterError> {
         if distinct && matches!(func, AggFunc::Count | AggFunc::Sum | AggFunc::Avg) {
             // Distinct values of the distribution column never repeat across shards.
-            let on_key = matches!(arg, AggArg::Expr { col: Some(c), .. } if (self.ctx.is_dist_column)(c));
+            let on_key =
+                matches!(arg, AggArg::Expr { col: Some(c), .. } if (self.ctx.is_dist_column)(c));
             if !on_key {
                 return Err(refuse(format!("{name}(DISTINCT ...) across shards")));
             }
@@ -283,22 +363,27 @@ impl Builder<'_> {
                 let by_alias = (col.table.is_none())
                     .then(|| {
                         items.iter().position(|it| {
-                            it.alias.as_deref().is_some_and(|a| a.eq_ignore_ascii_case(&col.column))
+                            it.alias
+                                .as_deref()
+                                .is_some_and(|a| a.eq_ignore_ascii_case(&col.column))
                         })
                     })
                     .flatten();
                 by_alias.or_else(|| {
-                    items.iter().position(|it| {
-                        matches!(&it.kind, ItemKind::Column(c) if same_col(c, col))
-                    })
+                    items
+                        .iter()
+                        .position(|it| matches!(&it.kind, ItemKind::Column(c) if same_col(c, col)))
                 })
             }
-            KeyExpr::Aggregate { text, .. } => items.iter().position(|it| {
-                matches!(&it.kind, ItemKind::Aggregate { text: t, .. } if t == text)
-            }),
+            KeyExpr::Aggregate { text, .. } => items.iter().position(
+                |it| matches!(&it.kind, ItemKind::Aggregate { text: t, .. } if t == text),
+            ),
             KeyExpr::Expr { text } => items.iter().position(|it| {
                 matches!(&it.kind, ItemKind::Expr { text: t, .. } if t == text)
-                    || it.alias.as_deref().is_some_and(|a| a.eq_ignore_ascii_case(text))
+                    || it
+                        .alias
+                        .as_deref()
+                        .is_some_and(|a| a.eq_ignore_ascii_case(text))
             }),
         })
     }
@@ -313,10 +398,18 @@ impl Builder<'_> {
             }
         }
         match k {
-            KeyExpr::Column { first_tok: Some(a), last_tok: Some(z), .. } => {
-                Ok(self.add_hidden(vec![Piece::Tokens(*a, *z)]))
-            }
-            KeyExpr::Aggregate { func, name, distinct, arg, .. } => {
+            KeyExpr::Column {
+                first_tok: Some(a),
+                last_tok: Some(z),
+                ..
+            } => Ok(self.add_hidden(vec![Piece::Tokens(*a, *z)])),
+            KeyExpr::Aggregate {
+                func,
+                name,
+                distinct,
+                arg,
+                ..
+            } => {
                 let pieces = self.agg_pieces(name, *distinct, arg)?;
                 let col = self.add_hidden(pieces);
                 let fold = self.fold(*func, name, *distinct, arg)?;
@@ -331,8 +424,12 @@ impl Builder<'_> {
 
     fn having(&mut self, h: &HavingExpr) -> Result<HavingT, RouterError> {
         Ok(match h {
-            HavingExpr::And(a, b) => HavingT::And(Box::new(self.having(a)?), Box::new(self.having(b)?)),
-            HavingExpr::Or(a, b) => HavingT::Or(Box::new(self.having(a)?), Box::new(self.having(b)?)),
+            HavingExpr::And(a, b) => {
+                HavingT::And(Box::new(self.having(a)?), Box::new(self.having(b)?))
+            }
+            HavingExpr::Or(a, b) => {
+                HavingT::Or(Box::new(self.having(a)?), Box::new(self.having(b)?))
+            }
             HavingExpr::Not(a) => HavingT::Not(Box::new(self.having(a)?)),
             HavingExpr::Cmp { op, left, right } => HavingT::Cmp {
                 op: match op {
@@ -347,9 +444,10 @@ impl Builder<'_> {
                 left: self.operand(left)?,
                 right: self.operand(right)?,
             },
-            HavingExpr::IsNull { operand, negated } => {
-                HavingT::IsNull { operand: self.operand(operand)?, negated: *negated }
-            }
+            HavingExpr::IsNull { operand, negated } => HavingT::IsNull {
+                operand: self.operand(operand)?,
+                negated: *negated,
+            },
             HavingExpr::Unsupported(text) => {
                 return Err(refuse(format!("HAVING {text} across shards")));
             }
@@ -363,4 +461,3 @@ impl Builder<'_> {
         }
     }
 }
-

@@ -142,7 +142,10 @@ pub enum Fold {
     /// AVG: `sum / count` from two hidden columns (NULL when count is 0), rounded to the
     /// scale of this column's definition (MySQL's `div_precision_increment` already applied
     /// by the shards); DOUBLE when the column is DOUBLE.
-    Avg { sum: Column, count: Column },
+    Avg {
+        sum: Column,
+        count: Column,
+    },
 }
 
 /// HAVING evaluated after merging, over merged columns and literal values.
@@ -151,8 +154,15 @@ pub enum HavingSpec {
     And(Box<HavingSpec>, Box<HavingSpec>),
     Or(Box<HavingSpec>, Box<HavingSpec>),
     Not(Box<HavingSpec>),
-    Cmp { op: CmpOp, left: Operand, right: Operand },
-    IsNull { operand: Operand, negated: bool },
+    Cmp {
+        op: CmpOp,
+        left: Operand,
+        right: Operand,
+    },
+    IsNull {
+        operand: Operand,
+        negated: bool,
+    },
 }
 
 /// Comparison of HAVING (MySQL comparison rules between the column's type and the value).

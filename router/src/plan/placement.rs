@@ -25,11 +25,14 @@ pub(crate) enum Kind {
         /// shard key value).
         column: String,
         shards: Vec<Shard>,
-        is_child: bool,
     },
-    Global { datanodes: Vec<DatanodeId> },
+    Global {
+        datanodes: Vec<DatanodeId>,
+    },
     /// Not listed: lives on the schema's default datanode.
-    Single { datanode: DatanodeId },
+    Single {
+        datanode: DatanodeId,
+    },
     /// information_schema & co.
     System,
 }
@@ -44,11 +47,6 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    /// The name other references use for it: its alias, or its name.
-    pub fn visible_name(&self) -> &str {
-        self.r.alias.as_deref().unwrap_or(&self.r.name)
-    }
-
     pub fn label(&self) -> String {
         match &self.schema {
             Some(s) => format!("{s}.{}", self.r.name),
@@ -82,12 +80,22 @@ pub(crate) fn resolve_one(
         (Some(s), _) => s.as_str(),
         (None, Some(c)) => c,
         (None, None) => {
-            return Err(RouterError::with(codes::ER_NO_DB_ERROR, "No database selected"));
+            return Err(RouterError::with(
+                codes::ER_NO_DB_ERROR,
+                "No database selected",
+            ));
         }
     };
     let Some(schema) = find_schema(topo, schema_name) else {
-        if SYSTEM_SCHEMAS.iter().any(|s| s.eq_ignore_ascii_case(schema_name)) {
-            return Ok(Table { r: r.clone(), schema: None, kind: Kind::System });
+        if SYSTEM_SCHEMAS
+            .iter()
+            .any(|s| s.eq_ignore_ascii_case(schema_name))
+        {
+            return Ok(Table {
+                r: r.clone(),
+                schema: None,
+                kind: Kind::System,
+            });
         }
         return Err(RouterError::with(
             codes::ER_BAD_DB_ERROR,
@@ -100,21 +108,21 @@ pub(crate) fn resolve_one(
             rule: t.rule.clone(),
             column: t.shard_key.clone(),
             shards: t.shards.clone(),
-            is_child: false,
         },
         Some(TableDef::Child(c)) => {
-            let root = topo.sharded_root(&schema.name, &c.name).ok_or_else(|| {
-                refuse(format!("child table {} without a sharded root", c.name))
-            })?;
+            let root = topo
+                .sharded_root(&schema.name, &c.name)
+                .ok_or_else(|| refuse(format!("child table {} without a sharded root", c.name)))?;
             Kind::Distributed {
                 root: root.name.to_ascii_lowercase(),
                 rule: root.rule.clone(),
                 column: c.join_key.clone(),
                 shards: c.shards.clone(),
-                is_child: true,
             }
         }
-        Some(TableDef::Global(g)) => Kind::Global { datanodes: g.datanodes.clone() },
+        Some(TableDef::Global(g)) => Kind::Global {
+            datanodes: g.datanodes.clone(),
+        },
         None => match schema.default_datanode {
             Some(dn) => Kind::Single { datanode: dn },
             None => {
@@ -125,7 +133,11 @@ pub(crate) fn resolve_one(
             }
         },
     };
-    Ok(Table { r: r.clone(), schema: Some(schema.name.clone()), kind })
+    Ok(Table {
+        r: r.clone(),
+        schema: Some(schema.name.clone()),
+        kind,
+    })
 }
 
 pub(crate) fn find_schema<'t>(
@@ -175,13 +187,13 @@ pub(crate) fn table_of_column(tables: &[Table], col: &ColRef, cands: &[usize]) -
     }
     let mut found = None;
     for &i in cands {
-        if let Kind::Distributed { column, .. } = &tables[i].kind {
-            if column.eq_ignore_ascii_case(&col.column) {
-                if found.is_some() {
-                    return None;
-                }
-                found = Some(i);
+        if let Kind::Distributed { column, .. } = &tables[i].kind
+            && column.eq_ignore_ascii_case(&col.column)
+        {
+            if found.is_some() {
+                return None;
             }
+            found = Some(i);
         }
     }
     found
@@ -198,8 +210,18 @@ pub(crate) fn dist_column(t: &Table) -> Option<&str> {
 fn compatible(a: &Table, b: &Table) -> bool {
     match (&a.kind, &b.kind) {
         (
-            Kind::Distributed { root: ra, rule: rule_a, shards: sa, .. },
-            Kind::Distributed { root: rb, rule: rule_b, shards: sb, .. },
+            Kind::Distributed {
+                root: ra,
+                rule: rule_a,
+                shards: sa,
+                ..
+            },
+            Kind::Distributed {
+                root: rb,
+                rule: rule_b,
+                shards: sb,
+                ..
+            },
         ) => {
             (ra == rb && a.schema == b.schema)
                 || (rule_a == rule_b
@@ -298,7 +320,9 @@ pub(crate) fn route_expr(
     match pred {
         Pred::Unknown => RouteExpr::All,
         Pred::Cmp { col, op, value } => {
-            let Some(t) = leaf(col) else { return RouteExpr::All };
+            let Some(t) = leaf(col) else {
+                return RouteExpr::All;
+            };
             let v = value.clone();
             match op {
                 CmpOp::Eq => RouteExpr::Eq(vec![v]),
@@ -317,7 +341,9 @@ pub(crate) fn route_expr(
             None => RouteExpr::All,
         },
         Pred::Between { col, low, high } => match leaf(col) {
-            Some(_) => RouteExpr::Range(Bound::Included(low.clone()), Bound::Included(high.clone())),
+            Some(_) => {
+                RouteExpr::Range(Bound::Included(low.clone()), Bound::Included(high.clone()))
+            }
             None => RouteExpr::All,
         },
         Pred::IsNull { col } => match leaf(col) {
@@ -337,7 +363,10 @@ pub(crate) fn route_expr(
             }
         }
         Pred::Or(ps) => {
-            let v: Vec<_> = ps.iter().map(|p| route_expr(p, tables, group_of, g, top)).collect();
+            let v: Vec<_> = ps
+                .iter()
+                .map(|p| route_expr(p, tables, group_of, g, top))
+                .collect();
             if v.contains(&RouteExpr::All) {
                 RouteExpr::All
             } else {

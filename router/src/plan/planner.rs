@@ -22,16 +22,15 @@ pub(crate) struct Template {
 #[derive(Debug)]
 pub(crate) enum Body {
     /// Value-independent, carries no SQL.
-    Done(RoutePlan),
+    Done(Box<RoutePlan>),
     /// Table-less SELECT: any datanode, the text as written.
     Any,
-    Dml(DmlT),
+    Dml(Box<DmlT>),
 }
 
 /// A routed DML statement.
 #[derive(Debug)]
 pub(crate) struct DmlT {
-    pub write: bool,
     /// Co-location groups of distributed tables, each with its route.
     pub groups: Vec<GroupT>,
     /// The default datanode every unlisted table lives on (all must agree).
@@ -81,7 +80,10 @@ pub(crate) struct InsertT {
 }
 
 fn done(e: RouterError) -> Template {
-    Template { pins: Vec::new(), body: Body::Done(RoutePlan::Refuse(e)) }
+    Template {
+        pins: Vec::new(),
+        body: Body::Done(Box::new(RoutePlan::Refuse(e))),
+    }
 }
 
 /// Plan one analysed DML statement.
@@ -125,7 +127,9 @@ fn build_inner(
         return Err(refuse("a statement without tables"));
     }
     let write = dml.kind != DmlKind::Select;
-    let top: Vec<usize> = (0..tables.len()).filter(|&i| tables[i].r.top_level).collect();
+    let top: Vec<usize> = (0..tables.len())
+        .filter(|&i| tables[i].r.top_level)
+        .collect();
     if write {
         check_write(&tables, &top, dml)?;
     }
@@ -164,15 +168,17 @@ fn build_inner(
     }
     if let Some(a) = &allowed {
         if a.is_empty() {
-            return Err(refuse("a statement over global tables with no datanode in common"));
+            return Err(refuse(
+                "a statement over global tables with no datanode in common",
+            ));
         }
-        if let Some(f) = fixed {
-            if !a.contains(&f) {
-                return Err(refuse(format!(
-                    "a statement over a global table that is not on datanode {}",
-                    topo.datanodes[f].name
-                )));
-            }
+        if let Some(f) = fixed
+            && !a.contains(&f)
+        {
+            return Err(refuse(format!(
+                "a statement over a global table that is not on datanode {}",
+                topo.datanodes[f].name
+            )));
         }
     }
     if let Some(bd) = &globals_written {
@@ -196,16 +202,26 @@ fn build_inner(
     let mut groups = Vec::new();
     let mut labels = Vec::new();
     for g in 0..ngroups {
-        let members: Vec<usize> = (0..tables.len()).filter(|&i| group_of[i] == Some(g)).collect();
+        let members: Vec<usize> = (0..tables.len())
+            .filter(|&i| group_of[i] == Some(g))
+            .collect();
         let first = &tables[members[0]];
-        let Kind::Distributed { rule, shards, .. } = &first.kind else { continue };
+        let Kind::Distributed { rule, shards, .. } = &first.kind else {
+            continue;
+        };
         let route = placement::route_expr(&dml.filter, &tables, &group_of, g, &top);
         groups.push(GroupT {
             rule: rule.clone(),
             datanodes: shards.iter().map(|s| s.datanode).collect(),
             route,
         });
-        labels.push(members.iter().map(|&i| tables[i].label()).collect::<Vec<_>>().join(", "));
+        labels.push(
+            members
+                .iter()
+                .map(|&i| tables[i].label())
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
     }
 
     let renames = renames(toks, sql, &tables, &group_of, dml)?;
@@ -216,10 +232,10 @@ fn build_inner(
     };
     if dml.kind == DmlKind::Insert && insert.is_none() && ngroups > 0 && globals_written.is_none() {
         // INSERT ... SELECT reading distributed tables.
-        if let Some(ins) = &dml.insert {
-            if ins.from_select {
-                return Err(refuse("INSERT ... SELECT over sharded tables"));
-            }
+        if let Some(ins) = &dml.insert
+            && ins.from_select
+        {
+            return Err(refuse("INSERT ... SELECT over sharded tables"));
         }
     }
 
@@ -245,7 +261,9 @@ fn build_inner(
                     .collect();
                 let is_dist = |c: &ColRef| -> bool {
                     match placement::table_of_column(&tables, c, &top) {
-                        Some(i) => dist_cols.iter().any(|(j, col)| *j == i && col.eq_ignore_ascii_case(&c.column)),
+                        Some(i) => dist_cols
+                            .iter()
+                            .any(|(j, col)| *j == i && col.eq_ignore_ascii_case(&c.column)),
                         None => false,
                     }
                 };
@@ -259,8 +277,7 @@ fn build_inner(
         }
     };
 
-    Ok(Body::Dml(DmlT {
-        write,
+    Ok(Body::Dml(Box::new(DmlT {
         groups,
         fixed,
         allowed,
@@ -269,22 +286,25 @@ fn build_inner(
         scatter,
         insert,
         labels,
-    }))
+    })))
 }
 
 /// `SELECT DATABASE()` is ours to answer; other table-less SELECTs go to any backend.
 fn tableless_select(dml: &Dml) -> Body {
     if let Some(shape) = &dml.select {
-        let is_db = |it: &crate::sql::stmt::SelectItem| {
-            matches!(&it.kind, ItemKind::Expr { text, .. } if text == "database()" || text == "schema()")
-        };
+        let is_db = |it: &crate::sql::stmt::SelectItem| matches!(&it.kind, ItemKind::Expr { text, .. } if text == "database()" || text == "schema()");
         if shape.items.len() == 1 && is_db(&shape.items[0]) {
-            let column = shape.items[0].alias.clone().unwrap_or_else(|| "DATABASE()".to_string());
-            return Body::Done(RoutePlan::Local(LocalAnswer::CurrentDatabase { column }));
+            let column = shape.items[0]
+                .alias
+                .clone()
+                .unwrap_or_else(|| "DATABASE()".to_string());
+            return Body::Done(Box::new(RoutePlan::Local(LocalAnswer::CurrentDatabase {
+                column,
+            })));
         }
         if shape.items.iter().any(|it| matches!(&it.kind, ItemKind::Expr { text, .. } if text.contains("database()") || text.contains("schema()")))
         {
-            return Body::Done(RoutePlan::Refuse(refuse("DATABASE() combined with other expressions")));
+            return Body::Done(Box::new(RoutePlan::Refuse(refuse("DATABASE() combined with other expressions"))));
         }
     }
     Body::Any
@@ -305,22 +325,24 @@ fn check_write(tables: &[Table], top: &[usize], dml: &Dml) -> Result<(), RouterE
     }
     for c in assigned {
         let hits: Vec<usize> = match &c.table {
-            Some(_) => placement::table_of_qualifier(tables, c, top).into_iter().collect(),
+            Some(_) => placement::table_of_qualifier(tables, c, top)
+                .into_iter()
+                .collect(),
             None => top.to_vec(),
         };
         for i in hits {
-            if let Some(col) = placement::dist_column(&tables[i]) {
-                if col.eq_ignore_ascii_case(&c.column) {
-                    let what = if dml.kind == DmlKind::Insert {
-                        "ON DUPLICATE KEY UPDATE"
-                    } else {
-                        "UPDATE"
-                    };
-                    return Err(refuse(format!(
-                        "{what} of shard key column {}.{} (the row would stay on its old shard)",
-                        tables[i].r.name, col
-                    )));
-                }
+            if let Some(col) = placement::dist_column(&tables[i])
+                && col.eq_ignore_ascii_case(&c.column)
+            {
+                let what = if dml.kind == DmlKind::Insert {
+                    "ON DUPLICATE KEY UPDATE"
+                } else {
+                    "UPDATE"
+                };
+                return Err(refuse(format!(
+                    "{what} of shard key column {}.{} (the row would stay on its old shard)",
+                    tables[i].r.name, col
+                )));
             }
         }
     }
@@ -332,13 +354,18 @@ fn insert_template(
     top: &[usize],
     ins: &crate::sql::stmt::InsertShape,
 ) -> Result<Option<InsertT>, RouterError> {
-    let Some(&ti) = top.first() else { return Ok(None) };
+    let Some(&ti) = top.first() else {
+        return Ok(None);
+    };
     let t = &tables[ti];
     let Some(key) = placement::dist_column(t) else {
         return Ok(None);
     };
     if ins.from_select {
-        return Err(refuse(format!("INSERT ... SELECT into sharded table {}", t.r.name)));
+        return Err(refuse(format!(
+            "INSERT ... SELECT into sharded table {}",
+            t.r.name
+        )));
     }
     if ins.columns.is_empty() {
         return Err(refuse(format!(
@@ -367,7 +394,8 @@ fn insert_template(
     if row_count_mismatch(ins) {
         return Err(refuse("INSERT rows with different value counts"));
     }
-    let rows = (!ins.set_form).then(|| ins.rows.iter().map(|r| (r.first_tok, r.last_tok)).collect());
+    let rows =
+        (!ins.set_form).then(|| ins.rows.iter().map(|r| (r.first_tok, r.last_tok)).collect());
     Ok(Some(InsertT { key_values, rows }))
 }
 
@@ -389,7 +417,9 @@ fn renames(
     let needs_physical = |t: &Table| -> Option<Vec<String>> {
         match &t.kind {
             Kind::Distributed { shards, .. }
-                if shards.iter().any(|s| !s.physical_table.eq_ignore_ascii_case(&t.r.name)) =>
+                if shards
+                    .iter()
+                    .any(|s| !s.physical_table.eq_ignore_ascii_case(&t.r.name)) =>
             {
                 Some(shards.iter().map(|s| s.physical_table.clone()).collect())
             }
@@ -398,35 +428,65 @@ fn renames(
     };
     for (i, t) in tables.iter().enumerate() {
         if let Some(names) = needs_physical(t) {
-            let tok = t.r.name_tok.ok_or_else(|| refuse(format!("table name {} that could not be located", t.r.name)))?;
+            let tok = t.r.name_tok.ok_or_else(|| {
+                refuse(format!("table name {} that could not be located", t.r.name))
+            })?;
             let group = group_of[i].unwrap_or(0);
-            out.push(RenameT { tok, quoted: quoted(tok), what: RenameWhat::Physical { group, names } });
+            out.push(RenameT {
+                tok,
+                quoted: quoted(tok),
+                what: RenameWhat::Physical { group, names },
+            });
         }
         if t.r.schema.is_some() && t.schema.is_some() {
-            let tok = t
-                .r
-                .schema_tok
-                .ok_or_else(|| refuse(format!("schema name of {} that could not be located", t.r.name)))?;
-            out.push(RenameT { tok, quoted: quoted(tok), what: RenameWhat::Database });
+            let tok = t.r.schema_tok.ok_or_else(|| {
+                refuse(format!(
+                    "schema name of {} that could not be located",
+                    t.r.name
+                ))
+            })?;
+            out.push(RenameT {
+                tok,
+                quoted: quoted(tok),
+                what: RenameWhat::Database,
+            });
         }
     }
     // Column qualifiers: `t.c` where t is a table name (not an alias) that gets renamed, and
     // `db.t.c`.
     let all: Vec<usize> = (0..tables.len()).collect();
     for q in &dml.qualifiers {
-        let col = ColRef { schema: q.schema.clone(), table: Some(q.table.clone()), column: String::new() };
-        let Some(i) = placement::table_of_qualifier(tables, &col, &all) else { continue };
+        let col = ColRef {
+            schema: q.schema.clone(),
+            table: Some(q.table.clone()),
+            column: String::new(),
+        };
+        let Some(i) = placement::table_of_qualifier(tables, &col, &all) else {
+            continue;
+        };
         let t = &tables[i];
-        if t.r.alias.is_none() {
-            if let Some(names) = needs_physical(t) {
-                let tok = q.table_tok.ok_or_else(|| refuse(format!("qualifier {} that could not be located", q.table)))?;
-                let group = group_of[i].unwrap_or(0);
-                out.push(RenameT { tok, quoted: quoted(tok), what: RenameWhat::Physical { group, names } });
-            }
+        if t.r.alias.is_none()
+            && let Some(names) = needs_physical(t)
+        {
+            let tok = q.table_tok.ok_or_else(|| {
+                refuse(format!("qualifier {} that could not be located", q.table))
+            })?;
+            let group = group_of[i].unwrap_or(0);
+            out.push(RenameT {
+                tok,
+                quoted: quoted(tok),
+                what: RenameWhat::Physical { group, names },
+            });
         }
         if q.schema.is_some() && t.schema.is_some() {
-            let tok = q.schema_tok.ok_or_else(|| refuse("schema qualifier that could not be located"))?;
-            out.push(RenameT { tok, quoted: quoted(tok), what: RenameWhat::Database });
+            let tok = q
+                .schema_tok
+                .ok_or_else(|| refuse("schema qualifier that could not be located"))?;
+            out.push(RenameT {
+                tok,
+                quoted: quoted(tok),
+                what: RenameWhat::Database,
+            });
         }
     }
     out.sort_by_key(|r| r.tok);

@@ -26,13 +26,23 @@ pub struct Edit {
 
 impl Edit {
     pub fn replace(first: u32, last: u32, with: Vec<Piece>) -> Edit {
-        Edit { first, last, insert: false, with }
+        Edit {
+            first,
+            last,
+            insert: false,
+            with,
+        }
     }
     pub fn text(first: u32, last: u32, s: String) -> Edit {
         Edit::replace(first, last, vec![Piece::Text(s)])
     }
     pub fn insert_after(tok: u32, with: Vec<Piece>) -> Edit {
-        Edit { first: tok, last: tok, insert: true, with }
+        Edit {
+            first: tok,
+            last: tok,
+            insert: true,
+            with,
+        }
     }
 }
 
@@ -56,8 +66,10 @@ impl Text<'_> {
     ) {
         let mut cursor = from;
         for e in edits {
-            let (Some(first), Some(last)) = (self.toks.get(e.first as usize), self.toks.get(e.last as usize))
-            else {
+            let (Some(first), Some(last)) = (
+                self.toks.get(e.first as usize),
+                self.toks.get(e.last as usize),
+            ) else {
                 continue;
             };
             let (a, b) = (first.start as usize, last.end as usize);
@@ -75,7 +87,8 @@ impl Text<'_> {
                 match p {
                     Piece::Text(s) => out.push_str(s),
                     Piece::Tokens(x, y) => {
-                        let (Some(tx), Some(ty)) = (self.toks.get(*x as usize), self.toks.get(*y as usize))
+                        let (Some(tx), Some(ty)) =
+                            (self.toks.get(*x as usize), self.toks.get(*y as usize))
                         else {
                             continue;
                         };
@@ -104,7 +117,10 @@ impl Text<'_> {
         }
         for (i, &t) in self.param_tokens.iter().enumerate() {
             let tok = &self.toks[t as usize];
-            if tok.kind == TokKind::Placeholder && tok.start as usize >= from && (tok.end as usize) <= to {
+            if tok.kind == TokKind::Placeholder
+                && tok.start as usize >= from
+                && (tok.end as usize) <= to
+            {
                 params.push(i as u16);
             }
         }
@@ -132,7 +148,9 @@ impl Text<'_> {
 pub fn quote_ident(name: &str, force: bool) -> String {
     let bare = !force
         && !name.is_empty()
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$')
         && !name.bytes().all(|b| b.is_ascii_digit());
     if bare {
         name.to_string()
@@ -156,7 +174,11 @@ mod tests {
             .filter(|(_, t)| t.kind == TokKind::Placeholder)
             .map(|(i, _)| i as u32)
             .collect();
-        let text = Text { sql, toks: &toks, param_tokens: &params };
+        let text = Text {
+            sql,
+            toks: &toks,
+            param_tokens: &params,
+        };
         // tokens: SELECT a . x FROM t AS a WHERE id = ? LIMIT ? , 5
         let edits = vec![
             Edit::insert_after(3, vec![Piece::Text(", ".into()), Piece::Tokens(1, 3)]),
@@ -164,7 +186,10 @@ mod tests {
             Edit::text(12, 15, "LIMIT 7".into()),
         ];
         let (out, p) = text.render(&edits);
-        assert_eq!(out, "/* trace=1 */ SELECT a.x, a.x FROM t_0001 AS a WHERE id = ? LIMIT 7");
+        assert_eq!(
+            out,
+            "/* trace=1 */ SELECT a.x, a.x FROM t_0001 AS a WHERE id = ? LIMIT 7"
+        );
         assert_eq!(p, vec![0]);
     }
 }

@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    self as sp, BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
-    GroupByExpr, ObjectName, ObjectNamePart, Query, Select, SetExpr, Statement, TableFactor,
-    TableWithJoins, UnaryOperator, Visit, Visitor,
+    self as sp, BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr,
+    ObjectName, ObjectNamePart, Query, Select, SetExpr, Statement, TableFactor, TableWithJoins,
+    UnaryOperator, Visit, Visitor,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
@@ -37,7 +37,12 @@ pub struct Source<'a> {
 
 impl<'a> Source<'a> {
     pub fn new(sql: &'a str, toks: &'a [Token], shape: &'a Shape) -> Self {
-        Source { sql, toks, shape, lines: LineIndex::new(sql) }
+        Source {
+            sql,
+            toks,
+            shape,
+            lines: LineIndex::new(sql),
+        }
     }
 
     fn tok_at(&self, loc: Location) -> Option<u32> {
@@ -107,8 +112,12 @@ fn parse_text(src: &Source) -> Option<String> {
             let prev = &t[i - 1];
             let operand_before = matches!(
                 prev.kind,
-                TokKind::Word | TokKind::QuotedIdent | TokKind::Int | TokKind::Decimal
-                    | TokKind::Placeholder | TokKind::Str
+                TokKind::Word
+                    | TokKind::QuotedIdent
+                    | TokKind::Int
+                    | TokKind::Decimal
+                    | TokKind::Placeholder
+                    | TokKind::Str
             ) || prev.is_punct(src.sql, ")");
             if operand_before {
                 edits.push((t[i].start as usize, t[i].end as usize, "%"));
@@ -144,6 +153,56 @@ pub fn analyze(src: &Source) -> Result<Dml, AnalyzeError> {
 fn describe(src: &Source, stmt: &Statement) -> Result<Dml, AnalyzeError> {
     let mut c = Collector::new(src);
     let _ = stmt.visit(&mut c);
+    // UPDATE/DELETE joins and WHERE are not inside a SELECT: collect their equalities, and the
+    // qualifiers of assignment targets (`SET t.c = ...`), which are not expressions.
+    let mut assignment_targets: Vec<&ObjectName> = Vec::new();
+    match stmt {
+        Statement::Update(up) => {
+            c.joins_equalities(std::slice::from_ref(&up.table));
+            if let Some(w) = &up.selection {
+                c.conjunct_equalities(w);
+            }
+            for a in &up.assignments {
+                match &a.target {
+                    sp::AssignmentTarget::ColumnName(n) => assignment_targets.push(n),
+                    sp::AssignmentTarget::Tuple(ns) => assignment_targets.extend(ns.iter()),
+                }
+            }
+        }
+        Statement::Delete(del) => {
+            let (sp::FromTable::WithFromKeyword(from) | sp::FromTable::WithoutKeyword(from)) =
+                &del.from;
+            c.joins_equalities(from);
+            if let Some(u) = &del.using {
+                c.joins_equalities(u);
+            }
+            if let Some(w) = &del.selection {
+                c.conjunct_equalities(w);
+            }
+        }
+        Statement::Insert(ins) => {
+            if let Some(sp::OnInsert::DuplicateKeyUpdate(assignments)) = &ins.on {
+                for a in assignments {
+                    if let sp::AssignmentTarget::ColumnName(n) = &a.target {
+                        assignment_targets.push(n);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    for n in assignment_targets {
+        let p = name_parts(n);
+        let k = p.len();
+        if k >= 2 {
+            c.qualifiers.push(QualifierRef {
+                schema: (k >= 3).then(|| p[k - 3].value.clone()),
+                schema_tok: (k >= 3).then(|| src.ident_tok(p[k - 3])).flatten(),
+                table: p[k - 2].value.clone(),
+                table_tok: src.ident_tok(p[k - 2]),
+            });
+        }
+    }
     let mut dml = Dml {
         kind: DmlKind::Select,
         tables: Vec::new(),
@@ -164,7 +223,11 @@ fn describe(src: &Source, stmt: &Statement) -> Result<Dml, AnalyzeError> {
         unsupported: None,
     };
     let mut top = TopScope::default();
-    let mut b = Builder { src, pins: Vec::new(), unsupported: None };
+    let mut b = Builder {
+        src,
+        pins: Vec::new(),
+        unsupported: None,
+    };
     match stmt {
         Statement::Query(q) => {
             dml.kind = DmlKind::Select;
@@ -172,7 +235,11 @@ fn describe(src: &Source, stmt: &Statement) -> Result<Dml, AnalyzeError> {
             match body {
                 SetExpr::Select(s) => {
                     top.add_from(src, &s.from, &mut b);
-                    let mut filter = s.selection.as_ref().map(|e| b.pred(e)).unwrap_or(Pred::Unknown);
+                    let mut filter = s
+                        .selection
+                        .as_ref()
+                        .map(|e| b.pred(e))
+                        .unwrap_or(Pred::Unknown);
                     filter = and(filter, std::mem::replace(&mut top.inner_on, Pred::Unknown));
                     dml.filter = filter;
                     dml.select = Some(b.select_shape(s, outer));
@@ -193,8 +260,9 @@ fn describe(src: &Source, stmt: &Statement) -> Result<Dml, AnalyzeError> {
         Statement::Update(up) => {
             dml.kind = DmlKind::Update;
             top.add_from(src, std::slice::from_ref(&up.table), &mut b);
-            if let Some(sp::UpdateTableFromKind::AfterSet(f) | sp::UpdateTableFromKind::BeforeSet(f)) =
-                &up.from
+            if let Some(
+                sp::UpdateTableFromKind::AfterSet(f) | sp::UpdateTableFromKind::BeforeSet(f),
+            ) = &up.from
             {
                 top.add_from(src, f, &mut b);
             }
@@ -207,7 +275,11 @@ fn describe(src: &Source, stmt: &Statement) -> Result<Dml, AnalyzeError> {
                     sp::AssignmentTarget::Tuple(ns) => ns.iter().map(col_of_name).collect(),
                 })
                 .collect();
-            let filter = up.selection.as_ref().map(|e| b.pred(e)).unwrap_or(Pred::Unknown);
+            let filter = up
+                .selection
+                .as_ref()
+                .map(|e| b.pred(e))
+                .unwrap_or(Pred::Unknown);
             dml.filter = and(filter, std::mem::replace(&mut top.inner_on, Pred::Unknown));
             dml.write_order_or_limit = !up.order_by.is_empty() || up.limit.is_some();
         }
@@ -224,7 +296,11 @@ fn describe(src: &Source, stmt: &Statement) -> Result<Dml, AnalyzeError> {
                 || del.using.is_some()
                 || from.len() > 1
                 || from.iter().any(|t| !t.joins.is_empty());
-            let filter = del.selection.as_ref().map(|e| b.pred(e)).unwrap_or(Pred::Unknown);
+            let filter = del
+                .selection
+                .as_ref()
+                .map(|e| b.pred(e))
+                .unwrap_or(Pred::Unknown);
             dml.filter = and(filter, std::mem::replace(&mut top.inner_on, Pred::Unknown));
             dml.write_order_or_limit = !del.order_by.is_empty() || del.limit.is_some();
         }
@@ -241,7 +317,11 @@ fn describe(src: &Source, stmt: &Statement) -> Result<Dml, AnalyzeError> {
                 t.top_level = true;
                 t.outer_nullable = info.nullable;
             }
-        } else if top.untracked.iter().any(|(s, n)| *s == t.schema && *n == t.name) {
+        } else if top
+            .untracked
+            .iter()
+            .any(|(s, n)| *s == t.schema && *n == t.name)
+        {
             t.top_level = true;
         }
         dml.tables.push(t);
@@ -299,7 +379,11 @@ fn col_of_name(n: &ObjectName) -> ColRef {
 
 fn col_of(e: &Expr) -> Option<ColRef> {
     match e {
-        Expr::Identifier(i) => Some(ColRef { schema: None, table: None, column: i.value.clone() }),
+        Expr::Identifier(i) => Some(ColRef {
+            schema: None,
+            table: None,
+            column: i.value.clone(),
+        }),
         Expr::CompoundIdentifier(ids) if (2..=3).contains(&ids.len()) => {
             let k = ids.len();
             Some(ColRef {
@@ -347,7 +431,9 @@ impl TopScope {
     fn add_factor(&mut self, src: &Source, f: &TableFactor, nullable: bool, b: &mut Builder) {
         match f {
             TableFactor::Table { name, .. } => self.add_name(src, name, None, nullable),
-            TableFactor::NestedJoin { table_with_joins, .. } => {
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => {
                 self.add_from(src, std::slice::from_ref(table_with_joins.as_ref()), b);
                 if nullable {
                     self.has_outer = true;
@@ -367,7 +453,9 @@ impl TopScope {
             for j in &twj.joins {
                 use sp::JoinOperator as J;
                 let (nullable_right, nullable_left, constraint) = match &j.join_operator {
-                    J::Join(c) | J::Inner(c) | J::CrossJoin(c) | J::StraightJoin(c) => (false, false, Some(c)),
+                    J::Join(c) | J::Inner(c) | J::CrossJoin(c) | J::StraightJoin(c) => {
+                        (false, false, Some(c))
+                    }
                     J::Left(c) | J::LeftOuter(c) => (true, false, Some(c)),
                     J::Right(c) | J::RightOuter(c) => (false, true, Some(c)),
                     J::FullOuter(c) => (true, true, Some(c)),
@@ -386,13 +474,17 @@ impl TopScope {
                     self.has_outer = true;
                 }
                 self.add_factor(src, &j.relation, nullable_right, b);
-                if let Some(sp::JoinConstraint::On(e)) = constraint {
-                    if !nullable_left && !nullable_right {
-                        let p = b.pred(e);
-                        self.inner_on = and(std::mem::replace(&mut self.inner_on, Pred::Unknown), p);
-                    }
+                if let Some(sp::JoinConstraint::On(e)) = constraint
+                    && !nullable_left
+                    && !nullable_right
+                {
+                    let p = b.pred(e);
+                    self.inner_on = and(std::mem::replace(&mut self.inner_on, Pred::Unknown), p);
                 }
-                if matches!(constraint, Some(sp::JoinConstraint::Using(_) | sp::JoinConstraint::Natural)) {
+                if matches!(
+                    constraint,
+                    Some(sp::JoinConstraint::Using(_) | sp::JoinConstraint::Natural)
+                ) {
                     // USING/NATURAL: equalities by column name; co-location is not checked on
                     // these, so the join is only allowed when everything lands on one datanode.
                 }
@@ -436,12 +528,20 @@ impl<'a> Collector<'a> {
 
     fn conjunct_equalities(&mut self, e: &Expr) {
         match e {
-            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And,
+                right,
+            } => {
                 self.conjunct_equalities(left);
                 self.conjunct_equalities(right);
             }
             Expr::Nested(e) => self.conjunct_equalities(e),
-            Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } => {
                 if let (Some(a), Some(b)) = (col_of(left), col_of(right)) {
                     self.equalities.push((a, b));
                 }
@@ -464,7 +564,10 @@ impl<'a> Collector<'a> {
                 {
                     self.conjunct_equalities(e);
                 }
-                if let TableFactor::NestedJoin { table_with_joins, .. } = &j.relation {
+                if let TableFactor::NestedJoin {
+                    table_with_joins, ..
+                } = &j.relation
+                {
                     self.joins_equalities(std::slice::from_ref(table_with_joins.as_ref()));
                 }
             }
@@ -479,7 +582,8 @@ impl Visitor for Collector<'_> {
         if let Some(w) = &q.with {
             self.has_cte = true;
             for cte in &w.cte_tables {
-                self.cte_names.push(cte.alias.name.value.to_ascii_lowercase());
+                self.cte_names
+                    .push(cte.alias.name.value.to_ascii_lowercase());
             }
         }
         if matches!(q.body.as_ref(), SetExpr::SetOperation { .. }) {
@@ -490,7 +594,11 @@ impl Visitor for Collector<'_> {
 
     fn pre_visit_select(&mut self, s: &Select) -> ControlFlow<()> {
         for item in &s.projection {
-            if let sp::SelectItem::QualifiedWildcard(sp::SelectItemQualifiedWildcardKind::ObjectName(n), _) = item {
+            if let sp::SelectItem::QualifiedWildcard(
+                sp::SelectItemQualifiedWildcardKind::ObjectName(n),
+                _,
+            ) = item
+            {
                 let p = name_parts(n);
                 let k = p.len();
                 if k >= 1 {
@@ -536,10 +644,10 @@ impl Visitor for Collector<'_> {
     fn pre_visit_table_factor(&mut self, f: &TableFactor) -> ControlFlow<()> {
         match f {
             TableFactor::Table { name, alias, .. } => {
-                if let (Some(a), Some(last)) = (alias, name_parts(name).last()) {
-                    if let Some(tok) = self.src.ident_tok(last) {
-                        self.aliases.insert(tok, a.name.value.clone());
-                    }
+                if let (Some(a), Some(last)) = (alias, name_parts(name).last())
+                    && let Some(tok) = self.src.ident_tok(last)
+                {
+                    self.aliases.insert(tok, a.name.value.clone());
                 }
             }
             TableFactor::Derived { .. } => {
@@ -564,7 +672,10 @@ impl Visitor for Collector<'_> {
                 });
             }
             Expr::Subquery(_) | Expr::Exists { .. } => self.has_subquery = true,
-            Expr::In { target: sp::InTarget::Subquery(_), .. } => self.has_subquery = true,
+            Expr::In {
+                target: sp::InTarget::Subquery(_),
+                ..
+            } => self.has_subquery = true,
             _ => {}
         }
         ControlFlow::Continue(())
@@ -579,9 +690,24 @@ struct Builder<'a> {
 }
 
 const AGGREGATES: &[&str] = &[
-    "COUNT", "SUM", "MIN", "MAX", "AVG", "GROUP_CONCAT", "STD", "STDDEV", "STDDEV_POP",
-    "STDDEV_SAMP", "VARIANCE", "VAR_POP", "VAR_SAMP", "BIT_AND", "BIT_OR", "BIT_XOR",
-    "JSON_ARRAYAGG", "JSON_OBJECTAGG",
+    "COUNT",
+    "SUM",
+    "MIN",
+    "MAX",
+    "AVG",
+    "GROUP_CONCAT",
+    "STD",
+    "STDDEV",
+    "STDDEV_POP",
+    "STDDEV_SAMP",
+    "VARIANCE",
+    "VAR_POP",
+    "VAR_SAMP",
+    "BIT_AND",
+    "BIT_OR",
+    "BIT_XOR",
+    "JSON_ARRAYAGG",
+    "JSON_OBJECTAGG",
 ];
 
 fn agg_func(f: &sp::Function) -> Option<(AggFunc, String)> {
@@ -628,7 +754,12 @@ impl Builder<'_> {
 
     fn param_at(&self, loc: Location) -> Option<u16> {
         let t = self.src.tok_at(loc)?;
-        self.src.shape.param_tokens.binary_search(&t).ok().map(|i| i as u16)
+        self.src
+            .shape
+            .param_tokens
+            .binary_search(&t)
+            .ok()
+            .map(|i| i as u16)
     }
 
     /// A routing value: a literal, a parameter, or their negation.
@@ -662,11 +793,17 @@ impl Builder<'_> {
                     }
                 }
             }
-            Expr::UnaryOp { op: UnaryOperator::Minus, expr } => {
+            Expr::UnaryOp {
+                op: UnaryOperator::Minus,
+                expr,
+            } => {
                 let inner = self.value(expr)?;
                 Some(ValueRef::Neg(Box::new(inner)))
             }
-            Expr::UnaryOp { op: UnaryOperator::Plus, expr } => self.value(expr),
+            Expr::UnaryOp {
+                op: UnaryOperator::Plus,
+                expr,
+            } => self.value(expr),
             Expr::Nested(e) => self.value(e),
             _ => None,
         }
@@ -675,10 +812,16 @@ impl Builder<'_> {
     fn pred(&mut self, e: &Expr) -> Pred {
         match e {
             Expr::Nested(e) => self.pred(e),
-            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
-                and(self.pred(left), self.pred(right))
-            }
-            Expr::BinaryOp { left, op: BinaryOperator::Or, right } => {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And,
+                right,
+            } => and(self.pred(left), self.pred(right)),
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Or,
+                right,
+            } => {
                 let (l, r) = (self.pred(left), self.pred(right));
                 if l == Pred::Unknown || r == Pred::Unknown {
                     return Pred::Unknown;
@@ -716,20 +859,30 @@ impl Builder<'_> {
                 }
                 Pred::Unknown
             }
-            Expr::In { expr, target: sp::InTarget::List(list), negated: false, .. } => {
-                let Some(col) = col_of(expr) else { return Pred::Unknown };
+            Expr::In {
+                expr,
+                target: sp::InTarget::List(list),
+                negated: false,
+                ..
+            } => {
+                let Some(col) = col_of(expr) else {
+                    return Pred::Unknown;
+                };
                 let values: Option<Vec<_>> = list.iter().map(|v| self.value(v)).collect();
                 match values {
                     Some(values) if !values.is_empty() => Pred::In { col, values },
                     _ => Pred::Unknown,
                 }
             }
-            Expr::Between { expr, negated: false, low, high } => {
-                match (col_of(expr), self.value(low), self.value(high)) {
-                    (Some(col), Some(low), Some(high)) => Pred::Between { col, low, high },
-                    _ => Pred::Unknown,
-                }
-            }
+            Expr::Between {
+                expr,
+                negated: false,
+                low,
+                high,
+            } => match (col_of(expr), self.value(low), self.value(high)) {
+                (Some(col), Some(low), Some(high)) => Pred::Between { col, low, high },
+                _ => Pred::Unknown,
+            },
             Expr::IsNull(e) => match col_of(e) {
                 Some(col) => Pred::IsNull { col },
                 None => Pred::Unknown,
@@ -742,10 +895,10 @@ impl Builder<'_> {
     fn pin_all(&mut self, e: &Expr) {
         let mut found = Vec::new();
         let _ = sp::visit_expressions(e, |x| {
-            if let Expr::Value(v) = x {
-                if let Some(s) = self.slot_at(v.span.start) {
-                    found.push(s);
-                }
+            if let Expr::Value(v) = x
+                && let Some(s) = self.slot_at(v.span.start)
+            {
+                found.push(s);
             }
             ControlFlow::<()>::Continue(())
         });
@@ -756,7 +909,10 @@ impl Builder<'_> {
         let FunctionArguments::List(list) = &f.args else {
             return (false, AggArg::Unlocated);
         };
-        let distinct = matches!(list.duplicate_treatment, Some(sp::DuplicateTreatment::Distinct));
+        let distinct = matches!(
+            list.duplicate_treatment,
+            Some(sp::DuplicateTreatment::Distinct)
+        );
         if list.args.len() != 1 || !list.clauses.is_empty() {
             return (distinct, AggArg::Unlocated);
         }
@@ -783,21 +939,27 @@ impl Builder<'_> {
                 (first < close).then_some((first as u32, close as u32 - 1))
             });
         match located {
-            Some((first_tok, last_tok)) => (distinct, AggArg::Expr { first_tok, last_tok, col }),
+            Some((first_tok, last_tok)) => (
+                distinct,
+                AggArg::Expr {
+                    first_tok,
+                    last_tok,
+                    col,
+                },
+            ),
             None => (distinct, AggArg::Unlocated),
         }
     }
 
     fn key_expr(&mut self, e: &Expr) -> KeyExpr {
-        if let Expr::Value(v) = e {
-            if let sp::Value::Number(n, _) = &v.value {
-                if let Ok(pos) = n.parse::<usize>() {
-                    if let Some(s) = self.slot_at(v.span.start) {
-                        self.pins.push(s);
-                    }
-                    return KeyExpr::Position(pos);
-                }
+        if let Expr::Value(v) = e
+            && let sp::Value::Number(n, _) = &v.value
+            && let Ok(pos) = n.parse::<usize>()
+        {
+            if let Some(s) = self.slot_at(v.span.start) {
+                self.pins.push(s);
             }
+            return KeyExpr::Position(pos);
         }
         if let Some(col) = col_of(e) {
             let (first, last) = match e {
@@ -808,14 +970,24 @@ impl Builder<'_> {
                 ),
                 _ => (None, None),
             };
-            return KeyExpr::Column { col, first_tok: first, last_tok: last };
+            return KeyExpr::Column {
+                col,
+                first_tok: first,
+                last_tok: last,
+            };
         }
         self.pin_all(e);
-        if let Expr::Function(f) = e {
-            if let Some((func, name)) = agg_func(f) {
-                let (distinct, arg) = self.agg_arg(f);
-                return KeyExpr::Aggregate { text: render(e), func, distinct, arg, name };
-            }
+        if let Expr::Function(f) = e
+            && let Some((func, name)) = agg_func(f)
+        {
+            let (distinct, arg) = self.agg_arg(f);
+            return KeyExpr::Aggregate {
+                text: render(e),
+                func,
+                distinct,
+                arg,
+                name,
+            };
         }
         KeyExpr::Expr { text: render(e) }
     }
@@ -823,15 +995,20 @@ impl Builder<'_> {
     fn having(&mut self, e: &Expr) -> HavingExpr {
         match e {
             Expr::Nested(e) => self.having(e),
-            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
-                HavingExpr::And(Box::new(self.having(left)), Box::new(self.having(right)))
-            }
-            Expr::BinaryOp { left, op: BinaryOperator::Or, right } => {
-                HavingExpr::Or(Box::new(self.having(left)), Box::new(self.having(right)))
-            }
-            Expr::UnaryOp { op: UnaryOperator::Not, expr } => {
-                HavingExpr::Not(Box::new(self.having(expr)))
-            }
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And,
+                right,
+            } => HavingExpr::And(Box::new(self.having(left)), Box::new(self.having(right))),
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Or,
+                right,
+            } => HavingExpr::Or(Box::new(self.having(left)), Box::new(self.having(right))),
+            Expr::UnaryOp {
+                op: UnaryOperator::Not,
+                expr,
+            } => HavingExpr::Not(Box::new(self.having(expr))),
             Expr::BinaryOp { left, op, right } => {
                 let op = match op {
                     BinaryOperator::Eq => HavingOp::Eq,
@@ -844,14 +1021,19 @@ impl Builder<'_> {
                     _ => return HavingExpr::Unsupported(render(e)),
                 };
                 match (self.having_operand(left), self.having_operand(right)) {
-                    (Some(l), Some(r)) => HavingExpr::Cmp { op, left: l, right: r },
+                    (Some(l), Some(r)) => HavingExpr::Cmp {
+                        op,
+                        left: l,
+                        right: r,
+                    },
                     _ => HavingExpr::Unsupported(render(e)),
                 }
             }
             Expr::IsNull(x) | Expr::IsNotNull(x) => match self.having_operand(x) {
-                Some(operand) => {
-                    HavingExpr::IsNull { operand, negated: matches!(e, Expr::IsNotNull(_)) }
-                }
+                Some(operand) => HavingExpr::IsNull {
+                    operand,
+                    negated: matches!(e, Expr::IsNotNull(_)),
+                },
                 None => HavingExpr::Unsupported(render(e)),
             },
             _ => HavingExpr::Unsupported(render(e)),
@@ -859,10 +1041,10 @@ impl Builder<'_> {
     }
 
     fn having_operand(&mut self, e: &Expr) -> Option<HavingOperand> {
-        if let Some(v) = self.value(e) {
-            if matches!(e, Expr::Value(_) | Expr::UnaryOp { .. }) {
-                return Some(HavingOperand::Value(v));
-            }
+        if let Some(v) = self.value(e)
+            && matches!(e, Expr::Value(_) | Expr::UnaryOp { .. })
+        {
+            return Some(HavingOperand::Value(v));
         }
         match e {
             Expr::Function(f) if agg_func(f).is_some() => {
@@ -884,7 +1066,10 @@ impl Builder<'_> {
                 sp::SelectItem::UnnamedExpr(e) => (e, None),
                 sp::SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias.value.clone())),
                 sp::SelectItem::Wildcard(_) | sp::SelectItem::QualifiedWildcard(..) => {
-                    items.push(SelectItem { kind: ItemKind::Wildcard, alias: None });
+                    items.push(SelectItem {
+                        kind: ItemKind::Wildcard,
+                        alias: None,
+                    });
                     continue;
                 }
                 sp::SelectItem::ExprWithAliases { expr, .. } => (expr, None),
@@ -896,14 +1081,26 @@ impl Builder<'_> {
                 if let Some((func, name)) = agg_func(f) {
                     let (distinct, arg) = self.agg_arg(f);
                     self.pin_all(e);
-                    ItemKind::Aggregate { func, name, distinct, arg, text: render(e) }
+                    ItemKind::Aggregate {
+                        func,
+                        name,
+                        distinct,
+                        arg,
+                        text: render(e),
+                    }
                 } else {
                     self.pin_all(e);
-                    ItemKind::Expr { text: render(e), has_aggregate: contains_aggregate(e) }
+                    ItemKind::Expr {
+                        text: render(e),
+                        has_aggregate: contains_aggregate(e),
+                    }
                 }
             } else {
                 self.pin_all(e);
-                ItemKind::Expr { text: render(e), has_aggregate: contains_aggregate(e) }
+                ItemKind::Expr {
+                    text: render(e),
+                    has_aggregate: contains_aggregate(e),
+                }
             };
             items.push(SelectItem { kind, alias });
         }
@@ -946,7 +1143,10 @@ impl Builder<'_> {
                         }
                         has_window |= contains_window(&oe.expr);
                         let desc = matches!(oe.options.sort, Some(sp::OrderBySort::Desc));
-                        order_by.push(OrderKey { key: self.key_expr(&oe.expr), desc });
+                        order_by.push(OrderKey {
+                            key: self.key_expr(&oe.expr),
+                            desc,
+                        });
                     }
                 }
                 sp::OrderByKind::All(_) => self.unsupported = Some("ORDER BY ALL".into()),
@@ -973,7 +1173,15 @@ impl Builder<'_> {
     /// Tokens of a top-level clause starting at keyword `kw`, up to the next top-level clause.
     fn clause_range(&self, kw: &str) -> Option<(u32, u32)> {
         let start = *self.src.depth0_keywords(kw).first()?;
-        let enders = ["ORDER", "LIMIT", "WINDOW", "FOR", "LOCK", "INTO", "PROCEDURE"];
+        let enders = [
+            "ORDER",
+            "LIMIT",
+            "WINDOW",
+            "FOR",
+            "LOCK",
+            "INTO",
+            "PROCEDURE",
+        ];
         let mut depth = 0i32;
         let mut end = self.src.toks.len() - 1;
         for (i, t) in self.src.toks.iter().enumerate().skip(start + 1) {
@@ -982,7 +1190,8 @@ impl Builder<'_> {
             } else if t.is_punct(self.src.sql, ")") {
                 depth -= 1;
             } else if depth == 0
-                && (enders.iter().any(|k| t.is_kw(self.src.sql, k)) || t.is_punct(self.src.sql, ";"))
+                && (enders.iter().any(|k| t.is_kw(self.src.sql, k))
+                    || t.is_punct(self.src.sql, ";"))
             {
                 end = i - 1;
                 break;
@@ -998,7 +1207,11 @@ impl Builder<'_> {
 
     fn limit(&mut self, q: &Query) -> Option<Limit> {
         let (count, offset) = match q.limit_clause.as_ref()? {
-            sp::LimitClause::LimitOffset { limit, offset, limit_by } => {
+            sp::LimitClause::LimitOffset {
+                limit,
+                offset,
+                limit_by,
+            } => {
                 if !limit_by.is_empty() {
                     self.unsupported = Some("LIMIT BY".into());
                 }
@@ -1015,7 +1228,10 @@ impl Builder<'_> {
         };
         let count_v = self.value(count);
         let offset_v = offset.map(|o| self.value(o));
-        let (Some(count_v), Some(offset_v)) = (count_v, offset_v.unwrap_or(Some(ValueRef::Const(Literal::Int(0))))) else {
+        let (Some(count_v), Some(offset_v)) = (
+            count_v,
+            offset_v.unwrap_or(Some(ValueRef::Const(Literal::Int(0)))),
+        ) else {
             self.unsupported = Some("a LIMIT that is not a number or parameter".into());
             return None;
         };
@@ -1028,15 +1244,16 @@ impl Builder<'_> {
         if last >= self.src.toks.len() {
             return None;
         }
-        Some(Limit { count: count_v, offset: offset_v, first_tok: first as u32, last_tok: last as u32 })
+        Some(Limit {
+            count: count_v,
+            offset: offset_v,
+            first_tok: first as u32,
+            last_tok: last as u32,
+        })
     }
 
     fn insert_shape(&mut self, ins: &sp::Insert) -> InsertShape {
-        let mut columns: Vec<String> = ins
-            .columns
-            .iter()
-            .map(|c| col_of_name(c).column)
-            .collect();
+        let mut columns: Vec<String> = ins.columns.iter().map(|c| col_of_name(c).column).collect();
         let mut rows = Vec::new();
         let mut from_select = false;
         let mut set_form = false;
@@ -1050,7 +1267,11 @@ impl Builder<'_> {
                     for (i, r) in v.rows.iter().enumerate() {
                         let values = r.content.iter().map(|e| self.value(e)).collect();
                         let (first_tok, last_tok) = located.get(i).copied().unwrap_or((0, 0));
-                        rows.push(InsertRow { first_tok, last_tok, values });
+                        rows.push(InsertRow {
+                            first_tok,
+                            last_tok,
+                            values,
+                        });
                     }
                 }
                 _ => from_select = true,
@@ -1066,8 +1287,16 @@ impl Builder<'_> {
                             sp::AssignmentTarget::Tuple(_) => String::new(),
                         })
                         .collect();
-                    let values = ins.assignments.iter().map(|a| self.value(&a.value)).collect();
-                    rows.push(InsertRow { first_tok: 0, last_tok: 0, values });
+                    let values = ins
+                        .assignments
+                        .iter()
+                        .map(|a| self.value(&a.value))
+                        .collect();
+                    rows.push(InsertRow {
+                        first_tok: 0,
+                        last_tok: 0,
+                        values,
+                    });
                 }
             }
         }
@@ -1116,7 +1345,9 @@ impl Builder<'_> {
             if !src.punct_at(i, "(") {
                 break;
             }
-            let Some(close) = src.matching_paren(i) else { break };
+            let Some(close) = src.matching_paren(i) else {
+                break;
+            };
             out.push((i as u32, close as u32));
             if src.punct_at(close + 1, ",") {
                 i = close + 2;
@@ -1130,10 +1361,10 @@ impl Builder<'_> {
 
 /// Integer literals as `Int`, everything else (fractions, exponents, huge) as written.
 fn number_literal(n: &str) -> Literal {
-    if n.bytes().all(|b| b.is_ascii_digit()) {
-        if let Ok(v) = n.parse::<i128>() {
-            return Literal::Int(v);
-        }
+    if n.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(v) = n.parse::<i128>()
+    {
+        return Literal::Int(v);
     }
     Literal::Decimal(n.to_string())
 }

@@ -25,7 +25,10 @@ pub enum StatementKind {
     /// `USE db`
     Use(String),
     /// `BEGIN [WORK]`, `START TRANSACTION [WITH CONSISTENT SNAPSHOT] [, READ ONLY|READ WRITE]`.
-    Begin { consistent_snapshot: bool, read_only: bool },
+    Begin {
+        consistent_snapshot: bool,
+        read_only: bool,
+    },
     /// `COMMIT [WORK] [AND [NO] CHAIN] [[NO] RELEASE]`
     Commit,
     /// `ROLLBACK [WORK]` (not to a savepoint).
@@ -117,11 +120,17 @@ impl StatementKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SetStatement {
     /// `SET NAMES cs [COLLATE coll]` / `SET NAMES DEFAULT`
-    Names { charset: String, collation: Option<String> },
+    Names {
+        charset: String,
+        collation: Option<String>,
+    },
     /// `SET CHARACTER SET cs` / `SET CHARSET cs`
     CharacterSet(String),
     /// `SET [GLOBAL|SESSION] TRANSACTION ...` (the characteristics as written).
-    Transaction { scope: VarScope, characteristics: String },
+    Transaction {
+        scope: VarScope,
+        characteristics: String,
+    },
     /// `SET PASSWORD ...`, `SET ROLE ...`, `SET DEFAULT ROLE ...`, `SET STATEMENT ... FOR ...`.
     Other,
     /// `SET a = 1, @b := 2, @@session.c = DEFAULT, ...`
@@ -208,7 +217,10 @@ pub fn classify_tokens(sql: &str, toks: &[Token]) -> StatementKind {
             if is(1, "NOT") {
                 K::Other("BEGIN".into())
             } else {
-                K::Begin { consistent_snapshot: false, read_only: false }
+                K::Begin {
+                    consistent_snapshot: false,
+                    read_only: false,
+                }
             }
         }
         "START" if is(1, "TRANSACTION") => {
@@ -224,7 +236,10 @@ pub fn classify_tokens(sql: &str, toks: &[Token]) -> StatementKind {
                 }
                 i += 1;
             }
-            K::Begin { consistent_snapshot, read_only }
+            K::Begin {
+                consistent_snapshot,
+                read_only,
+            }
         }
         "COMMIT" => K::Commit,
         "ROLLBACK" => {
@@ -255,9 +270,12 @@ pub fn classify_tokens(sql: &str, toks: &[Token]) -> StatementKind {
             }
         }
         "CREATE" => {
-            if toks.iter().skip(1).take(3).any(|t| {
-                t.is_kw(sql, "USER") || t.is_kw(sql, "ROLE")
-            }) {
+            if toks
+                .iter()
+                .skip(1)
+                .take(3)
+                .any(|t| t.is_kw(sql, "USER") || t.is_kw(sql, "ROLE"))
+            {
                 K::Account
             } else {
                 K::Ddl(DdlKind::Create)
@@ -318,7 +336,10 @@ fn classify_set(sql: &str, toks: &[Token]) -> SetStatement {
             (Some(a), Some(b)) => sql[a.start as usize..b.end as usize].to_string(),
             _ => String::new(),
         };
-        return SetStatement::Transaction { scope, characteristics };
+        return SetStatement::Transaction {
+            scope,
+            characteristics,
+        };
     }
     if is(0, "PASSWORD") || is(0, "ROLE") || is(0, "DEFAULT") || is(0, "STATEMENT") {
         return SetStatement::Other;
@@ -395,9 +416,7 @@ fn parse_assignment(sql: &str, toks: &[Token], scope: &mut VarScope) -> Option<S
                 }
             } else {
                 let name = &text[1..];
-                let name = if name.len() >= 2
-                    && matches!(name.as_bytes()[0], b'`' | b'\'' | b'"')
-                {
+                let name = if name.len() >= 2 && matches!(name.as_bytes()[0], b'`' | b'\'' | b'"') {
                     name[1..name.len() - 1].to_string()
                 } else {
                     name.to_string()
@@ -416,7 +435,11 @@ fn parse_assignment(sql: &str, toks: &[Token], scope: &mut VarScope) -> Option<S
         }
         _ => return None,
     };
-    Some(SetAssignment { scope: item_scope, name, value })
+    Some(SetAssignment {
+        scope: item_scope,
+        name,
+        value,
+    })
 }
 
 #[cfg(test)]
@@ -430,13 +453,25 @@ mod tests {
         assert_eq!(classify("-- c\n(SELECT 1)"), K::Select);
         assert_eq!(
             classify("START TRANSACTION WITH CONSISTENT SNAPSHOT"),
-            K::Begin { consistent_snapshot: true, read_only: false }
+            K::Begin {
+                consistent_snapshot: true,
+                read_only: false
+            }
         );
         assert_eq!(
             classify("start transaction read only"),
-            K::Begin { consistent_snapshot: false, read_only: true }
+            K::Begin {
+                consistent_snapshot: false,
+                read_only: true
+            }
         );
-        assert_eq!(classify("BEGIN WORK"), K::Begin { consistent_snapshot: false, read_only: false });
+        assert_eq!(
+            classify("BEGIN WORK"),
+            K::Begin {
+                consistent_snapshot: false,
+                read_only: false
+            }
+        );
         assert_eq!(classify("ROLLBACK TO SAVEPOINT a"), K::RollbackToSavepoint);
         assert_eq!(classify("rollback"), K::Rollback);
         assert_eq!(classify("XA START 'x'"), K::Xa);
@@ -453,7 +488,10 @@ mod tests {
     fn executable_comment_counts_as_code() {
         assert_eq!(
             classify("/*!40101 SET NAMES utf8mb4 */"),
-            StatementKind::Set(SetStatement::Names { charset: "utf8mb4".into(), collation: None })
+            StatementKind::Set(SetStatement::Names {
+                charset: "utf8mb4".into(),
+                collation: None
+            })
         );
     }
 
@@ -477,15 +515,27 @@ mod tests {
                 characteristics: "ISOLATION LEVEL READ COMMITTED".into()
             })
         );
-        let StatementKind::Set(SetStatement::Variables(v)) =
-            classify("SET autocommit=0, @a := (1, 2), GLOBAL max_connections = 10, @@session.sql_mode='X'")
-        else {
+        let StatementKind::Set(SetStatement::Variables(v)) = classify(
+            "SET autocommit=0, @a := (1, 2), GLOBAL max_connections = 10, @@session.sql_mode='X'",
+        ) else {
             panic!("not variables")
         };
         assert_eq!(v.len(), 4);
-        assert_eq!((v[0].scope, v[0].name.as_str(), v[0].value.as_str()), (VarScope::Session, "autocommit", "0"));
-        assert_eq!((v[1].scope, v[1].name.as_str(), v[1].value.as_str()), (VarScope::User, "a", "(1, 2)"));
-        assert_eq!((v[2].scope, v[2].name.as_str()), (VarScope::Global, "max_connections"));
-        assert_eq!((v[3].scope, v[3].name.as_str(), v[3].value.as_str()), (VarScope::Session, "sql_mode", "'X'"));
+        assert_eq!(
+            (v[0].scope, v[0].name.as_str(), v[0].value.as_str()),
+            (VarScope::Session, "autocommit", "0")
+        );
+        assert_eq!(
+            (v[1].scope, v[1].name.as_str(), v[1].value.as_str()),
+            (VarScope::User, "a", "(1, 2)")
+        );
+        assert_eq!(
+            (v[2].scope, v[2].name.as_str()),
+            (VarScope::Global, "max_connections")
+        );
+        assert_eq!(
+            (v[3].scope, v[3].name.as_str(), v[3].value.as_str()),
+            (VarScope::Session, "sql_mode", "'X'")
+        );
     }
 }

@@ -105,9 +105,7 @@ pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
                 i += 1;
             }
             b'#' => i = skip_line(b, i),
-            b'-' if b.get(i + 1) == Some(&b'-')
-                && b.get(i + 2).is_none_or(|&x| x <= b' ') =>
-            {
+            b'-' if b.get(i + 1) == Some(&b'-') && b.get(i + 2).is_none_or(|&x| x <= b' ') => {
                 i = skip_line(b, i)
             }
             b'/' if b.get(i + 1) == Some(&b'*') => {
@@ -126,7 +124,10 @@ pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
                     match find(b, i + 2, b"*/") {
                         Some(e) => i = e + 2,
                         None => {
-                            return Err(LexError { offset: i, what: "unterminated comment" });
+                            return Err(LexError {
+                                offset: i,
+                                what: "unterminated comment",
+                            });
                         }
                     }
                 }
@@ -136,15 +137,23 @@ pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
                 i += 2;
             }
             b'\'' | b'"' => {
-                let e = skip_string(b, i, c)
-                    .ok_or(LexError { offset: i, what: "unterminated string" })?;
-                let kind = if c == b'\'' { TokKind::Str } else { TokKind::DqStr };
+                let e = skip_string(b, i, c).ok_or(LexError {
+                    offset: i,
+                    what: "unterminated string",
+                })?;
+                let kind = if c == b'\'' {
+                    TokKind::Str
+                } else {
+                    TokKind::DqStr
+                };
                 push(out, kind, i, e);
                 i = e;
             }
             b'`' => {
-                let e = skip_backtick(b, i)
-                    .ok_or(LexError { offset: i, what: "unterminated quoted identifier" })?;
+                let e = skip_backtick(b, i).ok_or(LexError {
+                    offset: i,
+                    what: "unterminated quoted identifier",
+                })?;
                 push(out, TokKind::QuotedIdent, i, e);
                 i = e;
             }
@@ -159,12 +168,16 @@ pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
                 }
                 match b.get(e) {
                     Some(b'`') => {
-                        e = skip_backtick(b, e)
-                            .ok_or(LexError { offset: e, what: "unterminated quoted identifier" })?
+                        e = skip_backtick(b, e).ok_or(LexError {
+                            offset: e,
+                            what: "unterminated quoted identifier",
+                        })?
                     }
                     Some(&q @ (b'\'' | b'"')) => {
-                        e = skip_string(b, e, q)
-                            .ok_or(LexError { offset: e, what: "unterminated string" })?
+                        e = skip_string(b, e, q).ok_or(LexError {
+                            offset: e,
+                            what: "unterminated string",
+                        })?
                     }
                     _ => {
                         while e < n && (is_word_byte(b[e]) || b[e] == b'.' || b[e] == b'$') {
@@ -180,9 +193,7 @@ pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
                 push(out, kind, i, e);
                 i = e;
             }
-            b'.' if b.get(i + 1).is_some_and(u8::is_ascii_digit)
-                && !prev_is_name(out, sql) =>
-            {
+            b'.' if b.get(i + 1).is_some_and(u8::is_ascii_digit) && !prev_is_name(out, sql) => {
                 let (kind, e) = lex_number(b, i);
                 push(out, kind, i, e);
                 i = e;
@@ -190,8 +201,10 @@ pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
             _ if (c == b'x' || c == b'X' || c == b'b' || c == b'B')
                 && b.get(i + 1) == Some(&b'\'') =>
             {
-                let e = skip_string(b, i + 1, b'\'')
-                    .ok_or(LexError { offset: i, what: "unterminated string" })?;
+                let e = skip_string(b, i + 1, b'\'').ok_or(LexError {
+                    offset: i,
+                    what: "unterminated string",
+                })?;
                 push(out, TokKind::HexOrBit, i, e);
                 i = e;
             }
@@ -214,7 +227,11 @@ pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
 }
 
 fn push(out: &mut Vec<Token>, kind: TokKind, s: usize, e: usize) {
-    out.push(Token { kind, start: s as u32, end: e as u32 });
+    out.push(Token {
+        kind,
+        start: s as u32,
+        end: e as u32,
+    });
 }
 
 fn is_word_byte(c: u8) -> bool {
@@ -238,7 +255,10 @@ fn find(b: &[u8], from: usize, pat: &[u8]) -> Option<usize> {
     if from > b.len() {
         return None;
     }
-    b[from..].windows(pat.len()).position(|w| w == pat).map(|p| p + from)
+    b[from..]
+        .windows(pat.len())
+        .position(|w| w == pat)
+        .map(|p| p + from)
 }
 
 /// End (exclusive) of a string starting at `i` with quote `q`: backslash escapes and doubled
@@ -283,7 +303,13 @@ fn lex_number(b: &[u8], i: usize) -> (TokKind, usize) {
     if b[i] == b'0' && i + 1 < n && (b[i + 1] == b'x' || b[i + 1] == b'b') {
         let hex = b[i + 1] == b'x';
         let mut e = i + 2;
-        while e < n && (if hex { b[e].is_ascii_hexdigit() } else { b[e] == b'0' || b[e] == b'1' }) {
+        while e < n
+            && (if hex {
+                b[e].is_ascii_hexdigit()
+            } else {
+                b[e] == b'0' || b[e] == b'1'
+            })
+        {
             e += 1;
         }
         if e > i + 2 && (e == n || !is_word_byte(b[e])) {
@@ -428,9 +454,7 @@ impl LineIndex {
 
 /// Index of the token starting exactly at byte `off`.
 pub fn token_at(tokens: &[Token], off: usize) -> Option<usize> {
-    tokens
-        .binary_search_by_key(&(off as u32), |t| t.start)
-        .ok()
+    tokens.binary_search_by_key(&(off as u32), |t| t.start).ok()
 }
 
 /// Byte ranges of the statements in a multi-statement text, split at top-level `;`

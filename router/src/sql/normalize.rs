@@ -54,7 +54,12 @@ pub fn shape(sql: &str, toks: &[Token]) -> Shape {
             key.push_str(t.text(sql));
         }
     }
-    Shape { key, slot_tokens, slot_of_token, param_tokens }
+    Shape {
+        key,
+        slot_tokens,
+        slot_of_token,
+        param_tokens,
+    }
 }
 
 fn is_str(t: &Token) -> bool {
@@ -62,15 +67,15 @@ fn is_str(t: &Token) -> bool {
 }
 
 fn is_string_run(toks: &[Token], i: usize) -> bool {
-    is_str(&toks[i])
-        && ((i > 0 && is_str(&toks[i - 1])) || toks.get(i + 1).is_some_and(is_str))
+    is_str(&toks[i]) && ((i > 0 && is_str(&toks[i - 1])) || toks.get(i + 1).is_some_and(is_str))
 }
 
 fn after_introducer(sql: &str, toks: &[Token], i: usize) -> bool {
     is_str(&toks[i])
         && i > 0
         && toks[i - 1].kind == TokKind::Word
-        && (toks[i - 1].text(sql).starts_with('_') || toks[i - 1].text(sql).eq_ignore_ascii_case("N"))
+        && (toks[i - 1].text(sql).starts_with('_')
+            || toks[i - 1].text(sql).eq_ignore_ascii_case("N"))
 }
 
 #[cfg(test)]
@@ -84,11 +89,26 @@ mod tests {
 
     #[test]
     fn literals_lifted() {
-        assert_eq!(key("SELECT c FROM t WHERE id=5"), "SELECT c FROM t WHERE id = ?v");
-        assert_eq!(key("SELECT c FROM t WHERE id = 'x' /* c */"), "SELECT c FROM t WHERE id = ?v");
-        assert_eq!(key("SELECT c FROM t WHERE id=?"), "SELECT c FROM t WHERE id = ?");
-        assert_eq!(key("SELECT 'a' 'b', _utf8mb4'c', 0x1f"), "SELECT 'a' 'b' , _utf8mb4 'c' , 0x1f");
+        assert_eq!(
+            key("SELECT c FROM t WHERE id=5"),
+            "SELECT c FROM t WHERE id = ?v"
+        );
+        assert_eq!(
+            key("SELECT c FROM t WHERE id = 'x' /* c */"),
+            "SELECT c FROM t WHERE id = ?v"
+        );
+        assert_eq!(
+            key("SELECT c FROM t WHERE id=?"),
+            "SELECT c FROM t WHERE id = ?"
+        );
+        assert_eq!(
+            key("SELECT 'a' 'b', _utf8mb4'c', 0x1f"),
+            "SELECT 'a' 'b' , _utf8mb4 'c' , 0x1f"
+        );
         // IN lists of different lengths are different shapes.
-        assert_ne!(key("SELECT 1 FROM t WHERE a IN (1,2)"), key("SELECT 1 FROM t WHERE a IN (1,2,3)"));
+        assert_ne!(
+            key("SELECT 1 FROM t WHERE a IN (1,2)"),
+            key("SELECT 1 FROM t WHERE a IN (1,2,3)")
+        );
     }
 }

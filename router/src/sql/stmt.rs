@@ -55,10 +55,23 @@ pub enum CmpOp {
 pub enum Pred {
     #[default]
     Unknown,
-    Cmp { col: ColRef, op: CmpOp, value: ValueRef },
-    In { col: ColRef, values: Vec<ValueRef> },
-    Between { col: ColRef, low: ValueRef, high: ValueRef },
-    IsNull { col: ColRef },
+    Cmp {
+        col: ColRef,
+        op: CmpOp,
+        value: ValueRef,
+    },
+    In {
+        col: ColRef,
+        values: Vec<ValueRef>,
+    },
+    Between {
+        col: ColRef,
+        low: ValueRef,
+        high: ValueRef,
+    },
+    IsNull {
+        col: ColRef,
+    },
     And(Vec<Pred>),
     Or(Vec<Pred>),
 }
@@ -107,7 +120,11 @@ pub enum AggArg {
     /// `COUNT(*)`
     Star,
     /// An expression: its tokens (inclusive range) and, when it is a plain column, the column.
-    Expr { first_tok: u32, last_tok: u32, col: Option<ColRef> },
+    Expr {
+        first_tok: u32,
+        last_tok: u32,
+        col: Option<ColRef>,
+    },
     /// Could not be located in the text.
     Unlocated,
 }
@@ -118,10 +135,19 @@ pub enum ItemKind {
     /// `*` or `t.*`
     Wildcard,
     Column(ColRef),
-    Aggregate { func: AggFunc, name: String, distinct: bool, arg: AggArg, text: String },
+    Aggregate {
+        func: AggFunc,
+        name: String,
+        distinct: bool,
+        arg: AggArg,
+        text: String,
+    },
     /// Any other expression; `text` is its normalised rendering (for matching ORDER BY and
     /// GROUP BY expressions), `has_aggregate` when an aggregate is nested inside.
-    Expr { text: String, has_aggregate: bool },
+    Expr {
+        text: String,
+        has_aggregate: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,9 +161,19 @@ pub struct SelectItem {
 pub enum KeyExpr {
     /// Positional (`ORDER BY 2`), 1-based.
     Position(usize),
-    Column { col: ColRef, first_tok: Option<u32>, last_tok: Option<u32> },
+    Column {
+        col: ColRef,
+        first_tok: Option<u32>,
+        last_tok: Option<u32>,
+    },
     /// Aggregate (`ORDER BY COUNT(*)`): matched against the select list by rendering.
-    Aggregate { text: String, func: AggFunc, distinct: bool, arg: AggArg, name: String },
+    Aggregate {
+        text: String,
+        func: AggFunc,
+        distinct: bool,
+        arg: AggArg,
+        name: String,
+    },
     /// Any other expression, by rendering.
     Expr { text: String },
 }
@@ -164,8 +200,15 @@ pub enum HavingExpr {
     And(Box<HavingExpr>, Box<HavingExpr>),
     Or(Box<HavingExpr>, Box<HavingExpr>),
     Not(Box<HavingExpr>),
-    Cmp { op: HavingOp, left: HavingOperand, right: HavingOperand },
-    IsNull { operand: HavingOperand, negated: bool },
+    Cmp {
+        op: HavingOp,
+        left: HavingOperand,
+        right: HavingOperand,
+    },
+    IsNull {
+        operand: HavingOperand,
+        negated: bool,
+    },
     /// A form the merge cannot evaluate; the text names it in the refusal.
     Unsupported(String),
 }
