@@ -219,6 +219,35 @@ proptest! {
     }
 
     #[test]
+    fn string_lists_route_every_string_to_one_shard_or_say_why(
+        listed in proptest::collection::btree_set("[a-z]{1,4}", 1..10),
+        n in 1usize..=8,
+        default in prop::option::of(0usize..8),
+        probe in "[a-zA-Z ]{0,5}",
+    ) {
+        let entries: Vec<String> = listed
+            .iter()
+            .enumerate()
+            .map(|(i, v)| format!("{{shard: {}, values: ['{v}']}}", i % n))
+            .collect();
+        let mut yaml = format!("{{name: r, algorithm: list, key_type: string, values: [{}]", entries.join(", "));
+        if let Some(d) = default {
+            yaml += &format!(", default: {}", d % n);
+        }
+        let rule = build(&(yaml + "}"), n);
+        match rule.route(&ShardValue::Str(&probe)) {
+            Ok(s) => {
+                prop_assert!(s < n);
+                let key = probe.trim_end_matches(' ').to_lowercase();
+                if let Some(i) = listed.iter().position(|v| *v == key) {
+                    prop_assert_eq!(s, i % n);
+                }
+            }
+            Err(e) => prop_assert!(default.is_none() && e.message().contains("not listed")),
+        }
+    }
+
+    #[test]
     fn in_list_routes_to_the_union_of_its_members(
         (yaml, n) in prop_oneof![integer_rule(), range_rule(), list_rule()],
         members in proptest::collection::vec(prop::option::of(-6000i128..6000), 0..12),
