@@ -119,6 +119,12 @@ impl Topology {
         Builder::new(cfg).build()
     }
 
+    /// Reads, parses and validates a config file.
+    pub fn load(path: impl AsRef<std::path::Path>) -> Result<Topology, ConfigError> {
+        let path = path.as_ref();
+        Topology::build(&Config::load(path)?).map_err(|e| e.context(path.display()))
+    }
+
     /// For a child table, the sharded table at the top of its parent chain (whose rule, applied
     /// to the child's `join_key`, gives the child row's shard); for a sharded table, itself.
     pub fn sharded_root(&self, schema: &str, table: &str) -> Option<&ShardedTable> {
@@ -145,6 +151,12 @@ impl Topology {
         self.datanodes.iter().position(|d| d.name == name)
     }
 }
+
+// The proxy shares one topology across threads (behind an ArcSwap).
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<Topology>();
+};
 
 struct Builder<'a> {
     cfg: &'a Config,

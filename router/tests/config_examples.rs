@@ -127,3 +127,11 @@ fn docs_examples_validate() {
     }
     assert!(blocks >= 4, "found {blocks} yaml blocks");
 }
+
+#[test]
+fn load_names_the_file() {
+    let e = Topology::load(conf_dir().join("missing.yaml")).unwrap_err();
+    assert!(e.message().contains("missing.yaml"), "{e}");
+    let t = Topology::load(conf_dir().join("single.yaml")).unwrap();
+    assert_eq!(t.schema("app").unwrap().default_datanode, Some(0));
+}
