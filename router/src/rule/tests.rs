@@ -526,3 +526,20 @@ fn string_collations() {
     );
     assert!(e.contains("collation"), "{e}");
 }
+
+#[test]
+fn date_exclusive_lower_bound_keeps_fractional_seconds() {
+    // DATETIME(6) '2024-01-02 23:59:59.5' > '2024-01-02 23:59:59': the day still counts.
+    let d = rule(
+        "{name: d, algorithm: date, start: 2024-01-01, unit: day}",
+        10,
+    );
+    assert_eq!(
+        rr(
+            &d,
+            Excluded(Str("2024-01-02 23:59:59")),
+            Included(Str("2024-01-03"))
+        ),
+        Some(vec![1, 2])
+    );
+}
