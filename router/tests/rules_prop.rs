@@ -457,7 +457,7 @@ proptest! {
         let first = match lo_kind { 0 => a, 1 => a + 1, _ => i128::from(i64::MIN) };
         let last = match hi_kind { 0 => b, 1 => b - 1, _ => i128::from(u64::MAX) };
         let mut candidates = vec![first, last];
-        for part in yaml.split(|c| c == '{' || c == ',') {
+        for part in yaml.split(['{', ',']) {
             let part = part.trim();
             if let Some(x) = part.strip_prefix("from: ").or_else(|| part.strip_prefix("to: ")) {
                 let cut: i128 = x.trim_end_matches('}').trim().parse().unwrap();
