@@ -13,6 +13,9 @@ use crate::config::{Config, ConfigError, NamePatterns, RuleConfig, TableConfig, 
 use crate::error::RouterError;
 use crate::rule::ShardRule;
 
+/// A guard against typos like `tables_per_datanode: 1000000`.
+const MAX_SHARDS: usize = 100_000;
+
 pub(super) struct Builder<'a> {
     cfg: &'a Config,
     datanode_ids: HashMap<String, DatanodeId>,
@@ -387,6 +390,12 @@ impl<'a> Builder<'a> {
         };
         let datanodes = self.datanode_list(&format!("{key}.datanodes"), dn)?;
         let per = t.tables_per_datanode.unwrap_or(1);
+        if datanodes.len().saturating_mul(per) > MAX_SHARDS {
+            return Err(err(
+                format!("{key}.tables_per_datanode"),
+                format!("more than {MAX_SHARDS} shards"),
+            ));
+        }
         if per == 0 {
             return Err(err(
                 format!("{key}.tables_per_datanode"),
