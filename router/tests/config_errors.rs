@@ -292,3 +292,45 @@ fn table_kinds_need_their_keys() {
         &["schemas[0].tables[0].physical_name", "unknown field"],
     );
 }
+
+#[test]
+fn names_must_be_usable_identifiers() {
+    check(
+        "database: db$1-2",
+        "database: 'db`$1-2'",
+        &["datanodes[0].database", "identifier"],
+    );
+    check(
+        "shard_key: id,",
+        "shard_key: '',",
+        &["schemas[0].tables[0].shard_key"],
+    );
+    check(
+        "{ name: country",
+        "{ name: 'c`'",
+        &["schemas[0].tables[2].name"],
+    );
+    let long = "x".repeat(65);
+    check(
+        "rule: by_id,",
+        &format!("rule: by_id, physical_name: '{long}_{{index}}',"),
+        &["schemas[0].tables[0].physical_name", "longer than 64"],
+    );
+}
+
+#[test]
+fn absurd_sizes_are_refused() {
+    check(
+        "rule: by_id,",
+        "rule: by_id, tables_per_datanode: 1000000, physical_name: 'o_{index}',",
+        &[
+            "schemas[0].tables[0].tables_per_datanode",
+            "more than 100000 shards",
+        ],
+    );
+    check(
+        "name: dn$1-4",
+        "name: dn$1-1000000",
+        &["datanodes[0].name", "more than 100000 names"],
+    );
+}
