@@ -317,3 +317,20 @@ fn names_must_be_usable_identifiers() {
         &["schemas[0].tables[0].physical_name", "longer than 64"],
     );
 }
+
+#[test]
+fn absurd_sizes_are_refused() {
+    check(
+        "rule: by_id,",
+        "rule: by_id, tables_per_datanode: 1000000, physical_name: 'o_{index}',",
+        &[
+            "schemas[0].tables[0].tables_per_datanode",
+            "more than 100000 shards",
+        ],
+    );
+    check(
+        "name: dn$1-4",
+        "name: dn$1-1000000",
+        &["datanodes[0].name", "more than 100000 names"],
+    );
+}

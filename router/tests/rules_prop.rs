@@ -137,6 +137,44 @@ fn date_rule() -> impl Strategy<Value = (String, usize)> {
         })
 }
 
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468
+}
+
+/// A date rule with an instant near its shards (so ranges meet them) and a range length.
+fn date_case() -> impl Strategy<Value = (String, usize, i64, i64)> {
+    (1990i64..2030, 1i64..=12, 1i64..=28, 0u8..4, 1i64..4, 1usize..=24, prop::option::of(0usize..24))
+        .prop_flat_map(|(y, m, d, unit, interval, n, default)| {
+            let (name, m, d, unit_days) = match unit {
+                0 => ("day", m, d, 1),
+                1 => ("week", m, d, 7),
+                2 => ("month", m, 1, 31),
+                _ => ("year", 1, 1, 366),
+            };
+            let mut yaml = format!(
+                "{{name: r, algorithm: date, start: {y:04}-{m:02}-{d:02}, unit: {name}, interval: {interval}"
+            );
+            if let Some(x) = default {
+                yaml += &format!(", default: {}", x % n);
+            }
+            yaml += "}";
+            let start = days_from_civil(y, m, d) * 86_400;
+            let span = n as i64 * interval * unit_days * 86_400;
+            let margin = span / 4 + 30 * 86_400;
+            let at = prop_oneof![
+                (-margin..span + margin),
+                (-margin / 86_400..(span + margin) / 86_400).prop_map(|d| d * 86_400),
+                (-margin / 86_400..(span + margin) / 86_400).prop_map(|d| d * 86_400 - 1),
+            ];
+            let len = prop_oneof![0i64..3 * 86_400, 0..span / 2 + 1];
+            (Just(yaml), Just(n), at.prop_map(move |o| start + o), len)
+        })
+}
+
 /// Seconds since 1970 → `YYYY-MM-DD[ hh:mm:ss]` (midnight written without a time half the time).
 fn datetime_text(secs: i64, long: bool) -> String {
     let days = secs.div_euclid(86_400);
@@ -215,6 +253,35 @@ proptest! {
         let padded = format!("{s}{}", " ".repeat(spaces));
         for variant in [&upper, &lower, &padded] {
             prop_assert_eq!(rule.route(&ShardValue::Str(variant)).unwrap(), base, "{:?} vs {:?}", variant, s);
+        }
+    }
+
+    #[test]
+    fn string_lists_route_every_string_to_one_shard_or_say_why(
+        listed in proptest::collection::btree_set("[a-z]{1,4}", 1..10),
+        n in 1usize..=8,
+        default in prop::option::of(0usize..8),
+        probe in "[a-zA-Z ]{0,5}",
+    ) {
+        let entries: Vec<String> = listed
+            .iter()
+            .enumerate()
+            .map(|(i, v)| format!("{{shard: {}, values: ['{v}']}}", i % n))
+            .collect();
+        let mut yaml = format!("{{name: r, algorithm: list, key_type: string, values: [{}]", entries.join(", "));
+        if let Some(d) = default {
+            yaml += &format!(", default: {}", d % n);
+        }
+        let rule = build(&(yaml + "}"), n);
+        match rule.route(&ShardValue::Str(&probe)) {
+            Ok(s) => {
+                prop_assert!(s < n);
+                let key = probe.trim_end_matches(' ').to_lowercase();
+                if let Some(i) = listed.iter().position(|v| *v == key) {
+                    prop_assert_eq!(s, i % n);
+                }
+            }
+            Err(e) => prop_assert!(default.is_none() && e.message().contains("not listed")),
         }
     }
 
@@ -340,9 +407,7 @@ proptest! {
 
     #[test]
     fn date_ranges_never_miss_a_shard(
-        (yaml, n) in date_rule(),
-        a in instant(),
-        len in prop_oneof![0i64..200_000, 0i64..400_000_000],
+        (yaml, n, a, len) in date_case(),
         probes in proptest::collection::vec(0.0f64..=1.0, 1..16),
         lo_kind in 0u8..3,
         hi_kind in 0u8..3,
@@ -370,5 +435,78 @@ proptest! {
                 prop_assert!(shards.contains(&s), "{} routes to {} but range {:?} gave {:?}", text, s, (lo, hi), shards);
             }
         }
+    }
+
+    /// Narrowing is exact, not only safe: every shard a range rule returns holds some integer of
+    /// the range. `route` is constant between the configured cut points, so the shards of the
+    /// range are the shards of its ends and of the cut points inside it.
+    #[test]
+    fn integer_ranges_are_exact(
+        (yaml, n) in range_rule(),
+        a in -6000i128..6000,
+        len in 0i128..3000,
+        lo_kind in 0u8..3,
+        hi_kind in 0u8..3,
+    ) {
+        let rule = build(&yaml, n);
+        let b = a + len;
+        let (lo_v, hi_v) = (ShardValue::Int(a), ShardValue::Int(b));
+        let lo = match lo_kind { 0 => Included(&lo_v), 1 => Excluded(&lo_v), _ => Unbounded };
+        let hi = match hi_kind { 0 => Included(&hi_v), 1 => Excluded(&hi_v), _ => Unbounded };
+        let got = rule.route_range(lo, hi).unwrap();
+        let first = match lo_kind { 0 => a, 1 => a + 1, _ => i128::from(i64::MIN) };
+        let last = match hi_kind { 0 => b, 1 => b - 1, _ => i128::from(u64::MAX) };
+        let mut candidates = vec![first, last];
+        for part in yaml.split(['{', ',']) {
+            let part = part.trim();
+            if let Some(x) = part.strip_prefix("from: ").or_else(|| part.strip_prefix("to: ")) {
+                let cut: i128 = x.trim_end_matches('}').trim().parse().unwrap();
+                candidates.extend([cut - 1, cut]);
+            }
+        }
+        let want: BTreeSet<usize> = candidates
+            .into_iter()
+            .filter(|v| (first..=last).contains(v))
+            .filter_map(|v| rule.route(&ShardValue::Int(v)).ok())
+            .collect();
+        prop_assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), want, "{} [{}, {}]", yaml, first, last);
+    }
+
+    /// Date narrowing is exact at day granularity: the shards returned are exactly those of the
+    /// days a DATETIME(6) inside the range can fall on (a value a microsecond after an exclusive
+    /// lower bound is still on its day).
+    #[test]
+    fn date_ranges_are_exact(
+        (yaml, n, a, len) in date_case(),
+        lo_kind in 0u8..2,
+        hi_kind in 0u8..2,
+        long in any::<bool>(),
+    ) {
+        let rule = build(&yaml, n);
+        let b = a + len - 86_400; // sometimes below a: an empty range
+        let (ta, tb) = (datetime_text(a, long), datetime_text(b, long));
+        let (lo_v, hi_v) = (ShardValue::Str(&ta), ShardValue::Str(&tb));
+        let lo = if lo_kind == 0 { Included(&lo_v) } else { Excluded(&lo_v) };
+        let hi = if hi_kind == 0 { Included(&hi_v) } else { Excluded(&hi_v) };
+        let got: BTreeSet<usize> = rule.route_range(lo, hi).unwrap().into_iter().collect();
+        // Days of the first and last DATETIME(6) values in range.
+        let first_day = a.div_euclid(86_400);
+        let last_day = if hi_kind == 1 && b.rem_euclid(86_400) == 0 {
+            b.div_euclid(86_400) - 1
+        } else {
+            b.div_euclid(86_400)
+        };
+        let empty = a > b || (a == b && (lo_kind == 1 || hi_kind == 1));
+        let mut want = BTreeSet::new();
+        if !empty {
+            let mut day = first_day;
+            while day <= last_day {
+                if let Ok(s) = rule.route(&ShardValue::Str(&datetime_text(day * 86_400, false))) {
+                    want.insert(s);
+                }
+                day += 1;
+            }
+        }
+        prop_assert_eq!(got, want, "{} {:?}..{:?}", yaml, lo, hi);
     }
 }

@@ -97,7 +97,7 @@ fn hash_rule_strings_are_collation_equal() {
     assert_eq!(r(&h, Str("ABC")), a);
     assert_eq!(r(&h, Str("abc  ")), a);
     assert_eq!(r(&h, Str("aBc ")), a);
-    assert_eq!(a, (hash::hash_str("abc") % 8) as usize);
+    assert_eq!(a, (hash::hash_str("ABC") % 8) as usize);
     assert_eq!(r(&h, Str("Ärger")), r(&h, Str("ärger ")));
     // A number compared with a string column matches several spellings: refused.
     let e = h.route(&Int(42)).unwrap_err();
@@ -485,4 +485,61 @@ fn values_display_as_sql() {
     assert_eq!(Int(-3).to_string(), "-3");
     assert_eq!(Null.to_string(), "NULL");
     assert_eq!(Decimal("1.50").to_string(), "1.50");
+}
+
+#[test]
+fn string_collations() {
+    let g = rule("{name: h, algorithm: hash, key_type: string}", 4);
+    assert_eq!(r(&g, Str("abc")), 1); // pinned: fmix64(fnv1a64("ABC")) % 4
+    assert_eq!(r(&g, Str("Café")), r(&g, Str("CAFE ")));
+    assert_eq!(r(&g, Str("straße")), r(&g, Str("STRASE")));
+    let b = rule(
+        "{name: h, algorithm: consistent, key_type: string, collation: bin}",
+        64,
+    );
+    assert_eq!(r(&b, Str("abc  ")), r(&b, Str("abc")));
+    assert_eq!(
+        r(&b, Str("abc")),
+        hash::jump_consistent(hash::hash_str("abc"), 64)
+    );
+    let x = rule(
+        "{name: h, algorithm: hash, key_type: string, collation: binary}",
+        1024,
+    );
+    assert_eq!(
+        r(&x, Str("abc  ")),
+        (hash::hash_str("abc  ") % 1024) as usize
+    );
+    let l = rule(
+        "{name: l, algorithm: list, collation: bin, values: [{shard: 0, values: [abc]}, {shard: 1, values: [ABC]}]}",
+        2,
+    );
+    assert_eq!(r(&l, Str("abc ")), 0);
+    assert_eq!(r(&l, Str("ABC")), 1);
+    let e = build_err("{name: h, algorithm: hash, collation: bin}", 2);
+    assert!(e.contains("collation: only string keys"), "{e}");
+    let e = build_err("{name: h, algorithm: mod, collation: bin}", 2);
+    assert!(e.contains("collation"), "{e}");
+    let e = build_err(
+        "{name: l, algorithm: list, key_type: integer, collation: bin, values: [{shard: 0, values: [1]}]}",
+        2,
+    );
+    assert!(e.contains("collation"), "{e}");
+}
+
+#[test]
+fn date_exclusive_lower_bound_keeps_fractional_seconds() {
+    // DATETIME(6) '2024-01-02 23:59:59.5' > '2024-01-02 23:59:59': the day still counts.
+    let d = rule(
+        "{name: d, algorithm: date, start: 2024-01-01, unit: day}",
+        10,
+    );
+    assert_eq!(
+        rr(
+            &d,
+            Excluded(Str("2024-01-02 23:59:59")),
+            Included(Str("2024-01-03"))
+        ),
+        Some(vec![1, 2])
+    );
 }
