@@ -58,6 +58,26 @@ impl Router {
         self.route_tokens(current, sql, &toks, params)
     }
 
+    /// Like [`Self::route`], without the plan cache: parses and plans every time (benchmarks,
+    /// debugging a suspected cache problem).
+    pub fn route_uncached(&self, current: Option<&str>, sql: &str, params: &[ParamValue]) -> RoutePlan {
+        let mut toks = Vec::new();
+        if let Err(e) = tokenize_into(sql, &mut toks) {
+            return RoutePlan::Refuse(parse_error(&format!("{} at offset {}", e.what, e.offset)));
+        }
+        if !classify_tokens(sql, &toks).is_dml() {
+            return self.route_tokens(current, sql, &toks, params);
+        }
+        let shape = normalize::shape(sql, &toks);
+        let template = self.build(current, sql, &toks, &shape);
+        let values = Values {
+            text: Text { sql, toks: &toks, param_tokens: &shape.param_tokens },
+            slot_tokens: &shape.slot_tokens,
+            params,
+        };
+        eval::evaluate(&template, &self.topo, &values)
+    }
+
     /// The plan as text: one line for its kind, then one per datanode and merge step.
     pub fn explain_text(&self, current: Option<&str>, sql: &str) -> String {
         explain::render(&self.topo, &self.route(current, sql, &[]))
