@@ -42,7 +42,9 @@ schemas:
 }
 
 fn point_selects() -> Vec<String> {
-    (0..1024).map(|i| format!("SELECT c FROM sbtest1 WHERE id={}", i * 7919 % 100_000)).collect()
+    (0..1024)
+        .map(|i| format!("SELECT c FROM sbtest1 WHERE id={}", i * 7919 % 100_000))
+        .collect()
 }
 
 fn bench(c: &mut Criterion) {
@@ -61,7 +63,11 @@ fn bench(c: &mut Criterion) {
     g.bench_function("point_select_prepared", |b| {
         b.iter(|| {
             v = (v + 7919) % 100_000;
-            black_box(router.route(Some("sbtest"), "SELECT c FROM sbtest1 WHERE id=?", &[Literal::Int(v)]))
+            black_box(router.route(
+                Some("sbtest"),
+                "SELECT c FROM sbtest1 WHERE id=?",
+                &[Literal::Int(v)],
+            ))
         })
     });
     g.finish();
