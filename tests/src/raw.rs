@@ -153,13 +153,18 @@ impl RawConn {
 
     /// Sends one command packet (sequence id 0) and returns the first reply packet.
     pub async fn command(&mut self, cmd: u8, payload: &[u8]) -> std::io::Result<Reply> {
+        let reply = self.command_payload(cmd, payload).await?;
+        Ok(Reply::parse(&reply))
+    }
+
+    /// Like [`RawConn::command`], but returns the first reply packet's bytes.
+    pub async fn command_payload(&mut self, cmd: u8, payload: &[u8]) -> std::io::Result<Vec<u8>> {
         self.seq = 0;
         let mut body = Vec::with_capacity(payload.len() + 1);
         body.push(cmd);
         body.extend_from_slice(payload);
         self.write_packet(&body).await?;
-        let reply = self.read_packet().await?;
-        Ok(Reply::parse(&reply))
+        self.read_packet().await
     }
 
     /// Runs a COM_QUERY that returns one result set and returns its row packets, or the reply

@@ -385,3 +385,32 @@ async fn sigterm_lets_a_running_statement_finish() {
     }
     let _ = COM_PING;
 }
+
+#[tokio::test]
+async fn idle_clients_are_disconnected_and_others_are_not() {
+    let backend = shared_backend();
+    let db = unique_name("idle");
+    backend.fresh_db(&db).await;
+    let mut shoal = ShoalProcess::quick(&backend, &db, &["--client-idle-timeout-secs", "1"]);
+    let mut idle = shoal.conn(&backend, Some(&db)).await;
+    idle.query_drop("SELECT 1").await.unwrap();
+    let mut busy = shoal.conn(&backend, Some(&db)).await;
+    // `busy` keeps talking for 3 s while `idle` stays silent.
+    for _ in 0..15 {
+        busy.query_drop("SELECT 1")
+            .await
+            .expect("an active client was disconnected");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let result = within(
+        LIMIT,
+        "query on a connection past its idle timeout",
+        idle.query_drop("SELECT 1"),
+    )
+    .await;
+    assert!(
+        result.is_err(),
+        "a client idle for 3 s with a 1 s idle timeout was still served"
+    );
+    serves_others(&mut shoal, &backend, &db, "an idle client was dropped").await;
+}
