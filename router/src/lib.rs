@@ -3,7 +3,9 @@
 
 pub mod config;
 pub mod error;
+pub mod plan;
 pub mod rule;
+pub mod sql;
 pub mod topology;
 
 pub use error::RouterError;

@@ -21,6 +21,44 @@ fn every_example_config_validates() {
     assert!(n >= 12, "expected the example configs in conf/, found {n}");
 }
 
+/// Templates (`*.yaml.in`, filled in by scripts) validate once their `@FIELD@`s are filled:
+/// `@PORT@` with a port, every other field with its own `host:port`.
+#[test]
+fn every_config_template_validates() {
+    let mut n = 0;
+    for entry in std::fs::read_dir(conf_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.to_string_lossy().ends_with(".yaml.in") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut filled = String::new();
+        let mut fields: Vec<String> = Vec::new();
+        let mut parts = text.split('@');
+        filled.push_str(parts.next().unwrap());
+        while let Some(field) = parts.next() {
+            let rest = parts
+                .next()
+                .unwrap_or_else(|| panic!("{}: unpaired @", path.display()));
+            if field == "PORT" {
+                filled.push_str("8066");
+            } else {
+                let i = fields.iter().position(|f| f == field).unwrap_or_else(|| {
+                    fields.push(field.to_string());
+                    fields.len() - 1
+                });
+                filled.push_str(&format!("127.0.0.1:{}", 4000 + i));
+            }
+            filled.push_str(rest);
+        }
+        let cfg =
+            Config::from_yaml_str(&filled).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        Topology::build(&cfg).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        n += 1;
+    }
+    assert!(n >= 1, "expected conf/demo.yaml.in");
+}
+
 fn topo(name: &str) -> Topology {
     Topology::build(&Config::load(conf_dir().join(name)).unwrap()).unwrap()
 }
@@ -102,4 +140,36 @@ fn er_children_resolve_to_the_root() {
     assert_eq!(c.shards.len(), 4);
     assert!(t.sharded_root("shop", "nope").is_none());
     assert_eq!(t.sharded_root("shop", "orders").unwrap().name, "orders");
+}
+
+/// The YAML snippets in docs/config.md parse and validate too: whole configs as they are, rule
+/// snippets (`- name: ...`) as a `rules:` list bound to 4 shards.
+#[test]
+fn docs_examples_validate() {
+    let doc = std::fs::read_to_string(conf_dir().join("../docs/config.md")).unwrap();
+    let mut blocks = 0;
+    for block in doc.split("```yaml\n").skip(1) {
+        let yaml = block.split("```").next().unwrap();
+        if yaml.starts_with("- name:") {
+            let cfg = Config::from_yaml_str(&format!("rules:\n{yaml}"))
+                .unwrap_or_else(|e| panic!("{yaml}\n{e}"));
+            for r in &cfg.rules {
+                shoal_router::rule::ShardRule::build(r, 4)
+                    .unwrap_or_else(|e| panic!("{yaml}\n{e}"));
+            }
+        } else {
+            let cfg = Config::from_yaml_str(yaml).unwrap_or_else(|e| panic!("{yaml}\n{e}"));
+            cfg.validate().unwrap_or_else(|e| panic!("{yaml}\n{e}"));
+        }
+        blocks += 1;
+    }
+    assert!(blocks >= 4, "found {blocks} yaml blocks");
+}
+
+#[test]
+fn load_names_the_file() {
+    let e = Topology::load(conf_dir().join("missing.yaml")).unwrap_err();
+    assert!(e.message().contains("missing.yaml"), "{e}");
+    let t = Topology::load(conf_dir().join("single.yaml")).unwrap();
+    assert_eq!(t.schema("app").unwrap().default_datanode, Some(0));
 }

@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 pub use crate::error::ConfigError;
 use crate::error::RouterError;
+pub use crate::rule::collation::Collation;
 pub use de::{NamePatterns, NullPolicy, Scalar};
 
 /// The whole configuration file.
@@ -321,6 +322,9 @@ pub struct RuleConfig {
     /// hash, consistent, list, range: how values are read (see [`KeyType`]).
     #[serde(default)]
     pub key_type: Option<KeyType>,
+    /// hash, consistent, list with string keys: the column's collation (default `general_ci`).
+    #[serde(default)]
+    pub collation: Option<Collation>,
     /// range: `[from, to)` intervals, each to a shard index.
     #[serde(default)]
     pub ranges: Option<Vec<RangeConfig>>,

@@ -23,11 +23,20 @@ pub(crate) struct Date {
     pub day: i64,
 }
 
-/// A parsed date-time literal: its calendar day and whether its time of day is 00:00:00.
+/// A parsed date-time literal: its calendar day and time of day.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DateTime {
     pub date: Date,
+    /// Microseconds since midnight.
+    pub micros: i64,
     pub midnight: bool,
+}
+
+impl DateTime {
+    /// Orders date-times: (days since 1970, microseconds into the day).
+    fn instant(self) -> (i64, i64) {
+        (self.date.days(), self.micros)
+    }
 }
 
 fn days_in_month(y: i64, m: i64) -> i64 {
@@ -82,8 +91,8 @@ pub(crate) fn parse_datetime(s: &str) -> Option<DateTime> {
     if day < 1 || day > days_in_month(year, month) {
         return None;
     }
-    let midnight = match time {
-        None => true,
+    let micros = match time {
+        None => 0,
         Some(t) => {
             let (hms, frac) = t.split_once('.').unwrap_or((t, ""));
             let mut f = hms.split(':');
@@ -99,12 +108,14 @@ pub(crate) fn parse_datetime(s: &str) -> Option<DateTime> {
             if !frac.bytes().all(|b| b.is_ascii_digit()) || frac.len() > 6 {
                 return None;
             }
-            h == 0 && m == 0 && sec == 0 && frac.bytes().all(|b| b == b'0')
+            let frac_us: i64 = format!("{frac:0<6}").parse().ok()?;
+            ((h * 60 + m) * 60 + sec) * 1_000_000 + frac_us
         }
     };
     Some(DateTime {
         date: Date { year, month, day },
-        midnight,
+        micros,
+        midnight: micros == 0,
     })
 }
 
@@ -214,23 +225,36 @@ impl DateRule {
         // Day-granular: a DATETIME greater than '2024-01-31' can still be on Jan 31, so an
         // exclusive lower bound keeps its day; an exclusive upper bound at midnight excludes its
         // day (every value below 'D 00:00:00' is on an earlier day).
-        let first = match lo {
-            Bound::Unbounded => i64::MIN,
-            Bound::Included(v) | Bound::Excluded(v) => self.index(read(v)?.date),
+        // An empty range (lo above hi, or equal with an exclusive end) holds no value.
+        let instant = |b: Bound<&ShardValue>| match b {
+            Bound::Included(v) | Bound::Excluded(v) => read(v).map(DateTime::instant),
+            Bound::Unbounded => None,
         };
-        let last = match hi {
-            Bound::Unbounded => i64::MAX,
-            Bound::Included(v) => self.index(read(v)?.date),
+        if let (Some(l), Some(h)) = (instant(lo), instant(hi)) {
+            let exclusive = matches!(lo, Bound::Excluded(_)) || matches!(hi, Bound::Excluded(_));
+            if l > h || (l == h && exclusive) {
+                return Some(Vec::new());
+            }
+        }
+        let first_day = match lo {
+            Bound::Unbounded => None,
+            Bound::Included(v) | Bound::Excluded(v) => Some(read(v)?.date.days()),
+        };
+        let last_day = match hi {
+            Bound::Unbounded => None,
+            Bound::Included(v) => Some(read(v)?.date.days()),
             Bound::Excluded(v) => {
                 let dt = read(v)?;
-                if dt.midnight {
-                    let prev = dt.date.days() - 1;
-                    self.index(date_from_days(prev))
-                } else {
-                    self.index(dt.date)
-                }
+                Some(dt.date.days() - i64::from(dt.midnight))
             }
         };
+        if let (Some(a), Some(b)) = (first_day, last_day)
+            && a > b
+        {
+            return Some(Vec::new());
+        }
+        let first = first_day.map_or(i64::MIN, |d| self.index(date_from_days(d)));
+        let last = last_day.map_or(i64::MAX, |d| self.index(date_from_days(d)));
         let mut out = Vec::new();
         if first > last {
             return Some(out);

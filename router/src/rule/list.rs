@@ -2,8 +2,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::collation::{Collation, collation_key};
 use super::value::Num;
-use super::value::{collation_key, parse_number};
+use super::value::parse_number;
 use super::{NumBound, ParamIssue, ShardValue, integer_span, to_number};
 use crate::config::{KeyType, RuleConfig, Scalar};
 use crate::error::{RouterError, RuleError};
@@ -17,6 +18,7 @@ pub(crate) enum ListRule {
     String {
         map: HashMap<String, usize>,
         default: Option<usize>,
+        collation: Collation,
     },
 }
 
@@ -28,7 +30,7 @@ fn as_integer(v: &Scalar) -> Option<i128> {
 }
 
 impl ListRule {
-    pub(crate) fn compile(cfg: &RuleConfig) -> Result<ListRule, ParamIssue> {
+    pub(crate) fn compile(cfg: &RuleConfig, collation: Collation) -> Result<ListRule, ParamIssue> {
         let Some(entries) = &cfg.values else {
             return Err(ParamIssue::at("values", "a list rule needs `values`"));
         };
@@ -80,7 +82,7 @@ impl ListRule {
                     for (j, v) in e.values.iter().enumerate() {
                         let text = match v {
                             Scalar::Int(n) => n.to_string(),
-                            Scalar::Str(s) => collation_key(s).into_owned(),
+                            Scalar::Str(s) => collation_key(collation, s).into_owned(),
                         };
                         if let Some(prev) = map.insert(text, e.shard) {
                             return Err(dup(i, j, v, prev));
@@ -90,6 +92,7 @@ impl ListRule {
                 Ok(ListRule::String {
                     map,
                     default: cfg.default,
+                    collation,
                 })
             }
             KeyType::Decimal => Err(ParamIssue::at(
@@ -111,13 +114,20 @@ impl ListRule {
                 };
                 (hit, *default)
             }
-            ListRule::String { map, default } => {
+            ListRule::String {
+                map,
+                default,
+                collation,
+            } => {
                 let ShardValue::Str(s) = v else {
                     return Err(RouterError::wrong_value(format!(
                         "rule {rule:?} lists strings: compare the column with a quoted string, not {v}"
                     )));
                 };
-                (map.get(collation_key(s).as_ref()).copied(), *default)
+                (
+                    map.get(collation_key(*collation, s).as_ref()).copied(),
+                    *default,
+                )
             }
         };
         found.or(default).ok_or_else(|| {

@@ -1,6 +1,7 @@
 //! Shard rules: map a shard key value to exactly one shard index, and a range of values to the
 //! shards that can hold them. See `docs/config.md` for each algorithm's definition.
 
+pub mod collation;
 mod date;
 pub mod hash;
 mod list;
@@ -13,7 +14,8 @@ use crate::config::RuleConfig;
 pub use crate::config::{Algorithm, DateUnit, KeyType, NullPolicy};
 use crate::error::RouterError;
 pub use crate::error::RuleError;
-use value::{Num, collation_key, parse_number};
+use collation::{Collation, collation_key};
+use value::{Num, parse_number};
 
 /// A literal or bound parameter value of the shard key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -50,8 +52,8 @@ pub struct ShardRule {
 #[derive(Debug, Clone, PartialEq)]
 enum Kind {
     Mod,
-    Hash(KeyType),
-    Consistent(KeyType),
+    Hash(KeyType, Collation),
+    Consistent(KeyType, Collation),
     Range(range::RangeRule),
     Date(date::DateRule),
     List(list::ListRule),
@@ -147,19 +149,35 @@ impl ShardRule {
                 ))
             }
         };
+        // A collation only applies to string keys.
+        let collation = || -> Result<Collation, ParamIssue> {
+            let string_keys = match alg {
+                Algorithm::Hash | Algorithm::Consistent => cfg.key_type == Some(KeyType::String),
+                Algorithm::List => cfg.key_type != Some(KeyType::Integer),
+                _ => false,
+            };
+            match cfg.collation {
+                Some(_) if !string_keys => Err(ParamIssue::at(
+                    "collation",
+                    "only string keys have a collation (set key_type: string)",
+                )),
+                c => Ok(c.unwrap_or_default()),
+            }
+        };
+        collation()?;
         let kind = match alg {
             Algorithm::Mod => {
                 key_type(&[KeyType::Integer], KeyType::Integer)?;
                 Kind::Mod
             }
-            Algorithm::Hash => Kind::Hash(key_type(
-                &[KeyType::Integer, KeyType::String],
-                KeyType::Integer,
-            )?),
-            Algorithm::Consistent => Kind::Consistent(key_type(
-                &[KeyType::Integer, KeyType::String],
-                KeyType::Integer,
-            )?),
+            Algorithm::Hash => Kind::Hash(
+                key_type(&[KeyType::Integer, KeyType::String], KeyType::Integer)?,
+                collation()?,
+            ),
+            Algorithm::Consistent => Kind::Consistent(
+                key_type(&[KeyType::Integer, KeyType::String], KeyType::Integer)?,
+                collation()?,
+            ),
             Algorithm::Range => {
                 let k = key_type(&[KeyType::Integer, KeyType::Decimal], KeyType::Integer)?;
                 let r = range::RangeRule::compile(cfg, k)?;
@@ -170,7 +188,7 @@ impl ShardRule {
             }
             Algorithm::Date => Kind::Date(date::DateRule::compile(cfg)?),
             Algorithm::List => {
-                let r = list::ListRule::compile(cfg)?;
+                let r = list::ListRule::compile(cfg, collation()?)?;
                 for (i, e) in cfg.values.iter().flatten().enumerate() {
                     check_index(&format!("values[{i}].shard"), e.shard)?;
                 }
@@ -192,8 +210,8 @@ impl ShardRule {
     pub fn algorithm(&self) -> Algorithm {
         match self.kind {
             Kind::Mod => Algorithm::Mod,
-            Kind::Hash(_) => Algorithm::Hash,
-            Kind::Consistent(_) => Algorithm::Consistent,
+            Kind::Hash(..) => Algorithm::Hash,
+            Kind::Consistent(..) => Algorithm::Consistent,
             Kind::Range(_) => Algorithm::Range,
             Kind::Date(_) => Algorithm::Date,
             Kind::List(_) => Algorithm::List,
@@ -223,8 +241,11 @@ impl ShardRule {
                 let num = self.number(v)?;
                 Ok(num.floor.rem_euclid(i128::from(n)) as usize)
             }
-            Kind::Hash(k) => Ok((self.stable_hash(*k, v)? % n) as usize),
-            Kind::Consistent(k) => Ok(hash::jump_consistent(self.stable_hash(*k, v)?, self.shards)),
+            Kind::Hash(k, c) => Ok((self.stable_hash(*k, *c, v)? % n) as usize),
+            Kind::Consistent(k, c) => Ok(hash::jump_consistent(
+                self.stable_hash(*k, *c, v)?,
+                self.shards,
+            )),
             Kind::Range(r) => {
                 let num = self.number(v)?;
                 r.shard_of(num.floor).ok_or_else(|| {
@@ -239,6 +260,21 @@ impl ShardRule {
         }
     }
 
+    /// The shards of an `IN` list: the union of its members' shards, ascending, without
+    /// duplicates. NULL members are skipped (`x IN (1, NULL)` never matches a NULL row); an
+    /// error from any other member is returned.
+    pub fn route_in(&self, values: &[ShardValue]) -> Result<Vec<usize>, RuleError> {
+        let mut out = Vec::with_capacity(values.len());
+        for v in values {
+            if *v != ShardValue::Null {
+                out.push(self.route(v)?);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
     /// Shards that can hold values in the range between `lo` and `hi`, in ascending order without
     /// duplicates (empty when no value can lie in the range). `None` when the rule cannot narrow a
     /// range (mod, hash, consistent, string lists) or a bound is not a value the rule reads
@@ -251,7 +287,7 @@ impl ShardRule {
         hi: Bound<&ShardValue>,
     ) -> Option<Vec<usize>> {
         match &self.kind {
-            Kind::Mod | Kind::Hash(_) | Kind::Consistent(_) => None,
+            Kind::Mod | Kind::Hash(..) | Kind::Consistent(..) => None,
             Kind::Range(r) => {
                 let lo = map_bound(lo, |v| self.number(v).ok())?;
                 let hi = map_bound(hi, |v| self.number(v).ok())?;
@@ -270,9 +306,9 @@ impl ShardRule {
         to_number(v).map_err(|m| m.context(format!("rule {:?}", self.name)))
     }
 
-    fn stable_hash(&self, k: KeyType, v: &ShardValue) -> Result<u64, RuleError> {
+    fn stable_hash(&self, k: KeyType, c: Collation, v: &ShardValue) -> Result<u64, RuleError> {
         match (k, v) {
-            (KeyType::String, ShardValue::Str(s)) => Ok(hash::hash_str(&collation_key(s))),
+            (KeyType::String, ShardValue::Str(s)) => Ok(hash::hash_str(&collation_key(c, s))),
             (KeyType::String, _) => Err(RouterError::wrong_value(format!(
                 "rule {:?} shards a string column: compare it with a quoted string, not {v} (MySQL \
                  compares a string column with a number numerically, so '042' and '42' would both match)",

@@ -1,8 +1,6 @@
 //! Reading shard key literals the way MySQL compares them: numbers (from integer, decimal and
 //! numeric string literals) and strings under the default case-insensitive, PAD SPACE collations.
 
-use std::borrow::Cow;
-
 /// A number read from a literal: its floor and whether it is a whole number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Num {
@@ -109,19 +107,6 @@ pub fn parse_number(s: &str) -> Option<Num> {
     })
 }
 
-/// The collation key of a string under MySQL's default `_ci` collations with PAD SPACE:
-/// trailing spaces dropped and letters lower-cased, so `'abc'`, `'ABC'` and `'abc  '` are one key.
-/// Accent folding (`'é'` = `'e'` in `_general_ci`/`_0900_ai_ci`) is not applied: the two
-/// collations disagree on it (e.g. `'ß'`), so keys that differ only by accents are not merged.
-pub fn collation_key(s: &str) -> Cow<'_, str> {
-    let s = s.trim_end_matches(' ');
-    if s.bytes().any(|b| b.is_ascii_uppercase() || b >= 0x80) {
-        Cow::Owned(s.chars().flat_map(char::to_lowercase).collect())
-    } else {
-        Cow::Borrowed(s)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,15 +142,5 @@ mod tests {
             assert_eq!(n(bad), None, "{bad:?}");
         }
         assert_eq!(n(&"9".repeat(40)), None);
-    }
-
-    #[test]
-    fn collation_keys() {
-        assert_eq!(collation_key("abc"), "abc");
-        assert_eq!(collation_key("ABC"), "abc");
-        assert_eq!(collation_key("abc  "), "abc");
-        assert_eq!(collation_key(" abc"), " abc");
-        assert_eq!(collation_key("ÄBC"), "äbc");
-        assert_eq!(collation_key("abc\t"), "abc\t");
     }
 }

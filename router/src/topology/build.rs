@@ -1,152 +1,22 @@
-//! The validated, resolved view of a [`Config`] that the planner reads: names resolved to indexes,
-//! ranges expanded, rules bound to their tables' shard counts.
+//! Validation and resolution of a [`Config`] into a [`Topology`]: every check names the key it
+//! found wrong.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::config::pattern::{self, PhysicalName};
-use crate::config::{
-    Config, ConfigError, DatahostDef, NamePatterns, RuleConfig, ServerConfig, TableConfig,
-    TableKind, UserDef,
+use super::{
+    ChildTable, Datanode, DatanodeId, GlobalTable, LogicalSchema, Shard, ShardedTable, TableDef,
+    Topology,
 };
+use crate::config::pattern::{self, PhysicalName};
+use crate::config::{Config, ConfigError, NamePatterns, RuleConfig, TableConfig, TableKind};
 use crate::error::RouterError;
 use crate::rule::ShardRule;
 
-/// Index into [`Topology::datanodes`].
-pub type DatanodeId = usize;
+/// A guard against typos like `tables_per_datanode: 1000000`.
+const MAX_SHARDS: usize = 100_000;
 
-#[derive(Debug, Clone)]
-pub struct Topology {
-    pub server: ServerConfig,
-    pub datanodes: Vec<Datanode>,
-    /// Key: schema name as configured.
-    pub schemas: HashMap<String, LogicalSchema>,
-    pub users: Vec<UserDef>,
-    pub datahosts: Vec<DatahostDef>,
-}
-
-/// One physical database on one datahost.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Datanode {
-    pub name: String,
-    /// Index into [`Topology::datahosts`].
-    pub datahost: usize,
-    pub database: String,
-}
-
-#[derive(Debug, Clone)]
-pub struct LogicalSchema {
-    pub name: String,
-    /// Where unlisted tables live.
-    pub default_datanode: Option<DatanodeId>,
-    /// Key: lower-cased table name.
-    pub tables: HashMap<String, TableDef>,
-}
-
-impl LogicalSchema {
-    /// Case-insensitive lookup of a listed table.
-    pub fn table(&self, name: &str) -> Option<&TableDef> {
-        if name.bytes().any(|b| b.is_ascii_uppercase()) || !name.is_ascii() {
-            self.tables.get(&name.to_lowercase())
-        } else {
-            self.tables.get(name)
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub enum TableDef {
-    Sharded(ShardedTable),
-    Global(GlobalTable),
-    Child(ChildTable),
-}
-
-impl TableDef {
-    pub fn name(&self) -> &str {
-        match self {
-            TableDef::Sharded(t) => &t.name,
-            TableDef::Global(t) => &t.name,
-            TableDef::Child(t) => &t.name,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct ShardedTable {
-    pub name: String,
-    /// Column name, as configured.
-    pub shard_key: String,
-    pub rule: Arc<ShardRule>,
-    /// The rule returns an index into this.
-    pub shards: Vec<Shard>,
-}
-
-/// Where one shard of a table lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shard {
-    pub datanode: DatanodeId,
-    /// The table's name in that datanode's database (the logical name for database-per-shard).
-    pub physical_table: String,
-}
-
-#[derive(Debug, Clone)]
-pub struct GlobalTable {
-    pub name: String,
-    pub datanodes: Vec<DatanodeId>,
-}
-
-/// An ER child: its rows live with the parent rows they join to.
-#[derive(Debug, Clone)]
-pub struct ChildTable {
-    pub name: String,
-    /// The parent table's name (a sharded table, or itself a child).
-    pub parent: String,
-    /// This table's column ...
-    pub join_key: String,
-    /// ... equal to this parent column (the parent's shard key, or its join key for a child
-    /// parent), so `join_key` always carries the root's shard key value.
-    pub parent_key: String,
-    /// The sharded table at the top of the parent chain.
-    pub root: String,
-    /// Parallel to the root's shards: shard `i` of the root holds its children in `shards[i]`.
-    pub shards: Vec<Shard>,
-}
-
-impl Topology {
-    /// Validates `cfg` and resolves it. Errors name the offending key, e.g.
-    /// `schemas[0].tables[2].rule: unknown rule "mod5"`.
-    pub fn build(cfg: &Config) -> Result<Topology, ConfigError> {
-        Builder::new(cfg).build()
-    }
-
-    /// For a child table, the sharded table at the top of its parent chain (whose rule, applied
-    /// to the child's `join_key`, gives the child row's shard); for a sharded table, itself.
-    pub fn sharded_root(&self, schema: &str, table: &str) -> Option<&ShardedTable> {
-        let s = self.schemas.get(schema)?;
-        match s.table(table)? {
-            TableDef::Sharded(t) => Some(t),
-            TableDef::Child(c) => match s.table(&c.root)? {
-                TableDef::Sharded(t) => Some(t),
-                _ => None,
-            },
-            TableDef::Global(_) => None,
-        }
-    }
-
-    pub fn schema(&self, name: &str) -> Option<&LogicalSchema> {
-        self.schemas.get(name)
-    }
-
-    pub fn user(&self, name: &str) -> Option<&UserDef> {
-        self.users.iter().find(|u| u.name == name)
-    }
-
-    pub fn datanode_by_name(&self, name: &str) -> Option<DatanodeId> {
-        self.datanodes.iter().position(|d| d.name == name)
-    }
-}
-
-struct Builder<'a> {
+pub(super) struct Builder<'a> {
     cfg: &'a Config,
     datanode_ids: HashMap<String, DatanodeId>,
     datahost_ids: HashMap<&'a str, usize>,
@@ -166,8 +36,24 @@ fn non_empty(key: &str, v: &str) -> Result<(), ConfigError> {
     }
 }
 
+/// Names Shoal splices into SQL (databases, tables, columns) must be valid MySQL identifiers
+/// that can be quoted with backticks.
+fn identifier(key: &str, v: &str) -> Result<(), ConfigError> {
+    non_empty(key, v)?;
+    if v.chars().count() > 64 {
+        return Err(err(key, format!("{v:?} is longer than 64 characters")));
+    }
+    if v.contains(['`', '\0']) || v.ends_with(' ') {
+        return Err(err(
+            key,
+            format!("{v:?} is not a usable identifier (no backticks, NUL or trailing spaces)"),
+        ));
+    }
+    Ok(())
+}
+
 impl<'a> Builder<'a> {
-    fn new(cfg: &'a Config) -> Self {
+    pub(super) fn new(cfg: &'a Config) -> Self {
         Builder {
             cfg,
             datanode_ids: HashMap::new(),
@@ -177,7 +63,7 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn build(mut self) -> Result<Topology, ConfigError> {
+    pub(super) fn build(mut self) -> Result<Topology, ConfigError> {
         self.check_server()?;
         self.check_datahosts()?;
         let datanodes = self.datanodes()?;
@@ -185,7 +71,7 @@ impl<'a> Builder<'a> {
         let mut schemas = HashMap::new();
         for (si, s) in self.cfg.schemas.iter().enumerate() {
             let key = format!("schemas[{si}]");
-            non_empty(&format!("{key}.name"), &s.name)?;
+            identifier(&format!("{key}.name"), &s.name)?;
             if schemas.contains_key(&s.name) {
                 return Err(err(
                     format!("{key}.name"),
@@ -299,6 +185,7 @@ impl<'a> Builder<'a> {
                 ));
             };
             for (name, (host, db)) in names.into_iter().zip(pairs) {
+                identifier(&format!("{key}.database"), db)?;
                 let Some(&hid) = self.datahost_ids.get(host.as_str()) else {
                     return Err(err(
                         format!("{key}.datahost"),
@@ -384,7 +271,7 @@ impl<'a> Builder<'a> {
         let mut index_of: HashMap<String, usize> = HashMap::new();
         for (ti, t) in s.tables.iter().enumerate() {
             let key = format!("schemas[{si}].tables[{ti}]");
-            non_empty(&format!("{key}.name"), &t.name)?;
+            identifier(&format!("{key}.name"), &t.name)?;
             let lname = t.name.to_lowercase();
             if index_of.insert(lname.clone(), ti).is_some() {
                 return Err(err(
@@ -503,6 +390,12 @@ impl<'a> Builder<'a> {
         };
         let datanodes = self.datanode_list(&format!("{key}.datanodes"), dn)?;
         let per = t.tables_per_datanode.unwrap_or(1);
+        if datanodes.len().saturating_mul(per) > MAX_SHARDS {
+            return Err(err(
+                format!("{key}.tables_per_datanode"),
+                format!("more than {MAX_SHARDS} shards"),
+            ));
+        }
         if per == 0 {
             return Err(err(
                 format!("{key}.tables_per_datanode"),
@@ -741,6 +634,7 @@ impl<'a> Builder<'a> {
 fn unique_shards(key: &str, shards: &[Shard]) -> Result<(), ConfigError> {
     let mut seen = HashSet::new();
     for s in shards {
+        identifier(key, &s.physical_table)?;
         if !seen.insert((s.datanode, s.physical_table.as_str())) {
             return Err(err(
                 key,
