@@ -213,6 +213,11 @@ impl RawConn {
         }
     }
 
+    /// Starts a new command: the next packet written gets sequence id 0.
+    pub fn seq_reset(&mut self) {
+        self.seq = 0;
+    }
+
     /// Reads one packet (payloads up to 16 MiB - 1; no reassembly), bounded by READ_TIMEOUT.
     pub async fn read_packet(&mut self) -> std::io::Result<Vec<u8>> {
         tokio::time::timeout(READ_TIMEOUT, async {
