@@ -37,6 +37,8 @@ pub struct Shared {
     /// Capabilities offered to clients: ours, limited to what the backend supports.
     pub capabilities: CapabilityFlags,
     pub shutdown: watch::Receiver<bool>,
+    /// Set once shutdown starts; sessions check it between commands (a cheap load).
+    pub stopping: std::sync::atomic::AtomicBool,
 }
 
 /// How often an idle session wakes to check its idle timeout and whether the pool wants its
@@ -303,6 +305,13 @@ impl Session {
         tokio::pin!(tick);
         let mut last_active = Instant::now();
         loop {
+            if self
+                .shared
+                .stopping
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                return Ok(());
+            }
             // Between commands: give the connection back if sessions are waiting for one.
             if self.backend.is_some() && !self.pins.any() && pool.reclaim_requested() {
                 self.release_backend().await;
