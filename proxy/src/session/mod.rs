@@ -384,8 +384,18 @@ impl Session {
                 if sticky {
                     self.pins.sticky = true;
                 }
-                self.forward(Expect::Results { binary: false }, reply_seq)
+                let out = self
+                    .forward(Expect::Results { binary: false }, reply_seq)
                     .await?;
+                if let Some(out) = out
+                    && out
+                        .tracked
+                        .vars
+                        .iter()
+                        .any(|(n, _)| n == "character_set_connection")
+                {
+                    self.refresh_collation().await;
+                }
                 Ok(())
             }
             COM_INIT_DB => {
@@ -518,6 +528,26 @@ impl Session {
                 Err(Error::ClientIo(e))
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// `SET NAMES x COLLATE y` reports the charset variables but not `collation_connection`:
+    /// read it, so a replay on another connection restores the collation too.
+    async fn refresh_collation(&mut self) {
+        let Some(b) = self.backend.as_mut() else {
+            return;
+        };
+        match b.query_value("SELECT @@collation_connection").await {
+            Ok(Some(c)) => {
+                b.state.set_var("collation_connection", &c);
+                self.want.set_var("collation_connection", &c);
+            }
+            Ok(None) => {}
+            Err(Error::Reply { .. }) => {}
+            Err(e) => {
+                debug!(error = %e, "backend failed while reading the collation");
+                self.lose_backend();
+            }
         }
     }
 
