@@ -2,3 +2,4 @@
 //! demo, and (later) the load generator and experiments behind the `shoal-bench` binary.
 
 pub mod cluster;
+pub mod overhead;

@@ -17,6 +17,8 @@ enum Command {
     /// Start, inspect and stop local MariaDB backends (primaries and replicas).
     #[command(subcommand)]
     Cluster(shoal_bench::cluster::cli::ClusterCommand),
+    /// Proxy overhead: sysbench direct vs HAProxy (TCP) vs Shoal, interleaved, medians.
+    Overhead(shoal_bench::overhead::OverheadArgs),
 }
 
 #[tokio::main]
@@ -31,6 +33,9 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Cluster(cmd) => shoal_bench::cluster::cli::run(cmd)
+            .await
+            .map_err(|e| e.to_string()),
+        Command::Overhead(args) => shoal_bench::overhead::run(args)
             .await
             .map_err(|e| e.to_string()),
     };

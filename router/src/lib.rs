@@ -1,1 +1,11 @@
-//! Shoal router.
+//! Shoal router: the config model, shard rules and route plans. A pure library: no I/O (except
+//! [`config::Config::load`]) and no async runtime, so every routing decision is testable as data.
+
+pub mod config;
+pub mod error;
+pub mod plan;
+pub mod rule;
+pub mod sql;
+pub mod topology;
+
+pub use error::RouterError;

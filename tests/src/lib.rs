@@ -1,1 +1,57 @@
-//! End-to-end test support shared by the files under `tests/tests/`.
+//! End-to-end test support shared by the files under `tests/tests/`: real MariaDB backends from
+//! the launcher ([`backend`]), the real `shoal` binary as a child process ([`shoal`]), and a
+//! hand-written wire client for what `mysql_async` cannot send ([`raw`]).
+
+pub mod backend;
+pub mod raw;
+pub mod shoal;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+pub use backend::{Backend, private_cluster, shared_backend};
+pub use shoal::ShoalProcess;
+
+/// A directory for this test binary's scratch files (Shoal logs, ...), kept after the run so that
+/// a failure can be investigated.
+pub fn scratch_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("shoal-e2e-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        dir
+    })
+    .clone()
+}
+
+/// The `(code, SQLSTATE, message)` of a server error, or a panic naming what came instead.
+pub fn server_error<T: std::fmt::Debug>(
+    result: Result<T, mysql_async::Error>,
+) -> (u16, String, String) {
+    match result {
+        Err(mysql_async::Error::Server(e)) => (e.code, e.state, e.message),
+        Err(other) => panic!("expected a server error, got another error: {other:?}"),
+        Ok(value) => panic!("expected a server error, got success: {value:?}"),
+    }
+}
+
+/// Awaits `fut`, failing the test if it takes longer than `limit` (a hang is a bug, never a wait).
+pub async fn within<F: Future>(limit: Duration, what: &str, fut: F) -> F::Output {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(out) => out,
+        Err(_) => panic!("{what}: no answer within {limit:?} (hang)"),
+    }
+}
+
+/// A unique name for a database or table, so that tests sharing a backend never collide.
+pub fn unique_name(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}

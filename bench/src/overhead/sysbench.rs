@@ -1,0 +1,169 @@
+//! Running `sysbench` (the Debian package, 1.0.x) and reading its report.
+
+use std::process::Command;
+
+use super::OverheadError;
+
+/// Where sysbench connects and what it loads.
+#[derive(Debug, Clone)]
+pub struct SysbenchTarget {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub password: String,
+    pub db: String,
+}
+
+/// The figures of one `sysbench run` that the benchmark reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunStats {
+    /// Statements executed (sysbench's "queries" total).
+    pub queries: u64,
+    pub qps: f64,
+    /// Average and 95th-percentile latency of one sysbench event, in milliseconds. An event is
+    /// one query for `oltp_point_select` and one transaction (18 queries) for `oltp_read_write`.
+    pub avg_ms: f64,
+    pub p95_ms: f64,
+    /// sysbench's "ignored errors" (deadlocks and the like it retried) plus reconnects.
+    pub errors: u64,
+}
+
+fn base_args(target: &SysbenchTarget, tables: u32, table_size: u32) -> Vec<String> {
+    vec![
+        "--db-driver=mysql".into(),
+        format!("--mysql-host={}", target.host),
+        format!("--mysql-port={}", target.port),
+        format!("--mysql-user={}", target.user),
+        format!("--mysql-password={}", target.password),
+        format!("--mysql-db={}", target.db),
+        "--mysql-ssl=off".into(),
+        format!("--tables={tables}"),
+        format!("--table-size={table_size}"),
+    ]
+}
+
+/// `sysbench oltp_read_write prepare`: creates and fills the tables (straight on the backend).
+pub fn prepare(target: &SysbenchTarget, tables: u32, table_size: u32) -> Result<(), OverheadError> {
+    let mut args = vec!["oltp_read_write".to_string()];
+    args.extend(base_args(target, tables, table_size));
+    args.push(format!("--threads={}", tables.min(4)));
+    args.push("prepare".into());
+    let out = Command::new("sysbench").args(&args).output().map_err(|e| {
+        OverheadError::Tool(format!(
+            "cannot run sysbench ({e}); install it with `apt-get install sysbench`"
+        ))
+    })?;
+    if !out.status.success() {
+        return Err(OverheadError::Tool(format!(
+            "sysbench prepare failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(())
+}
+
+/// One `sysbench <workload> run` of `seconds` at `threads`.
+pub fn run(
+    target: &SysbenchTarget,
+    workload: &str,
+    threads: u32,
+    seconds: u32,
+    tables: u32,
+    table_size: u32,
+) -> Result<RunStats, OverheadError> {
+    let mut args = vec![workload.to_string()];
+    args.extend(base_args(target, tables, table_size));
+    args.extend([
+        format!("--threads={threads}"),
+        format!("--time={seconds}"),
+        "--report-interval=0".into(),
+        "--percentile=95".into(),
+        "--db-ps-mode=auto".into(),
+        "--rand-type=uniform".into(),
+        "run".into(),
+    ]);
+    let out = Command::new("sysbench")
+        .args(&args)
+        .output()
+        .map_err(|e| OverheadError::Tool(format!("cannot run sysbench: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(OverheadError::Tool(format!(
+            "sysbench {workload} at {threads} threads against port {} failed: {stdout}{}",
+            target.port,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    parse_report(&stdout)
+        .ok_or_else(|| OverheadError::Tool(format!("unreadable sysbench report:\n{stdout}")))
+}
+
+/// The first number after `label` on the line that starts with it (after indentation).
+fn field(report: &str, label: &str) -> Option<f64> {
+    let line = report.lines().find(|l| l.trim_start().starts_with(label))?;
+    let rest = &line.trim_start()[label.len()..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// The "(N per sec.)" figure on the line that starts with `label`.
+fn per_sec(report: &str, label: &str) -> Option<f64> {
+    let line = report.lines().find(|l| l.trim_start().starts_with(label))?;
+    let open = line.find('(')?;
+    line[open + 1..].split_whitespace().next()?.parse().ok()
+}
+
+pub fn parse_report(report: &str) -> Option<RunStats> {
+    Some(RunStats {
+        queries: field(report, "queries:")? as u64,
+        qps: per_sec(report, "queries:")?,
+        avg_ms: field(report, "avg:")?,
+        p95_ms: field(report, "95th percentile:")?,
+        errors: (field(report, "ignored errors:")? + field(report, "reconnects:")?) as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REPORT: &str = "sysbench 1.0.20 (using system LuaJIT 2.1.0-beta3)
+
+SQL statistics:
+    queries performed:
+        read:                            140000
+        write:                           40000
+        other:                           20000
+        total:                           200000
+    transactions:                        10000  (999.50 per sec.)
+    queries:                             200000 (19990.03 per sec.)
+    ignored errors:                      3      (0.30 per sec.)
+    reconnects:                          0      (0.00 per sec.)
+
+General statistics:
+    total time:                          10.0048s
+    total number of events:              10000
+
+Latency (ms):
+         min:                                    0.55
+         avg:                                    1.00
+         max:                                   25.26
+         95th percentile:                        1.61
+         sum:                                 9988.52
+";
+
+    #[test]
+    fn reads_the_figures_of_a_sysbench_report() {
+        let stats = parse_report(REPORT).unwrap();
+        assert_eq!(stats.queries, 200000);
+        assert_eq!(stats.qps, 19990.03);
+        assert_eq!(stats.avg_ms, 1.00);
+        assert_eq!(stats.p95_ms, 1.61);
+        assert_eq!(stats.errors, 3);
+    }
+
+    #[test]
+    fn refuses_a_truncated_report() {
+        assert_eq!(parse_report("FATAL: error 2013: Lost connection"), None);
+    }
+}

@@ -1,0 +1,221 @@
+//! The three ways sysbench reaches the backend: directly, through HAProxy in TCP mode, and
+//! through Shoal in quick mode; plus reading a process's CPU time from /proc.
+
+use std::fs;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::OverheadError;
+
+/// A proxy process this benchmark started; SIGTERM then SIGKILL on drop.
+pub struct ProxyProcess {
+    pub name: &'static str,
+    pub port: u16,
+    child: Child,
+}
+
+impl ProxyProcess {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn spawn(
+        name: &'static str,
+        port: u16,
+        mut cmd: Command,
+        log: &Path,
+    ) -> Result<Self, OverheadError> {
+        let log_file = fs::File::create(log)
+            .map_err(OverheadError::io(format!("create {}", log.display())))?;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(
+                log_file
+                    .try_clone()
+                    .map_err(OverheadError::io("clone log handle"))?,
+            )
+            .stderr(log_file)
+            .spawn()
+            .map_err(|e| OverheadError::Tool(format!("cannot start {name}: {e}")))?;
+        let mut proc = ProxyProcess { name, port, child };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = proc
+                .child
+                .try_wait()
+                .map_err(OverheadError::io("try_wait"))?
+            {
+                return Err(OverheadError::Tool(format!(
+                    "{name} exited with {status} at start; log:\n{}",
+                    fs::read_to_string(log).unwrap_or_default()
+                )));
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(proc);
+            }
+            if Instant::now() > deadline {
+                return Err(OverheadError::Tool(format!(
+                    "{name} did not accept on port {port} within 30 s"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Fails if the process has died (a crashed proxy must not be measured as a slow one).
+    pub fn check_alive(&mut self) -> Result<(), OverheadError> {
+        match self
+            .child
+            .try_wait()
+            .map_err(OverheadError::io("try_wait"))?
+        {
+            Some(status) => Err(OverheadError::Tool(format!(
+                "{} exited with {status} during the benchmark",
+                self.name
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on a child we spawned and have not reaped.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> Result<u16, OverheadError> {
+    Ok(TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(OverheadError::io("bind an ephemeral port"))?
+        .port())
+}
+
+/// HAProxy as a plain TCP forwarder: the floor cost of any proxy hop.
+pub fn start_haproxy(
+    dir: &Path,
+    backend: &str,
+    threads: u32,
+) -> Result<ProxyProcess, OverheadError> {
+    let port = free_port()?;
+    let config = dir.join("haproxy.cfg");
+    // Long timeouts: sysbench holds its connections for the whole run.
+    let text = format!(
+        "global\n  nbthread {threads}\n  maxconn 4096\n\
+         defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n\
+         listen mysql\n  bind 127.0.0.1:{port}\n  server backend {backend}\n"
+    );
+    fs::write(&config, text).map_err(OverheadError::io(format!("write {}", config.display())))?;
+    let mut cmd = Command::new("haproxy");
+    // -db: stay in the foreground, so that the pid we hold is the one doing the work.
+    cmd.arg("-db").arg("-f").arg(&config);
+    ProxyProcess::spawn("haproxy", port, cmd, &dir.join("haproxy.log"))
+}
+
+/// Shoal in quick mode in front of `backend_url`.
+pub fn start_shoal(
+    dir: &Path,
+    bin: &Path,
+    backend_url: &str,
+    extra: &[String],
+) -> Result<ProxyProcess, OverheadError> {
+    let port = free_port()?;
+    let mut cmd = Command::new(bin);
+    cmd.arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--backend")
+        .arg(backend_url)
+        .args(extra)
+        .env(
+            "RUST_LOG",
+            std::env::var("SHOAL_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        );
+    ProxyProcess::spawn("shoal", port, cmd, &dir.join("shoal.log"))
+}
+
+/// The release `shoal` binary: `--shoal-bin`, else `target/release/shoal` built now (a no-op when
+/// it is up to date, and never a stale binary).
+pub fn shoal_release_bin(explicit: Option<&Path>) -> Result<PathBuf, OverheadError> {
+    if let Some(bin) = explicit {
+        return Ok(bin.to_path_buf());
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf();
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(&root)
+        .args(["build", "--release", "-p", "shoal-proxy", "--bin", "shoal"])
+        .status()
+        .map_err(|e| OverheadError::Tool(format!("cannot run cargo to build shoal: {e}")))?;
+    if !status.success() {
+        return Err(OverheadError::Tool(
+            "cargo build --release -p shoal-proxy failed".into(),
+        ));
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    Ok(target.join("release").join("shoal"))
+}
+
+/// User + system CPU time a process (all its threads) has used so far, in seconds.
+pub fn cpu_seconds(pid: u32) -> Result<f64, OverheadError> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(OverheadError::io(format!("read /proc/{pid}/stat")))?;
+    parse_cpu_ticks(&stat)
+        .map(|ticks| ticks as f64 / clock_ticks_per_second())
+        .ok_or_else(|| OverheadError::Tool(format!("unreadable /proc/{pid}/stat")))
+}
+
+/// utime + stime (fields 14 and 15) of a /proc/PID/stat line, in clock ticks. The command name
+/// (field 2) may contain spaces and parentheses, so fields are counted after its last ')'.
+pub fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // after_name starts at field 3 (state): utime is field 14, i.e. index 11 here.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 { ticks as f64 } else { 100.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_are_utime_plus_stime() {
+        let stat = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194304 500 0 0 0 1234 567 0 0 20 0 3 0 100 0 0";
+        assert_eq!(parse_cpu_ticks(stat), Some(1234 + 567));
+    }
+
+    #[test]
+    fn own_process_has_cpu_time() {
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        assert!(x != 1);
+        assert!(cpu_seconds(std::process::id()).unwrap() >= 0.0);
+    }
+}

@@ -1,0 +1,415 @@
+//! One connection from the proxy to a backend server: the client side of the handshake
+//! (mysql_native_password and caching_sha2_password, including the RSA full-auth path over a
+//! plain connection, so MySQL 8 backends work too) and the internal commands the proxy sends on
+//! its own behalf (replaying session state, resets, pings).
+
+use std::time::{Duration, Instant};
+
+use mysql_common::constants::CapabilityFlags;
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
+use mysql_common::proto::{MyDeserialize, MySerialize};
+use tokio::net::TcpStream;
+
+use crate::backend::state::{SessionState, Tracked};
+use crate::config::BackendSpec;
+use crate::error::{Error, Result};
+use crate::wire::command::{
+    COM_INIT_DB, COM_PING, COM_QUERY, COM_RESET_CONNECTION, COM_SET_OPTION,
+};
+use crate::wire::messages::{eof_status, parse_err, parse_ok, read_lenenc};
+use crate::wire::packet::PacketStream;
+
+/// Capabilities that change the bytes of responses. A backend connection must have exactly the
+/// client's choice of these, so its responses can be forwarded untouched; pools keep
+/// connections apart by this subset.
+pub fn wire_capabilities() -> CapabilityFlags {
+    CapabilityFlags::CLIENT_DEPRECATE_EOF
+        | CapabilityFlags::CLIENT_FOUND_ROWS
+        | CapabilityFlags::CLIENT_MULTI_RESULTS
+        | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
+        | CapabilityFlags::CLIENT_IGNORE_SPACE
+}
+
+/// Capabilities every backend connection asks for. SESSION_TRACK is how the proxy learns what a
+/// statement changed in the session; it is stripped from OK packets for clients that did not
+/// negotiate it.
+fn base_capabilities() -> CapabilityFlags {
+    CapabilityFlags::CLIENT_LONG_PASSWORD
+        | CapabilityFlags::CLIENT_LONG_FLAG
+        | CapabilityFlags::CLIENT_PROTOCOL_41
+        | CapabilityFlags::CLIENT_TRANSACTIONS
+        | CapabilityFlags::CLIENT_SECURE_CONNECTION
+        | CapabilityFlags::CLIENT_PLUGIN_AUTH
+        | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+        | CapabilityFlags::CLIENT_SESSION_TRACK
+}
+
+/// Turns on the trackers that report everything a client statement can change in its session.
+const ENABLE_TRACKING: &str = "SET SESSION session_track_system_variables='*', \
+     SESSION session_track_schema=ON, SESSION session_track_state_change=ON";
+
+/// What the backend said in its handshake, kept to build the proxy's own handshake.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    pub version: Vec<u8>,
+    pub capabilities: CapabilityFlags,
+    pub collation: u8,
+}
+
+pub struct BackendConn {
+    pub io: PacketStream<TcpStream>,
+    /// Our id for this connection (unique in the process), used for session affinity.
+    pub id: u64,
+    /// The backend's connection id (what `CONNECTION_ID()` returns).
+    pub thread_id: u32,
+    /// Capabilities negotiated with the backend.
+    pub caps: CapabilityFlags,
+    /// The state this connection is in now.
+    pub state: SessionState,
+    /// Session tracking is on: responses report state changes.
+    pub tracking: bool,
+    pub last_used: Instant,
+    pub info: ServerInfo,
+}
+
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn io_err(e: std::io::Error) -> Error {
+    Error::BackendIo(e)
+}
+
+fn server_err(payload: &[u8]) -> Error {
+    match parse_err(payload) {
+        Some((code, state, msg)) => Error::Reply {
+            code,
+            state,
+            message: String::from_utf8_lossy(msg).into_owned(),
+        },
+        None => Error::BackendIo(std::io::Error::other("malformed ERR packet from backend")),
+    }
+}
+
+fn protocol(what: &str) -> Error {
+    Error::BackendIo(std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        what.to_string(),
+    ))
+}
+
+impl BackendConn {
+    /// Opens and authenticates a connection, then turns session tracking on.
+    /// `wire` is the client's choice of [`wire_capabilities`].
+    pub async fn connect(
+        spec: &BackendSpec,
+        wire: CapabilityFlags,
+        schema: Option<&str>,
+        multi_statements: bool,
+        timeout: Duration,
+    ) -> Result<BackendConn> {
+        let addr = spec.addr();
+        let fut = Self::connect_inner(spec, wire, schema, multi_statements);
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(Error::BackendIo(e))) => Err(Error::backend_unreachable(&addr, e)),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::backend_unreachable(&addr, "connect timed out")),
+        }
+    }
+
+    async fn connect_inner(
+        spec: &BackendSpec,
+        wire: CapabilityFlags,
+        schema: Option<&str>,
+        multi_statements: bool,
+    ) -> Result<BackendConn> {
+        let stream = TcpStream::connect(spec.addr()).await.map_err(io_err)?;
+        stream.set_nodelay(true).map_err(io_err)?;
+        let mut io = PacketStream::new(stream, usize::MAX);
+
+        io.next_packet().await.map_err(io_err)?;
+        let payload = io.packet_payload().into_owned();
+        if payload.first() == Some(&0xFF) {
+            return Err(server_err(&payload));
+        }
+        let hs = HandshakePacket::deserialize((), &mut ParseBuf(&payload))
+            .map_err(|e| protocol(&format!("bad handshake from backend: {e}")))?;
+        let info = ServerInfo {
+            version: hs.server_version_ref().to_vec(),
+            capabilities: hs.capabilities(),
+            collation: hs.default_collation(),
+        };
+        let thread_id = hs.connection_id();
+        let mut nonce = hs.nonce();
+        let mut plugin = hs
+            .auth_plugin()
+            .map(|p| p.into_owned())
+            .unwrap_or(AuthPlugin::MysqlNativePassword);
+        if !matches!(
+            plugin,
+            AuthPlugin::MysqlNativePassword | AuthPlugin::CachingSha2Password
+        ) {
+            plugin = AuthPlugin::MysqlNativePassword;
+        }
+
+        let mut want = base_capabilities() | (wire & wire_capabilities());
+        if multi_statements {
+            want |=
+                CapabilityFlags::CLIENT_MULTI_STATEMENTS | CapabilityFlags::CLIENT_MULTI_RESULTS;
+        }
+        let caps = want & (hs.capabilities() | CapabilityFlags::CLIENT_CONNECT_WITH_DB);
+        let pass = spec.password.as_str();
+        let data = plugin.gen_data(Some(pass), &nonce);
+        let mut scramble = Vec::new();
+        if let Some(d) = &data {
+            d.serialize(&mut scramble);
+        }
+        let resp = HandshakeResponse::new(
+            Some(scramble),
+            (8, 0, 0),
+            Some(spec.user.as_bytes()),
+            schema.map(str::as_bytes),
+            Some(plugin.clone()),
+            caps,
+            None,
+            1 << 30,
+        );
+        let mut out = Vec::new();
+        resp.serialize(&mut out);
+        let mut seq = 1u8;
+        io.write_packet(&mut seq, &out);
+        io.flush().await.map_err(io_err)?;
+
+        loop {
+            let p = io.next_packet().await.map_err(io_err)?;
+            seq = p.last_seq.wrapping_add(1);
+            let payload = io.packet_payload().into_owned();
+            match payload.first() {
+                Some(0x00) => break,
+                Some(0xFF) => return Err(server_err(&payload)),
+                Some(0xFE) => {
+                    // AuthSwitchRequest: plugin name NUL, then its data.
+                    let body = &payload[1..];
+                    let nul = body.iter().position(|b| *b == 0).unwrap_or(body.len());
+                    plugin = AuthPlugin::from_bytes(&body[..nul]).into_owned();
+                    let mut data = body.get(nul + 1..).unwrap_or(&[]).to_vec();
+                    if data.last() == Some(&0) {
+                        data.pop();
+                    }
+                    nonce = data;
+                    let mut out = Vec::new();
+                    match &plugin {
+                        AuthPlugin::MysqlNativePassword | AuthPlugin::CachingSha2Password => {
+                            if let Some(d) = plugin.gen_data(Some(pass), &nonce) {
+                                d.serialize(&mut out);
+                            }
+                        }
+                        AuthPlugin::MysqlClearPassword => {
+                            out.extend_from_slice(pass.as_bytes());
+                            out.push(0);
+                        }
+                        other => {
+                            return Err(Error::backend_unreachable(
+                                &spec.addr(),
+                                format!(
+                                    "backend asks for unsupported auth plugin {}",
+                                    String::from_utf8_lossy(other.as_bytes())
+                                ),
+                            ));
+                        }
+                    }
+                    io.write_packet(&mut seq, &out);
+                    io.flush().await.map_err(io_err)?;
+                }
+                Some(0x01) => {
+                    // AuthMoreData from caching_sha2_password: 3 = fast auth succeeded (an OK
+                    // follows), 4 = full auth needed. Without TLS the password goes RSA-encrypted
+                    // with the server's public key, which we request (0x02).
+                    match payload.get(1) {
+                        Some(3) => continue,
+                        Some(4) => {
+                            io.write_packet(&mut seq, &[0x02]);
+                            io.flush().await.map_err(io_err)?;
+                        }
+                        _ => {
+                            // The public key we asked for.
+                            let key = &payload[1..];
+                            let mut pw = pass.as_bytes().to_vec();
+                            pw.push(0);
+                            for (i, b) in pw.iter_mut().enumerate() {
+                                *b ^= nonce[i % nonce.len()];
+                            }
+                            let enc = mysql_common::crypto::encrypt(&pw, key);
+                            io.write_packet(&mut seq, &enc);
+                            io.flush().await.map_err(io_err)?;
+                        }
+                    }
+                }
+                _ => return Err(protocol("unexpected packet during backend authentication")),
+            }
+        }
+
+        let mut conn = BackendConn {
+            io,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            thread_id,
+            caps,
+            state: SessionState {
+                schema: schema.map(str::to_string),
+                vars: Vec::new(),
+                multi_statements: caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
+            },
+            tracking: false,
+            last_used: Instant::now(),
+            info,
+        };
+        conn.enable_tracking().await?;
+        Ok(conn)
+    }
+
+    async fn enable_tracking(&mut self) -> Result<()> {
+        if !self.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK) {
+            self.tracking = false;
+            return Ok(());
+        }
+        match self.command(COM_QUERY, ENABLE_TRACKING.as_bytes()).await {
+            Ok(_) => {
+                self.tracking = true;
+                // Enabling the trackers is reported as changes; our baseline starts after it.
+                self.state.vars.clear();
+                Ok(())
+            }
+            Err(Error::Reply { .. }) => {
+                self.tracking = false;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether `wire` (a client's choice) gives the same response bytes as this connection.
+    pub fn wire_matches(&self, wire: CapabilityFlags) -> bool {
+        (self.caps & wire_capabilities()) == (wire & wire_capabilities())
+    }
+
+    /// Sends one command on the proxy's own behalf and reads its response: `Ok` with what it
+    /// reported on success, `Error::Reply` with the backend's error, `Error::BackendIo` if the
+    /// connection broke. A result set, if any, is read and dropped.
+    pub async fn command(&mut self, cmd: u8, arg: &[u8]) -> Result<Tracked> {
+        let mut payload = Vec::with_capacity(1 + arg.len());
+        payload.push(cmd);
+        payload.extend_from_slice(arg);
+        let mut seq = 0;
+        self.io.write_packet(&mut seq, &payload);
+        self.io.flush().await.map_err(io_err)?;
+        let mut tracked = Tracked::default();
+        let mut error = None;
+        self.drain_response(&mut tracked, &mut error).await?;
+        self.last_used = Instant::now();
+        self.state.apply(&tracked);
+        match error {
+            Some(e) => Err(e),
+            None => Ok(tracked),
+        }
+    }
+
+    /// Reads a whole COM_QUERY-style response (possibly several results), keeping only what
+    /// the session-state blocks and any ERR said.
+    async fn drain_response(
+        &mut self,
+        tracked: &mut Tracked,
+        error: &mut Option<Error>,
+    ) -> Result<()> {
+        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        loop {
+            self.io.next_packet().await.map_err(io_err)?;
+            let p = self.io.packet_payload();
+            match p.first() {
+                Some(0x00) => {
+                    let ok = parse_ok(&p, self.caps).ok_or_else(|| protocol("bad OK packet"))?;
+                    if !ok.state.is_empty() {
+                        tracked.add_block(ok.state);
+                    }
+                    if ok.status & 0x0008 == 0 {
+                        return Ok(());
+                    }
+                }
+                Some(0xFF) => {
+                    *error = Some(server_err(&p));
+                    return Ok(());
+                }
+                Some(0xFE) if p.len() < 9 => {
+                    // EOF answering COM_SET_OPTION.
+                    if eof_status(&p) & 0x0008 == 0 {
+                        return Ok(());
+                    }
+                }
+                _ => {
+                    // A result set: skip column definitions and rows to its terminator.
+                    let mut b = &p[..];
+                    let cols = read_lenenc(&mut b).ok_or_else(|| protocol("bad column count"))?;
+                    drop(p);
+                    for _ in 0..cols {
+                        self.io.next_packet().await.map_err(io_err)?;
+                    }
+                    if !deprecate_eof {
+                        self.io.next_packet().await.map_err(io_err)?;
+                    }
+                    loop {
+                        let info = self.io.next_packet().await.map_err(io_err)?;
+                        let p = self.io.packet_payload();
+                        if p.first() == Some(&0xFF) {
+                            *error = Some(server_err(&p));
+                            return Ok(());
+                        }
+                        if p.first() == Some(&0xFE) && info.payload_len < 0xFF_FFFF {
+                            let status = if deprecate_eof {
+                                let ok = parse_ok(&p, self.caps)
+                                    .ok_or_else(|| protocol("bad OK packet"))?;
+                                if !ok.state.is_empty() {
+                                    tracked.add_block(ok.state);
+                                }
+                                ok.status
+                            } else {
+                                eof_status(&p)
+                            };
+                            if status & 0x0008 == 0 {
+                                return Ok(());
+                            }
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// COM_PING: whether the connection still answers.
+    pub async fn ping(&mut self) -> bool {
+        self.command(COM_PING, &[]).await.is_ok()
+    }
+
+    /// Switches the current schema (COM_INIT_DB).
+    pub async fn init_db(&mut self, db: &str) -> Result<()> {
+        self.command(COM_INIT_DB, db.as_bytes()).await?;
+        self.state.schema = Some(db.to_string());
+        Ok(())
+    }
+
+    /// COM_RESET_CONNECTION: drops user variables, temporary tables, prepared statements,
+    /// locks and any open transaction, and puts system variables back to their defaults, which
+    /// also turns our trackers off, so they are enabled again. The schema is kept.
+    pub async fn reset(&mut self) -> Result<()> {
+        self.command(COM_RESET_CONNECTION, &[]).await?;
+        self.state.vars.clear();
+        self.enable_tracking().await
+    }
+
+    /// Turns multi-statements on or off (COM_SET_OPTION).
+    pub async fn set_multi_statements(&mut self, on: bool) -> Result<()> {
+        let arg: u16 = if on { 0 } else { 1 };
+        self.command(COM_SET_OPTION, &arg.to_le_bytes()).await?;
+        self.state.multi_statements = on;
+        Ok(())
+    }
+}

@@ -1,0 +1,5 @@
+//! Connections from the proxy to backend servers, and pools of them.
+
+pub mod conn;
+pub mod pool;
+pub mod state;

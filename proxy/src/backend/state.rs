@@ -1,0 +1,184 @@
+//! The replayable part of a MySQL session: current schema, system variables changed since the
+//! connection was opened, and the multi-statement option. A client session holds the state it
+//! expects; a backend connection holds the state it has; when a connection is handed to a
+//! session and the two differ, the difference is replayed. Comparing them is cheap, so the hot
+//! path (same state, the usual case) costs no round trip.
+
+use crate::wire::messages::{StateChange, for_each_state_change};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionState {
+    pub schema: Option<String>,
+    /// System variables changed since connect, sorted by (lower-case) name.
+    pub vars: Vec<(String, String)>,
+    pub multi_statements: bool,
+}
+
+impl SessionState {
+    pub fn set_var(&mut self, name: &str, value: &str) {
+        let name = name.to_ascii_lowercase();
+        match self.vars.binary_search_by(|(n, _)| n.as_str().cmp(&name)) {
+            Ok(i) => self.vars[i].1 = value.to_string(),
+            Err(i) => self.vars.insert(i, (name, value.to_string())),
+        }
+    }
+
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.vars
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+            .map(|i| self.vars[i].1.as_str())
+    }
+
+    /// Applies what one response reported.
+    pub fn apply(&mut self, t: &Tracked) {
+        if let Some(s) = &t.schema {
+            self.schema = Some(s.clone());
+        }
+        for (n, v) in &t.vars {
+            self.set_var(n, v);
+        }
+    }
+
+    /// Whether every variable `self` changed is also changed (to some value) in `target`:
+    /// then `target` is reachable by SETs alone; otherwise the connection must be reset first.
+    pub fn vars_subset_of(&self, target: &SessionState) -> bool {
+        self.vars.iter().all(|(n, _)| target.var(n).is_some())
+    }
+
+    /// One `SET SESSION ...` statement taking a connection in state `from` to `self`'s
+    /// variables (for those that differ), or `None` if nothing differs.
+    pub fn set_statement_from(&self, from: &SessionState) -> Option<String> {
+        let mut sql = String::new();
+        for (n, v) in &self.vars {
+            if from.var(n) == Some(v.as_str()) {
+                continue;
+            }
+            if is_tracking_var(n) {
+                continue;
+            }
+            sql.push_str(if sql.is_empty() { "SET " } else { ", " });
+            sql.push_str("SESSION ");
+            sql.push_str(n);
+            sql.push('=');
+            push_value(&mut sql, n, v);
+        }
+        (!sql.is_empty()).then_some(sql)
+    }
+}
+
+/// Our own tracking settings are never replayed from a client's state.
+fn is_tracking_var(name: &str) -> bool {
+    name.starts_with("session_track")
+}
+
+/// Writes a tracked value as SQL: numbers bare (integer variables refuse strings), everything
+/// else as a quoted string; the character_set_* variables accept NULL.
+fn push_value(sql: &mut String, name: &str, v: &str) {
+    let numeric = !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
+        && v.bytes().filter(|b| *b == b'.').count() <= 1
+        && v.bytes().skip(1).all(|b| b != b'-')
+        && v.bytes().any(|b| b.is_ascii_digit());
+    if numeric {
+        sql.push_str(v);
+    } else if (v.is_empty() || v.eq_ignore_ascii_case("NULL")) && name.starts_with("character_set")
+    {
+        sql.push_str("NULL");
+    } else {
+        sql.push('\'');
+        for c in v.chars() {
+            match c {
+                '\'' => sql.push_str("''"),
+                '\\' => sql.push_str("\\\\"),
+                _ => sql.push(c),
+            }
+        }
+        sql.push('\'');
+    }
+}
+
+/// What the session-state blocks of one response reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tracked {
+    pub schema: Option<String>,
+    pub vars: Vec<(String, String)>,
+    /// The server said "session state changed".
+    pub state_changed: bool,
+}
+
+impl Tracked {
+    pub fn is_empty(&self) -> bool {
+        self.schema.is_none() && self.vars.is_empty() && !self.state_changed
+    }
+
+    /// A state change that tracked variables and schema do not explain (user variables,
+    /// temporary tables, SQL PREPARE...): the connection cannot be shared any more.
+    pub fn unexplained_change(&self) -> bool {
+        self.state_changed && self.schema.is_none() && self.vars.is_empty()
+    }
+
+    /// Adds the entries of one session-state block; `false` if it was malformed.
+    pub fn add_block(&mut self, block: &[u8]) -> bool {
+        for_each_state_change(block, |c| match c {
+            StateChange::SysVar(n, v) => self.vars.push((
+                String::from_utf8_lossy(n).to_ascii_lowercase(),
+                String::from_utf8_lossy(v).into_owned(),
+            )),
+            StateChange::Schema(s) => self.schema = Some(String::from_utf8_lossy(s).into_owned()),
+            StateChange::StateChanged => self.state_changed = true,
+            StateChange::Other(_) => {}
+        })
+        .is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_state_needs_no_statement() {
+        let mut a = SessionState::default();
+        a.set_var("sql_mode", "ANSI");
+        assert_eq!(a.set_statement_from(&a.clone()), None);
+    }
+
+    #[test]
+    fn set_statement_quotes_strings_and_not_numbers() {
+        let mut want = SessionState::default();
+        want.set_var("time_zone", "+00:00");
+        want.set_var("sql_select_limit", "10");
+        want.set_var("character_set_results", "");
+        want.set_var("sql_mode", "it's");
+        want.set_var("session_track_schema", "OFF");
+        let sql = want.set_statement_from(&SessionState::default()).unwrap();
+        assert_eq!(
+            sql,
+            "SET SESSION character_set_results=NULL, SESSION sql_mode='it''s', \
+             SESSION sql_select_limit=10, SESSION time_zone='+00:00'"
+        );
+    }
+
+    #[test]
+    fn subset_detects_vars_needing_reset() {
+        let mut conn = SessionState::default();
+        conn.set_var("sql_mode", "");
+        let mut sess = SessionState::default();
+        assert!(!conn.vars_subset_of(&sess));
+        sess.set_var("sql_mode", "ANSI");
+        assert!(conn.vars_subset_of(&sess));
+    }
+
+    #[test]
+    fn unexplained_change_only_without_vars_or_schema() {
+        let mut t = Tracked {
+            state_changed: true,
+            ..Default::default()
+        };
+        assert!(t.unexplained_change());
+        t.vars.push(("autocommit".into(), "OFF".into()));
+        assert!(!t.unexplained_change());
+    }
+}

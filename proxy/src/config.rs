@@ -1,0 +1,209 @@
+//! Runtime settings of the proxy: the datasource it serves, who may log in, and limits.
+//! Quick mode (`--backend mysql://...`) builds one of these from the command line.
+
+use std::time::Duration;
+
+/// One backend MySQL/MariaDB server and the credentials the proxy uses on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendSpec {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub password: String,
+    /// Database the backend connections start in (and the default schema of clients that
+    /// connect without naming one).
+    pub database: Option<String>,
+}
+
+impl BackendSpec {
+    pub fn addr(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    /// Parses `mysql://USER:PASS@HOST:PORT[/DB]` (user and password percent-decoded; port
+    /// defaults to 3306).
+    pub fn parse_url(url: &str) -> Result<Self, String> {
+        let rest = url
+            .strip_prefix("mysql://")
+            .or_else(|| url.strip_prefix("mariadb://"))
+            .ok_or_else(|| format!("backend URL must start with mysql://, got '{url}'"))?;
+        let (auth, hostpart) = rest
+            .rsplit_once('@')
+            .ok_or_else(|| "backend URL needs USER:PASS@ before the host".to_string())?;
+        let (user, password) = match auth.split_once(':') {
+            Some((u, p)) => (percent_decode(u)?, percent_decode(p)?),
+            None => (percent_decode(auth)?, String::new()),
+        };
+        if user.is_empty() {
+            return Err("backend URL has an empty user name".into());
+        }
+        let (hostport, db) = match hostpart.split_once('/') {
+            Some((hp, db)) => {
+                let db = db.split('?').next().unwrap_or("");
+                (hp, (!db.is_empty()).then(|| db.to_string()))
+            }
+            None => (hostpart.split('?').next().unwrap_or(""), None),
+        };
+        let (host, port) = if let Some(h) = hostport.strip_prefix('[') {
+            let (h, p) = h
+                .split_once(']')
+                .ok_or_else(|| format!("bad IPv6 host in '{hostport}'"))?;
+            (h.to_string(), p.strip_prefix(':').unwrap_or(""))
+        } else {
+            match hostport.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), p),
+                None => (hostport.to_string(), ""),
+            }
+        };
+        if host.is_empty() {
+            return Err("backend URL has an empty host".into());
+        }
+        let port = if port.is_empty() {
+            3306
+        } else {
+            port.parse()
+                .map_err(|_| format!("backend URL port '{port}' is not a number"))?
+        };
+        Ok(BackendSpec {
+            host,
+            port,
+            user,
+            password,
+            database: db,
+        })
+    }
+}
+
+fn percent_decode(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("bad percent escape in '{s}'"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("'{s}' is not UTF-8 after decoding"))
+}
+
+/// A user allowed to log in to the proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub name: String,
+    pub password: String,
+    /// Schemas this user may use; `None` means any the backend has.
+    pub schemas: Option<Vec<String>>,
+}
+
+/// Pool sizing and timing for one datasource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSettings {
+    pub min_size: usize,
+    pub max_size: usize,
+    /// How long a session waits for a free backend connection before getting an error.
+    pub acquire_timeout: Duration,
+    /// Idle connections above `min_size` are closed after this long.
+    pub idle_timeout: Duration,
+    /// A connection idle longer than this is pinged before it is handed out.
+    pub validate_after: Duration,
+    pub connect_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            min_size: 0,
+            max_size: 256,
+            acquire_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+            validate_after: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Everything a running proxy needs.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    pub listen: String,
+    pub backend: BackendSpec,
+    pub users: Vec<User>,
+    pub pool: PoolSettings,
+    pub max_connections: usize,
+    /// A client that sends nothing for this long is disconnected.
+    pub client_idle_timeout: Duration,
+    /// On SIGTERM/SIGINT, running statements get this long to finish.
+    pub shutdown_timeout: Duration,
+    /// Largest client packet accepted (the client-side `max_allowed_packet`).
+    pub max_packet: usize,
+}
+
+impl ProxyConfig {
+    /// Quick mode: one backend, and its own user/password is the only login.
+    pub fn quick(listen: String, backend: BackendSpec) -> Self {
+        let users = vec![User {
+            name: backend.user.clone(),
+            password: backend.password.clone(),
+            schemas: None,
+        }];
+        ProxyConfig {
+            listen,
+            backend,
+            users,
+            pool: PoolSettings::default(),
+            max_connections: 1024,
+            client_idle_timeout: Duration::from_secs(8 * 3600),
+            shutdown_timeout: Duration::from_secs(30),
+            max_packet: 1 << 30,
+        }
+    }
+
+    pub fn user(&self, name: &str) -> Option<&User> {
+        self.users.iter().find(|u| u.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_full_url() {
+        let b = BackendSpec::parse_url("mysql://app:p%40ss@127.0.0.1:3307/shop").unwrap();
+        assert_eq!(b.user, "app");
+        assert_eq!(b.password, "p@ss");
+        assert_eq!(b.host, "127.0.0.1");
+        assert_eq!(b.port, 3307);
+        assert_eq!(b.database.as_deref(), Some("shop"));
+        assert_eq!(b.addr(), "127.0.0.1:3307");
+    }
+
+    #[test]
+    fn parses_url_without_db_port_or_password() {
+        let b = BackendSpec::parse_url("mysql://root@localhost").unwrap();
+        assert_eq!((b.user.as_str(), b.password.as_str()), ("root", ""));
+        assert_eq!(b.port, 3306);
+        assert_eq!(b.database, None);
+        let b = BackendSpec::parse_url("mysql://u:p@h:1/").unwrap();
+        assert_eq!(b.database, None);
+    }
+
+    #[test]
+    fn rejects_bad_urls() {
+        assert!(BackendSpec::parse_url("postgres://u:p@h:1").is_err());
+        assert!(BackendSpec::parse_url("mysql://h:1").is_err());
+        assert!(BackendSpec::parse_url("mysql://u:p@h:port").is_err());
+    }
+}

@@ -1,0 +1,159 @@
+//! The one error type of the proxy. Every error that can reach a client carries the MySQL error
+//! code and SQLSTATE it is sent with, so a driver sees the same codes it would see from a server.
+
+use std::io;
+
+/// What went wrong, and whether the client session can go on after it has been reported.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An error answered to the client as an ERR packet; the session goes on.
+    #[error("ERROR {code} ({}): {message}", String::from_utf8_lossy(state))]
+    Reply {
+        code: u16,
+        state: [u8; 5],
+        message: String,
+    },
+    /// Same as `Reply`, but the session ends after the ERR packet is sent (auth failures,
+    /// malformed or oversized packets).
+    #[error(
+        "ERROR {code} ({}): {message} (closing session)",
+        String::from_utf8_lossy(state)
+    )]
+    Fatal {
+        code: u16,
+        state: [u8; 5],
+        message: String,
+    },
+    /// The client went away or its socket failed: nothing can be sent any more.
+    #[error("client i/o: {0}")]
+    ClientIo(io::Error),
+    /// The backend connection broke (closed, reset, or sent bytes we cannot frame). The
+    /// connection is discarded and the client gets [`Error::lost_backend`].
+    #[error("backend i/o: {0}")]
+    BackendIo(io::Error),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn reply(code: u16, state: &[u8; 5], message: impl Into<String>) -> Self {
+        Error::Reply {
+            code,
+            state: *state,
+            message: message.into(),
+        }
+    }
+
+    pub fn fatal(code: u16, state: &[u8; 5], message: impl Into<String>) -> Self {
+        Error::Fatal {
+            code,
+            state: *state,
+            message: message.into(),
+        }
+    }
+
+    /// 1045 (28000), the message MySQL itself uses.
+    pub fn access_denied(user: &str, host: &str, using_password: bool) -> Self {
+        let yes = if using_password { "YES" } else { "NO" };
+        Self::fatal(
+            1045,
+            b"28000",
+            format!("Access denied for user '{user}'@'{host}' (using password: {yes})"),
+        )
+    }
+
+    /// 1049 (42000).
+    pub fn unknown_database(db: &str) -> Self {
+        Self::reply(1049, b"42000", format!("Unknown database '{db}'"))
+    }
+
+    /// 1040 (08004): beyond `max_connections`.
+    pub fn too_many_connections() -> Self {
+        Self::fatal(1040, b"08004", "Too many connections")
+    }
+
+    /// 1047 (08S01): a command we do not implement; the session goes on.
+    pub fn unknown_command(cmd: u8) -> Self {
+        Self::reply(1047, b"08S01", format!("Unknown command 0x{cmd:02x}"))
+    }
+
+    /// 2013 (HY000): the backend died while serving the statement.
+    pub fn lost_backend() -> Self {
+        Self::reply(
+            2013,
+            b"HY000",
+            "Lost connection to backend server during query",
+        )
+    }
+
+    /// 2003 (HY000): no backend connection could be opened.
+    pub fn backend_unreachable(addr: &str, why: impl std::fmt::Display) -> Self {
+        Self::reply(
+            2003,
+            b"HY000",
+            format!("Can't connect to backend server on '{addr}' ({why})"),
+        )
+    }
+
+    /// 1040 (08004): the pool stayed exhausted for the whole acquire timeout.
+    pub fn pool_timeout(waited_ms: u64, max_size: usize) -> Self {
+        Self::reply(
+            1040,
+            b"08004",
+            format!(
+                "Too many connections: no backend connection became free within {waited_ms} ms \
+                 (pool max_size {max_size})"
+            ),
+        )
+    }
+
+    /// 1153 (08S01): a client packet larger than `max_allowed_packet`.
+    pub fn packet_too_large() -> Self {
+        Self::fatal(
+            1153,
+            b"08S01",
+            "Got a packet bigger than 'max_allowed_packet' bytes",
+        )
+    }
+
+    /// 1047 (08S01) and close: bytes that are not a well-formed packet.
+    pub fn malformed(what: impl std::fmt::Display) -> Self {
+        Self::fatal(1047, b"08S01", format!("Malformed packet: {what}"))
+    }
+
+    /// 1243 (HY000): COM_STMT_* with an id this session does not hold.
+    pub fn unknown_statement(id: u32, cmd: &str) -> Self {
+        Self::reply(
+            1243,
+            b"HY000",
+            format!("Unknown prepared statement handler ({id}) given to {cmd}"),
+        )
+    }
+
+    /// The MySQL code, SQLSTATE and message to put in an ERR packet, if this error has one.
+    pub fn as_reply(&self) -> Option<(u16, &[u8; 5], &str)> {
+        match self {
+            Error::Reply {
+                code,
+                state,
+                message,
+            }
+            | Error::Fatal {
+                code,
+                state,
+                message,
+            } => Some((*code, state, message)),
+            Error::ClientIo(_) => None,
+            Error::BackendIo(_) => Some((
+                2013,
+                b"HY000",
+                "Lost connection to backend server during query",
+            )),
+        }
+    }
+
+    /// Whether the client session must end after this error.
+    pub fn ends_session(&self) -> bool {
+        matches!(self, Error::Fatal { .. } | Error::ClientIo(_))
+    }
+}

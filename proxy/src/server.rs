@@ -1,0 +1,197 @@
+//! The listener: accepts clients, caps their number, runs each session in its own task, and
+//! shuts down gracefully on SIGTERM/SIGINT.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use mysql_common::constants::CapabilityFlags;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tracing::{error, info, warn};
+
+use crate::backend::conn::{BackendConn, wire_capabilities};
+use crate::backend::pool::BackendPool;
+use crate::config::ProxyConfig;
+use crate::error::Error;
+use crate::session::{self, Shared};
+use crate::wire::handshake::server_capabilities;
+use crate::wire::messages::err_payload;
+use crate::wire::packet::PacketStream;
+
+/// Wire capabilities most clients ask for; used for connections opened ahead of demand.
+fn typical_client_wire() -> CapabilityFlags {
+    CapabilityFlags::CLIENT_DEPRECATE_EOF
+        | CapabilityFlags::CLIENT_MULTI_RESULTS
+        | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
+}
+
+/// A bound, not yet running proxy (binding first lets callers learn the port).
+pub struct Proxy {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    shutdown_tx: watch::Sender<bool>,
+}
+
+impl Proxy {
+    /// Binds the listen address and asks the backend who it is (version and capabilities are
+    /// announced to clients as the backend's own).
+    pub async fn bind(config: ProxyConfig) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind(&config.listen).await?;
+        let spec = config.backend.clone();
+        let (version, backend_caps) = match BackendConn::connect(
+            &spec,
+            typical_client_wire(),
+            spec.database.as_deref(),
+            false,
+            config.pool.connect_timeout,
+        )
+        .await
+        {
+            Ok(c) => (c.info.version.clone(), c.info.capabilities),
+            Err(e) => {
+                warn!(backend = %spec.addr(), error = %e, "backend not reachable at startup; clients will get errors until it is");
+                (b"5.7.99-shoal".to_vec(), CapabilityFlags::all())
+            }
+        };
+        let missing_wire = wire_capabilities() & !backend_caps;
+        let mut capabilities = server_capabilities() & !missing_wire;
+        if !backend_caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS) {
+            capabilities.remove(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
+        }
+        let pool = BackendPool::new(spec, config.pool.clone());
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            config: Arc::new(config),
+            pool,
+            server_version: version,
+            capabilities,
+            shutdown: shutdown_rx,
+        });
+        Ok(Proxy {
+            listener,
+            shared,
+            shutdown_tx,
+        })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// A handle that stops the proxy like SIGTERM does.
+    pub fn shutdown_handle(&self) -> watch::Sender<bool> {
+        self.shutdown_tx.clone()
+    }
+
+    /// Serves until shutdown is requested (signal or handle), then waits for sessions to
+    /// finish their current statement, up to `shutdown_timeout`.
+    pub async fn run(self) {
+        let Proxy {
+            listener,
+            shared,
+            shutdown_tx,
+        } = self;
+        let cfg = shared.config.clone();
+        tokio::spawn(shared.pool.clone().maintain(typical_client_wire()));
+        {
+            let tx = shutdown_tx.clone();
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                info!("shutdown requested: no new connections; waiting for running statements");
+                let _ = tx.send(true);
+            });
+        }
+        let limit = cfg.max_connections;
+        let permits = Arc::new(Semaphore::new(limit));
+        let next_id = AtomicU32::new(1);
+        let mut shutdown = shared.shutdown.clone();
+        info!(listen = %cfg.listen, backend = %cfg.backend.addr(), "shoal is serving");
+        loop {
+            let accepted = tokio::select! {
+                r = listener.accept() => r,
+                _ = shutdown.changed() => break,
+            };
+            let (stream, peer) = match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    // Typically out of file descriptors: back off instead of spinning.
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let id = next_id.fetch_add(1, Ordering::Relaxed);
+            match permits.clone().try_acquire_owned() {
+                Ok(permit) => {
+                    let shared = shared.clone();
+                    let task = tokio::spawn(session::serve(stream, id, shared));
+                    tokio::spawn(async move {
+                        if let Err(e) = task.await
+                            && e.is_panic()
+                        {
+                            error!(connection_id = id, %peer, "session panicked: {e}; connection closed");
+                        }
+                        drop(permit);
+                    });
+                }
+                Err(_) => {
+                    warn!(%peer, max_connections = limit, "refusing client: too many connections");
+                    tokio::spawn(refuse(stream));
+                }
+            }
+        }
+        drop(listener);
+        let deadline = tokio::time::Instant::now() + cfg.shutdown_timeout;
+        while permits.available_permits() < limit && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let left = limit - permits.available_permits();
+        if left > 0 {
+            warn!(
+                sessions = left,
+                "shutdown timeout reached; closing remaining sessions"
+            );
+        }
+        info!("shoal stopped");
+    }
+}
+
+/// Answers a connection beyond `max_connections` with ERR 1040 instead of a handshake, as
+/// MySQL does.
+async fn refuse(stream: TcpStream) {
+    let mut io = PacketStream::new(stream, 1024);
+    let (code, state, msg) = match Error::too_many_connections() {
+        Error::Fatal {
+            code,
+            state,
+            message,
+        } => (code, state, message),
+        _ => unreachable!(),
+    };
+    let mut seq = 0;
+    io.write_packet(&mut seq, &err_payload(code, &state, &msg));
+    io.shutdown().await;
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

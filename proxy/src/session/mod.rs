@@ -1,0 +1,551 @@
+//! One client session: login, then the command loop.
+//!
+//! The session owns what the client believes about its connection (schema, variables,
+//! transaction, prepared statements) and decides which backend connection serves each command:
+//! it keeps the one it has while it can, gives it back to the pool when the pool is short and
+//! nothing pins it, and replays its state onto whatever connection it gets next.
+
+mod login;
+pub mod pinning;
+pub mod relay;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use mysql_common::collations::{Collation, CollationId};
+use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use crate::backend::pool::{BackendPool, PooledConn, Wanted};
+use crate::backend::state::SessionState;
+use crate::config::ProxyConfig;
+use crate::error::{Error, Result};
+use crate::wire::command::*;
+use crate::wire::messages::{err_payload, ok_payload};
+use crate::wire::packet::{PacketStream, is_too_large};
+use relay::{Expect, Outcome, relay};
+
+/// What every session of one proxy shares.
+pub struct Shared {
+    pub config: Arc<ProxyConfig>,
+    pub pool: Arc<BackendPool>,
+    /// Version string announced to clients (the backend's own, so drivers enable the same
+    /// features they would against it directly).
+    pub server_version: Vec<u8>,
+    /// Capabilities offered to clients: ours, limited to what the backend supports.
+    pub capabilities: CapabilityFlags,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// Collation the proxy's backend connections are opened with (utf8mb4_general_ci).
+pub const BACKEND_COLLATION: u8 = 45;
+
+/// Why the backend connection must stay with this session.
+#[derive(Debug, Default)]
+struct Pins {
+    /// A transaction is open, or autocommit is off.
+    transaction: bool,
+    /// State the pool cannot replay: user variables, temporary tables, locks, SQL PREPARE...
+    /// Kept until the session ends or resets.
+    sticky: bool,
+    /// Server-side prepared statements open on the connection.
+    statements: Vec<u32>,
+}
+
+impl Pins {
+    fn any(&self) -> bool {
+        self.transaction || self.sticky || !self.statements.is_empty()
+    }
+}
+
+pub struct Session {
+    shared: Arc<Shared>,
+    client: PacketStream<TcpStream>,
+    peer_host: String,
+    /// Capabilities negotiated with the client.
+    caps: CapabilityFlags,
+    user: String,
+    scramble: [u8; 20],
+    /// The state the client expects its connection to be in.
+    want: SessionState,
+    /// Variables implied by the client's handshake collation (what a reset goes back to).
+    initial_vars: Vec<(String, String)>,
+    backend: Option<PooledConn>,
+    last_backend: u64,
+    pins: Pins,
+    /// Status flags of the last response, for OK packets the proxy answers itself.
+    status: u16,
+}
+
+/// Serves one client connection until it quits, breaks, idles out or the proxy shuts down.
+pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
+    let peer_host = stream
+        .peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let _ = stream.set_nodelay(true);
+    let client = PacketStream::new(stream, shared.config.max_packet);
+    let mut session = Session {
+        shared,
+        client,
+        peer_host,
+        caps: CapabilityFlags::empty(),
+        user: String::new(),
+        scramble: [0; 20],
+        want: SessionState::default(),
+        initial_vars: Vec::new(),
+        backend: None,
+        last_backend: 0,
+        pins: Pins::default(),
+        status: StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits(),
+    };
+    match session.login(connection_id).await {
+        Ok(()) => {
+            debug!(connection_id, user = %session.user, "client logged in");
+            if let Err(e) = session.command_loop().await {
+                debug!(connection_id, error = %e, "session ended with error");
+            }
+        }
+        Err(e) => {
+            debug!(connection_id, error = %e, "login failed");
+        }
+    }
+    session.finish().await;
+}
+
+/// The charset variables a client's handshake collation implies on a backend connection opened
+/// with [`BACKEND_COLLATION`].
+fn charset_vars(collation: u8) -> Vec<(String, String)> {
+    if collation == BACKEND_COLLATION {
+        return Vec::new();
+    }
+    let c = Collation::resolve(CollationId::from(collation as u16));
+    if c.id() == CollationId::UNKNOWN_COLLATION_ID {
+        return Vec::new();
+    }
+    let charset = c.charset().to_string();
+    let mut vars = vec![
+        ("character_set_client".to_string(), charset.clone()),
+        ("character_set_connection".to_string(), charset.clone()),
+        ("character_set_results".to_string(), charset),
+    ];
+    // MySQL 8's utf8mb4_0900_* collations do not exist on MariaDB: keep the charset's default.
+    if !c.collation().contains("_0900_") {
+        vars.push((
+            "collation_connection".to_string(),
+            c.collation().to_string(),
+        ));
+    }
+    vars.sort();
+    vars
+}
+
+impl Session {
+    async fn send_error(
+        &mut self,
+        seq: u8,
+        code: u16,
+        state: &[u8; 5],
+        message: &str,
+    ) -> Result<()> {
+        let mut s = seq;
+        self.client
+            .write_packet(&mut s, &err_payload(code, state, message));
+        self.client.flush().await.map_err(Error::ClientIo)
+    }
+
+    async fn send_ok(&mut self, seq: u8) -> Result<()> {
+        let mut s = seq;
+        let p = ok_payload(self.status, self.caps);
+        self.client.write_packet(&mut s, &p);
+        self.client.flush().await.map_err(Error::ClientIo)
+    }
+
+    fn wanted(&self) -> Wanted<'_> {
+        Wanted {
+            wire: self.caps,
+            prefer: self.last_backend,
+            schema: self.want.schema.as_deref(),
+            multi_statements: self.want.multi_statements,
+        }
+    }
+
+    /// Makes sure a backend connection in the state the client expects is at hand.
+    async fn ensure_backend(&mut self) -> Result<()> {
+        if let Some(b) = self.backend.as_mut() {
+            let validate = self.shared.pool.settings().validate_after;
+            if !self.pins.any() && b.last_used.elapsed() >= validate && !b.ping().await {
+                debug!(
+                    backend_id = b.id,
+                    "held backend connection failed ping; replacing it"
+                );
+                self.backend = None;
+            }
+        }
+        if self.backend.is_none() {
+            let conn = self.shared.pool.acquire(self.wanted()).await?;
+            self.last_backend = conn.id;
+            self.backend = Some(conn);
+        }
+        if self.backend.as_ref().is_some_and(|b| b.state != self.want) {
+            self.align_backend().await?;
+        }
+        Ok(())
+    }
+
+    /// Replays the difference between the held connection's state and the client's.
+    async fn align_backend(&mut self) -> Result<()> {
+        let mut conn = self.backend.take().expect("backend held");
+        if self.want.schema.is_none() && conn.state.schema.is_some() {
+            // There is no way to leave a schema: start over on a fresh connection.
+            let want = self.wanted();
+            conn = self.shared.pool.reopen(conn, want).await?;
+            self.last_backend = conn.id;
+        }
+        let result = self.align(&mut conn).await;
+        match result {
+            Ok(()) => {
+                self.backend = Some(conn);
+                Ok(())
+            }
+            Err(Error::Reply {
+                code,
+                state,
+                message,
+            }) => {
+                // The backend refused part of the replay (e.g. the schema was dropped): the
+                // connection itself is fine.
+                self.backend = Some(conn);
+                Err(Error::Reply {
+                    code,
+                    state,
+                    message,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn align(&self, conn: &mut PooledConn) -> Result<()> {
+        if !conn.state.vars_subset_of(&self.want) {
+            conn.reset().await?;
+        }
+        if conn.state.schema != self.want.schema
+            && let Some(db) = &self.want.schema
+        {
+            conn.init_db(db).await?;
+        }
+        if let Some(sql) = self.want.set_statement_from(&conn.state) {
+            conn.command(COM_QUERY, sql.as_bytes()).await?;
+        }
+        conn.state.vars = self.want.vars.clone();
+        if conn.state.multi_statements != self.want.multi_statements {
+            conn.set_multi_statements(self.want.multi_statements)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Gives the connection back to the pool, resetting it first if it carries state that
+    /// must not reach another session.
+    async fn release_backend(&mut self) {
+        let Some(mut conn) = self.backend.take() else {
+            return;
+        };
+        if self.pins.any() {
+            let reset =
+                tokio::time::timeout(self.shared.pool.settings().connect_timeout, conn.reset())
+                    .await;
+            if !matches!(reset, Ok(Ok(()))) {
+                // Dropping closes it; the server rolls back and frees everything.
+                return;
+            }
+            self.pins = Pins::default();
+        }
+        conn.release();
+    }
+
+    async fn finish(&mut self) {
+        self.release_backend().await;
+        self.client.shutdown().await;
+    }
+
+    /// The backend connection broke: drop it, and with it whatever was pinned to it.
+    fn lose_backend(&mut self) {
+        if let Some(b) = self.backend.take() {
+            warn!(
+                backend_id = b.id,
+                thread_id = b.thread_id,
+                "backend connection lost"
+            );
+        }
+        self.pins = Pins::default();
+    }
+
+    async fn command_loop(&mut self) -> Result<()> {
+        let idle_timeout = self.shared.config.client_idle_timeout;
+        let mut shutdown = self.shared.shutdown.clone();
+        loop {
+            if *shutdown.borrow() {
+                return Ok(());
+            }
+            // Between commands: give the connection back if the pool is short of them.
+            if self.backend.is_some() && !self.pins.any() && self.shared.pool.reclaim_requested() {
+                self.release_backend().await;
+            }
+            let pool = self.shared.pool.clone();
+            let can_release = self.backend.is_some() && !self.pins.any();
+            let read = tokio::select! {
+                r = self.client.next_packet() => Some(r),
+                _ = pool.reclaim_notified(), if can_release => None,
+                _ = tokio::time::sleep(idle_timeout) => {
+                    debug!("client idle timeout");
+                    return Ok(());
+                }
+                _ = shutdown.changed() => return Ok(()),
+            };
+            let info = match read {
+                None => {
+                    self.release_backend().await;
+                    continue;
+                }
+                Some(Ok(info)) => info,
+                Some(Err(e)) if is_too_large(&e) => {
+                    let err = Error::packet_too_large();
+                    if let Some((code, state, msg)) = err.as_reply() {
+                        let msg = msg.to_string();
+                        let _ = self.send_error(0, code, state, &msg).await;
+                    }
+                    return Err(err);
+                }
+                Some(Err(e)) => return Err(Error::ClientIo(e)),
+            };
+            let reply_seq = info.last_seq.wrapping_add(1);
+            let cmd = self.client.frame().get(4).copied();
+            let Some(cmd) = cmd else {
+                self.send_error(reply_seq, 1047, b"08S01", "Empty command packet")
+                    .await?;
+                continue;
+            };
+            if cmd == COM_QUIT {
+                return Ok(());
+            }
+            match self.dispatch(cmd, reply_seq).await {
+                Ok(()) => {}
+                Err(e) => {
+                    let fatal = e.ends_session();
+                    if let Some((code, state, msg)) = e.as_reply() {
+                        let msg = msg.to_string();
+                        let state = *state;
+                        self.send_error(reply_seq, code, &state, &msg).await?;
+                    }
+                    if fatal {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs one command. Errors returned here are answered at `reply_seq`; errors after part
+    /// of a response was forwarded are answered inside.
+    async fn dispatch(&mut self, cmd: u8, reply_seq: u8) -> Result<()> {
+        match cmd {
+            COM_PING => self.send_ok(reply_seq).await,
+            COM_QUERY => {
+                let sticky = pinning::leaves_state(&self.client.packet_payload()[1..]);
+                if sticky {
+                    self.pins.sticky = true;
+                }
+                self.forward(Expect::Results { binary: false }, reply_seq)
+                    .await?;
+                Ok(())
+            }
+            COM_INIT_DB => {
+                let db = String::from_utf8_lossy(&self.client.packet_payload()[1..]).into_owned();
+                self.check_schema_allowed(&db)?;
+                let out = self.forward(Expect::Single, reply_seq).await?;
+                if let Some(out) = out
+                    && !out.error
+                {
+                    self.want.schema = Some(db.clone());
+                    if let Some(b) = self.backend.as_mut() {
+                        b.state.schema = Some(db);
+                    }
+                }
+                Ok(())
+            }
+            COM_FIELD_LIST => {
+                self.forward(Expect::FieldList, reply_seq).await?;
+                Ok(())
+            }
+            COM_STATISTICS => {
+                self.forward(Expect::Single, reply_seq).await?;
+                Ok(())
+            }
+            COM_SET_OPTION => {
+                let p = self.client.packet_payload();
+                let opt = p.get(1..3).map(|b| u16::from_le_bytes([b[0], b[1]]));
+                drop(p);
+                let on = match opt {
+                    Some(MYSQL_OPTION_MULTI_STATEMENTS_ON) => true,
+                    Some(MYSQL_OPTION_MULTI_STATEMENTS_OFF) => false,
+                    _ => {
+                        return Err(Error::reply(
+                            1047,
+                            b"08S01",
+                            "Unknown COM_SET_OPTION option",
+                        ));
+                    }
+                };
+                let out = self.forward(Expect::Single, reply_seq).await?;
+                if let Some(out) = out
+                    && !out.error
+                {
+                    self.want.multi_statements = on;
+                    if let Some(b) = self.backend.as_mut() {
+                        b.state.multi_statements = on;
+                    }
+                }
+                Ok(())
+            }
+            COM_RESET_CONNECTION => {
+                self.reset_session().await?;
+                self.send_ok(reply_seq).await
+            }
+            COM_CHANGE_USER => self.change_user(reply_seq).await,
+            COM_STMT_PREPARE => {
+                let out = self.forward(Expect::Prepare, reply_seq).await?;
+                if let Some(Outcome {
+                    prepared: Some(id), ..
+                }) = out
+                {
+                    self.pins.statements.push(id);
+                }
+                Ok(())
+            }
+            COM_STMT_EXECUTE | COM_STMT_FETCH | COM_STMT_RESET => {
+                let id = stmt_id(&self.client.packet_payload()).unwrap_or(0);
+                if !self.pins.statements.contains(&id) || self.backend.is_none() {
+                    return Err(Error::unknown_statement(id, name(cmd)));
+                }
+                let expect = match cmd {
+                    COM_STMT_EXECUTE => Expect::Results { binary: true },
+                    COM_STMT_FETCH => Expect::Rows,
+                    _ => Expect::Single,
+                };
+                self.forward(expect, reply_seq).await?;
+                Ok(())
+            }
+            COM_STMT_SEND_LONG_DATA | COM_STMT_CLOSE => {
+                // No response: errors are kept by the server for the next EXECUTE.
+                let id = stmt_id(&self.client.packet_payload()).unwrap_or(0);
+                if !self.pins.statements.contains(&id) || self.backend.is_none() {
+                    return Ok(());
+                }
+                if cmd == COM_STMT_CLOSE {
+                    self.pins.statements.retain(|s| *s != id);
+                }
+                let backend = self.backend.as_mut().expect("checked above");
+                backend.io.write_raw(self.client.frame());
+                if let Err(e) = backend.io.flush().await {
+                    debug!(error = %e, "backend write failed");
+                    self.lose_backend();
+                }
+                Ok(())
+            }
+            other => Err(Error::unknown_command(other)),
+        }
+    }
+
+    /// Sends the client's command as is to the backend and streams the response back.
+    /// Returns `None` if the backend broke (the client already got a 2013 error).
+    async fn forward(&mut self, expect: Expect, reply_seq: u8) -> Result<Option<Outcome>> {
+        self.ensure_backend().await?;
+        let backend = self.backend.as_mut().expect("ensured");
+        backend.io.write_raw(self.client.frame());
+        let mut seq = reply_seq;
+        let result = match backend.io.flush().await {
+            Ok(()) => relay(backend, &mut self.client, self.caps, expect, &mut seq).await,
+            Err(e) => Err(Error::BackendIo(e)),
+        };
+        backend.last_used = Instant::now();
+        match result {
+            Ok(out) => {
+                self.after_response(&out);
+                Ok(Some(out))
+            }
+            Err(Error::BackendIo(e)) => {
+                debug!(error = %e, "backend failed during a command");
+                self.lose_backend();
+                let err = Error::lost_backend();
+                let (code, state, msg) = err.as_reply().expect("has reply");
+                let msg = msg.to_string();
+                let state = *state;
+                self.send_error(seq, code, &state, &msg).await?;
+                Ok(None)
+            }
+            Err(Error::ClientIo(e)) => {
+                // The backend may be mid-response: it cannot be reused.
+                self.backend = None;
+                Err(Error::ClientIo(e))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Learns from a response what changed in the session.
+    fn after_response(&mut self, out: &Outcome) {
+        if let Some(status) = out.status {
+            self.status = status
+                & !StatusFlags::SERVER_SESSION_STATE_CHANGED.bits()
+                & !StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
+            let in_trans = status & StatusFlags::SERVER_STATUS_IN_TRANS.bits() != 0;
+            let autocommit = status & StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits() != 0;
+            self.pins.transaction = in_trans || !autocommit;
+        }
+        if !out.tracked.is_empty() {
+            if out.tracked.unexplained_change() {
+                self.pins.sticky = true;
+            }
+            self.want.apply(&out.tracked);
+            if let Some(b) = self.backend.as_mut() {
+                b.state.apply(&out.tracked);
+            }
+        }
+    }
+
+    fn check_schema_allowed(&self, db: &str) -> Result<()> {
+        let user = self.shared.config.user(&self.user);
+        if let Some(list) = user.and_then(|u| u.schemas.as_ref())
+            && !list.iter().any(|s| s == db)
+        {
+            return Err(Error::reply(
+                1044,
+                b"42000",
+                format!(
+                    "Access denied for user '{}'@'{}' to database '{}'",
+                    self.user, self.peer_host, db
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// COM_RESET_CONNECTION: back to the state right after login (schema kept).
+    async fn reset_session(&mut self) -> Result<()> {
+        if self.pins.any()
+            && let Some(b) = self.backend.as_mut()
+            && let Err(e) = b.reset().await
+        {
+            debug!(error = %e, "backend reset failed");
+            self.lose_backend();
+        }
+        self.pins = Pins::default();
+        self.want.vars = self.initial_vars.clone();
+        self.status = StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
+        Ok(())
+    }
+}

@@ -1,0 +1,92 @@
+//! Cheap keyword checks for statements that create session state the backend's trackers do
+//! not report in an OK packet (a SELECT GET_LOCK() answers with a result set; the trackers may
+//! be off on old servers). A match pins the backend connection to the session.
+
+/// Whether `sql` may leave state behind on its connection: user variables, named locks,
+/// LOCK TABLES, temporary tables, SQL-level PREPARE, FOUND_ROWS() bookkeeping.
+pub fn leaves_state(sql: &[u8]) -> bool {
+    has_user_variable(sql)
+        || contains_ci(sql, b"GET_LOCK")
+        || contains_ci(sql, b"LOCK TABLE")
+        || contains_ci(sql, b"TEMPORARY")
+        || contains_ci(sql, b"PREPARE")
+        || contains_ci(sql, b"SQL_CALC_FOUND_ROWS")
+}
+
+/// `@name` but not `@@system_variable`.
+fn has_user_variable(sql: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(off) = sql[i..].iter().position(|b| *b == b'@') {
+        let at = i + off;
+        let prev_at = at > 0 && sql[at - 1] == b'@';
+        let next = sql.get(at + 1).copied();
+        if !prev_at
+            && next != Some(b'@')
+            && let Some(c) = next
+            && (c.is_ascii_alphanumeric() || matches!(c, b'_' | b'`' | b'\'' | b'"' | b'$' | b'.'))
+        {
+            return true;
+        }
+        i = at + 1;
+        if next == Some(b'@') {
+            i += 1;
+        }
+    }
+    false
+}
+
+/// ASCII case-insensitive substring search; `needle` is upper-case.
+pub fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
+    if needle.is_empty() || hay.len() < needle.len() {
+        return needle.is_empty();
+    }
+    let first = needle[0];
+    let last_start = hay.len() - needle.len();
+    let mut i = 0;
+    while i <= last_start {
+        if hay[i].to_ascii_uppercase() == first
+            && hay[i + 1..i + needle.len()]
+                .iter()
+                .zip(&needle[1..])
+                .all(|(a, b)| a.to_ascii_uppercase() == *b)
+        {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_statements_do_not_pin() {
+        for q in [
+            "SELECT c FROM sbtest1 WHERE id=5",
+            "UPDATE sbtest1 SET k=k+1 WHERE id=3",
+            "SELECT @@session.sql_mode, @@autocommit",
+            "BEGIN",
+            "select 1",
+        ] {
+            assert!(!leaves_state(q.as_bytes()), "{q}");
+        }
+    }
+
+    #[test]
+    fn stateful_statements_pin() {
+        for q in [
+            "SET @a = 1",
+            "select @x:=3",
+            "SELECT GET_LOCK('l', 1)",
+            "lock tables t write",
+            "CREATE TEMPORARY TABLE t (a int)",
+            "prepare s from 'select 1'",
+            "SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1",
+            "SELECT @`quoted`",
+        ] {
+            assert!(leaves_state(q.as_bytes()), "{q}");
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The small packets the proxy reads or writes itself: OK, ERR and EOF, length-encoded integers,
+//! and the session-state-tracking block of an OK packet. Parsed by hand because they sit on the
+//! hot path (every response ends with one) and only a few fields are needed.
+
+use mysql_common::constants::{CapabilityFlags, StatusFlags};
+
+/// Reads a length-encoded integer at the front of `buf`, advancing it.
+pub fn read_lenenc(buf: &mut &[u8]) -> Option<u64> {
+    let (&first, rest) = buf.split_first()?;
+    let (n, width) = match first {
+        0..=0xFA => (first as u64, 0),
+        0xFC => (0, 2),
+        0xFD => (0, 3),
+        0xFE => (0, 8),
+        _ => return None,
+    };
+    if width == 0 {
+        *buf = rest;
+        return Some(n);
+    }
+    let bytes = rest.get(..width)?;
+    let mut v = [0u8; 8];
+    v[..width].copy_from_slice(bytes);
+    *buf = &rest[width..];
+    Some(u64::from_le_bytes(v))
+}
+
+/// Reads a length-encoded string at the front of `buf`, advancing it.
+pub fn read_lenenc_bytes<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let n = read_lenenc(buf)? as usize;
+    let s = buf.get(..n)?;
+    *buf = &buf[n..];
+    Some(s)
+}
+
+fn read_u16(buf: &mut &[u8]) -> Option<u16> {
+    let b = buf.get(..2)?;
+    let v = u16::from_le_bytes([b[0], b[1]]);
+    *buf = &buf[2..];
+    Some(v)
+}
+
+pub fn put_lenenc(out: &mut Vec<u8>, n: u64) {
+    match n {
+        0..=0xFA => out.push(n as u8),
+        0xFB..=0xFFFF => {
+            out.push(0xFC);
+            out.extend_from_slice(&(n as u16).to_le_bytes());
+        }
+        0x1_0000..=0xFF_FFFF => {
+            out.push(0xFD);
+            out.extend_from_slice(&(n as u32).to_le_bytes()[..3]);
+        }
+        _ => {
+            out.push(0xFE);
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+    }
+}
+
+pub fn put_lenenc_bytes(out: &mut Vec<u8>, s: &[u8]) {
+    put_lenenc(out, s.len() as u64);
+    out.extend_from_slice(s);
+}
+
+/// The fields of an OK packet (header 0x00, or 0xFE when it ends a result set under
+/// CLIENT_DEPRECATE_EOF).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OkInfo<'a> {
+    pub affected_rows: u64,
+    pub last_insert_id: u64,
+    pub status: u16,
+    pub warnings: u16,
+    /// Human-readable info ("Rows matched: 1 Changed: 1 ..."), possibly empty.
+    pub info: &'a [u8],
+    /// The session-state-change block (only with SERVER_SESSION_STATE_CHANGED).
+    pub state: &'a [u8],
+}
+
+/// Parses an OK packet sent to a connection that negotiated `caps`.
+pub fn parse_ok(payload: &[u8], caps: CapabilityFlags) -> Option<OkInfo<'_>> {
+    let mut buf = payload.get(1..)?;
+    let affected_rows = read_lenenc(&mut buf)?;
+    let last_insert_id = read_lenenc(&mut buf)?;
+    let status = read_u16(&mut buf)?;
+    let warnings = read_u16(&mut buf)?;
+    let mut info: &[u8] = &[];
+    let mut state: &[u8] = &[];
+    if caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK) {
+        if !buf.is_empty() {
+            info = read_lenenc_bytes(&mut buf)?;
+        }
+        if status & StatusFlags::SERVER_SESSION_STATE_CHANGED.bits() != 0 && !buf.is_empty() {
+            state = read_lenenc_bytes(&mut buf)?;
+        }
+    } else {
+        info = buf;
+    }
+    Some(OkInfo {
+        affected_rows,
+        last_insert_id,
+        status,
+        warnings,
+        info,
+        state,
+    })
+}
+
+/// Encodes an OK payload (header byte 0x00 or 0xFE) for a client that negotiated `caps`.
+/// Session-state info is never included: the proxy only forwards the backend's own.
+pub fn encode_ok(out: &mut Vec<u8>, header: u8, ok: &OkInfo<'_>, caps: CapabilityFlags) {
+    out.push(header);
+    put_lenenc(out, ok.affected_rows);
+    put_lenenc(out, ok.last_insert_id);
+    let status = ok.status & !StatusFlags::SERVER_SESSION_STATE_CHANGED.bits();
+    out.extend_from_slice(&status.to_le_bytes());
+    out.extend_from_slice(&ok.warnings.to_le_bytes());
+    if caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK) {
+        if !ok.info.is_empty() {
+            put_lenenc_bytes(out, ok.info);
+        }
+    } else {
+        out.extend_from_slice(ok.info);
+    }
+}
+
+/// A plain OK (no rows, no info) with the given status flags.
+pub fn ok_payload(status: u16, caps: CapabilityFlags) -> Vec<u8> {
+    let mut out = Vec::with_capacity(11);
+    let ok = OkInfo {
+        affected_rows: 0,
+        last_insert_id: 0,
+        status,
+        warnings: 0,
+        info: &[],
+        state: &[],
+    };
+    encode_ok(&mut out, 0x00, &ok, caps);
+    out
+}
+
+/// An ERR payload in protocol 4.1 form.
+pub fn err_payload(code: u16, state: &[u8; 5], message: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9 + message.len());
+    out.push(0xFF);
+    out.extend_from_slice(&code.to_le_bytes());
+    out.push(b'#');
+    out.extend_from_slice(state);
+    out.extend_from_slice(message.as_bytes());
+    out
+}
+
+/// The error code, SQLSTATE and message of an ERR payload.
+pub fn parse_err(payload: &[u8]) -> Option<(u16, [u8; 5], &[u8])> {
+    if payload.first() != Some(&0xFF) || payload.len() < 3 {
+        return None;
+    }
+    let code = u16::from_le_bytes([payload[1], payload[2]]);
+    let rest = &payload[3..];
+    if rest.first() == Some(&b'#') && rest.len() >= 6 {
+        let mut state = [0u8; 5];
+        state.copy_from_slice(&rest[1..6]);
+        Some((code, state, &rest[6..]))
+    } else {
+        Some((code, *b"HY000", rest))
+    }
+}
+
+/// Status flags of an old-style EOF packet (0xFE, warnings, status).
+pub fn eof_status(payload: &[u8]) -> u16 {
+    match payload.get(3..5) {
+        Some(s) => u16::from_le_bytes([s[0], s[1]]),
+        None => 0,
+    }
+}
+
+/// One entry of a session-state-change block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateChange<'a> {
+    /// A system variable and its new value (SESSION_TRACK_SYSTEM_VARIABLES).
+    SysVar(&'a [u8], &'a [u8]),
+    /// The new current schema (SESSION_TRACK_SCHEMA).
+    Schema(&'a [u8]),
+    /// "Some session state changed" (SESSION_TRACK_STATE_CHANGE): user variables, temporary
+    /// tables, prepared statements... as well as the changes reported above.
+    StateChanged,
+    /// GTIDs, transaction characteristics or state: not needed to replay a session.
+    Other(u8),
+}
+
+/// Walks the entries of a session-state block; returns `None` if it is malformed.
+pub fn for_each_state_change<'a>(
+    mut block: &'a [u8],
+    mut f: impl FnMut(StateChange<'a>),
+) -> Option<()> {
+    while !block.is_empty() {
+        let kind = block[0];
+        block = &block[1..];
+        let mut data = read_lenenc_bytes(&mut block)?;
+        match kind {
+            0 => {
+                while !data.is_empty() {
+                    let name = read_lenenc_bytes(&mut data)?;
+                    let value = read_lenenc_bytes(&mut data)?;
+                    f(StateChange::SysVar(name, value));
+                }
+            }
+            1 => f(StateChange::Schema(read_lenenc_bytes(&mut data)?)),
+            2 => f(StateChange::StateChanged),
+            other => f(StateChange::Other(other)),
+        }
+    }
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRACK: CapabilityFlags = CapabilityFlags::CLIENT_SESSION_TRACK;
+
+    #[test]
+    fn lenenc_roundtrip() {
+        for n in [
+            0u64,
+            250,
+            251,
+            0xFFFF,
+            0x1_0000,
+            0xFF_FFFF,
+            0x100_0000,
+            u64::MAX,
+        ] {
+            let mut out = Vec::new();
+            put_lenenc(&mut out, n);
+            let mut s = &out[..];
+            assert_eq!(read_lenenc(&mut s), Some(n));
+            assert!(s.is_empty());
+        }
+    }
+
+    /// An OK packet as MariaDB 10.11 sends it after `SET NAMES latin1; USE db; SET @a=1`
+    /// style statements, with session tracking negotiated.
+    fn tracked_ok() -> Vec<u8> {
+        let mut state = Vec::new();
+        // system variable entry
+        let mut var = Vec::new();
+        put_lenenc_bytes(&mut var, b"character_set_client");
+        put_lenenc_bytes(&mut var, b"latin1");
+        state.push(0);
+        put_lenenc_bytes(&mut state, &var);
+        // schema entry
+        let mut schema = Vec::new();
+        put_lenenc_bytes(&mut schema, b"sbtest");
+        state.push(1);
+        put_lenenc_bytes(&mut state, &schema);
+        // state-change entry
+        state.push(2);
+        put_lenenc_bytes(&mut state, b"1");
+
+        let mut p = vec![0x00, 3, 0xFC, 0x10, 0x27];
+        let status = StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits()
+            | StatusFlags::SERVER_SESSION_STATE_CHANGED.bits();
+        p.extend_from_slice(&status.to_le_bytes());
+        p.extend_from_slice(&2u16.to_le_bytes());
+        put_lenenc_bytes(&mut p, b"Rows matched: 3");
+        put_lenenc_bytes(&mut p, &state);
+        p
+    }
+
+    #[test]
+    fn parses_tracked_ok_and_its_state_changes() {
+        let p = tracked_ok();
+        let ok = parse_ok(&p, TRACK).unwrap();
+        assert_eq!(ok.affected_rows, 3);
+        assert_eq!(ok.last_insert_id, 10000);
+        assert_eq!(ok.warnings, 2);
+        assert_eq!(ok.info, b"Rows matched: 3");
+        let mut seen = Vec::new();
+        for_each_state_change(ok.state, |c| seen.push(c)).unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                StateChange::SysVar(b"character_set_client", b"latin1"),
+                StateChange::Schema(b"sbtest"),
+                StateChange::StateChanged,
+            ]
+        );
+    }
+
+    #[test]
+    fn rewrite_for_untracked_client_drops_state_and_flag() {
+        let p = tracked_ok();
+        let ok = parse_ok(&p, TRACK).unwrap();
+        let mut out = Vec::new();
+        encode_ok(&mut out, 0x00, &ok, CapabilityFlags::empty());
+        let back = parse_ok(&out, CapabilityFlags::empty()).unwrap();
+        assert_eq!(back.affected_rows, 3);
+        assert_eq!(back.last_insert_id, 10000);
+        assert_eq!(back.info, b"Rows matched: 3");
+        assert_eq!(back.status, StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits());
+        assert!(back.state.is_empty());
+    }
+
+    #[test]
+    fn ok_without_info_under_tracking() {
+        let p = ok_payload(2, TRACK);
+        assert_eq!(p, vec![0, 0, 0, 2, 0, 0, 0]);
+        let ok = parse_ok(&p, TRACK).unwrap();
+        assert_eq!(ok.status, 2);
+        assert!(ok.info.is_empty());
+    }
+
+    #[test]
+    fn err_roundtrip() {
+        let p = err_payload(1062, b"23000", "Duplicate entry '1' for key 'PRIMARY'");
+        let (code, state, msg) = parse_err(&p).unwrap();
+        assert_eq!(code, 1062);
+        assert_eq!(&state, b"23000");
+        assert_eq!(msg, b"Duplicate entry '1' for key 'PRIMARY'");
+    }
+
+    #[test]
+    fn malformed_state_block_is_detected() {
+        assert!(for_each_state_change(&[0, 5, 1], |_| {}).is_none());
+    }
+}

@@ -1,0 +1,369 @@
+//! The YAML configuration model, deserialised straight into these types (serde + serde-saphyr).
+//!
+//! Every struct denies unknown fields, so a typo is an error with its line and column instead of a
+//! silently ignored setting. Semantic checks (names that must exist, shard counts that must agree)
+//! happen in [`Config::validate`] / [`crate::topology::Topology::build`], whose errors name the key.
+
+mod de;
+pub mod pattern;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use crate::error::ConfigError;
+use crate::error::RouterError;
+pub use crate::rule::collation::Collation;
+pub use de::{NamePatterns, NullPolicy, Scalar};
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub users: Vec<UserDef>,
+    #[serde(default)]
+    pub datahosts: Vec<DatahostDef>,
+    #[serde(default)]
+    pub datanodes: Vec<DatanodeConfig>,
+    #[serde(default)]
+    pub schemas: Vec<SchemaConfig>,
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+}
+
+impl Config {
+    /// Parses YAML text; syntax errors, type errors and unknown keys carry a line and column.
+    pub fn from_yaml_str(text: &str) -> Result<Config, ConfigError> {
+        serde_saphyr::from_str(text)
+            .map_err(|e| RouterError::config_file(format!("invalid configuration: {e}")))
+    }
+
+    /// Reads and parses a YAML file (the only I/O in this crate).
+    pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            RouterError::config_file(format!("cannot read config {}: {e}", path.display()))
+        })?;
+        Config::from_yaml_str(&text).map_err(|e| e.context(path.display()))
+    }
+
+    /// Checks every cross-reference and rule; the same checks as building the topology.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        crate::topology::Topology::build(self).map(|_| ())
+    }
+}
+
+/// `server:` — the proxy's own listener and limits.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// `host:port` to listen on.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Client connections accepted at once; more are refused with ER_CON_COUNT_ERROR.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: u32,
+    /// A client connection idle this long is closed (`0` = never).
+    #[serde(default = "default_client_idle_timeout", with = "de::duration")]
+    pub client_idle_timeout: Duration,
+    /// On shutdown, how long running statements get to finish before connections are cut.
+    #[serde(default = "default_shutdown_timeout", with = "de::duration")]
+    pub shutdown_timeout: Duration,
+    /// `error`, `warn`, `info`, `debug` or `trace` (or a tracing filter directive).
+    #[serde(default = "default_log_level")]
+    pub log_level: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: default_listen(),
+            max_connections: default_max_connections(),
+            client_idle_timeout: default_client_idle_timeout(),
+            shutdown_timeout: default_shutdown_timeout(),
+            log_level: default_log_level(),
+        }
+    }
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:8066".to_string()
+}
+fn default_max_connections() -> u32 {
+    1024
+}
+fn default_client_idle_timeout() -> Duration {
+    Duration::from_secs(28800) // MySQL's wait_timeout default
+}
+fn default_shutdown_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_log_level() -> String {
+    "info".to_string()
+}
+
+/// `users:` — who may connect to the proxy.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UserDef {
+    pub name: String,
+    #[serde(default)]
+    pub password: String,
+    /// Logical schemas this user may use (at least one).
+    pub schemas: Vec<String>,
+    /// Refuse every write from this user.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// `datahosts:` — one MySQL primary with optional replicas.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DatahostDef {
+    pub name: String,
+    pub primary: HostEndpoint,
+    #[serde(default)]
+    pub replicas: Vec<HostEndpoint>,
+    #[serde(default)]
+    pub pool: PoolConfig,
+}
+
+/// One MySQL server: where it is and how to log in.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostEndpoint {
+    /// `host:port`.
+    pub address: String,
+    pub user: String,
+    #[serde(default)]
+    pub password: String,
+    /// Share of reads among the replicas (and the primary, when it takes reads); 0 = none.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+}
+
+impl HostEndpoint {
+    /// The host and port of `address` (validated by `Topology::build`).
+    pub fn host_port(&self) -> Option<(&str, u16)> {
+        pattern::split_host_port(&self.address)
+    }
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+/// `pool:` of a datahost: connections to each of its servers.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConfig {
+    /// Connections kept open even when idle.
+    #[serde(default)]
+    pub min: u32,
+    /// At most this many connections per server.
+    #[serde(default = "default_pool_max")]
+    pub max: u32,
+    /// How long a statement waits for a free connection before failing.
+    #[serde(default = "default_acquire_timeout", with = "de::duration")]
+    pub acquire_timeout: Duration,
+    /// Idle connections above `min` are closed after this long.
+    #[serde(default = "default_pool_idle_timeout", with = "de::duration")]
+    pub idle_timeout: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            min: 0,
+            max: default_pool_max(),
+            acquire_timeout: default_acquire_timeout(),
+            idle_timeout: default_pool_idle_timeout(),
+        }
+    }
+}
+
+fn default_pool_max() -> u32 {
+    64
+}
+fn default_acquire_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_pool_idle_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+
+/// `datanodes:` — one entry may define many datanodes with ranges (see [`pattern`]).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DatanodeConfig {
+    /// `dn1`, or a range: `dn$1-21` / `dn1..dn21`.
+    pub name: String,
+    /// A datahost name, or a range of them (`dh$1-3`).
+    pub datahost: String,
+    /// The physical database, or a range (`db$1-7`).
+    pub database: String,
+}
+
+/// `schemas:` — a logical database as clients see it.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaConfig {
+    pub name: String,
+    /// Where tables not listed under `tables` live; without it they are unknown.
+    #[serde(default)]
+    pub default_datanode: Option<String>,
+    #[serde(default)]
+    pub tables: Vec<TableConfig>,
+}
+
+/// The kind of a listed table.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TableKind {
+    Sharded,
+    Global,
+    Child,
+}
+
+/// One entry of `schemas[].tables`. Which keys apply depends on `type`; the others are errors.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TableConfig {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: TableKind,
+    /// sharded: the column the rule is applied to.
+    #[serde(default)]
+    pub shard_key: Option<String>,
+    /// sharded: the name of a `rules:` entry.
+    #[serde(default)]
+    pub rule: Option<String>,
+    /// sharded, global: datanode names and ranges (`dn$1-4`, `[dn1, dn2]`, `"dn1,dn3"`).
+    #[serde(default)]
+    pub datanodes: Option<NamePatterns>,
+    /// sharded (table-per-shard), child: physical table name, e.g. `t_order_{index:04}`.
+    #[serde(default)]
+    pub physical_name: Option<String>,
+    /// sharded: physical tables per datanode (table-per-shard); default 1.
+    #[serde(default)]
+    pub tables_per_datanode: Option<usize>,
+    /// child: the parent table (sharded, or itself a child).
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// child: this table's column that equals the parent's `parent_key` column.
+    #[serde(default)]
+    pub join_key: Option<String>,
+    /// child: the parent's column; must be the parent's shard key (or, for a child parent, its
+    /// join key). Defaults to exactly that.
+    #[serde(default)]
+    pub parent_key: Option<String>,
+}
+
+/// Shard algorithms.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Algorithm {
+    Mod,
+    Hash,
+    Range,
+    Date,
+    List,
+    Consistent,
+}
+
+impl Algorithm {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::Mod => "mod",
+            Algorithm::Hash => "hash",
+            Algorithm::Range => "range",
+            Algorithm::Date => "date",
+            Algorithm::List => "list",
+            Algorithm::Consistent => "consistent",
+        }
+    }
+}
+
+/// How a rule reads the shard key's values.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyType {
+    /// Integer column: numbers, and strings holding numbers (`'42'` routes like 42).
+    Integer,
+    /// DECIMAL column (range rule only): bounds are exact over fractional values.
+    Decimal,
+    /// String column: compared case-insensitively, trailing spaces ignored.
+    String,
+}
+
+/// Date interval unit of the `date` rule.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum DateUnit {
+    Day,
+    Week,
+    Month,
+    Year,
+}
+
+/// `rules:` — a named shard algorithm with its parameters.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    pub name: String,
+    pub algorithm: Algorithm,
+    /// Number of shards; optional (the table's shard count is used), but must match when given.
+    #[serde(default)]
+    pub shards: Option<usize>,
+    /// hash, consistent, list, range: how values are read (see [`KeyType`]).
+    #[serde(default)]
+    pub key_type: Option<KeyType>,
+    /// hash, consistent, list with string keys: the column's collation (default `general_ci`).
+    #[serde(default)]
+    pub collation: Option<Collation>,
+    /// range: `[from, to)` intervals, each to a shard index.
+    #[serde(default)]
+    pub ranges: Option<Vec<RangeConfig>>,
+    /// list: values per shard index.
+    #[serde(default)]
+    pub values: Option<Vec<ListEntry>>,
+    /// date: the first day of shard 0, `YYYY-MM-DD`.
+    #[serde(default)]
+    pub start: Option<String>,
+    /// date: `day`, `week`, `month` or `year`.
+    #[serde(default)]
+    pub unit: Option<DateUnit>,
+    /// date: units per shard (default 1).
+    #[serde(default)]
+    pub interval: Option<u32>,
+    /// range, list, date: shard for values no entry covers; without it such values are errors.
+    #[serde(default)]
+    pub default: Option<usize>,
+    /// Shard for NULL (default 0), or `error` to refuse NULL shard keys.
+    #[serde(default)]
+    pub null_shard: NullPolicy,
+}
+
+/// One interval of a `range` rule: `from` inclusive, `to` exclusive; either may be omitted
+/// (unbounded).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RangeConfig {
+    #[serde(default)]
+    pub from: Option<Scalar>,
+    #[serde(default)]
+    pub to: Option<Scalar>,
+    pub shard: usize,
+}
+
+/// One entry of a `list` rule: these values go to `shard`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ListEntry {
+    pub shard: usize,
+    pub values: Vec<Scalar>,
+}

@@ -1,0 +1,90 @@
+//! The plan cache: templates by (current schema, statement shape), bounded.
+//!
+//! Two generations of at most `capacity / 2` entries each: lookups hit the young generation or
+//! promote from the old one; when the young one is full it becomes the old one and the previous
+//! old one is dropped. Recently used shapes survive, memory stays bounded, every operation is
+//! O(1) (an approximation of LRU without per-hit bookkeeping).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::planner::Template;
+
+/// Statements whose shape is longer than this are planned every time (bulk INSERTs with
+/// thousands of rows would otherwise fill the cache with one-off keys).
+pub(crate) const MAX_KEY_LEN: usize = 8 * 1024;
+
+pub(crate) struct PlanCache {
+    half: usize,
+    inner: Mutex<Generations>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+#[derive(Default)]
+struct Generations {
+    young: HashMap<String, Arc<Template>>,
+    old: HashMap<String, Arc<Template>>,
+}
+
+/// Counters for monitoring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheStats {
+    pub entries: usize,
+    pub capacity: usize,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl PlanCache {
+    pub fn new(capacity: usize) -> Self {
+        PlanCache {
+            half: (capacity / 2).max(1),
+            inner: Mutex::new(Generations::default()),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<Arc<Template>> {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = g.young.get(key) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Some(t.clone());
+        }
+        if let Some((k, t)) = g.old.remove_entry(key) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            Self::put_young(&mut g, self.half, k, t.clone());
+            return Some(t);
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    pub fn put(&self, key: String, t: Arc<Template>) {
+        if key.len() > MAX_KEY_LEN {
+            return;
+        }
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        Self::put_young(&mut g, self.half, key, t);
+    }
+
+    fn put_young(g: &mut Generations, half: usize, key: String, t: Arc<Template>) {
+        if g.young.len() >= half && !g.young.contains_key(&key) {
+            g.old = std::mem::take(&mut g.young);
+        }
+        g.young.insert(key, t);
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        CacheStats {
+            entries: g.young.len() + g.old.len(),
+            capacity: self.half * 2,
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,429 @@
+//! Evaluating a plan template with the values of the statement at hand.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+
+use super::merge::{HavingT, LimitMode, OperandT};
+use super::placement::{RouteExpr, refuse};
+use super::planner::{Body, DmlT, GroupT, RenameWhat, Template, rename_text};
+use super::render::{Edit, Text};
+use super::{HavingSpec, Merge, Operand, ParamValue, RoutePlan, Target};
+use crate::error::RouterError;
+use crate::rule::ShardValue;
+use crate::sql::analyze::literal_of_token;
+use crate::sql::stmt::{Literal, ValueRef};
+use crate::topology::{DatanodeId, Topology};
+
+/// The statement being evaluated.
+pub(crate) struct Values<'a> {
+    pub text: Text<'a>,
+    pub slot_tokens: &'a [u32],
+    pub params: &'a [ParamValue],
+}
+
+impl Values<'_> {
+    pub fn value(&self, v: &ValueRef) -> Option<Literal> {
+        match v {
+            ValueRef::Slot(s) => {
+                let t = self
+                    .text
+                    .toks
+                    .get(*self.slot_tokens.get(*s as usize)? as usize)?;
+                Some(literal_of_token(self.text.sql, t))
+            }
+            ValueRef::Param(p) => self.params.get(*p as usize).cloned(),
+            ValueRef::Const(l) => Some(l.clone()),
+            ValueRef::Neg(inner) => match self.value(inner)? {
+                Literal::Null => Some(Literal::Null),
+                Literal::Int(i) => Some(Literal::Int(-i)),
+                Literal::Decimal(d) => Some(Literal::Decimal(match d.strip_prefix('-') {
+                    Some(p) => p.to_string(),
+                    None => format!("-{d}"),
+                })),
+                // `-'5'` is numeric in MySQL: not a value we route on.
+                Literal::Str(_) => None,
+            },
+        }
+    }
+}
+
+pub(crate) fn shard_value(l: &Literal) -> ShardValue<'_> {
+    match l {
+        Literal::Null => ShardValue::Null,
+        Literal::Int(i) => ShardValue::Int(*i),
+        Literal::Decimal(d) => ShardValue::Decimal(d),
+        Literal::Str(s) => ShardValue::Str(s),
+    }
+}
+
+/// Shards a route can touch; `None` means all.
+fn shards(g: &GroupT, e: &RouteExpr, v: &Values) -> Option<BTreeSet<usize>> {
+    match e {
+        RouteExpr::All => None,
+        RouteExpr::Eq(vals) => {
+            let mut set = BTreeSet::new();
+            for x in vals {
+                let lit = v.value(x)?;
+                if lit == Literal::Null {
+                    continue; // `= NULL` matches no row
+                }
+                set.insert(g.rule.route(&shard_value(&lit)).ok()?);
+            }
+            Some(set)
+        }
+        RouteExpr::NullSafe(x) => {
+            let lit = v.value(x)?;
+            Some(BTreeSet::from([g.rule.route(&shard_value(&lit)).ok()?]))
+        }
+        RouteExpr::IsNull => Some(BTreeSet::from([g.rule.route(&ShardValue::Null).ok()?])),
+        RouteExpr::Range(lo, hi) => {
+            let lit = |b: &Bound<ValueRef>| -> Option<Bound<Literal>> {
+                Some(match b {
+                    Bound::Included(x) => Bound::Included(v.value(x)?),
+                    Bound::Excluded(x) => Bound::Excluded(v.value(x)?),
+                    Bound::Unbounded => Bound::Unbounded,
+                })
+            };
+            let (lo, hi) = (lit(lo)?, lit(hi)?);
+            let is_null = |b: &Bound<Literal>| {
+                matches!(
+                    b,
+                    Bound::Included(Literal::Null) | Bound::Excluded(Literal::Null)
+                )
+            };
+            if is_null(&lo) || is_null(&hi) {
+                return Some(BTreeSet::new()); // comparisons with NULL are never true
+            }
+            fn sv(b: &Bound<Literal>) -> Bound<ShardValue<'_>> {
+                match b {
+                    Bound::Included(l) => Bound::Included(shard_value(l)),
+                    Bound::Excluded(l) => Bound::Excluded(shard_value(l)),
+                    Bound::Unbounded => Bound::Unbounded,
+                }
+            }
+            let (a, b) = (sv(&lo), sv(&hi));
+            let r = g.rule.route_range(a.as_ref(), b.as_ref())?;
+            Some(r.into_iter().collect())
+        }
+        RouteExpr::And(es) => {
+            let mut acc: Option<BTreeSet<usize>> = None;
+            for e in es {
+                if let Some(s) = shards(g, e, v) {
+                    acc = Some(match acc {
+                        None => s,
+                        Some(a) => a.intersection(&s).copied().collect(),
+                    });
+                }
+            }
+            acc
+        }
+        RouteExpr::Or(es) => {
+            let mut acc = BTreeSet::new();
+            for e in es {
+                acc.extend(shards(g, e, v)?);
+            }
+            Some(acc)
+        }
+    }
+}
+
+/// The shard indices of a group for this statement.
+pub(crate) fn group_shards(g: &GroupT, v: &Values) -> Vec<usize> {
+    match shards(g, &g.route, v) {
+        None => (0..g.datanodes.len()).collect(),
+        // No row can match: one shard still answers, with the right columns and no rows.
+        Some(s) if s.is_empty() => vec![0],
+        Some(s) => s.into_iter().filter(|&i| i < g.datanodes.len()).collect(),
+    }
+}
+
+pub(crate) fn evaluate(t: &Template, topo: &Topology, v: &Values) -> RoutePlan {
+    match &t.body {
+        Body::Done(p) => (**p).clone(),
+        Body::Any => RoutePlan::Any {
+            sql: v.text.sql.to_string(),
+        },
+        Body::Dml(d) => match eval_dml(d, topo, v) {
+            Ok(p) => p,
+            Err(e) => RoutePlan::Refuse(e),
+        },
+    }
+}
+
+fn name_edits(d: &DmlT, topo: &Topology, dn: DatanodeId, shard_of_group: &[usize]) -> Vec<Edit> {
+    d.renames
+        .iter()
+        .map(|r| {
+            let name = match &r.what {
+                RenameWhat::Physical { group, names } => {
+                    let s = shard_of_group.get(*group).copied().unwrap_or(0);
+                    names.get(s).map(String::as_str).unwrap_or("")
+                }
+                RenameWhat::Database => topo.datanodes[dn].database.as_str(),
+            };
+            Edit::text(r.tok, r.tok, rename_text(r, name))
+        })
+        .collect()
+}
+
+fn check_dn(d: &DmlT, topo: &Topology, dn: DatanodeId) -> Result<(), RouterError> {
+    if let Some(f) = d.fixed
+        && f != dn
+    {
+        return Err(refuse(format!(
+            "a statement over a table on datanode {} and rows on datanode {}",
+            topo.datanodes[f].name, topo.datanodes[dn].name
+        )));
+    }
+    if let Some(a) = &d.allowed
+        && !a.contains(&dn)
+    {
+        return Err(refuse(format!(
+            "a statement over a global table that is not on datanode {}",
+            topo.datanodes[dn].name
+        )));
+    }
+    Ok(())
+}
+
+fn target(v: &Values, dn: DatanodeId, edits: &[Edit]) -> Target {
+    let (sql, params) = v.text.render(edits);
+    Target {
+        datanode: dn,
+        sql,
+        params,
+    }
+}
+
+fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterError> {
+    if let Some(ins) = &d.insert {
+        return eval_insert(d, ins, topo, v);
+    }
+    if d.groups.is_empty() {
+        if let Some(bd) = &d.broadcast {
+            let targets = bd
+                .iter()
+                .map(|&dn| target(v, dn, &name_edits(d, topo, dn, &[])))
+                .collect();
+            return Ok(RoutePlan::Broadcast { targets });
+        }
+        let dn = d
+            .fixed
+            .or_else(|| d.allowed.as_ref().and_then(|a| a.first().copied()));
+        return Ok(match dn {
+            Some(dn) => RoutePlan::Single(target(v, dn, &name_edits(d, topo, dn, &[]))),
+            None => RoutePlan::Any {
+                sql: v.text.sql.to_string(),
+            },
+        });
+    }
+    // (datanode, shard per group) of each target.
+    let mut placements: Vec<(DatanodeId, Vec<usize>)> = Vec::new();
+    if d.groups.len() == 1 {
+        let g = &d.groups[0];
+        for s in group_shards(g, v) {
+            placements.push((g.datanodes[s], vec![s]));
+        }
+    } else {
+        let mut per_group = Vec::new();
+        let mut dn = None;
+        for (gi, g) in d.groups.iter().enumerate() {
+            let s = group_shards(g, v);
+            let here = s.iter().map(|&i| g.datanodes[i]).collect::<BTreeSet<_>>();
+            if s.len() != 1 || dn.is_some_and(|x| !here.contains(&x)) {
+                return Err(refuse(format!(
+                    "a join of {} that are not co-located (join sharded tables on their shard keys, or make one of them global)",
+                    d.labels
+                        .iter()
+                        .map(|l| format!("[{l}]"))
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                )));
+            }
+            let _ = gi;
+            dn = Some(g.datanodes[s[0]]);
+            per_group.push(s[0]);
+        }
+        placements.push((dn.unwrap_or(0), per_group));
+    }
+    for (dn, _) in &placements {
+        check_dn(d, topo, *dn)?;
+    }
+    if placements.len() == 1 {
+        let (dn, s) = &placements[0];
+        return Ok(RoutePlan::Single(target(
+            v,
+            *dn,
+            &name_edits(d, topo, *dn, s),
+        )));
+    }
+    let scatter = d.scatter.as_ref().map_err(Clone::clone)?;
+    let mut dedup = BTreeSet::new();
+    let mut targets = Vec::new();
+    match scatter {
+        None => {
+            for (dn, s) in &placements {
+                let t = target(v, *dn, &name_edits(d, topo, *dn, s));
+                if dedup.insert((t.datanode, t.sql.clone())) {
+                    targets.push(t);
+                }
+            }
+            Ok(RoutePlan::Scatter {
+                targets,
+                merge: Merge::AffectedRows,
+            })
+        }
+        Some(sc) => {
+            let mut spec = sc.spec.clone();
+            let mut extra = sc.edits.clone();
+            if let Some((l, mode)) = &sc.limit {
+                let num = |x: &ValueRef| -> Result<u64, RouterError> {
+                    match v.value(x) {
+                        Some(Literal::Int(i)) if i >= 0 => Ok(i.min(u64::MAX as i128) as u64),
+                        // ER_WRONG_ARGUMENTS, as MySQL answers a bad LIMIT parameter.
+                        _ => Err(RouterError::new(
+                            1210,
+                            "HY000",
+                            "Incorrect arguments to LIMIT",
+                        )),
+                    }
+                };
+                let count = num(&l.count)?;
+                let offset = match &l.offset {
+                    Some(o) => num(o)?,
+                    None => 0,
+                };
+                spec.limit = Some(count);
+                spec.offset = offset;
+                match mode {
+                    LimitMode::Keep => {}
+                    LimitMode::Rewrite => extra.push(Edit::text(
+                        l.first_tok,
+                        l.last_tok,
+                        format!("LIMIT {}", offset.saturating_add(count)),
+                    )),
+                    LimitMode::Remove => {
+                        extra.push(Edit::text(l.first_tok, l.last_tok, String::new()))
+                    }
+                }
+            }
+            if let Some(h) = &sc.having {
+                spec.having = Some(having(h, v)?);
+            }
+            for (dn, s) in &placements {
+                let mut edits = name_edits(d, topo, *dn, s);
+                edits.extend(extra.iter().cloned());
+                edits.sort_by_key(|e| (e.first, e.insert));
+                let t = target(v, *dn, &edits);
+                if dedup.insert((t.datanode, t.sql.clone())) {
+                    targets.push(t);
+                }
+            }
+            if targets.len() == 1 {
+                // Several shards, one physical table: the datanode answers alone.
+                let (dn, s) = &placements[0];
+                return Ok(RoutePlan::Single(target(
+                    v,
+                    *dn,
+                    &name_edits(d, topo, *dn, s),
+                )));
+            }
+            Ok(RoutePlan::Scatter {
+                targets,
+                merge: Merge::Rows(spec),
+            })
+        }
+    }
+}
+
+fn having(h: &HavingT, v: &Values) -> Result<HavingSpec, RouterError> {
+    let op = |o: &OperandT| -> Result<Operand, RouterError> {
+        Ok(match o {
+            OperandT::Column(c) => Operand::Column(*c),
+            OperandT::Value(x) => Operand::Value(
+                v.value(x)
+                    .ok_or_else(|| refuse("a HAVING value that could not be evaluated"))?,
+            ),
+        })
+    };
+    Ok(match h {
+        HavingT::And(a, b) => HavingSpec::And(Box::new(having(a, v)?), Box::new(having(b, v)?)),
+        HavingT::Or(a, b) => HavingSpec::Or(Box::new(having(a, v)?), Box::new(having(b, v)?)),
+        HavingT::Not(a) => HavingSpec::Not(Box::new(having(a, v)?)),
+        HavingT::Cmp { op: o, left, right } => HavingSpec::Cmp {
+            op: *o,
+            left: op(left)?,
+            right: op(right)?,
+        },
+        HavingT::IsNull { operand, negated } => HavingSpec::IsNull {
+            operand: op(operand)?,
+            negated: *negated,
+        },
+    })
+}
+
+fn eval_insert(
+    d: &DmlT,
+    ins: &super::planner::InsertT,
+    topo: &Topology,
+    v: &Values,
+) -> Result<RoutePlan, RouterError> {
+    let g = &d.groups[0];
+    let mut by_shard: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (row, kv) in ins.key_values.iter().enumerate() {
+        let lit = v
+            .value(kv)
+            .ok_or_else(|| refuse("a shard key value that could not be evaluated"))?;
+        let s = g.rule.route(&shard_value(&lit))?;
+        by_shard.entry(s).or_default().push(row);
+    }
+    for &s in by_shard.keys() {
+        check_dn(d, topo, g.datanodes[s])?;
+    }
+    if by_shard.len() == 1 {
+        let s = *by_shard.keys().next().unwrap_or(&0);
+        let dn = g.datanodes[s];
+        return Ok(RoutePlan::Single(target(
+            v,
+            dn,
+            &name_edits(d, topo, dn, &[s]),
+        )));
+    }
+    let Some(rows) = &ins.rows else {
+        return Err(refuse("a multi-shard INSERT ... SET"));
+    };
+    let text = &v.text;
+    let first = text.tok_start(rows[0].0);
+    let last = text.tok_end(rows[rows.len() - 1].1);
+    let mut targets = Vec::new();
+    for (s, idx) in by_shard {
+        let dn = g.datanodes[s];
+        let edits = name_edits(d, topo, dn, &[s]);
+        let mut sql = String::with_capacity(text.sql.len());
+        let mut params = Vec::new();
+        text.render_bytes(0, first, &edits, &mut sql, &mut params);
+        for (k, &r) in idx.iter().enumerate() {
+            if k > 0 {
+                sql.push_str(", ");
+            }
+            let (a, b) = rows[r];
+            text.render_bytes(
+                text.tok_start(a),
+                text.tok_end(b),
+                &edits,
+                &mut sql,
+                &mut params,
+            );
+        }
+        text.render_bytes(last, text.sql.len(), &edits, &mut sql, &mut params);
+        targets.push(Target {
+            datanode: dn,
+            sql,
+            params,
+        });
+    }
+    Ok(RoutePlan::Scatter {
+        targets,
+        merge: Merge::AffectedRows,
+    })
+}

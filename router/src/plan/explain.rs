@@ -1,0 +1,205 @@
+//! Plans as stable, readable text: EXPLAIN ROUTE rows and the golden tests' expectations.
+
+use std::fmt::Write;
+
+use super::{
+    AggColumn, CmpOp, Column, Fold, HavingSpec, LocalAnswer, Merge, MergeSpec, Operand, RoutePlan,
+    Target,
+};
+use crate::sql::stmt::Literal;
+use crate::topology::Topology;
+
+fn dn_name(topo: &Topology, dn: usize) -> String {
+    topo.datanodes
+        .get(dn)
+        .map(|d| d.name.clone())
+        .unwrap_or_else(|| format!("#{dn}"))
+}
+
+fn col(c: &Column) -> String {
+    match c {
+        Column::At(i) => format!("#{i}"),
+        Column::FromEnd(k) => format!("#-{k}"),
+    }
+}
+
+fn lit(l: &Literal) -> String {
+    match l {
+        Literal::Null => "NULL".into(),
+        Literal::Int(i) => i.to_string(),
+        Literal::Decimal(d) => d.clone(),
+        Literal::Str(s) => format!("'{}'", s.replace('\'', "''")),
+    }
+}
+
+fn fold(a: &AggColumn) -> String {
+    let c = col(&a.column);
+    match a.fold {
+        Fold::SumCounts => format!("count({c})"),
+        Fold::Sum => format!("sum({c})"),
+        Fold::Min => format!("min({c})"),
+        Fold::Max => format!("max({c})"),
+        Fold::Avg { sum, count } => format!("avg({c} = {}/{})", col(&sum), col(&count)),
+    }
+}
+
+fn having(h: &HavingSpec) -> String {
+    let op = |o: &Operand| match o {
+        Operand::Column(c) => col(c),
+        Operand::Value(v) => lit(v),
+    };
+    match h {
+        HavingSpec::And(a, b) => format!("({} AND {})", having(a), having(b)),
+        HavingSpec::Or(a, b) => format!("({} OR {})", having(a), having(b)),
+        HavingSpec::Not(a) => format!("NOT {}", having(a)),
+        HavingSpec::Cmp { op: o, left, right } => {
+            let s = match o {
+                CmpOp::Eq => "=",
+                CmpOp::NotEq => "<>",
+                CmpOp::Lt => "<",
+                CmpOp::Le => "<=",
+                CmpOp::Gt => ">",
+                CmpOp::Ge => ">=",
+                CmpOp::NullSafeEq => "<=>",
+            };
+            format!("{} {s} {}", op(left), op(right))
+        }
+        HavingSpec::IsNull { operand, negated } => {
+            format!(
+                "{} IS {}NULL",
+                op(operand),
+                if *negated { "NOT " } else { "" }
+            )
+        }
+    }
+}
+
+/// Merge steps, one line each, in the order the executor applies them.
+pub fn merge_steps(m: &Merge) -> Vec<String> {
+    match m {
+        Merge::AffectedRows => vec!["sum affected rows".into()],
+        Merge::Rows(s) => spec_steps(s),
+    }
+}
+
+fn spec_steps(s: &MergeSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(a) = &s.aggregate {
+        let keys: Vec<_> = a.keys.iter().map(col).collect();
+        let cols: Vec<_> = a.columns.iter().map(fold).collect();
+        out.push(format!(
+            "group by [{}] fold [{}]",
+            keys.join(", "),
+            cols.join(", ")
+        ));
+    }
+    if let Some(h) = &s.having {
+        out.push(format!("having {}", having(h)));
+    }
+    if s.distinct {
+        out.push("distinct".into());
+    }
+    if !s.order_by.is_empty() {
+        let keys: Vec<_> = s
+            .order_by
+            .iter()
+            .map(|k| format!("{}{}", col(&k.column), if k.desc { " desc" } else { "" }))
+            .collect();
+        out.push(format!("order by [{}]", keys.join(", ")));
+    }
+    if s.offset > 0 || s.limit.is_some() {
+        let limit = s.limit.map_or("all".to_string(), |l| l.to_string());
+        out.push(format!("offset {} limit {limit}", s.offset));
+    }
+    if s.hidden_columns > 0 {
+        out.push(format!("drop last {} columns", s.hidden_columns));
+    }
+    if out.is_empty() {
+        out.push("concatenate".into());
+    }
+    out
+}
+
+fn target_line(topo: &Topology, t: &Target) -> (String, String) {
+    let mut sql = t.sql.clone();
+    if !t.params.is_empty() {
+        let p: Vec<_> = t.params.iter().map(|i| i.to_string()).collect();
+        let _ = write!(sql, "  -- params [{}]", p.join(","));
+    }
+    (dn_name(topo, t.datanode), sql)
+}
+
+/// EXPLAIN ROUTE rows: (datanode, sql); merge steps as `(merge)` rows; other plans as one row
+/// whose first column says what kind of answer it is.
+pub fn rows(topo: &Topology, p: &RoutePlan) -> Vec<(String, String)> {
+    match p {
+        RoutePlan::Single(t) => vec![target_line(topo, t)],
+        RoutePlan::Scatter { targets, merge } => {
+            let mut r: Vec<_> = targets.iter().map(|t| target_line(topo, t)).collect();
+            r.extend(
+                merge_steps(merge)
+                    .into_iter()
+                    .map(|s| ("(merge)".to_string(), s)),
+            );
+            r
+        }
+        RoutePlan::Broadcast { targets } => {
+            let mut r: Vec<_> = targets.iter().map(|t| target_line(topo, t)).collect();
+            r.push(("(broadcast)".into(), "all must succeed".into()));
+            r
+        }
+        RoutePlan::Any { sql } => vec![("(any)".into(), sql.clone())],
+        RoutePlan::Local(l) => vec![("(local)".into(), local(topo, l))],
+        RoutePlan::Session(k) => vec![("(session)".into(), format!("{k:?}"))],
+        RoutePlan::Refuse(e) => vec![("(error)".into(), e.to_string())],
+    }
+}
+
+fn local(topo: &Topology, l: &LocalAnswer) -> String {
+    match l {
+        LocalAnswer::ShowDatabases { schemas } => {
+            format!("show databases [{}]", schemas.join(", "))
+        }
+        LocalAnswer::ShowTables {
+            schema,
+            full,
+            tables,
+            also_from,
+            like,
+        } => {
+            let mut s = format!(
+                "show {}tables of {schema} [{}]",
+                if *full { "full " } else { "" },
+                tables.join(", ")
+            );
+            if let Some(l) = like {
+                let _ = write!(s, " like '{l}'");
+            }
+            if let Some(t) = also_from {
+                let (dn, sql) = target_line(topo, t);
+                let _ = write!(s, " + {dn}: {sql}");
+            }
+            s
+        }
+        LocalAnswer::CurrentDatabase { column } => format!("current database as {column}"),
+        LocalAnswer::ExplainRoute { rows } => format!("explain route ({} rows)", rows.len()),
+    }
+}
+
+/// The plan as text, one line per row (golden files).
+pub fn render(topo: &Topology, p: &RoutePlan) -> String {
+    let kind = match p {
+        RoutePlan::Single(_) => "single",
+        RoutePlan::Scatter { .. } => "scatter",
+        RoutePlan::Broadcast { .. } => "broadcast",
+        RoutePlan::Any { .. } => "any",
+        RoutePlan::Local(_) => "local",
+        RoutePlan::Session(_) => "session",
+        RoutePlan::Refuse(_) => "error",
+    };
+    let mut out = String::from(kind);
+    for (a, b) in rows(topo, p) {
+        let _ = write!(out, "\n{a}: {b}");
+    }
+    out
+}

@@ -1,0 +1,463 @@
+//! The merge side of a scattered SELECT: which rewrites the shard SQL needs (hidden columns,
+//! LIMIT, HAVING removed) and how the proxy combines the results. Anything that cannot be merged
+//! exactly is refused here.
+
+use super::placement::refuse;
+use super::render::{Edit, Piece};
+use super::{AggColumn, Aggregation, CmpOp, Column, Fold, MergeSpec, SortKey};
+use crate::error::RouterError;
+use crate::sql::stmt::{
+    AggArg, AggFunc, ColRef, HavingExpr, HavingOp, HavingOperand, ItemKind, KeyExpr, Limit,
+    SelectShape, ValueRef,
+};
+
+/// HAVING with values still to evaluate.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum HavingT {
+    And(Box<HavingT>, Box<HavingT>),
+    Or(Box<HavingT>, Box<HavingT>),
+    Not(Box<HavingT>),
+    Cmp {
+        op: CmpOp,
+        left: OperandT,
+        right: OperandT,
+    },
+    IsNull {
+        operand: OperandT,
+        negated: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum OperandT {
+    Column(Column),
+    Value(ValueRef),
+}
+
+/// What to do with LIMIT in shard SQL.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum LimitMode {
+    /// Keep the clause as written (no offset).
+    Keep,
+    /// Replace with `LIMIT offset+count`.
+    Rewrite,
+    /// Remove it: aggregation or DISTINCT must see all rows.
+    Remove,
+}
+
+/// Everything a scattered SELECT needs beyond the name edits.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ScatterT {
+    pub edits: Vec<Edit>,
+    pub limit: Option<(Limit, LimitMode)>,
+    pub spec: MergeSpec,
+    pub having: Option<HavingT>,
+}
+
+/// Context about the tables: which columns are distribution columns of the (single) group, for
+/// `COUNT(DISTINCT key)`.
+pub(crate) struct Ctx<'a> {
+    pub is_dist_column: &'a dyn Fn(&ColRef) -> bool,
+    pub has_calc_found_rows: bool,
+}
+
+struct Builder<'a> {
+    shape: &'a SelectShape,
+    visible: Vec<Option<usize>>,
+    hidden: Vec<Vec<Piece>>,
+    /// Folds of hidden aggregate columns (`HAVING COUNT(*) > 1` without `COUNT(*)` selected).
+    extra_folds: Vec<AggColumn>,
+    ctx: &'a Ctx<'a>,
+}
+
+pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterError> {
+    if shape.has_window {
+        return Err(refuse("window functions across shards"));
+    }
+    if shape.has_into {
+        return Err(refuse("SELECT ... INTO across shards"));
+    }
+    if shape.group_modifier {
+        return Err(refuse("GROUP BY ... WITH ROLLUP across shards"));
+    }
+    if ctx.has_calc_found_rows {
+        return Err(refuse("SQL_CALC_FOUND_ROWS across shards"));
+    }
+    if let Some(n) = shape.notes.first() {
+        return Err(refuse(n));
+    }
+    // Visible index of each item: known only while no `*` precedes it.
+    let mut visible = Vec::new();
+    let mut wildcard = false;
+    for (i, it) in shape.items.iter().enumerate() {
+        if matches!(it.kind, ItemKind::Wildcard) {
+            wildcard = true;
+        }
+        visible.push((!wildcard).then_some(i));
+    }
+    let mut b = Builder {
+        shape,
+        visible,
+        hidden: Vec::new(),
+        extra_folds: Vec::new(),
+        ctx,
+    };
+    let aggregating = !shape.group_by.is_empty()
+        || shape.having.is_some()
+        || shape.items.iter().any(|it| {
+            matches!(
+                it.kind,
+                ItemKind::Aggregate { .. }
+                    | ItemKind::Expr {
+                        has_aggregate: true,
+                        ..
+                    }
+            )
+        });
+
+    let mut spec = MergeSpec::default();
+    let mut columns_fold = Vec::new();
+    if aggregating {
+        for (i, it) in shape.items.iter().enumerate() {
+            match &it.kind {
+                ItemKind::Expr {
+                    has_aggregate: true,
+                    text,
+                } => {
+                    return Err(refuse(format!(
+                        "aggregate inside an expression ({text}) across shards"
+                    )));
+                }
+                ItemKind::Aggregate {
+                    func,
+                    name,
+                    distinct,
+                    arg,
+                    ..
+                } => {
+                    let col = b.visible[i]
+                        .map(Column::At)
+                        .ok_or_else(|| refuse("aggregate after * across shards"))?;
+                    let fold = b.fold(*func, name, *distinct, arg)?;
+                    columns_fold.push(AggColumn { column: col, fold });
+                }
+                ItemKind::Wildcard if !shape.group_by.is_empty() => {
+                    // Non-grouped columns keep the group's first row (ANY_VALUE).
+                }
+                _ => {}
+            }
+        }
+        let mut keys = Vec::new();
+        for k in &shape.group_by {
+            keys.push(b.key_column(k, "GROUP BY")?);
+        }
+        spec.aggregate = Some(Aggregation {
+            keys,
+            columns: columns_fold,
+        });
+    }
+    let having = match &shape.having {
+        Some(h) => Some(b.having(h)?),
+        None => None,
+    };
+    for k in &shape.order_by {
+        let column = b.key_column(&k.key, "ORDER BY")?;
+        spec.order_by.push(SortKey {
+            column,
+            desc: k.desc,
+        });
+    }
+    if aggregating && shape.order_by.is_empty() {
+        // MariaDB returns GROUP BY results sorted by the group keys.
+        if let Some(a) = &spec.aggregate {
+            spec.order_by = a
+                .keys
+                .iter()
+                .map(|&column| SortKey {
+                    column,
+                    desc: false,
+                })
+                .collect();
+        }
+    }
+    spec.distinct = shape.distinct;
+    if shape.distinct && !b.hidden.is_empty() {
+        return Err(refuse(
+            "DISTINCT with ORDER BY or GROUP BY on columns not in the select list across shards",
+        ));
+    }
+    let mut edits = Vec::new();
+    let hidden_n = b.hidden.len();
+    if hidden_n > 0 {
+        let last = shape
+            .select_list_last_tok
+            .ok_or_else(|| refuse("hidden merge columns in a SELECT without FROM"))?;
+        let mut pieces = Vec::new();
+        for h in b.hidden.drain(..) {
+            pieces.push(Piece::Text(", ".into()));
+            pieces.extend(h);
+        }
+        edits.push(Edit::insert_after(last, pieces));
+    }
+    spec.hidden_columns = hidden_n;
+    if !b.extra_folds.is_empty() {
+        let agg = spec.aggregate.get_or_insert(Aggregation {
+            keys: Vec::new(),
+            columns: Vec::new(),
+        });
+        agg.columns.append(&mut b.extra_folds);
+    }
+    // Resolve provisional hidden indices to FromEnd now that the count is known.
+    let fix = |c: &mut Column| {
+        if let Column::FromEnd(j) = c {
+            // provisional: j = 1-based position among hidden columns
+            *c = Column::FromEnd(hidden_n + 1 - *j);
+        }
+    };
+    if let Some(a) = &mut spec.aggregate {
+        a.keys.iter_mut().for_each(fix);
+        for c in &mut a.columns {
+            fix(&mut c.column);
+            if let Fold::Avg { sum, count } = &mut c.fold {
+                fix(sum);
+                fix(count);
+            }
+        }
+    }
+    spec.order_by.iter_mut().for_each(|k| fix(&mut k.column));
+    let having = having.map(|h| fix_having(h, &fix));
+    if shape.having.is_some() {
+        let (a, z) = shape
+            .having_toks
+            .ok_or_else(|| refuse("HAVING clause that could not be located"))?;
+        edits.push(Edit::text(a, z, String::new()));
+    }
+    let limit = shape.limit.clone().map(|l| {
+        let mode = if aggregating || shape.distinct {
+            LimitMode::Remove
+        } else if l.offset.is_some() {
+            LimitMode::Rewrite
+        } else {
+            LimitMode::Keep
+        };
+        (l, mode)
+    });
+    edits.sort_by_key(|e| e.first);
+    Ok(ScatterT {
+        edits,
+        limit,
+        spec,
+        having,
+    })
+}
+
+fn fix_having(h: HavingT, fix: &dyn Fn(&mut Column)) -> HavingT {
+    let op = |o: OperandT| match o {
+        OperandT::Column(mut c) => {
+            fix(&mut c);
+            OperandT::Column(c)
+        }
+        v => v,
+    };
+    match h {
+        HavingT::And(a, b) => {
+            HavingT::And(Box::new(fix_having(*a, fix)), Box::new(fix_having(*b, fix)))
+        }
+        HavingT::Or(a, b) => {
+            HavingT::Or(Box::new(fix_having(*a, fix)), Box::new(fix_having(*b, fix)))
+        }
+        HavingT::Not(a) => HavingT::Not(Box::new(fix_having(*a, fix))),
+        HavingT::Cmp { op: o, left, right } => HavingT::Cmp {
+            op: o,
+            left: op(left),
+            right: op(right),
+        },
+        HavingT::IsNull { operand, negated } => HavingT::IsNull {
+            operand: op(operand),
+            negated,
+        },
+    }
+}
+
+fn same_col(a: &ColRef, b: &ColRef) -> bool {
+    a.column.eq_ignore_ascii_case(&b.column)
+        && match (&a.table, &b.table) {
+            (Some(x), Some(y)) => x.eq_ignore_ascii_case(y),
+            _ => true,
+        }
+}
+
+impl Builder<'_> {
+    /// Add a hidden column; returns its provisional position (1-based among hidden columns,
+    /// fixed up to `FromEnd` once all are known).
+    fn add_hidden(&mut self, pieces: Vec<Piece>) -> Column {
+        if let Some(p) = self.hidden.iter().position(|h| *h == pieces) {
+            return Column::FromEnd(p + 1);
+        }
+        self.hidden.push(pieces);
+        Column::FromEnd(self.hidden.len())
+    }
+
+    fn agg_pieces(
+        &self,
+        name: &str,
+        distinct: bool,
+        arg: &AggArg,
+    ) -> Result<Vec<Piece>, RouterError> {
+        let d = if distinct { "DISTINCT " } else { "" };
+        match arg {
+            AggArg::Star => Ok(vec![Piece::Text(format!("{name}(*)"))]),
+            AggArg::Expr {
+                first_tok,
+                last_tok,
+                ..
+            } => Ok(vec![
+                Piece::Text(format!("{name}({d}")),
+                Piece::Tokens(*first_tok, *last_tok),
+                Piece::Text(")".into()),
+            ]),
+            AggArg::Unlocated => Err(refuse(format!("{name}() with this argument across shards"))),
+        }
+    }
+
+    fn fold(
+        &mut self,
+        func: AggFunc,
+        name: &str,
+        distinct: bool,
+        arg: &AggArg,
+    ) -> Result<Fold, RouterError> {
+        if distinct && matches!(func, AggFunc::Count | AggFunc::Sum | AggFunc::Avg) {
+            // Distinct values of the distribution column never repeat across shards.
+            let on_key =
+                matches!(arg, AggArg::Expr { col: Some(c), .. } if (self.ctx.is_dist_column)(c));
+            if !on_key {
+                return Err(refuse(format!("{name}(DISTINCT ...) across shards")));
+            }
+        }
+        match func {
+            AggFunc::Count => Ok(Fold::SumCounts),
+            AggFunc::Sum => Ok(Fold::Sum),
+            AggFunc::Min => Ok(Fold::Min),
+            AggFunc::Max => Ok(Fold::Max),
+            AggFunc::Avg => {
+                let sum = self.add_hidden(self.agg_pieces("SUM", distinct, arg)?);
+                let count = self.add_hidden(self.agg_pieces("COUNT", distinct, arg)?);
+                Ok(Fold::Avg { sum, count })
+            }
+            AggFunc::Other => Err(refuse(format!("{name}() across shards"))),
+        }
+    }
+
+    /// The select item a key names, if any.
+    fn match_item(&self, k: &KeyExpr) -> Result<Option<usize>, RouterError> {
+        let items = &self.shape.items;
+        Ok(match k {
+            KeyExpr::Position(p) => {
+                if *p == 0 || *p > items.len() {
+                    return Err(refuse("a position beyond the select list"));
+                }
+                Some(p - 1)
+            }
+            KeyExpr::Column { col, .. } => {
+                let by_alias = (col.table.is_none())
+                    .then(|| {
+                        items.iter().position(|it| {
+                            it.alias
+                                .as_deref()
+                                .is_some_and(|a| a.eq_ignore_ascii_case(&col.column))
+                        })
+                    })
+                    .flatten();
+                by_alias.or_else(|| {
+                    items
+                        .iter()
+                        .position(|it| matches!(&it.kind, ItemKind::Column(c) if same_col(c, col)))
+                })
+            }
+            KeyExpr::Aggregate { text, .. } => items.iter().position(
+                |it| matches!(&it.kind, ItemKind::Aggregate { text: t, .. } if t == text),
+            ),
+            KeyExpr::Expr { text } => items.iter().position(|it| {
+                matches!(&it.kind, ItemKind::Expr { text: t, .. } if t == text)
+                    || it
+                        .alias
+                        .as_deref()
+                        .is_some_and(|a| a.eq_ignore_ascii_case(text))
+            }),
+        })
+    }
+
+    fn key_column(&mut self, k: &KeyExpr, clause: &str) -> Result<Column, RouterError> {
+        if let Some(i) = self.match_item(k)? {
+            if matches!(self.shape.items[i].kind, ItemKind::Wildcard) {
+                return Err(refuse(format!("{clause} on a * position across shards")));
+            }
+            if let Some(v) = self.visible[i] {
+                return Ok(Column::At(v));
+            }
+        }
+        match k {
+            KeyExpr::Column {
+                first_tok: Some(a),
+                last_tok: Some(z),
+                ..
+            } => Ok(self.add_hidden(vec![Piece::Tokens(*a, *z)])),
+            KeyExpr::Aggregate {
+                func,
+                name,
+                distinct,
+                arg,
+                ..
+            } => {
+                let pieces = self.agg_pieces(name, *distinct, arg)?;
+                let col = self.add_hidden(pieces);
+                let fold = self.fold(*func, name, *distinct, arg)?;
+                if !self.extra_folds.iter().any(|f| f.column == col) {
+                    self.extra_folds.push(AggColumn { column: col, fold });
+                }
+                Ok(col)
+            }
+            _ => Err(refuse(format!("{clause} on an expression across shards"))),
+        }
+    }
+
+    fn having(&mut self, h: &HavingExpr) -> Result<HavingT, RouterError> {
+        Ok(match h {
+            HavingExpr::And(a, b) => {
+                HavingT::And(Box::new(self.having(a)?), Box::new(self.having(b)?))
+            }
+            HavingExpr::Or(a, b) => {
+                HavingT::Or(Box::new(self.having(a)?), Box::new(self.having(b)?))
+            }
+            HavingExpr::Not(a) => HavingT::Not(Box::new(self.having(a)?)),
+            HavingExpr::Cmp { op, left, right } => HavingT::Cmp {
+                op: match op {
+                    HavingOp::Eq => CmpOp::Eq,
+                    HavingOp::NotEq => CmpOp::NotEq,
+                    HavingOp::Lt => CmpOp::Lt,
+                    HavingOp::Le => CmpOp::Le,
+                    HavingOp::Gt => CmpOp::Gt,
+                    HavingOp::Ge => CmpOp::Ge,
+                    HavingOp::NullSafeEq => CmpOp::NullSafeEq,
+                },
+                left: self.operand(left)?,
+                right: self.operand(right)?,
+            },
+            HavingExpr::IsNull { operand, negated } => HavingT::IsNull {
+                operand: self.operand(operand)?,
+                negated: *negated,
+            },
+            HavingExpr::Unsupported(text) => {
+                return Err(refuse(format!("HAVING {text} across shards")));
+            }
+        })
+    }
+
+    fn operand(&mut self, o: &HavingOperand) -> Result<OperandT, RouterError> {
+        match o {
+            HavingOperand::Value(v) => Ok(OperandT::Value(v.clone())),
+            HavingOperand::Key(k) => Ok(OperandT::Column(self.key_column(k, "HAVING")?)),
+        }
+    }
+}

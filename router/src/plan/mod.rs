@@ -1,0 +1,207 @@
+//! Route plans as data.
+//!
+//! [`Router::route`] turns a statement (and the session's current schema, and the bound
+//! parameters of a prepared statement) into a [`RoutePlan`]: which datanodes run what SQL and how
+//! their results combine. Plans for DML are built once per statement *shape* (literals lifted
+//! out, see [`crate::sql::normalize`]) and cached; a cached plan is a template of routes over
+//! value references, evaluated with the values of the statement at hand (Vitess-style: a route
+//! is an opcode plus shard-key expressions).
+
+mod cache;
+mod ddl;
+mod eval;
+mod explain;
+mod merge;
+mod placement;
+mod planner;
+mod render;
+mod router;
+
+pub use cache::CacheStats;
+pub use explain::{merge_steps, render, rows as explain_rows};
+pub use router::Router;
+
+use crate::error::RouterError;
+use crate::sql::StatementKind;
+use crate::sql::stmt::Literal;
+use crate::topology::DatanodeId;
+
+/// A value bound to a `?` parameter of a prepared statement. Dates and times are passed as
+/// strings in MySQL's literal format (`'2024-01-31 12:00:00'`); binary strings lossily as UTF-8.
+pub type ParamValue = Literal;
+
+/// What to do with a statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RoutePlan {
+    /// One datanode runs the statement; its result goes to the client unchanged.
+    Single(Target),
+    /// Several datanodes run their SQL; results are combined as `merge` says.
+    Scatter { targets: Vec<Target>, merge: Merge },
+    /// DDL and writes on global tables: every target runs its SQL; the statement succeeds when
+    /// all succeed (the client gets the first target's OK packet), else the first error.
+    Broadcast { targets: Vec<Target> },
+    /// Table-less SELECTs (`SELECT 1`, `SELECT @@version`, `SELECT LAST_INSERT_ID()`): any
+    /// backend can answer; the session's current backend connection if it holds one.
+    Any { sql: String },
+    /// Answered by Shoal itself.
+    Local(LocalAnswer),
+    /// Session state and transaction control (SET, USE, BEGIN, COMMIT, LOCK TABLES, SQL-level
+    /// PREPARE, KILL, SHOW VARIABLES/WARNINGS/...): the session layer handles these.
+    Session(StatementKind),
+    /// Refused, with the MySQL error to send.
+    Refuse(RouterError),
+}
+
+/// One datanode and the SQL it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub datanode: DatanodeId,
+    pub sql: String,
+    /// For prepared statements: which of the client's parameters (0-based) fill this SQL's `?`
+    /// placeholders, in order (a split INSERT or a rewritten LIMIT uses a subset).
+    pub params: Vec<u16>,
+}
+
+/// How results from several datanodes combine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Merge {
+    /// Writes: one OK packet whose affected-rows is the sum of the targets' (last-insert-id:
+    /// the first non-zero in target order; warnings: summed).
+    AffectedRows,
+    /// Reads: result sets with the same columns, combined per [`MergeSpec`].
+    Rows(MergeSpec),
+}
+
+/// A column of the shard result sets. Shard results may carry extra hidden columns at the end
+/// (added by the rewrite); `FromEnd(1)` is the last column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    /// 0-based index from the first column.
+    At(usize),
+    /// 1-based index from the last column (used when a `*` makes the count unknown here).
+    FromEnd(usize),
+}
+
+/// How to combine shard result sets, applied in this order:
+/// 1. concatenate all rows (or stream-merge them when every shard's result is sorted by
+///    `order_by`, which the rewrite guarantees when `order_by` is set and there is no
+///    aggregation);
+/// 2. if `aggregate` is set: group rows by its keys (NULLs form one group, strings compared
+///    under the column's collation) and fold each group's aggregate columns;
+/// 3. if `having` is set: keep groups for which it is true (SQL three-valued logic);
+/// 4. if `distinct`: drop duplicate rows (compared on the visible columns);
+/// 5. sort by `order_by` (MySQL order: NULLs first ascending, collation-aware for strings;
+///    a stable sort, ties keep arrival order);
+/// 6. skip `offset` rows, then keep at most `limit` rows;
+/// 7. drop the last `hidden_columns` columns (and their column definitions).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MergeSpec {
+    pub aggregate: Option<Aggregation>,
+    pub having: Option<HavingSpec>,
+    pub distinct: bool,
+    pub order_by: Vec<SortKey>,
+    pub offset: u64,
+    pub limit: Option<u64>,
+    pub hidden_columns: usize,
+}
+
+/// One ORDER BY key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SortKey {
+    pub column: Column,
+    pub desc: bool,
+}
+
+/// GROUP BY (possibly with no keys: one group over all rows, which yields exactly one row even
+/// when every shard's aggregate row is the "empty" one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Aggregation {
+    pub keys: Vec<Column>,
+    /// How each aggregate column is folded. Columns that are neither keys nor listed keep the
+    /// value of the group's first row (MySQL's ANY_VALUE semantics for non-grouped columns).
+    pub columns: Vec<AggColumn>,
+}
+
+/// One folded column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AggColumn {
+    pub column: Column,
+    pub fold: Fold,
+}
+
+/// How a column folds across the rows of a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fold {
+    /// COUNT: sum of the partial counts (BIGINT; 0 for an empty group).
+    SumCounts,
+    /// SUM: sum of non-NULL partial sums, NULL when all are NULL; DECIMAL stays exact
+    /// (integer SUMs arrive as DECIMAL from MySQL).
+    Sum,
+    Min,
+    Max,
+    /// AVG: `sum / count` from two hidden columns (NULL when count is 0), rounded to the
+    /// scale of this column's definition (MySQL's `div_precision_increment` already applied
+    /// by the shards); DOUBLE when the column is DOUBLE.
+    Avg {
+        sum: Column,
+        count: Column,
+    },
+}
+
+/// HAVING evaluated after merging, over merged columns and literal values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HavingSpec {
+    And(Box<HavingSpec>, Box<HavingSpec>),
+    Or(Box<HavingSpec>, Box<HavingSpec>),
+    Not(Box<HavingSpec>),
+    Cmp {
+        op: CmpOp,
+        left: Operand,
+        right: Operand,
+    },
+    IsNull {
+        operand: Operand,
+        negated: bool,
+    },
+}
+
+/// Comparison of HAVING (MySQL comparison rules between the column's type and the value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    NotEq,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    NullSafeEq,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operand {
+    Column(Column),
+    Value(Literal),
+}
+
+/// Answers Shoal gives itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocalAnswer {
+    /// `SHOW DATABASES`: the logical schemas (the session filters by the user's schemas).
+    ShowDatabases { schemas: Vec<String> },
+    /// `SHOW [FULL] TABLES`: the configured tables of `schema`, plus, when the schema has a
+    /// default datanode, the tables that `also_from` returns there (its SQL lists them).
+    /// `like` is the LIKE pattern to filter both lists with.
+    ShowTables {
+        schema: String,
+        full: bool,
+        tables: Vec<String>,
+        like: Option<String>,
+        also_from: Option<Target>,
+    },
+    /// `SELECT DATABASE()` / `SELECT SCHEMA()`: the session's current logical schema; `column`
+    /// is the column name as the client wrote it.
+    CurrentDatabase { column: String },
+    /// `EXPLAIN ROUTE <sql>`: rows of (datanode, sql); merge steps as rows with datanode
+    /// `(merge)`.
+    ExplainRoute { rows: Vec<(String, String)> },
+}

@@ -1,0 +1,377 @@
+//! Where the tables of a statement live: resolution against the topology, co-location groups
+//! (a sharded table with its ER children, or tables with the same rule and layout, joined on
+//! their distribution columns), and route expressions over a group's distribution columns.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::error::{RouterError, codes};
+use crate::rule::ShardRule;
+use crate::sql::stmt::{CmpOp, ColRef, Pred, TableRef, ValueRef};
+use crate::topology::{DatanodeId, Shard, TableDef, Topology};
+
+/// Schemas every MySQL server has; their tables are the same kind of thing on every datanode.
+const SYSTEM_SCHEMAS: &[&str] = &["information_schema", "mysql", "performance_schema", "sys"];
+
+/// What a table reference is.
+#[derive(Debug, Clone)]
+pub(crate) enum Kind {
+    /// A sharded table or an ER child: `shards[i]` is where shard `i` of the family lives.
+    Distributed {
+        /// Root table name (the family), and the root's rule.
+        root: String,
+        rule: Arc<ShardRule>,
+        /// Distribution column: the shard key, or a child's join key (which carries the root's
+        /// shard key value).
+        column: String,
+        shards: Vec<Shard>,
+    },
+    Global {
+        datanodes: Vec<DatanodeId>,
+    },
+    /// Not listed: lives on the schema's default datanode.
+    Single {
+        datanode: DatanodeId,
+    },
+    /// information_schema & co.
+    System,
+}
+
+/// A resolved table reference.
+#[derive(Debug, Clone)]
+pub(crate) struct Table {
+    pub r: TableRef,
+    /// Logical schema (None for system schemas).
+    pub schema: Option<String>,
+    pub kind: Kind,
+}
+
+impl Table {
+    pub fn label(&self) -> String {
+        match &self.schema {
+            Some(s) => format!("{s}.{}", self.r.name),
+            None => self.r.name.clone(),
+        }
+    }
+}
+
+pub(crate) fn refuse(construct: impl std::fmt::Display) -> RouterError {
+    RouterError::with(
+        codes::ER_NOT_SUPPORTED_YET,
+        format!("This version of Shoal doesn't yet support '{construct}'"),
+    )
+}
+
+/// Resolve every table reference against the topology.
+pub(crate) fn resolve(
+    topo: &Topology,
+    current: Option<&str>,
+    refs: &[TableRef],
+) -> Result<Vec<Table>, RouterError> {
+    refs.iter().map(|r| resolve_one(topo, current, r)).collect()
+}
+
+pub(crate) fn resolve_one(
+    topo: &Topology,
+    current: Option<&str>,
+    r: &TableRef,
+) -> Result<Table, RouterError> {
+    let schema_name = match (&r.schema, current) {
+        (Some(s), _) => s.as_str(),
+        (None, Some(c)) => c,
+        (None, None) => {
+            return Err(RouterError::with(
+                codes::ER_NO_DB_ERROR,
+                "No database selected",
+            ));
+        }
+    };
+    let Some(schema) = find_schema(topo, schema_name) else {
+        if SYSTEM_SCHEMAS
+            .iter()
+            .any(|s| s.eq_ignore_ascii_case(schema_name))
+        {
+            return Ok(Table {
+                r: r.clone(),
+                schema: None,
+                kind: Kind::System,
+            });
+        }
+        return Err(RouterError::with(
+            codes::ER_BAD_DB_ERROR,
+            format!("Unknown database '{schema_name}'"),
+        ));
+    };
+    let kind = match schema.table(&r.name) {
+        Some(TableDef::Sharded(t)) => Kind::Distributed {
+            root: t.name.to_ascii_lowercase(),
+            rule: t.rule.clone(),
+            column: t.shard_key.clone(),
+            shards: t.shards.clone(),
+        },
+        Some(TableDef::Child(c)) => {
+            let root = topo
+                .sharded_root(&schema.name, &c.name)
+                .ok_or_else(|| refuse(format!("child table {} without a sharded root", c.name)))?;
+            Kind::Distributed {
+                root: root.name.to_ascii_lowercase(),
+                rule: root.rule.clone(),
+                column: c.join_key.clone(),
+                shards: c.shards.clone(),
+            }
+        }
+        Some(TableDef::Global(g)) => Kind::Global {
+            datanodes: g.datanodes.clone(),
+        },
+        None => match schema.default_datanode {
+            Some(dn) => Kind::Single { datanode: dn },
+            None => {
+                return Err(RouterError::with(
+                    codes::ER_NO_SUCH_TABLE,
+                    format!("Table '{}.{}' doesn't exist", schema.name, r.name),
+                ));
+            }
+        },
+    };
+    Ok(Table {
+        r: r.clone(),
+        schema: Some(schema.name.clone()),
+        kind,
+    })
+}
+
+pub(crate) fn find_schema<'t>(
+    topo: &'t Topology,
+    name: &str,
+) -> Option<&'t crate::topology::LogicalSchema> {
+    topo.schemas.get(name).or_else(|| {
+        topo.schemas
+            .values()
+            .find(|s| s.name.eq_ignore_ascii_case(name))
+    })
+}
+
+/// Index of the table a qualified column refers to (by alias, else by name), among `cands`.
+pub(crate) fn table_of_qualifier(tables: &[Table], col: &ColRef, cands: &[usize]) -> Option<usize> {
+    let q = col.table.as_deref()?;
+    let mut found = None;
+    for &i in cands {
+        let t = &tables[i];
+        let hit = match &t.r.alias {
+            Some(a) => a.eq_ignore_ascii_case(q) && col.schema.is_none(),
+            None => {
+                t.r.name.eq_ignore_ascii_case(q)
+                    && match (&col.schema, &t.schema) {
+                        (Some(cs), Some(ts)) => cs.eq_ignore_ascii_case(ts),
+                        (Some(_), None) => false,
+                        (None, _) => true,
+                    }
+            }
+        };
+        if hit {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(i);
+        }
+    }
+    found
+}
+
+/// The table a column refers to, for routing: qualified by alias/name, or unqualified when it
+/// names the distribution column of exactly one candidate (otherwise MySQL itself would call
+/// it ambiguous, or it is not a distribution column).
+pub(crate) fn table_of_column(tables: &[Table], col: &ColRef, cands: &[usize]) -> Option<usize> {
+    if col.table.is_some() {
+        return table_of_qualifier(tables, col, cands);
+    }
+    let mut found = None;
+    for &i in cands {
+        if let Kind::Distributed { column, .. } = &tables[i].kind
+            && column.eq_ignore_ascii_case(&col.column)
+        {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(i);
+        }
+    }
+    found
+}
+
+/// Distribution column of a table, if it is distributed.
+pub(crate) fn dist_column(t: &Table) -> Option<&str> {
+    match &t.kind {
+        Kind::Distributed { column, .. } => Some(column),
+        _ => None,
+    }
+}
+
+fn compatible(a: &Table, b: &Table) -> bool {
+    match (&a.kind, &b.kind) {
+        (
+            Kind::Distributed {
+                root: ra,
+                rule: rule_a,
+                shards: sa,
+                ..
+            },
+            Kind::Distributed {
+                root: rb,
+                rule: rule_b,
+                shards: sb,
+                ..
+            },
+        ) => {
+            (ra == rb && a.schema == b.schema)
+                || (rule_a == rule_b
+                    && sa.len() == sb.len()
+                    && sa.iter().zip(sb).all(|(x, y)| x.datanode == y.datanode))
+        }
+        _ => false,
+    }
+}
+
+/// Co-location groups of the distributed tables: union of tables joined by an equality of
+/// their distribution columns. Returns, per table, its group number (None if not distributed).
+pub(crate) fn groups(tables: &[Table], equalities: &[(ColRef, ColRef)]) -> Vec<Option<usize>> {
+    let n = tables.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn find(p: &mut [usize], x: usize) -> usize {
+        let mut x = x;
+        while p[x] != x {
+            p[x] = p[p[x]];
+            x = p[x];
+        }
+        x
+    }
+    let all: Vec<usize> = (0..n).collect();
+    for (a, b) in equalities {
+        let (Some(ia), Some(ib)) = (
+            table_of_qualifier(tables, a, &all),
+            table_of_qualifier(tables, b, &all),
+        ) else {
+            continue;
+        };
+        let (Some(ca), Some(cb)) = (dist_column(&tables[ia]), dist_column(&tables[ib])) else {
+            continue;
+        };
+        if ca.eq_ignore_ascii_case(&a.column)
+            && cb.eq_ignore_ascii_case(&b.column)
+            && compatible(&tables[ia], &tables[ib])
+        {
+            let (ra, rb) = (find(&mut parent, ia), find(&mut parent, ib));
+            parent[ra] = rb;
+        }
+    }
+    let mut ids: Vec<Option<usize>> = vec![None; n];
+    let mut roots: Vec<usize> = Vec::new();
+    for i in 0..n {
+        if dist_column(&tables[i]).is_none() {
+            continue;
+        }
+        let r = find(&mut parent, i);
+        let g = match roots.iter().position(|&x| x == r) {
+            Some(g) => g,
+            None => {
+                roots.push(r);
+                roots.len() - 1
+            }
+        };
+        ids[i] = Some(g);
+    }
+    ids
+}
+
+/// A route over a group's distribution column, evaluated with statement values.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum RouteExpr {
+    /// Every shard.
+    All,
+    /// `= v` / `IN (v, ...)`
+    Eq(Vec<ValueRef>),
+    /// `<=> v`
+    NullSafe(ValueRef),
+    /// `IS NULL`
+    IsNull,
+    Range(Bound<ValueRef>, Bound<ValueRef>),
+    And(Vec<RouteExpr>),
+    Or(Vec<RouteExpr>),
+}
+
+/// Route expression of group `g` from the statement's filter.
+pub(crate) fn route_expr(
+    pred: &Pred,
+    tables: &[Table],
+    group_of: &[Option<usize>],
+    g: usize,
+    top: &[usize],
+) -> RouteExpr {
+    let leaf = |col: &ColRef| -> Option<&Table> {
+        let i = table_of_column(tables, col, top)?;
+        if group_of[i] != Some(g) {
+            return None;
+        }
+        let t = &tables[i];
+        dist_column(t)
+            .filter(|c| c.eq_ignore_ascii_case(&col.column))
+            .map(|_| t)
+    };
+    match pred {
+        Pred::Unknown => RouteExpr::All,
+        Pred::Cmp { col, op, value } => {
+            let Some(t) = leaf(col) else {
+                return RouteExpr::All;
+            };
+            let v = value.clone();
+            match op {
+                CmpOp::Eq => RouteExpr::Eq(vec![v]),
+                // On the NULL-extended side of an outer join, `<=> NULL` also matches rows
+                // the join made up: they come from every shard.
+                CmpOp::NullSafeEq if t.r.outer_nullable => RouteExpr::All,
+                CmpOp::NullSafeEq => RouteExpr::NullSafe(v),
+                CmpOp::Lt => RouteExpr::Range(Bound::Unbounded, Bound::Excluded(v)),
+                CmpOp::Le => RouteExpr::Range(Bound::Unbounded, Bound::Included(v)),
+                CmpOp::Gt => RouteExpr::Range(Bound::Excluded(v), Bound::Unbounded),
+                CmpOp::Ge => RouteExpr::Range(Bound::Included(v), Bound::Unbounded),
+            }
+        }
+        Pred::In { col, values } => match leaf(col) {
+            Some(_) => RouteExpr::Eq(values.clone()),
+            None => RouteExpr::All,
+        },
+        Pred::Between { col, low, high } => match leaf(col) {
+            Some(_) => {
+                RouteExpr::Range(Bound::Included(low.clone()), Bound::Included(high.clone()))
+            }
+            None => RouteExpr::All,
+        },
+        Pred::IsNull { col } => match leaf(col) {
+            Some(t) if !t.r.outer_nullable => RouteExpr::IsNull,
+            _ => RouteExpr::All,
+        },
+        Pred::And(ps) => {
+            let v: Vec<_> = ps
+                .iter()
+                .map(|p| route_expr(p, tables, group_of, g, top))
+                .filter(|r| *r != RouteExpr::All)
+                .collect();
+            match v.len() {
+                0 => RouteExpr::All,
+                1 => v.into_iter().next().unwrap_or(RouteExpr::All),
+                _ => RouteExpr::And(v),
+            }
+        }
+        Pred::Or(ps) => {
+            let v: Vec<_> = ps
+                .iter()
+                .map(|p| route_expr(p, tables, group_of, g, top))
+                .collect();
+            if v.contains(&RouteExpr::All) {
+                RouteExpr::All
+            } else {
+                RouteExpr::Or(v)
+            }
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! Building a plan template for a DML statement: value-independent, cached per shape.
+
+use std::sync::Arc;
+
+use super::merge::{self, Ctx, ScatterT};
+use super::placement::{self, Kind, RouteExpr, Table, refuse};
+use super::render::quote_ident;
+use super::{LocalAnswer, RoutePlan};
+use crate::error::RouterError;
+use crate::rule::ShardRule;
+use crate::sql::lex::Token;
+use crate::sql::stmt::{ColRef, Dml, DmlKind, ItemKind, ValueRef};
+use crate::topology::{DatanodeId, Topology};
+
+/// A cached plan: valid for every statement of the shape whose pinned slots have these texts.
+#[derive(Debug)]
+pub(crate) struct Template {
+    pub pins: Vec<(u16, String)>,
+    pub body: Body,
+}
+
+#[derive(Debug)]
+pub(crate) enum Body {
+    /// Value-independent, carries no SQL.
+    Done(Box<RoutePlan>),
+    /// Table-less SELECT: any datanode, the text as written.
+    Any,
+    Dml(Box<DmlT>),
+}
+
+/// A routed DML statement.
+#[derive(Debug)]
+pub(crate) struct DmlT {
+    /// Co-location groups of distributed tables, each with its route.
+    pub groups: Vec<GroupT>,
+    /// The default datanode every unlisted table lives on (all must agree).
+    pub fixed: Option<DatanodeId>,
+    /// Datanodes holding every global table of the statement (sorted), if any global.
+    pub allowed: Option<Vec<DatanodeId>>,
+    /// Write to a global table: every datanode of it.
+    pub broadcast: Option<Vec<DatanodeId>>,
+    /// Name edits.
+    pub renames: Vec<RenameT>,
+    /// For more than one target: the scatter rewrite and merge, or why it is refused.
+    pub scatter: Result<Option<ScatterT>, RouterError>,
+    pub insert: Option<InsertT>,
+    /// Names of the groups' tables, for refusal messages.
+    pub labels: Vec<String>,
+}
+
+#[derive(Debug)]
+pub(crate) struct GroupT {
+    pub rule: Arc<ShardRule>,
+    pub datanodes: Vec<DatanodeId>,
+    pub route: RouteExpr,
+}
+
+/// Replace token `tok` per target.
+#[derive(Debug)]
+pub(crate) struct RenameT {
+    pub tok: u32,
+    pub quoted: bool,
+    pub what: RenameWhat,
+}
+
+#[derive(Debug)]
+pub(crate) enum RenameWhat {
+    /// Physical table name of shard `i` of group `group`.
+    Physical { group: usize, names: Vec<String> },
+    /// The target datanode's database.
+    Database,
+}
+
+/// A sharded INSERT ... VALUES: rows go to the shard of their key value.
+#[derive(Debug)]
+pub(crate) struct InsertT {
+    pub key_values: Vec<ValueRef>,
+    /// Token ranges of the rows (None for the single-row `INSERT ... SET` form).
+    pub rows: Option<Vec<(u32, u32)>>,
+}
+
+fn done(e: RouterError) -> Template {
+    Template {
+        pins: Vec::new(),
+        body: Body::Done(Box::new(RoutePlan::Refuse(e))),
+    }
+}
+
+/// Plan one analysed DML statement.
+pub(crate) fn build(
+    topo: &Topology,
+    current: Option<&str>,
+    sql: &str,
+    toks: &[Token],
+    slot_tokens: &[u32],
+    dml: &Dml,
+) -> Template {
+    let pins = dml
+        .pins
+        .iter()
+        .filter_map(|&s| {
+            let t = toks.get(*slot_tokens.get(s as usize)? as usize)?;
+            Some((s, t.text(sql).to_string()))
+        })
+        .collect();
+    match build_inner(topo, current, sql, toks, dml) {
+        Ok(body) => Template { pins, body },
+        Err(e) => done(e),
+    }
+}
+
+fn build_inner(
+    topo: &Topology,
+    current: Option<&str>,
+    sql: &str,
+    toks: &[Token],
+    dml: &Dml,
+) -> Result<Body, RouterError> {
+    if let Some(what) = &dml.unsupported {
+        return Err(refuse(what));
+    }
+    let tables = placement::resolve(topo, current, &dml.tables)?;
+    if tables.is_empty() {
+        if dml.kind == DmlKind::Select {
+            return Ok(tableless_select(dml));
+        }
+        return Err(refuse("a statement without tables"));
+    }
+    let write = dml.kind != DmlKind::Select;
+    let top: Vec<usize> = (0..tables.len())
+        .filter(|&i| tables[i].r.top_level)
+        .collect();
+    if write {
+        check_write(&tables, &top, dml)?;
+    }
+    let group_of = placement::groups(&tables, &dml.column_equalities);
+    let ngroups = group_of.iter().flatten().max().map_or(0, |m| m + 1);
+
+    // Unlisted tables pin the statement to their default datanode; global tables to where
+    // they all are.
+    let mut fixed: Option<DatanodeId> = None;
+    let mut allowed: Option<Vec<DatanodeId>> = None;
+    let mut globals_written: Option<Vec<DatanodeId>> = None;
+    for (i, t) in tables.iter().enumerate() {
+        match &t.kind {
+            Kind::Single { datanode } => match fixed {
+                Some(f) if f != *datanode => {
+                    return Err(refuse(format!(
+                        "a statement over tables on different datanodes ({} and {})",
+                        topo.datanodes[f].name, topo.datanodes[*datanode].name
+                    )));
+                }
+                _ => fixed = Some(*datanode),
+            },
+            Kind::Global { datanodes } => {
+                let mut d = datanodes.clone();
+                d.sort_unstable();
+                if write && t.r.top_level && top.len() == 1 && top[0] == i {
+                    globals_written = Some(d.clone());
+                }
+                allowed = Some(match allowed {
+                    None => d,
+                    Some(a) => a.into_iter().filter(|x| d.contains(x)).collect(),
+                });
+            }
+            _ => {}
+        }
+    }
+    if let Some(a) = &allowed {
+        if a.is_empty() {
+            return Err(refuse(
+                "a statement over global tables with no datanode in common",
+            ));
+        }
+        if let Some(f) = fixed
+            && !a.contains(&f)
+        {
+            return Err(refuse(format!(
+                "a statement over a global table that is not on datanode {}",
+                topo.datanodes[f].name
+            )));
+        }
+    }
+    if let Some(bd) = &globals_written {
+        // Every copy must compute the same rows: what it reads must be global on all of them.
+        for (i, t) in tables.iter().enumerate() {
+            let ok = match &t.kind {
+                Kind::Global { datanodes } => bd.iter().all(|d| datanodes.contains(d)),
+                Kind::System => true,
+                _ => false,
+            };
+            if !ok {
+                return Err(refuse(format!(
+                    "a write to global table {} that reads {}",
+                    tables[top[0]].label(),
+                    tables[i].label()
+                )));
+            }
+        }
+    }
+
+    let mut groups = Vec::new();
+    let mut labels = Vec::new();
+    for g in 0..ngroups {
+        let members: Vec<usize> = (0..tables.len())
+            .filter(|&i| group_of[i] == Some(g))
+            .collect();
+        let first = &tables[members[0]];
+        let Kind::Distributed { rule, shards, .. } = &first.kind else {
+            continue;
+        };
+        let route = placement::route_expr(&dml.filter, &tables, &group_of, g, &top);
+        groups.push(GroupT {
+            rule: rule.clone(),
+            datanodes: shards.iter().map(|s| s.datanode).collect(),
+            route,
+        });
+        labels.push(
+            members
+                .iter()
+                .map(|&i| tables[i].label())
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+
+    let renames = renames(toks, sql, &tables, &group_of, dml)?;
+
+    let insert = match (&dml.insert, dml.kind) {
+        (Some(ins), DmlKind::Insert) => insert_template(&tables, &top, ins)?,
+        _ => None,
+    };
+    if dml.kind == DmlKind::Insert && insert.is_none() && ngroups > 0 && globals_written.is_none() {
+        // INSERT ... SELECT reading distributed tables.
+        if let Some(ins) = &dml.insert
+            && ins.from_select
+        {
+            return Err(refuse("INSERT ... SELECT over sharded tables"));
+        }
+    }
+
+    let scatter = if write {
+        if dml.write_order_or_limit {
+            Err(refuse("UPDATE/DELETE with ORDER BY or LIMIT across shards"))
+        } else {
+            Ok(None)
+        }
+    } else if dml.has_union {
+        Err(refuse("UNION across shards"))
+    } else if dml.has_cte {
+        Err(refuse("WITH (common table expressions) across shards"))
+    } else if dml.has_derived_table {
+        Err(refuse("derived tables (subqueries in FROM) across shards"))
+    } else {
+        match &dml.select {
+            Some(shape) => {
+                let dist_cols: Vec<(usize, String)> = tables
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| placement::dist_column(t).map(|c| (i, c.to_string())))
+                    .collect();
+                let is_dist = |c: &ColRef| -> bool {
+                    match placement::table_of_column(&tables, c, &top) {
+                        Some(i) => dist_cols
+                            .iter()
+                            .any(|(j, col)| *j == i && col.eq_ignore_ascii_case(&c.column)),
+                        None => false,
+                    }
+                };
+                let ctx = Ctx {
+                    is_dist_column: &is_dist,
+                    has_calc_found_rows: toks.iter().any(|t| t.is_kw(sql, "SQL_CALC_FOUND_ROWS")),
+                };
+                merge::plan(shape, &ctx).map(Some)
+            }
+            None => Err(refuse("this SELECT across shards")),
+        }
+    };
+
+    Ok(Body::Dml(Box::new(DmlT {
+        groups,
+        fixed,
+        allowed,
+        broadcast: globals_written,
+        renames,
+        scatter,
+        insert,
+        labels,
+    })))
+}
+
+/// `SELECT DATABASE()` is ours to answer; other table-less SELECTs go to any backend.
+fn tableless_select(dml: &Dml) -> Body {
+    if let Some(shape) = &dml.select {
+        let is_db = |it: &crate::sql::stmt::SelectItem| matches!(&it.kind, ItemKind::Expr { text, .. } if text == "database()" || text == "schema()");
+        if shape.items.len() == 1 && is_db(&shape.items[0]) {
+            let column = shape.items[0]
+                .alias
+                .clone()
+                .unwrap_or_else(|| "DATABASE()".to_string());
+            return Body::Done(Box::new(RoutePlan::Local(LocalAnswer::CurrentDatabase {
+                column,
+            })));
+        }
+        if shape.items.iter().any(|it| matches!(&it.kind, ItemKind::Expr { text, .. } if text.contains("database()") || text.contains("schema()")))
+        {
+            return Body::Done(Box::new(RoutePlan::Refuse(refuse("DATABASE() combined with other expressions"))));
+        }
+    }
+    Body::Any
+}
+
+fn check_write(tables: &[Table], top: &[usize], dml: &Dml) -> Result<(), RouterError> {
+    if dml.multi_table_write && tables.iter().any(|t| matches!(t.kind, Kind::Global { .. })) {
+        return Err(refuse("multi-table UPDATE/DELETE involving a global table"));
+    }
+    for t in tables {
+        if matches!(t.kind, Kind::System) && t.r.top_level {
+            return Err(refuse("writes to system schemas"));
+        }
+    }
+    let mut assigned: Vec<&ColRef> = dml.assigned.iter().collect();
+    if let Some(ins) = &dml.insert {
+        assigned.extend(ins.on_duplicate_assigned.iter());
+    }
+    for c in assigned {
+        let hits: Vec<usize> = match &c.table {
+            Some(_) => placement::table_of_qualifier(tables, c, top)
+                .into_iter()
+                .collect(),
+            None => top.to_vec(),
+        };
+        for i in hits {
+            if let Some(col) = placement::dist_column(&tables[i])
+                && col.eq_ignore_ascii_case(&c.column)
+            {
+                let what = if dml.kind == DmlKind::Insert {
+                    "ON DUPLICATE KEY UPDATE"
+                } else {
+                    "UPDATE"
+                };
+                return Err(refuse(format!(
+                    "{what} of shard key column {}.{} (the row would stay on its old shard)",
+                    tables[i].r.name, col
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn insert_template(
+    tables: &[Table],
+    top: &[usize],
+    ins: &crate::sql::stmt::InsertShape,
+) -> Result<Option<InsertT>, RouterError> {
+    let Some(&ti) = top.first() else {
+        return Ok(None);
+    };
+    let t = &tables[ti];
+    let Some(key) = placement::dist_column(t) else {
+        return Ok(None);
+    };
+    if ins.from_select {
+        return Err(refuse(format!(
+            "INSERT ... SELECT into sharded table {}",
+            t.r.name
+        )));
+    }
+    if ins.columns.is_empty() {
+        return Err(refuse(format!(
+            "INSERT into sharded table {} without a column list",
+            t.r.name
+        )));
+    }
+    let Some(pos) = ins.columns.iter().position(|c| c.eq_ignore_ascii_case(key)) else {
+        return Err(refuse(format!(
+            "INSERT into sharded table {} without its shard key column {key}",
+            t.r.name
+        )));
+    };
+    let mut key_values = Vec::new();
+    for row in &ins.rows {
+        match row.values.get(pos) {
+            Some(Some(v)) => key_values.push(v.clone()),
+            _ => {
+                return Err(refuse(format!(
+                    "a shard key value for {}.{key} that is not a literal or parameter",
+                    t.r.name
+                )));
+            }
+        }
+    }
+    if row_count_mismatch(ins) {
+        return Err(refuse("INSERT rows with different value counts"));
+    }
+    let rows =
+        (!ins.set_form).then(|| ins.rows.iter().map(|r| (r.first_tok, r.last_tok)).collect());
+    Ok(Some(InsertT { key_values, rows }))
+}
+
+fn row_count_mismatch(ins: &crate::sql::stmt::InsertShape) -> bool {
+    ins.rows.iter().any(|r| r.values.len() != ins.columns.len())
+}
+
+/// Name edits: physical table names of distributed tables, physical databases for qualified
+/// references to logical schemas (tables and column qualifiers).
+fn renames(
+    toks: &[Token],
+    sql: &str,
+    tables: &[Table],
+    group_of: &[Option<usize>],
+    dml: &Dml,
+) -> Result<Vec<RenameT>, RouterError> {
+    let quoted = |t: u32| toks[t as usize].kind == crate::sql::lex::TokKind::QuotedIdent;
+    let mut out = Vec::new();
+    let needs_physical = |t: &Table| -> Option<Vec<String>> {
+        match &t.kind {
+            Kind::Distributed { shards, .. }
+                if shards
+                    .iter()
+                    .any(|s| !s.physical_table.eq_ignore_ascii_case(&t.r.name)) =>
+            {
+                Some(shards.iter().map(|s| s.physical_table.clone()).collect())
+            }
+            _ => None,
+        }
+    };
+    for (i, t) in tables.iter().enumerate() {
+        if let Some(names) = needs_physical(t) {
+            let tok = t.r.name_tok.ok_or_else(|| {
+                refuse(format!("table name {} that could not be located", t.r.name))
+            })?;
+            let group = group_of[i].unwrap_or(0);
+            out.push(RenameT {
+                tok,
+                quoted: quoted(tok),
+                what: RenameWhat::Physical { group, names },
+            });
+        }
+        if t.r.schema.is_some() && t.schema.is_some() {
+            let tok = t.r.schema_tok.ok_or_else(|| {
+                refuse(format!(
+                    "schema name of {} that could not be located",
+                    t.r.name
+                ))
+            })?;
+            out.push(RenameT {
+                tok,
+                quoted: quoted(tok),
+                what: RenameWhat::Database,
+            });
+        }
+    }
+    // Column qualifiers: `t.c` where t is a table name (not an alias) that gets renamed, and
+    // `db.t.c`.
+    let all: Vec<usize> = (0..tables.len()).collect();
+    for q in &dml.qualifiers {
+        let col = ColRef {
+            schema: q.schema.clone(),
+            table: Some(q.table.clone()),
+            column: String::new(),
+        };
+        let Some(i) = placement::table_of_qualifier(tables, &col, &all) else {
+            continue;
+        };
+        let t = &tables[i];
+        if t.r.alias.is_none()
+            && let Some(names) = needs_physical(t)
+        {
+            let tok = q.table_tok.ok_or_else(|| {
+                refuse(format!("qualifier {} that could not be located", q.table))
+            })?;
+            let group = group_of[i].unwrap_or(0);
+            out.push(RenameT {
+                tok,
+                quoted: quoted(tok),
+                what: RenameWhat::Physical { group, names },
+            });
+        }
+        if q.schema.is_some() && t.schema.is_some() {
+            let tok = q
+                .schema_tok
+                .ok_or_else(|| refuse("schema qualifier that could not be located"))?;
+            out.push(RenameT {
+                tok,
+                quoted: quoted(tok),
+                what: RenameWhat::Database,
+            });
+        }
+    }
+    out.sort_by_key(|r| r.tok);
+    out.dedup_by_key(|r| r.tok);
+    let _ = sql;
+    Ok(out)
+}
+
+/// Quote a replacement name like the token it replaces.
+pub(crate) fn rename_text(r: &RenameT, name: &str) -> String {
+    quote_ident(name, r.quoted)
+}

@@ -1,0 +1,281 @@
+//! The entry point: statement text in, route plan out.
+
+use std::sync::Arc;
+
+use super::cache::{CacheStats, PlanCache};
+use super::ddl;
+use super::eval::{self, Values};
+use super::explain;
+use super::placement::refuse;
+use super::planner::{self, Body, Template};
+use super::render::Text;
+use super::{LocalAnswer, ParamValue, RoutePlan};
+use crate::error::{RouterError, codes};
+use crate::sql::StatementKind;
+use crate::sql::analyze::{self, AnalyzeError, Source};
+use crate::sql::classify::classify_tokens;
+use crate::sql::lex::{Token, tokenize_into};
+use crate::sql::normalize;
+use crate::topology::Topology;
+
+/// Default number of cached plan shapes.
+pub const DEFAULT_CACHE_CAPACITY: usize = 4096;
+
+/// Plans statements against one topology. Cheap to share (`Arc<Router>`); build a new one when
+/// the topology changes (its plan cache belongs to the topology it was built for).
+pub struct Router {
+    topo: Arc<Topology>,
+    cache: PlanCache,
+}
+
+impl Router {
+    pub fn new(topo: Arc<Topology>) -> Self {
+        Self::with_cache_capacity(topo, DEFAULT_CACHE_CAPACITY)
+    }
+
+    pub fn with_cache_capacity(topo: Arc<Topology>, capacity: usize) -> Self {
+        Router {
+            topo,
+            cache: PlanCache::new(capacity),
+        }
+    }
+
+    pub fn topology(&self) -> &Arc<Topology> {
+        &self.topo
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    /// The plan for `sql` in logical schema `current` (the session's `USE`), with `params` bound
+    /// to its `?` placeholders (empty for text-protocol statements).
+    pub fn route(&self, current: Option<&str>, sql: &str, params: &[ParamValue]) -> RoutePlan {
+        let mut toks = Vec::new();
+        if let Err(e) = tokenize_into(sql, &mut toks) {
+            return RoutePlan::Refuse(parse_error(&format!("{} at offset {}", e.what, e.offset)));
+        }
+        self.route_tokens(current, sql, &toks, params)
+    }
+
+    /// The plan as text: one line for its kind, then one per datanode and merge step.
+    pub fn explain_text(&self, current: Option<&str>, sql: &str) -> String {
+        explain::render(&self.topo, &self.route(current, sql, &[]))
+    }
+
+    fn route_tokens(
+        &self,
+        current: Option<&str>,
+        sql: &str,
+        toks: &[Token],
+        params: &[ParamValue],
+    ) -> RoutePlan {
+        let kind = classify_tokens(sql, toks);
+        let text = Text {
+            sql,
+            toks,
+            param_tokens: &[],
+        };
+        use StatementKind as K;
+        match kind {
+            K::Select | K::Insert | K::Replace | K::Update | K::Delete => {
+                self.dml(current, sql, toks, params)
+            }
+            K::Empty => RoutePlan::Refuse(RouterError::new(1065, "42000", "Query was empty")),
+            K::ExplainRoute => self.explain_route(current, sql, toks),
+            K::Explain => self.explain(current, sql, toks, params),
+            K::Show => ddl::plan_show(&self.topo, current, &text),
+            K::Ddl(k) => ddl::plan_ddl(&self.topo, current, &text, k),
+            K::Call => {
+                let dn = current
+                    .and_then(|c| super::placement::find_schema(&self.topo, c))
+                    .and_then(|s| s.default_datanode);
+                match dn {
+                    Some(dn) => RoutePlan::Single(super::Target {
+                        datanode: dn,
+                        sql: sql.to_string(),
+                        params: (0..params.len() as u16).collect(),
+                    }),
+                    None => {
+                        RoutePlan::Refuse(refuse("CALL in a schema without a default datanode"))
+                    }
+                }
+            }
+            K::Help => RoutePlan::Any {
+                sql: sql.to_string(),
+            },
+            K::Load => RoutePlan::Refuse(refuse("LOAD DATA")),
+            K::Handler => RoutePlan::Refuse(refuse("HANDLER")),
+            K::TableMaintenance => RoutePlan::Refuse(refuse(
+                "ANALYZE/OPTIMIZE/REPAIR/CHECK TABLE through Shoal (run it on the datanodes)",
+            )),
+            K::Account => RoutePlan::Refuse(refuse(
+                "account management through Shoal (users are defined in its config)",
+            )),
+            K::Other(w) => RoutePlan::Refuse(refuse(format!("the {w} statement"))),
+            K::Set(_)
+            | K::Use(_)
+            | K::Begin { .. }
+            | K::Commit
+            | K::Rollback
+            | K::Savepoint
+            | K::RollbackToSavepoint
+            | K::ReleaseSavepoint
+            | K::Xa
+            | K::LockTables
+            | K::UnlockTables
+            | K::Do
+            | K::Kill
+            | K::Prepare
+            | K::Execute
+            | K::Deallocate
+            | K::Flush => RoutePlan::Session(kind),
+        }
+    }
+
+    fn dml(
+        &self,
+        current: Option<&str>,
+        sql: &str,
+        toks: &[Token],
+        params: &[ParamValue],
+    ) -> RoutePlan {
+        let shape = normalize::shape(sql, toks);
+        let mut key = String::with_capacity(shape.key.len() + 16);
+        key.push_str(current.unwrap_or(""));
+        key.push('\0');
+        key.push_str(&shape.key);
+        let cached = self
+            .cache
+            .get(&key)
+            .filter(|t| pins_match(t, sql, toks, &shape.slot_tokens));
+        let template = match cached {
+            Some(t) => t,
+            None => {
+                let t = Arc::new(self.build(current, sql, toks, &shape));
+                self.cache.put(key, t.clone());
+                t
+            }
+        };
+        let values = Values {
+            text: Text {
+                sql,
+                toks,
+                param_tokens: &shape.param_tokens,
+            },
+            slot_tokens: &shape.slot_tokens,
+            params,
+        };
+        eval::evaluate(&template, &self.topo, &values)
+    }
+
+    fn build(
+        &self,
+        current: Option<&str>,
+        sql: &str,
+        toks: &[Token],
+        shape: &normalize::Shape,
+    ) -> Template {
+        let src = Source::new(sql, toks, shape);
+        match analyze::analyze(&src) {
+            Ok(dml) => planner::build(&self.topo, current, sql, toks, &shape.slot_tokens, &dml),
+            Err(e) => Template {
+                pins: Vec::new(),
+                body: Body::Done(Box::new(RoutePlan::Refuse(match e {
+                    AnalyzeError::Parse(m) => parse_error(&m),
+                    AnalyzeError::MultipleStatements => {
+                        refuse("several statements in one query string here (split them)")
+                    }
+                    AnalyzeError::NotDml => refuse("this statement"),
+                }))),
+            },
+        }
+    }
+
+    /// `EXPLAIN ROUTE <sql>`: the plan of the rest of the text.
+    fn explain_route(&self, current: Option<&str>, sql: &str, toks: &[Token]) -> RoutePlan {
+        let Some(t) = toks.get(2) else {
+            return RoutePlan::Refuse(parse_error("EXPLAIN ROUTE needs a statement"));
+        };
+        let inner = &sql[t.start as usize..];
+        let plan = self.route(current, inner, &[]);
+        RoutePlan::Local(LocalAnswer::ExplainRoute {
+            rows: explain::rows(&self.topo, &plan),
+        })
+    }
+
+    /// `EXPLAIN <statement>` runs where the statement would, when that is one datanode;
+    /// `DESC t` / `EXPLAIN t` describe the table's first physical table.
+    fn explain(
+        &self,
+        current: Option<&str>,
+        sql: &str,
+        toks: &[Token],
+        params: &[ParamValue],
+    ) -> RoutePlan {
+        const MODIFIERS: &[&str] = &[
+            "EXTENDED",
+            "PARTITIONS",
+            "ANALYZE",
+            "FORMAT",
+            "=",
+            "JSON",
+            "TRADITIONAL",
+            "TREE",
+        ];
+        const STATEMENTS: &[&str] = &[
+            "SELECT", "INSERT", "REPLACE", "UPDATE", "DELETE", "WITH", "TABLE",
+        ];
+        let mut i = 1;
+        while toks.get(i).is_some_and(|t| {
+            MODIFIERS
+                .iter()
+                .any(|m| t.is_kw(sql, m) || t.is_punct(sql, m))
+        }) {
+            i += 1;
+        }
+        let starts_statement = toks
+            .get(i)
+            .is_some_and(|t| STATEMENTS.iter().any(|s| t.is_kw(sql, s)) || t.is_punct(sql, "("));
+        if !starts_statement {
+            let text = Text {
+                sql,
+                toks,
+                param_tokens: &[],
+            };
+            return ddl::plan_describe_table(&self.topo, current, &text)
+                .unwrap_or_else(|| RoutePlan::Refuse(refuse("this form of EXPLAIN")));
+        }
+        let prefix_end = toks[i].start as usize;
+        let inner = &sql[prefix_end..];
+        match self.route(current, inner, params) {
+            RoutePlan::Single(mut t) => {
+                t.sql = format!("{}{}", &sql[..prefix_end], t.sql);
+                RoutePlan::Single(t)
+            }
+            RoutePlan::Any { sql: s } => RoutePlan::Any {
+                sql: format!("{}{}", &sql[..prefix_end], s),
+            },
+            RoutePlan::Refuse(e) => RoutePlan::Refuse(e),
+            _ => RoutePlan::Refuse(refuse(
+                "EXPLAIN of a statement that runs on several datanodes (use EXPLAIN ROUTE)",
+            )),
+        }
+    }
+}
+
+fn pins_match(t: &Template, sql: &str, toks: &[Token], slot_tokens: &[u32]) -> bool {
+    t.pins.iter().all(|(slot, text)| {
+        slot_tokens
+            .get(*slot as usize)
+            .and_then(|&ti| toks.get(ti as usize))
+            .is_some_and(|tok| tok.text(sql) == text)
+    })
+}
+
+fn parse_error(detail: &str) -> RouterError {
+    RouterError::with(
+        codes::ER_PARSE_ERROR,
+        format!("You have an error in your SQL syntax: {detail}"),
+    )
+}

@@ -1,0 +1,555 @@
+//! A small MySQL tokenizer of our own.
+//!
+//! sqlparser's tokenizer allocates a `String` per token and gives line/column positions; the hot
+//! path (plan-cache lookups, statement classification, splicing) only needs byte ranges and
+//! token kinds, so this one borrows the text and records offsets. It follows MySQL's lexical
+//! rules where they matter for routing: `-- ` and `#` comments, `/* */` comments, executable
+//! comments `/*! ... */` (and MariaDB's `/*M! ... */`) whose content is code, backslash escapes
+//! and doubled quotes in strings, backtick identifiers.
+
+/// What a token is. Keywords are `Word`s; compare them with [`Token::is_kw`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokKind {
+    /// Bare word: keyword or unquoted identifier (also `_utf8mb4` introducers).
+    Word,
+    /// Backtick-quoted identifier.
+    QuotedIdent,
+    /// `'...'` string.
+    Str,
+    /// `"..."` string (MySQL's default sql_mode treats it as a string).
+    DqStr,
+    /// Integer literal (digits only).
+    Int,
+    /// Number with a fraction or exponent.
+    Decimal,
+    /// `0x1F`, `x'1F'`, `b'01'`, `0b01`: kept verbatim, never a shard-key value we interpret.
+    HexOrBit,
+    /// `?` placeholder of a prepared statement.
+    Placeholder,
+    /// `@var`, `@@var`, `@@session.var`.
+    Variable,
+    /// Operator or punctuation (`(`, `,`, `<=>`, ...).
+    Punct,
+}
+
+/// One token: its kind and byte range in the statement text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Token {
+    pub kind: TokKind,
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Token {
+    /// The token's text.
+    pub fn text<'a>(&self, sql: &'a str) -> &'a str {
+        &sql[self.start as usize..self.end as usize]
+    }
+
+    /// Case-insensitive keyword test (only bare words match).
+    pub fn is_kw(&self, sql: &str, kw: &str) -> bool {
+        self.kind == TokKind::Word && self.text(sql).eq_ignore_ascii_case(kw)
+    }
+
+    /// Punctuation test.
+    pub fn is_punct(&self, sql: &str, p: &str) -> bool {
+        self.kind == TokKind::Punct && self.text(sql) == p
+    }
+
+    /// True for literals the plan cache lifts out of the statement text.
+    pub fn is_value_literal(&self) -> bool {
+        matches!(
+            self.kind,
+            TokKind::Str | TokKind::DqStr | TokKind::Int | TokKind::Decimal
+        )
+    }
+
+    /// Identifier name without quotes (backticks undoubled).
+    pub fn ident_value(&self, sql: &str) -> String {
+        let t = self.text(sql);
+        if self.kind == TokKind::QuotedIdent && t.len() >= 2 {
+            t[1..t.len() - 1].replace("``", "`")
+        } else {
+            t.to_string()
+        }
+    }
+}
+
+/// Why the text could not be tokenized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LexError {
+    pub offset: usize,
+    pub what: &'static str,
+}
+
+/// Tokenize `sql`, skipping whitespace and comments (the content of executable comments is
+/// tokenized as code).
+pub fn tokenize(sql: &str) -> Result<Vec<Token>, LexError> {
+    let mut out = Vec::with_capacity(sql.len() / 4 + 4);
+    tokenize_into(sql, &mut out)?;
+    Ok(out)
+}
+
+/// Like [`tokenize`], reusing `out`'s allocation.
+pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
+    out.clear();
+    let b = sql.as_bytes();
+    let n = b.len();
+    let mut i = 0usize;
+    // Depth of open executable comments: their closing `*/` is skipped like whitespace.
+    let mut exec_depth = 0u32;
+    while i < n {
+        let c = b[i];
+        match c {
+            b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => {
+                i += 1;
+            }
+            b'#' => i = skip_line(b, i),
+            b'-' if b.get(i + 1) == Some(&b'-') && b.get(i + 2).is_none_or(|&x| x <= b' ') => {
+                i = skip_line(b, i)
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let exec = b.get(i + 2) == Some(&b'!')
+                    || (b.get(i + 2) == Some(&b'M') && b.get(i + 3) == Some(&b'!'));
+                if exec {
+                    i += if b[i + 2] == b'M' { 4 } else { 3 };
+                    // Version number: MySQL uses 5 digits, MariaDB 5 or 6.
+                    let mut d = 0;
+                    while i < n && d < 6 && b[i].is_ascii_digit() {
+                        i += 1;
+                        d += 1;
+                    }
+                    exec_depth += 1;
+                } else {
+                    match find(b, i + 2, b"*/") {
+                        Some(e) => i = e + 2,
+                        None => {
+                            return Err(LexError {
+                                offset: i,
+                                what: "unterminated comment",
+                            });
+                        }
+                    }
+                }
+            }
+            b'*' if exec_depth > 0 && b.get(i + 1) == Some(&b'/') => {
+                exec_depth -= 1;
+                i += 2;
+            }
+            b'\'' | b'"' => {
+                let e = skip_string(b, i, c).ok_or(LexError {
+                    offset: i,
+                    what: "unterminated string",
+                })?;
+                let kind = if c == b'\'' {
+                    TokKind::Str
+                } else {
+                    TokKind::DqStr
+                };
+                push(out, kind, i, e);
+                i = e;
+            }
+            b'`' => {
+                let e = skip_backtick(b, i).ok_or(LexError {
+                    offset: i,
+                    what: "unterminated quoted identifier",
+                })?;
+                push(out, TokKind::QuotedIdent, i, e);
+                i = e;
+            }
+            b'?' => {
+                push(out, TokKind::Placeholder, i, i + 1);
+                i += 1;
+            }
+            b'@' => {
+                let mut e = i + 1;
+                if b.get(e) == Some(&b'@') {
+                    e += 1;
+                }
+                match b.get(e) {
+                    Some(b'`') => {
+                        e = skip_backtick(b, e).ok_or(LexError {
+                            offset: e,
+                            what: "unterminated quoted identifier",
+                        })?
+                    }
+                    Some(&q @ (b'\'' | b'"')) => {
+                        e = skip_string(b, e, q).ok_or(LexError {
+                            offset: e,
+                            what: "unterminated string",
+                        })?
+                    }
+                    _ => {
+                        while e < n && (is_word_byte(b[e]) || b[e] == b'.' || b[e] == b'$') {
+                            e += 1;
+                        }
+                    }
+                }
+                push(out, TokKind::Variable, i, e);
+                i = e;
+            }
+            b'0'..=b'9' => {
+                let (kind, e) = lex_number(b, i);
+                push(out, kind, i, e);
+                i = e;
+            }
+            b'.' if b.get(i + 1).is_some_and(u8::is_ascii_digit) && !prev_is_name(out, sql) => {
+                let (kind, e) = lex_number(b, i);
+                push(out, kind, i, e);
+                i = e;
+            }
+            _ if (c == b'x' || c == b'X' || c == b'b' || c == b'B')
+                && b.get(i + 1) == Some(&b'\'') =>
+            {
+                let e = skip_string(b, i + 1, b'\'').ok_or(LexError {
+                    offset: i,
+                    what: "unterminated string",
+                })?;
+                push(out, TokKind::HexOrBit, i, e);
+                i = e;
+            }
+            _ if is_word_byte(c) || c >= 0x80 => {
+                let mut e = i + 1;
+                while e < n && (is_word_byte(b[e]) || b[e] >= 0x80 || b[e] == b'$') {
+                    e += 1;
+                }
+                push(out, TokKind::Word, i, e);
+                i = e;
+            }
+            _ => {
+                let len = punct_len(b, i);
+                push(out, TokKind::Punct, i, i + len);
+                i += len;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn push(out: &mut Vec<Token>, kind: TokKind, s: usize, e: usize) {
+    out.push(Token {
+        kind,
+        start: s as u32,
+        end: e as u32,
+    });
+}
+
+fn is_word_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// `t.5` style: after a name and a dot, digits are an identifier, not a number.
+fn prev_is_name(out: &[Token], _sql: &str) -> bool {
+    out.last()
+        .is_some_and(|t| matches!(t.kind, TokKind::Word | TokKind::QuotedIdent))
+}
+
+fn skip_line(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && b[i] != b'\n' {
+        i += 1;
+    }
+    i
+}
+
+fn find(b: &[u8], from: usize, pat: &[u8]) -> Option<usize> {
+    if from > b.len() {
+        return None;
+    }
+    b[from..]
+        .windows(pat.len())
+        .position(|w| w == pat)
+        .map(|p| p + from)
+}
+
+/// End (exclusive) of a string starting at `i` with quote `q`: backslash escapes and doubled
+/// quotes.
+fn skip_string(b: &[u8], i: usize, q: u8) -> Option<usize> {
+    let mut j = i + 1;
+    while j < b.len() {
+        let c = b[j];
+        if c == b'\\' {
+            j += 2;
+        } else if c == q {
+            if b.get(j + 1) == Some(&q) {
+                j += 2;
+            } else {
+                return Some(j + 1);
+            }
+        } else {
+            j += 1;
+        }
+    }
+    None
+}
+
+fn skip_backtick(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    while j < b.len() {
+        if b[j] == b'`' {
+            if b.get(j + 1) == Some(&b'`') {
+                j += 2;
+            } else {
+                return Some(j + 1);
+            }
+        } else {
+            j += 1;
+        }
+    }
+    None
+}
+
+fn lex_number(b: &[u8], i: usize) -> (TokKind, usize) {
+    let n = b.len();
+    if b[i] == b'0' && i + 1 < n && (b[i + 1] == b'x' || b[i + 1] == b'b') {
+        let hex = b[i + 1] == b'x';
+        let mut e = i + 2;
+        while e < n
+            && (if hex {
+                b[e].is_ascii_hexdigit()
+            } else {
+                b[e] == b'0' || b[e] == b'1'
+            })
+        {
+            e += 1;
+        }
+        if e > i + 2 && (e == n || !is_word_byte(b[e])) {
+            return (TokKind::HexOrBit, e);
+        }
+    }
+    let mut e = i;
+    let mut kind = TokKind::Int;
+    while e < n && b[e].is_ascii_digit() {
+        e += 1;
+    }
+    if e < n && b[e] == b'.' {
+        kind = TokKind::Decimal;
+        e += 1;
+        while e < n && b[e].is_ascii_digit() {
+            e += 1;
+        }
+    }
+    if e < n && (b[e] == b'e' || b[e] == b'E') {
+        let mut f = e + 1;
+        if f < n && (b[f] == b'+' || b[f] == b'-') {
+            f += 1;
+        }
+        if f < n && b[f].is_ascii_digit() {
+            while f < n && b[f].is_ascii_digit() {
+                f += 1;
+            }
+            kind = TokKind::Decimal;
+            e = f;
+        }
+    }
+    // MySQL identifiers may start with digits (`1abc`): then the whole run is a word.
+    if kind == TokKind::Int && e < n && (is_word_byte(b[e]) || b[e] == b'$') {
+        let mut f = e;
+        while f < n && (is_word_byte(b[f]) || b[f] >= 0x80 || b[f] == b'$') {
+            f += 1;
+        }
+        return (TokKind::Word, f);
+    }
+    (kind, e)
+}
+
+fn punct_len(b: &[u8], i: usize) -> usize {
+    let rest = &b[i..];
+    for op in [&b"<=>"[..], b"->>"] {
+        if rest.starts_with(op) {
+            return 3;
+        }
+    }
+    for op in [
+        &b"<="[..],
+        b">=",
+        b"<>",
+        b"!=",
+        b":=",
+        b"||",
+        b"&&",
+        b"<<",
+        b">>",
+        b"->",
+    ] {
+        if rest.starts_with(op) {
+            return 2;
+        }
+    }
+    // One UTF-8 scalar (non-ASCII bytes are words above, so this is ASCII).
+    1
+}
+
+/// Decode a string token's value the way MySQL does (backslash escapes unless
+/// NO_BACKSLASH_ESCAPES, doubled quotes).
+pub fn unquote_string(tok: &str) -> String {
+    let b = tok.as_bytes();
+    if b.len() < 2 {
+        return String::new();
+    }
+    let q = b[0];
+    let inner = &tok[1..tok.len() - 1];
+    if !inner.contains('\\') && !inner.contains(q as char) {
+        return inner.to_string();
+    }
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('0') => out.push('\0'),
+                Some('b') => out.push('\u{8}'),
+                Some('n') => out.push('\n'),
+                Some('r') => out.push('\r'),
+                Some('t') => out.push('\t'),
+                Some('Z') => out.push('\u{1a}'),
+                // `\%` and `\_` keep their backslash (they are LIKE escapes).
+                Some('%') => out.push_str("\\%"),
+                Some('_') => out.push_str("\\_"),
+                Some(o) => out.push(o),
+                None => {}
+            }
+        } else if c as u32 == q as u32 && chars.peek() == Some(&c) {
+            chars.next();
+            out.push(c);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Byte offset of a sqlparser `(line, column)` location (both 1-based, column counted in
+/// characters). `None` for the empty location (0, 0) or one past the text.
+pub struct LineIndex {
+    line_starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub fn new(sql: &str) -> Self {
+        let mut line_starts = vec![0];
+        for (i, c) in sql.bytes().enumerate() {
+            if c == b'\n' {
+                line_starts.push(i + 1);
+            }
+        }
+        LineIndex { line_starts }
+    }
+
+    pub fn offset(&self, sql: &str, line: u64, column: u64) -> Option<usize> {
+        if line == 0 || column == 0 {
+            return None;
+        }
+        let start = *self.line_starts.get(line as usize - 1)?;
+        let rest = &sql[start..];
+        let mut col = 1u64;
+        for (i, _) in rest.char_indices() {
+            if col == column {
+                return Some(start + i);
+            }
+            col += 1;
+        }
+        (col == column).then_some(sql.len())
+    }
+}
+
+/// Index of the token starting exactly at byte `off`.
+pub fn token_at(tokens: &[Token], off: usize) -> Option<usize> {
+    tokens.binary_search_by_key(&(off as u32), |t| t.start).ok()
+}
+
+/// Byte ranges of the statements in a multi-statement text, split at top-level `;`
+/// (comments and strings respected). Empty statements are dropped.
+pub fn split_statements(sql: &str) -> Result<Vec<std::ops::Range<usize>>, LexError> {
+    let toks = tokenize(sql)?;
+    let mut out = Vec::new();
+    let mut start = 0usize;
+    let mut has_tok = false;
+    for t in &toks {
+        if t.is_punct(sql, ";") {
+            if has_tok {
+                out.push(start..t.start as usize);
+            }
+            start = t.end as usize;
+            has_tok = false;
+        } else {
+            has_tok = true;
+        }
+    }
+    if has_tok {
+        out.push(start..sql.len());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(sql: &str) -> Vec<(TokKind, &str)> {
+        tokenize(sql)
+            .unwrap()
+            .iter()
+            .map(|t| (t.kind, t.text(sql)))
+            .collect()
+    }
+
+    #[test]
+    fn comments_and_exec_comments() {
+        let sql = "/* a */ SELECT /*!40001 SQL_NO_CACHE */ c -- x\n FROM t # y\n";
+        let k: Vec<_> = kinds(sql).into_iter().map(|(_, t)| t).collect();
+        assert_eq!(k, ["SELECT", "SQL_NO_CACHE", "c", "FROM", "t"]);
+        let k: Vec<_> = kinds("SELECT 1--2").into_iter().map(|(_, t)| t).collect();
+        assert_eq!(k, ["SELECT", "1", "-", "-", "2"]);
+    }
+
+    #[test]
+    fn literals() {
+        use TokKind::*;
+        assert_eq!(
+            kinds(r"x='a\'b''c' AND y=1.5e3 AND z=0x1F AND w=X'0A' AND v=?"),
+            vec![
+                (Word, "x"),
+                (Punct, "="),
+                (Str, r"'a\'b''c'"),
+                (Word, "AND"),
+                (Word, "y"),
+                (Punct, "="),
+                (Decimal, "1.5e3"),
+                (Word, "AND"),
+                (Word, "z"),
+                (Punct, "="),
+                (HexOrBit, "0x1F"),
+                (Word, "AND"),
+                (Word, "w"),
+                (Punct, "="),
+                (HexOrBit, "X'0A'"),
+                (Word, "AND"),
+                (Word, "v"),
+                (Punct, "="),
+                (Placeholder, "?"),
+            ]
+        );
+        assert_eq!(unquote_string(r"'a\'b''c\n'"), "a'b'c\n");
+        assert_eq!(kinds("a<=>b")[1], (Punct, "<=>"));
+        assert_eq!(kinds("t.5a")[2], (Word, "5a"));
+    }
+
+    #[test]
+    fn line_index() {
+        let sql = "SELECT\n  é, b";
+        let li = LineIndex::new(sql);
+        assert_eq!(li.offset(sql, 2, 3), Some(9));
+        assert_eq!(&sql[li.offset(sql, 2, 6).unwrap()..], "b");
+    }
+
+    #[test]
+    fn split() {
+        let sql = "SELECT ';'; SELECT 2 ;; ";
+        let parts: Vec<_> = split_statements(sql)
+            .unwrap()
+            .into_iter()
+            .map(|r| sql[r].trim().to_string())
+            .collect();
+        assert_eq!(parts, ["SELECT ';'", "SELECT 2"]);
+    }
+}

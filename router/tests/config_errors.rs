@@ -1,0 +1,336 @@
+//! Bad configurations are refused with an error that names the offending key.
+
+use shoal_router::config::Config;
+use shoal_router::topology::Topology;
+
+const BASE: &str = r#"
+users:
+  - { name: app, password: pw, schemas: [shop] }
+datahosts:
+  - name: dh1
+    primary: { address: 127.0.0.1:3307, user: shoal }
+  - name: dh2
+    primary: { address: 127.0.0.1:3308, user: shoal }
+datanodes:
+  - { name: dn$1-4, datahost: dh$1-2, database: db$1-2 }
+rules:
+  - { name: by_id, algorithm: mod }
+schemas:
+  - name: shop
+    default_datanode: dn1
+    tables:
+      - { name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: dn$1-4 }
+      - { name: item, type: child, parent: orders, join_key: order_id }
+      - { name: country, type: global, datanodes: dn$1-4 }
+"#;
+
+/// Applies a textual edit to BASE and returns the error (parse or validation).
+fn error_of(from: &str, to: &str) -> String {
+    assert!(BASE.contains(from), "BASE lacks {from:?}");
+    let text = BASE.replacen(from, to, 1);
+    match Config::from_yaml_str(&text) {
+        Err(e) => e.to_string(),
+        Ok(cfg) => match Topology::build(&cfg) {
+            Err(e) => {
+                assert_eq!(cfg.validate().unwrap_err(), e);
+                assert_eq!((e.code(), e.sqlstate()), (1105, "HY000"));
+                e.to_string()
+            }
+            Ok(_) => panic!("accepted: {from:?} -> {to:?}"),
+        },
+    }
+}
+
+fn check(from: &str, to: &str, expect: &[&str]) {
+    let e = error_of(from, to);
+    for x in expect {
+        assert!(e.contains(x), "error for {to:?} should contain {x:?}:\n{e}");
+    }
+}
+
+#[test]
+fn base_is_valid() {
+    let t = Topology::build(&Config::from_yaml_str(BASE).unwrap()).unwrap();
+    assert_eq!(t.datanodes.len(), 4);
+    assert_eq!(t.server.listen, "127.0.0.1:8066");
+    assert_eq!(t.datahosts[0].pool.max, 64);
+    assert_eq!(t.datahosts[0].primary.weight, 1);
+}
+
+#[test]
+fn typos_are_errors_with_a_location() {
+    check(
+        "shard_key: id,",
+        "shard_kye: id,",
+        &["unknown field `shard_kye`", "line 17"],
+    );
+    check(
+        "algorithm: mod",
+        "algorithm: mood",
+        &["unknown variant `mood`", "line 12"],
+    );
+    check(
+        "users:",
+        "server: { listen: 1.2.3.4:1, max_conections: 5 }\nusers:",
+        &["max_conections"],
+    );
+    check("type: global", "type: globle", &["globle"]);
+    check(
+        "user: shoal }\n  - name: dh2",
+        "user: shoal, pasword: x }\n  - name: dh2",
+        &["pasword"],
+    );
+}
+
+#[test]
+fn unknown_references_name_the_key() {
+    check(
+        "rule: by_id",
+        "rule: mod5",
+        &["schemas[0].tables[0].rule", "unknown rule \"mod5\""],
+    );
+    check(
+        "default_datanode: dn1",
+        "default_datanode: dn9",
+        &["schemas[0].default_datanode", "dn9"],
+    );
+    check(
+        "datahost: dh$1-2",
+        "datahost: dh$1-3",
+        &["datanodes[0]", "3 × 2 = 6"],
+    );
+    check(
+        "datanodes: dn$1-4 }\n      - { name: item",
+        "datanodes: dn$1-5 }\n      - { name: item",
+        &["schemas[0].tables[0].datanodes", "unknown datanode \"dn5\""],
+    );
+    check(
+        "parent: orders",
+        "parent: order",
+        &[
+            "schemas[0].tables[1].parent",
+            "unknown parent table \"order\"",
+        ],
+    );
+    check(
+        "schemas: [shop]",
+        "schemas: [shop, crm]",
+        &["users[0].schemas[1]", "unknown schema \"crm\""],
+    );
+    check(
+        "{ name: dn$1-4, datahost: dh$1-2",
+        "{ name: dn$1-4, datahost: dh$0-1",
+        &["datanodes[0].datahost", "unknown datahost \"dh0\""],
+    );
+}
+
+#[test]
+fn duplicates_are_errors() {
+    check(
+        "  - { name: by_id, algorithm: mod }",
+        "  - { name: by_id, algorithm: mod }\n  - { name: by_id, algorithm: hash }",
+        &["rules[1].name", "duplicate rule"],
+    );
+    check(
+        "  - name: dh2\n",
+        "  - name: dh1\n",
+        &["datahosts[1].name", "duplicate datahost"],
+    );
+    check(
+        "      - { name: country",
+        "      - { name: ORDERS",
+        &["schemas[0].tables[2].name", "duplicate table"],
+    );
+    check(
+        "rules:",
+        "  - { name: dn3, datahost: dh1, database: other }\nrules:",
+        &["datanodes[1].name", "duplicate datanode \"dn3\""],
+    );
+    check(
+        "rules:",
+        "  - { name: dn9, datahost: dh1, database: db1 }\nrules:",
+        &["datanodes[1].database", "\"dn1\" and \"dn9\""],
+    );
+    check(
+        "datanodes: dn$1-4 }\n      - { name: item",
+        "datanodes: [dn1, dn$1-2] }\n      - { name: item",
+        &["listed twice"],
+    );
+    check(
+        "users:\n  - { name: app, password: pw, schemas: [shop] }",
+        "users:\n  - { name: app, schemas: [shop] }\n  - { name: app, schemas: [shop] }",
+        &["users[1].name", "duplicate user"],
+    );
+}
+
+#[test]
+fn bad_ranges_and_values() {
+    check(
+        "name: dn$1-4",
+        "name: dn$5-2",
+        &["datanodes[0].name", "start 5 is above end 2"],
+    );
+    check(
+        "name: dn$1-4",
+        "name: dn$1-",
+        &["datanodes[0].name", "bad range"],
+    );
+    check(
+        "datanodes: dn$1-4 }\n      - { name: item",
+        "datanodes: [] }\n      - { name: item",
+        &["schemas[0].tables[0].datanodes", "no datanodes"],
+    );
+    check(
+        "127.0.0.1:3307",
+        "127.0.0.1",
+        &["datahosts[0].primary.address", "not host:port"],
+    );
+    check(
+        "users:",
+        "server: { listen: nowhere }\nusers:",
+        &["server.listen"],
+    );
+    check(
+        "schemas: [shop]",
+        "schemas: []",
+        &["users[0].schemas", "at least one"],
+    );
+    check(
+        "user: shoal }\n  - name: dh2",
+        "user: shoal }\n    pool: { min: 9, max: 4 }\n  - name: dh2",
+        &["datahosts[0].pool.min"],
+    );
+}
+
+#[test]
+fn rule_shard_counts_must_match_tables() {
+    check(
+        "algorithm: mod }",
+        "algorithm: mod, shards: 8 }",
+        &[
+            "rules[0].shards",
+            "the rule says 8 shards but the table has 4",
+            "schemas[0].tables[0]",
+        ],
+    );
+    check(
+        "algorithm: mod }",
+        "algorithm: range, ranges: [{from: 0, shard: 7}] }",
+        &[
+            "rules[0].ranges[0].shard",
+            "shard 7 does not exist",
+            "has 4 shards",
+        ],
+    );
+    check(
+        "rule: by_id,",
+        "rule: by_id, tables_per_datanode: 2,",
+        &["schemas[0].tables[0].physical_name", "{index}"],
+    );
+}
+
+#[test]
+fn child_tables_must_follow_the_shard_key() {
+    check(
+        "join_key: order_id }",
+        "join_key: order_id, parent_key: customer_id }",
+        &[
+            "schemas[0].tables[1].parent_key",
+            "not the shard key \"id\"",
+        ],
+    );
+    check(
+        "parent: orders",
+        "parent: country",
+        &["schemas[0].tables[1].parent", "global table"],
+    );
+    check(
+        "      - { name: country",
+        "      - { name: a, type: child, parent: b, join_key: x }\n      - { name: b, type: child, parent: a, join_key: x }\n      - { name: country",
+        &["schemas[0].tables[2].parent", "cycle"],
+    );
+    check(
+        "join_key: order_id }",
+        "join_key: order_id, rule: by_id }",
+        &[
+            "schemas[0].tables[1].rule",
+            "does not apply to a child table",
+        ],
+    );
+    check(
+        "parent: orders, join_key: order_id",
+        "parent: orders",
+        &["schemas[0].tables[1].join_key"],
+    );
+    // A child of a table-per-shard root needs its own numbered physical names.
+    check(
+        "datanodes: dn$1-4 }\n      - { name: item",
+        "datanodes: dn$1-2, tables_per_datanode: 2, physical_name: 'orders_{index}' }\n      - { name: item",
+        &[
+            "schemas[0].tables[1].physical_name",
+            "several tables per datanode",
+        ],
+    );
+}
+
+#[test]
+fn table_kinds_need_their_keys() {
+    check("shard_key: id, ", "", &["schemas[0].tables[0].shard_key"]);
+    check(
+        "type: global, datanodes: dn$1-4 }",
+        "type: global }",
+        &["schemas[0].tables[2].datanodes"],
+    );
+    check(
+        "type: global,",
+        "type: global, shard_key: id,",
+        &["schemas[0].tables[2].shard_key", "global"],
+    );
+    check(
+        "rule: by_id,",
+        "rule: by_id, physical_name: 't_{bad}',",
+        &["schemas[0].tables[0].physical_name", "unknown field"],
+    );
+}
+
+#[test]
+fn names_must_be_usable_identifiers() {
+    check(
+        "database: db$1-2",
+        "database: 'db`$1-2'",
+        &["datanodes[0].database", "identifier"],
+    );
+    check(
+        "shard_key: id,",
+        "shard_key: '',",
+        &["schemas[0].tables[0].shard_key"],
+    );
+    check(
+        "{ name: country",
+        "{ name: 'c`'",
+        &["schemas[0].tables[2].name"],
+    );
+    let long = "x".repeat(65);
+    check(
+        "rule: by_id,",
+        &format!("rule: by_id, physical_name: '{long}_{{index}}',"),
+        &["schemas[0].tables[0].physical_name", "longer than 64"],
+    );
+}
+
+#[test]
+fn absurd_sizes_are_refused() {
+    check(
+        "rule: by_id,",
+        "rule: by_id, tables_per_datanode: 1000000, physical_name: 'o_{index}',",
+        &[
+            "schemas[0].tables[0].tables_per_datanode",
+            "more than 100000 shards",
+        ],
+    );
+    check(
+        "name: dn$1-4",
+        "name: dn$1-1000000",
+        &["datanodes[0].name", "more than 100000 names"],
+    );
+}

@@ -1,0 +1,200 @@
+//! Golden route-plan tests: every `router/tests/golden/*.cases` file is a list of cases
+//! `{comment, sql, plan or error}` run against `router/tests/golden/topology.yaml`.
+//!
+//! Case format (cases separated by lines starting with `=== `):
+//!
+//! ```text
+//! === what this case checks
+//! schema: shop            (optional, default `shop`; `schema: -` for none)
+//! params: 1, 'x', NULL    (optional: values bound to `?` placeholders)
+//! SELECT ...              (one or more lines of SQL)
+//! ---
+//! single                  (the expected plan as rendered by `shoal_router::plan::render`)
+//! dn1: SELECT ...
+//! ```
+//!
+//! - `SHOAL_GOLDEN_UPDATE=1 cargo test -p shoal-router --test golden` rewrites the expectations
+//!   with what the planner produces now (review the diff before committing).
+//! - `SHOAL_GOLDEN_CASE=<text>` runs only cases whose comment or SQL contains `<text>` and prints
+//!   their plans.
+//!
+//! Each case is planned twice, through a router whose plan cache is warm with every earlier case
+//! and through a fresh one: both plans must be identical (the cache never changes a plan).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use shoal_router::config::Config;
+use shoal_router::plan::{ParamValue, Router, render};
+use shoal_router::sql::stmt::Literal;
+use shoal_router::topology::Topology;
+
+struct Case {
+    comment: String,
+    schema: Option<String>,
+    params: Vec<ParamValue>,
+    params_line: Option<String>,
+    sql: String,
+    expected: String,
+}
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+fn topology() -> Arc<Topology> {
+    let text = fs::read_to_string(dir().join("topology.yaml")).expect("read topology.yaml");
+    let cfg = Config::from_yaml_str(&text).expect("parse topology.yaml");
+    Arc::new(Topology::build(&cfg).expect("build topology"))
+}
+
+fn parse_params(s: &str) -> Vec<ParamValue> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let v = if part.eq_ignore_ascii_case("NULL") {
+            Literal::Null
+        } else if let Some(q) = part.strip_prefix('\'').and_then(|p| p.strip_suffix('\'')) {
+            Literal::Str(q.to_string())
+        } else if let Ok(i) = part.parse::<i128>() {
+            Literal::Int(i)
+        } else {
+            Literal::Decimal(part.to_string())
+        };
+        out.push(v);
+    }
+    out
+}
+
+fn parse_file(text: &str) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for block in text.split("\n=== ").map(|b| b.trim_start_matches("=== ")) {
+        if block.trim().is_empty() {
+            continue;
+        }
+        let mut lines = block.lines();
+        let comment = lines.next().unwrap_or("").trim().to_string();
+        let mut schema = Some("shop".to_string());
+        let mut params = Vec::new();
+        let mut params_line = None;
+        let mut sql = Vec::new();
+        let mut expected = Vec::new();
+        let mut in_expected = false;
+        for line in lines {
+            if in_expected {
+                expected.push(line);
+            } else if line == "---" {
+                in_expected = true;
+            } else if sql.is_empty() && line.starts_with("schema: ") {
+                let s = line["schema: ".len()..].trim();
+                schema = (s != "-").then(|| s.to_string());
+            } else if sql.is_empty() && line.starts_with("params: ") {
+                let p = line["params: ".len()..].trim();
+                params = parse_params(p);
+                params_line = Some(p.to_string());
+            } else {
+                sql.push(line);
+            }
+        }
+        cases.push(Case {
+            comment,
+            schema,
+            params,
+            params_line,
+            sql: sql.join("\n"),
+            expected: expected.join("\n").trim_end().to_string(),
+        });
+    }
+    cases
+}
+
+fn write_file(path: &Path, cases: &[Case], actual: &[String]) {
+    let mut out = String::new();
+    for (c, a) in cases.iter().zip(actual) {
+        out.push_str("=== ");
+        out.push_str(&c.comment);
+        out.push('\n');
+        if c.schema.as_deref() != Some("shop") {
+            out.push_str(&format!("schema: {}\n", c.schema.as_deref().unwrap_or("-")));
+        }
+        if let Some(p) = &c.params_line {
+            out.push_str(&format!("params: {p}\n"));
+        }
+        out.push_str(&c.sql);
+        out.push_str("\n---\n");
+        out.push_str(a);
+        out.push_str("\n\n");
+    }
+    fs::write(path, out).expect("write cases");
+}
+
+#[test]
+fn golden_route_plans() {
+    let topo = topology();
+    let warm = Router::with_cache_capacity(topo.clone(), 64);
+    let update = std::env::var("SHOAL_GOLDEN_UPDATE").is_ok_and(|v| v == "1");
+    let only = std::env::var("SHOAL_GOLDEN_CASE").ok();
+    let mut files: Vec<PathBuf> = fs::read_dir(dir())
+        .expect("golden dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cases"))
+        .collect();
+    files.sort();
+    let mut total = 0;
+    let mut failures = Vec::new();
+    for f in &files {
+        let text = fs::read_to_string(f).expect("read cases");
+        let cases = parse_file(&text);
+        let mut actual = Vec::new();
+        for c in &cases {
+            if let Some(o) = &only
+                && !c.comment.contains(o.as_str())
+                && !c.sql.contains(o.as_str())
+            {
+                actual.push(c.expected.clone());
+                continue;
+            }
+            total += 1;
+            let fresh = Router::new(topo.clone());
+            let cold = render(&topo, &fresh.route(c.schema.as_deref(), &c.sql, &c.params));
+            let cached = render(&topo, &warm.route(c.schema.as_deref(), &c.sql, &c.params));
+            // A second time through the same router: from its cache.
+            let again = render(&topo, &fresh.route(c.schema.as_deref(), &c.sql, &c.params));
+            if cold != cached || cold != again {
+                failures.push(format!(
+                    "{}: `{}`\n  plan differs with a warm cache:\n--- cold\n{cold}\n--- warm\n{cached}\n--- again\n{again}",
+                    f.display(),
+                    c.comment
+                ));
+            }
+            if only.is_some() {
+                println!("=== {}\n{}\n---\n{cold}\n", c.comment, c.sql);
+            }
+            if !update && cold != c.expected {
+                failures.push(format!(
+                    "{}: `{}`\n{}\n--- expected\n{}\n--- actual\n{cold}\n",
+                    f.display(),
+                    c.comment,
+                    c.sql,
+                    c.expected
+                ));
+            }
+            actual.push(cold);
+        }
+        if update {
+            write_file(f, &cases, &actual);
+        }
+    }
+    if only.is_none() {
+        assert!(
+            total >= 250,
+            "only {total} golden cases; the spec asks for at least 250"
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} golden failures:\n\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

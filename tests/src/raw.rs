@@ -1,0 +1,282 @@
+//! A minimal hand-written MySQL client for what `mysql_async` cannot send: garbage, malformed
+//! and oversized packets, and commands it has no API for (COM_INIT_DB, COM_FIELD_LIST,
+//! COM_STATISTICS, COM_SET_OPTION, unknown command bytes).
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub const COM_QUIT: u8 = 0x01;
+pub const COM_INIT_DB: u8 = 0x02;
+pub const COM_QUERY: u8 = 0x03;
+pub const COM_FIELD_LIST: u8 = 0x04;
+pub const COM_STATISTICS: u8 = 0x09;
+pub const COM_PING: u8 = 0x0e;
+pub const COM_STMT_EXECUTE: u8 = 0x17;
+pub const COM_SET_OPTION: u8 = 0x1b;
+
+const CLIENT_LONG_PASSWORD: u32 = 0x1;
+const CLIENT_CONNECT_WITH_DB: u32 = 0x8;
+const CLIENT_PROTOCOL_41: u32 = 0x200;
+const CLIENT_TRANSACTIONS: u32 = 0x2000;
+const CLIENT_SECURE_CONNECTION: u32 = 0x8000;
+const CLIENT_MULTI_STATEMENTS: u32 = 0x1_0000;
+const CLIENT_MULTI_RESULTS: u32 = 0x2_0000;
+const CLIENT_PLUGIN_AUTH: u32 = 0x8_0000;
+
+/// How long any single read may wait: a proxy that stops answering fails the test, not hangs it.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One reply packet, classified by its first byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Ok,
+    Err {
+        code: u16,
+        state: String,
+        message: String,
+    },
+    /// Anything else (a result set header, a COM_STATISTICS string, ...): the raw payload.
+    Other(Vec<u8>),
+}
+
+impl Reply {
+    fn parse(payload: &[u8]) -> Reply {
+        match payload.first() {
+            Some(0x00) if payload.len() >= 7 => Reply::Ok,
+            Some(0xff) if payload.len() >= 3 => {
+                let code = u16::from_le_bytes([payload[1], payload[2]]);
+                let (state, message) = if payload.get(3) == Some(&b'#') && payload.len() >= 9 {
+                    (
+                        String::from_utf8_lossy(&payload[4..9]).into_owned(),
+                        String::from_utf8_lossy(&payload[9..]).into_owned(),
+                    )
+                } else {
+                    (
+                        String::new(),
+                        String::from_utf8_lossy(&payload[3..]).into_owned(),
+                    )
+                };
+                Reply::Err {
+                    code,
+                    state,
+                    message,
+                }
+            }
+            _ => Reply::Other(payload.to_vec()),
+        }
+    }
+
+    /// The error code, if this is an ERR packet.
+    pub fn err_code(&self) -> Option<u16> {
+        match self {
+            Reply::Err { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// A connection speaking the wire protocol by hand.
+pub struct RawConn {
+    stream: TcpStream,
+    seq: u8,
+}
+
+impl RawConn {
+    /// Opens a TCP connection without reading anything.
+    pub async fn connect(addr: &str) -> std::io::Result<RawConn> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(RawConn { stream, seq: 0 })
+    }
+
+    /// Connects and logs in with `mysql_native_password`; returns the login reply (Ok or Err).
+    pub async fn login(
+        addr: &str,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+    ) -> std::io::Result<(RawConn, Reply)> {
+        let mut conn = RawConn::connect(addr).await?;
+        let greeting = conn.read_packet().await?;
+        let greeting = Greeting::parse(&greeting).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "unparsable greeting")
+        })?;
+        let mut caps = CLIENT_LONG_PASSWORD
+            | CLIENT_PROTOCOL_41
+            | CLIENT_TRANSACTIONS
+            | CLIENT_SECURE_CONNECTION
+            | CLIENT_MULTI_STATEMENTS
+            | CLIENT_MULTI_RESULTS
+            | CLIENT_PLUGIN_AUTH;
+        if db.is_some() {
+            caps |= CLIENT_CONNECT_WITH_DB;
+        }
+        caps &= greeting.capabilities | CLIENT_CONNECT_WITH_DB;
+        let token = native_token(&greeting.nonce, password);
+        let mut body = Vec::new();
+        body.extend_from_slice(&caps.to_le_bytes());
+        body.extend_from_slice(&(16u32 << 20).to_le_bytes());
+        body.push(45); // utf8mb4_general_ci
+        body.extend_from_slice(&[0u8; 23]);
+        body.extend_from_slice(user.as_bytes());
+        body.push(0);
+        body.push(token.len() as u8);
+        body.extend_from_slice(&token);
+        if let Some(db) = db {
+            body.extend_from_slice(db.as_bytes());
+            body.push(0);
+        }
+        body.extend_from_slice(b"mysql_native_password\0");
+        conn.write_packet(&body).await?;
+        let mut reply = conn.read_packet().await?;
+        if reply.first() == Some(&0xfe) {
+            // Auth switch request: plugin name, then the new nonce.
+            let rest = &reply[1..];
+            let name_end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+            let plugin = String::from_utf8_lossy(&rest[..name_end]).into_owned();
+            if plugin != "mysql_native_password" {
+                return Err(std::io::Error::other(format!(
+                    "auth switch to unsupported plugin {plugin}"
+                )));
+            }
+            let mut nonce = rest.get(name_end + 1..).unwrap_or(&[]).to_vec();
+            if nonce.last() == Some(&0) {
+                nonce.pop();
+            }
+            conn.write_packet(&native_token(&nonce, password)).await?;
+            reply = conn.read_packet().await?;
+        }
+        Ok((conn, Reply::parse(&reply)))
+    }
+
+    /// Sends one command packet (sequence id 0) and returns the first reply packet.
+    pub async fn command(&mut self, cmd: u8, payload: &[u8]) -> std::io::Result<Reply> {
+        self.seq = 0;
+        let mut body = Vec::with_capacity(payload.len() + 1);
+        body.push(cmd);
+        body.extend_from_slice(payload);
+        self.write_packet(&body).await?;
+        let reply = self.read_packet().await?;
+        Ok(Reply::parse(&reply))
+    }
+
+    /// Runs a COM_QUERY that returns one result set and returns its row packets, or the reply
+    /// that came instead of a result set.
+    pub async fn query_rows(&mut self, sql: &str) -> std::io::Result<Vec<Vec<u8>>> {
+        match self.command(COM_QUERY, sql.as_bytes()).await? {
+            Reply::Other(_) => {}
+            other => return Err(std::io::Error::other(format!("{sql}: {other:?}"))),
+        }
+        // Column definitions up to their EOF (no CLIENT_DEPRECATE_EOF), then rows up to EOF.
+        self.read_until_eof().await?;
+        let mut rows = self.read_until_eof().await?;
+        match rows.pop() {
+            Some(last) if last.first() == Some(&0xfe) => Ok(rows),
+            last => Err(std::io::Error::other(format!(
+                "{sql}: result set ended with {:?}",
+                last.map(|p| Reply::parse(&p))
+            ))),
+        }
+    }
+
+    /// Reads the rest of a multi-packet reply up to its terminator (EOF/OK after rows, or ERR).
+    /// Returns every packet read, the terminator included.
+    pub async fn read_until_eof(&mut self) -> std::io::Result<Vec<Vec<u8>>> {
+        let mut packets = Vec::new();
+        loop {
+            let p = self.read_packet().await?;
+            let done =
+                matches!(p.first(), Some(0xfe) if p.len() < 0xff_ffff) || p.first() == Some(&0xff);
+            packets.push(p);
+            if done {
+                return Ok(packets);
+            }
+        }
+    }
+
+    /// Reads one packet (payloads up to 16 MiB - 1; no reassembly), bounded by READ_TIMEOUT.
+    pub async fn read_packet(&mut self) -> std::io::Result<Vec<u8>> {
+        tokio::time::timeout(READ_TIMEOUT, async {
+            let mut header = [0u8; 4];
+            self.stream.read_exact(&mut header).await?;
+            let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
+            self.seq = header[3].wrapping_add(1);
+            let mut payload = vec![0u8; len];
+            self.stream.read_exact(&mut payload).await?;
+            Ok(payload)
+        })
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no reply in time"))?
+    }
+
+    /// Writes one packet with the next sequence id.
+    pub async fn write_packet(&mut self, payload: &[u8]) -> std::io::Result<()> {
+        assert!(payload.len() < 0xff_ffff, "use write_raw for split packets");
+        let mut buf = Vec::with_capacity(payload.len() + 4);
+        buf.extend_from_slice(&(payload.len() as u32).to_le_bytes()[..3]);
+        buf.push(self.seq);
+        buf.extend_from_slice(payload);
+        self.seq = self.seq.wrapping_add(1);
+        self.write_raw(&buf).await
+    }
+
+    /// Writes bytes as they are, no framing.
+    pub async fn write_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes).await?;
+        self.stream.flush().await
+    }
+
+    /// True if the peer closed the connection (EOF or reset) within `wait`; false if it is still
+    /// open and silent. Data that arrives meanwhile is read and discarded.
+    pub async fn closed_within(&mut self, wait: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match tokio::time::timeout_at(deadline, self.stream.read(&mut buf)).await {
+                Err(_) => return false,
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                Ok(Ok(_)) => continue,
+            }
+        }
+    }
+}
+
+struct Greeting {
+    capabilities: u32,
+    nonce: Vec<u8>,
+}
+
+impl Greeting {
+    fn parse(p: &[u8]) -> Option<Greeting> {
+        if *p.first()? != 10 {
+            return None;
+        }
+        let mut i = 1;
+        i += p[i..].iter().position(|&b| b == 0)? + 1; // server version
+        i += 4; // connection id
+        let mut nonce = p.get(i..i + 8)?.to_vec();
+        i += 8 + 1;
+        let caps_low = u16::from_le_bytes([*p.get(i)?, *p.get(i + 1)?]) as u32;
+        i += 2 + 1 + 2; // caps low, charset, status
+        let caps_high = u16::from_le_bytes([*p.get(i)?, *p.get(i + 1)?]) as u32;
+        i += 2;
+        let auth_len = *p.get(i)? as usize;
+        i += 1 + 10;
+        let part2_len = auth_len.saturating_sub(8).max(13);
+        let part2 = p.get(i..(i + part2_len).min(p.len()))?;
+        // The second part is NUL-terminated; the nonce is 20 bytes in all.
+        nonce.extend(part2.iter().take_while(|&&b| b != 0).take(12));
+        Some(Greeting {
+            capabilities: caps_low | (caps_high << 16),
+            nonce,
+        })
+    }
+}
+
+fn native_token(nonce: &[u8], password: &str) -> Vec<u8> {
+    mysql_common::scramble::scramble_native(nonce, password.as_bytes())
+        .map(|t| t.to_vec())
+        .unwrap_or_default()
+}

@@ -1,0 +1,355 @@
+//! Runs the real `shoal` binary as a child process for one test.
+
+use std::fs::File;
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::backend::Backend;
+use crate::scratch_dir;
+
+/// How long Shoal may take to start accepting connections (a debug build on a busy 2-core box).
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long Shoal gets to exit after SIGTERM before it is SIGKILLed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// A running `shoal` process, stopped (SIGTERM, then SIGKILL) when dropped.
+pub struct ShoalProcess {
+    child: Child,
+    port: u16,
+    log_path: PathBuf,
+    args: Vec<String>,
+}
+
+impl ShoalProcess {
+    /// Starts Shoal in quick mode in front of `db` on the backend's primary, with `extra` flags.
+    pub fn quick(backend: &Backend, db: &str, extra: &[&str]) -> ShoalProcess {
+        let mut args = vec!["--backend".to_string(), backend.url(Some(db))];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        ShoalProcess::start(&args)
+    }
+
+    /// Quick mode with the backend pool capped at `max` connections (clients must share them).
+    pub fn quick_with_pool(
+        backend: &Backend,
+        db: &str,
+        max: usize,
+        extra: &[&str],
+    ) -> ShoalProcess {
+        let mut args = vec!["--backend".to_string(), backend.url(Some(db))];
+        args.extend(pool_max_args(max));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        ShoalProcess::start(&args)
+    }
+
+    /// Starts `shoal --listen 127.0.0.1:<free port> <args>` and waits until it accepts.
+    pub fn start(args: &[String]) -> ShoalProcess {
+        // A free port found by binding port 0 can be taken by someone else before Shoal binds it;
+        // retrying with a fresh port makes that race harmless.
+        let mut last_failure = String::new();
+        for _ in 0..3 {
+            match Self::try_start(args) {
+                Ok(shoal) => return shoal,
+                Err(failure) => last_failure = failure,
+            }
+        }
+        panic!("shoal did not start: {last_failure}");
+    }
+
+    fn try_start(args: &[String]) -> Result<ShoalProcess, String> {
+        let bin = shoal_bin();
+        let port = free_port();
+        let log_path = scratch_dir().join(format!("shoal-{port}-{}.log", unique_suffix()));
+        let log = File::create(&log_path).expect("create shoal log file");
+        let mut full_args = vec!["--listen".to_string(), format!("127.0.0.1:{port}")];
+        full_args.extend(args.iter().cloned());
+        let child = Command::new(&bin)
+            .args(&full_args)
+            .env(
+                "RUST_LOG",
+                std::env::var("SHOAL_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone log handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", bin.display()));
+        let mut shoal = ShoalProcess {
+            child,
+            port,
+            log_path,
+            args: full_args,
+        };
+        let deadline = Instant::now() + START_TIMEOUT;
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        loop {
+            if let Some(status) = shoal.child.try_wait().expect("try_wait on shoal") {
+                let failure = format!(
+                    "shoal {:?} exited with {status} before accepting; its log:\n{}",
+                    shoal.args,
+                    shoal.log()
+                );
+                // Already reaped: nothing left for Drop to stop.
+                std::mem::forget(shoal);
+                return Err(failure);
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(shoal);
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "shoal {:?} did not accept on port {port} within {START_TIMEOUT:?}; its log:\n{}",
+                    shoal.args,
+                    shoal.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Everything Shoal wrote to stdout/stderr so far.
+    pub fn log(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut f) = File::open(&self.log_path) {
+            let _ = f.read_to_string(&mut text);
+        }
+        const MAX: usize = 20_000;
+        if text.len() > MAX {
+            let mut cut = text.len() - MAX;
+            while !text.is_char_boundary(cut) {
+                cut += 1;
+            }
+            text = format!("[...]{}", &text[cut..]);
+        }
+        text
+    }
+
+    /// Panics (with Shoal's log) if the process has exited.
+    pub fn assert_running(&mut self) {
+        if let Some(status) = self.child.try_wait().expect("try_wait on shoal") {
+            panic!(
+                "shoal {:?} exited unexpectedly with {status}; its log:\n{}",
+                self.args,
+                self.log()
+            );
+        }
+    }
+
+    /// Client options for `user`/`password` through Shoal.
+    pub fn opts_as(&self, user: &str, password: &str, db: Option<&str>) -> mysql_async::Opts {
+        mysql_async::OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(self.port)
+            .user(Some(user))
+            .pass(Some(password))
+            .db_name(db)
+            .prefer_socket(false)
+            .into()
+    }
+
+    /// Client options for the backend's application user through Shoal (quick mode logins).
+    pub fn opts(&self, backend: &Backend, db: Option<&str>) -> mysql_async::Opts {
+        self.opts_as(&backend.user, &backend.password, db)
+    }
+
+    /// A connection through Shoal, failing the test with Shoal's log if it cannot be made.
+    pub async fn conn(&self, backend: &Backend, db: Option<&str>) -> mysql_async::Conn {
+        match mysql_async::Conn::new(self.opts(backend, db)).await {
+            Ok(conn) => conn,
+            Err(e) => panic!(
+                "connect through shoal failed: {e}; shoal log:\n{}",
+                self.log()
+            ),
+        }
+    }
+
+    /// A client-side pool through Shoal (create one per test: a Pool must not cross runtimes).
+    pub fn pool(&self, backend: &Backend, db: Option<&str>) -> mysql_async::Pool {
+        mysql_async::Pool::new(self.opts(backend, db))
+    }
+
+    /// Sends SIGTERM and waits for the exit status (up to the grace period, then SIGKILL).
+    pub fn terminate(mut self) -> ExitStatus {
+        let status = self.stop();
+        std::mem::forget(self);
+        status
+    }
+
+    fn stop(&mut self) -> ExitStatus {
+        if let Some(status) = self.child.try_wait().ok().flatten() {
+            return status;
+        }
+        send_signal(self.child.id(), libc::SIGTERM);
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().ok().flatten() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        self.child.wait().expect("wait for killed shoal")
+    }
+}
+
+impl Drop for ShoalProcess {
+    fn drop(&mut self) {
+        let exited_early = self.child.try_wait().ok().flatten();
+        self.stop();
+        if let Some(status) = exited_early
+            && !std::thread::panicking()
+        {
+            panic!(
+                "shoal {:?} had exited on its own with {status} before the test ended; its log:\n{}",
+                self.args,
+                self.log()
+            );
+        }
+    }
+}
+
+fn send_signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) on a pid we spawned and have not reaped yet.
+    unsafe {
+        libc::kill(pid as libc::pid_t, signal);
+    }
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
+fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The workspace root (the parent of this crate's manifest dir).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests crate has a parent dir")
+        .to_path_buf()
+}
+
+/// The `shoal` binary under test: `$SHOAL_BIN`, else `target/debug/shoal`, built once if missing.
+pub fn shoal_bin() -> PathBuf {
+    static BIN: Mutex<Option<PathBuf>> = Mutex::new(None);
+    let mut guard = BIN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(bin) = guard.as_ref() {
+        return bin.clone();
+    }
+    let bin = locate_or_build();
+    *guard = Some(bin.clone());
+    bin
+}
+
+fn locate_or_build() -> PathBuf {
+    if let Some(bin) = std::env::var_os("SHOAL_BIN") {
+        let bin = PathBuf::from(bin);
+        assert!(bin.exists(), "SHOAL_BIN={} does not exist", bin.display());
+        return bin;
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    let bin = target.join("debug").join("shoal");
+    if bin.exists() {
+        return bin;
+    }
+    // Several test binaries may get here at once; an exclusive lock file makes one build while
+    // the others wait for it.
+    std::fs::create_dir_all(&target).expect("create target dir");
+    let lock = File::create(target.join(".shoal-e2e-build.lock")).expect("create build lock");
+    // SAFETY: flock on a file descriptor we own; released when `lock` is closed.
+    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "flock on the build lock failed");
+    if !bin.exists() {
+        eprintln!("shoal-tests: {} missing, building it once", bin.display());
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(workspace_root())
+            .args(["build", "-p", "shoal-proxy", "--bin", "shoal"])
+            .env("CARGO_TARGET_DIR", &target)
+            .status()
+            .expect("run cargo build for shoal");
+        assert!(
+            status.success(),
+            "cargo build -p shoal-proxy --bin shoal failed"
+        );
+    }
+    drop(lock);
+    bin
+}
+
+/// Shoal's `--help` text (run once per test binary).
+pub fn shoal_help() -> String {
+    static HELP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HELP.get_or_init(|| {
+        let out = Command::new(shoal_bin())
+            .arg("--help")
+            .output()
+            .expect("run shoal --help");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+    .clone()
+}
+
+/// The first flag in `shoal --help` that mentions all of `words`, e.g. `["pool", "max"]`.
+pub fn find_flag(words: &[&str]) -> Option<String> {
+    shoal_help()
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '=' || c == '[' || c == '<')
+        .filter(|tok| tok.starts_with("--"))
+        .find(|tok| words.iter().all(|w| tok.contains(w)))
+        .map(str::to_string)
+}
+
+/// Quick-mode flags that cap the backend pool at `max` connections, so that clients must share
+/// them. Panics if Shoal has no such flag (the isolation tests would prove nothing without it).
+pub fn pool_max_args(max: usize) -> Vec<String> {
+    let flag = find_flag(&["pool", "max"])
+        .or_else(|| find_flag(&["pool", "size"]))
+        .unwrap_or_else(|| panic!("shoal --help lists no pool size flag:\n{}", shoal_help()));
+    vec![flag, max.to_string()]
+}
+
+/// Quick-mode flags that cap client connections at `max`.
+pub fn max_connections_args(max: usize) -> Vec<String> {
+    let flag = find_flag(&["max", "conn"])
+        .or_else(|| find_flag(&["max", "client"]))
+        .unwrap_or_else(|| {
+            panic!(
+                "shoal --help lists no max-connections flag:\n{}",
+                shoal_help()
+            )
+        });
+    vec![flag, max.to_string()]
+}

@@ -1,0 +1,508 @@
+//! Transactions, and session state that must never leak between clients sharing pooled backend
+//! connections (Shoal's pool is capped at 1-2 connections here, so sharing is certain).
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row, TxOpts, Value};
+use shoal_tests::raw::{COM_QUERY, RawConn, Reply};
+use shoal_tests::{Backend, ShoalProcess, server_error, shared_backend, unique_name};
+
+async fn count(conn: &mut Conn, sql: &str) -> i64 {
+    conn.query_first::<i64, _>(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .expect("one row")
+}
+
+#[tokio::test]
+async fn transactions_commit_and_roll_back() {
+    let backend = shared_backend();
+    let db = unique_name("tx");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    let mut other = shoal.conn(&backend, Some(&db)).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    a.query_drop("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
+        .await
+        .unwrap();
+
+    // BEGIN .. COMMIT
+    a.query_drop("BEGIN").await.unwrap();
+    a.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+    assert_eq!(count(&mut a, "SELECT @@in_transaction").await, 1);
+    assert_eq!(
+        count(&mut other, "SELECT COUNT(*) FROM t WHERE id = 1").await,
+        0,
+        "uncommitted row seen by another client"
+    );
+    assert_eq!(
+        count(&mut direct, "SELECT COUNT(*) FROM t WHERE id = 1").await,
+        0
+    );
+    a.query_drop("COMMIT").await.unwrap();
+    assert_eq!(
+        count(&mut other, "SELECT COUNT(*) FROM t WHERE id = 1").await,
+        1,
+        "committed row not visible"
+    );
+    assert_eq!(
+        count(&mut direct, "SELECT COUNT(*) FROM t WHERE id = 1").await,
+        1
+    );
+
+    // START TRANSACTION .. ROLLBACK
+    a.query_drop("START TRANSACTION").await.unwrap();
+    a.query_drop("INSERT INTO t VALUES (2)").await.unwrap();
+    assert_eq!(
+        count(&mut a, "SELECT COUNT(*) FROM t WHERE id = 2").await,
+        1,
+        "own uncommitted row invisible"
+    );
+    a.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(
+        count(&mut a, "SELECT COUNT(*) FROM t WHERE id = 2").await,
+        0,
+        "rolled-back row still there"
+    );
+    assert_eq!(
+        count(&mut other, "SELECT COUNT(*) FROM t WHERE id = 2").await,
+        0
+    );
+    assert_eq!(
+        count(&mut direct, "SELECT COUNT(*) FROM t WHERE id = 2").await,
+        0
+    );
+
+    // The driver's transaction API (START TRANSACTION with options, prepared statements inside).
+    let mut tx = a.start_transaction(TxOpts::default()).await.unwrap();
+    tx.exec_drop("INSERT INTO t VALUES (?)", (3,))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    let mut tx = a.start_transaction(TxOpts::default()).await.unwrap();
+    tx.exec_drop("INSERT INTO t VALUES (?)", (4,))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    // autocommit=0: an implicit transaction until ROLLBACK / COMMIT.
+    a.query_drop("SET autocommit = 0").await.unwrap();
+    a.query_drop("INSERT INTO t VALUES (5)").await.unwrap();
+    assert_eq!(
+        count(&mut other, "SELECT COUNT(*) FROM t WHERE id = 5").await,
+        0
+    );
+    a.query_drop("ROLLBACK").await.unwrap();
+    a.query_drop("INSERT INTO t VALUES (6)").await.unwrap();
+    a.query_drop("COMMIT").await.unwrap();
+    a.query_drop("SET autocommit = 1").await.unwrap();
+
+    let ids: Vec<i64> = direct.query("SELECT id FROM t ORDER BY id").await.unwrap();
+    assert_eq!(
+        ids,
+        vec![1, 4, 6],
+        "rows on the backend after commits and rollbacks"
+    );
+    let ids: Vec<i64> = other.query("SELECT id FROM t ORDER BY id").await.unwrap();
+    assert_eq!(
+        ids,
+        vec![1, 4, 6],
+        "rows seen through shoal after commits and rollbacks"
+    );
+}
+
+/// The session state a client can change; one row, compared as a whole.
+const STATE: &str = "SELECT @@session.sql_mode, @@session.time_zone, @@character_set_client, \
+     @@character_set_connection, @@character_set_results, @@collation_connection, \
+     @@session.autocommit, @@session.tx_isolation, DATABASE(), @leak, @@in_transaction";
+
+async fn state(conn: &mut Conn) -> Vec<Value> {
+    conn.query_first::<Row, _>(STATE)
+        .await
+        .unwrap_or_else(|e| panic!("read session state: {e}"))
+        .expect("one row")
+        .unwrap()
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn session_variables_never_leak_between_clients_sharing_one_backend_connection() {
+    let backend = shared_backend();
+    let db = unique_name("sess");
+    let other_db = unique_name("sess_other");
+    backend.fresh_db(&db).await;
+    backend.fresh_db(&other_db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE s (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET utf8mb4)")
+        .await
+        .unwrap();
+    direct
+        .query_drop("INSERT INTO s VALUES (1, 'é')")
+        .await
+        .unwrap();
+
+    // One backend connection for everyone.
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    let baseline = state(&mut b).await;
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    assert_eq!(
+        state(&mut a).await,
+        baseline,
+        "two fresh clients start with different state"
+    );
+
+    a.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES,NO_ZERO_DATE'")
+        .await
+        .unwrap();
+    a.query_drop("SET time_zone = '+05:30'").await.unwrap();
+    a.query_drop("SET NAMES latin1").await.unwrap();
+    a.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+        .await
+        .unwrap();
+    a.query_drop(format!("USE {other_db}")).await.unwrap();
+
+    for round in 0..3 {
+        // B first: it must not inherit anything A set, though it runs on A's backend connection.
+        let got_b = state(&mut b).await;
+        assert_eq!(
+            got_b,
+            baseline,
+            "round {round}: client B sees client A's session state\nshoal log:\n{}",
+            shoal.log()
+        );
+        let got_a = state(&mut a).await;
+        assert_eq!(
+            text(&got_a[0]),
+            "ANSI_QUOTES,NO_ZERO_DATE",
+            "round {round}: A lost its sql_mode"
+        );
+        assert_eq!(
+            text(&got_a[1]),
+            "+05:30",
+            "round {round}: A lost its time_zone"
+        );
+        assert_eq!(text(&got_a[2]), "latin1", "round {round}: A lost SET NAMES");
+        assert_eq!(
+            text(&got_a[4]),
+            "latin1",
+            "round {round}: A lost SET NAMES (results)"
+        );
+        assert_eq!(
+            text(&got_a[7]),
+            "SERIALIZABLE",
+            "round {round}: A lost its isolation level"
+        );
+        assert_eq!(
+            text(&got_a[8]),
+            other_db,
+            "round {round}: A lost its current schema"
+        );
+
+        // The same data comes back in each client's own character set.
+        let v_b: Vec<u8> = b
+            .query_first("SELECT v FROM s WHERE id = 1")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(v_b, "é".as_bytes(), "round {round}: B got another charset");
+        let v_a: Vec<u8> = a
+            .query_first(format!("SELECT v FROM {db}.s WHERE id = 1"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            v_a,
+            vec![0xe9],
+            "round {round}: A (SET NAMES latin1) got another charset"
+        );
+
+        // sql_mode and time_zone change what statements do, not only what variables say.
+        let quoted: String = a
+            .query_first("SELECT \"x\" = 'x'")
+            .await
+            .map(|v: Option<i64>| format!("{v:?}"))
+            .unwrap_or_else(|e| format!("error {e}"));
+        assert!(
+            quoted.contains("error") || quoted.contains("Some(0)"),
+            "round {round}: ANSI_QUOTES not in effect for A: {quoted}"
+        );
+        let dq: Option<String> = b.query_first("SELECT \"x\"").await.unwrap();
+        assert_eq!(
+            dq.as_deref(),
+            Some("x"),
+            "round {round}: B runs with A's ANSI_QUOTES"
+        );
+        let ts_a: String = a
+            .query_first("SELECT CAST(FROM_UNIXTIME(0) AS CHAR)")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            ts_a, "1970-01-01 05:30:00",
+            "round {round}: A's time_zone not in effect"
+        );
+    }
+    b.query_drop("SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci")
+        .await
+        .unwrap();
+    let got_a = state(&mut a).await;
+    assert_eq!(text(&got_a[5]), "latin1_swedish_ci", "A sees B's collation");
+    let got_b = state(&mut b).await;
+    assert_eq!(
+        text(&got_b[5]),
+        "utf8mb4_unicode_ci",
+        "B lost its collation"
+    );
+}
+
+/// User variables, temporary tables, open transactions, GET_LOCK and SQL-level PREPARE belong to
+/// one backend connection: a client using them owns (is pinned to) its connection, and whoever
+/// gets that connection after it must find none of them.
+#[tokio::test]
+async fn pinned_state_stays_with_its_client_and_is_gone_after_it_leaves() {
+    let backend = shared_backend();
+    let db = unique_name("pin");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
+        .await
+        .unwrap();
+    let lock = unique_name("lock");
+
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 2, &[]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    a.query_drop("SET @leak = 42").await.unwrap();
+    a.query_drop("CREATE TEMPORARY TABLE tmp_a (x INT)")
+        .await
+        .unwrap();
+    a.query_drop("INSERT INTO tmp_a VALUES (1)").await.unwrap();
+    a.query_drop("PREPARE sql_stmt FROM 'SELECT 7'")
+        .await
+        .unwrap();
+    assert_eq!(
+        count(&mut a, &format!("SELECT GET_LOCK('{lock}', 0)")).await,
+        1
+    );
+    a.query_drop("BEGIN").await.unwrap();
+    a.query_drop("INSERT INTO t VALUES (7)").await.unwrap();
+
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    for round in 0..3 {
+        let leak: Option<Option<i64>> = b.query_first("SELECT @leak").await.unwrap();
+        assert_eq!(leak, Some(None), "round {round}: B sees A's user variable");
+        let (code, ..) = server_error(b.query_drop("SELECT * FROM tmp_a").await);
+        assert_eq!(code, 1146, "round {round}: B sees A's temporary table");
+        let (code, ..) = server_error(b.query_drop("EXECUTE sql_stmt").await);
+        assert_eq!(
+            code, 1243,
+            "round {round}: B sees A's SQL-level prepared statement"
+        );
+        assert_eq!(
+            count(&mut b, "SELECT @@in_transaction").await,
+            0,
+            "round {round}: B is inside A's transaction"
+        );
+        assert_eq!(
+            count(&mut b, &format!("SELECT GET_LOCK('{lock}', 0)")).await,
+            0,
+            "round {round}: B could take the lock A holds (same backend connection?)"
+        );
+        // A still has everything.
+        assert_eq!(
+            count(&mut a, "SELECT @leak").await,
+            42,
+            "round {round}: A lost its user variable"
+        );
+        assert_eq!(
+            count(&mut a, "SELECT COUNT(*) FROM tmp_a").await,
+            1,
+            "round {round}: A lost its temporary table"
+        );
+        assert_eq!(
+            count(&mut a, "EXECUTE sql_stmt").await,
+            7,
+            "round {round}: A lost its prepared statement"
+        );
+        assert_eq!(
+            count(&mut a, "SELECT COUNT(*) FROM t WHERE id = 7").await,
+            1,
+            "round {round}: A lost its transaction"
+        );
+        assert_eq!(
+            count(&mut a, "SELECT @@in_transaction").await,
+            1,
+            "round {round}: A's transaction ended"
+        );
+    }
+    a.disconnect().await.unwrap();
+    drop(b);
+
+    // Two clients at once take both pooled connections, whichever A had.
+    for round in 0..3 {
+        let mut c1 = shoal.conn(&backend, Some(&db)).await;
+        let mut c2 = shoal.conn(&backend, Some(&db)).await;
+        for c in [&mut c1, &mut c2] {
+            let leak: Option<Option<i64>> = c.query_first("SELECT @leak").await.unwrap();
+            assert_eq!(
+                leak,
+                Some(None),
+                "round {round}: a later client sees A's user variable"
+            );
+            let (code, ..) = server_error(c.query_drop("SELECT * FROM tmp_a").await);
+            assert_eq!(
+                code, 1146,
+                "round {round}: a later client sees A's temporary table"
+            );
+            let (code, ..) = server_error(c.query_drop("EXECUTE sql_stmt").await);
+            assert_eq!(
+                code, 1243,
+                "round {round}: a later client sees A's prepared statement"
+            );
+            assert_eq!(
+                count(c, "SELECT @@in_transaction").await,
+                0,
+                "round {round}: a later client is in A's transaction"
+            );
+            assert_eq!(
+                count(c, "SELECT COUNT(*) FROM t").await,
+                0,
+                "round {round}: A's uncommitted row survived"
+            );
+        }
+        assert_eq!(
+            count(&mut c1, &format!("SELECT GET_LOCK('{lock}', 0)")).await,
+            1,
+            "round {round}: A's named lock outlived A"
+        );
+        assert_eq!(
+            count(&mut c1, &format!("SELECT RELEASE_LOCK('{lock}')")).await,
+            1
+        );
+        drop(c1);
+        drop(c2);
+    }
+    assert_eq!(count(&mut direct, "SELECT COUNT(*) FROM t").await, 0);
+}
+
+/// A client that changes everything and then vanishes (TCP close, no COM_QUIT) leaves nothing
+/// behind on the single pooled connection.
+#[tokio::test]
+async fn state_of_a_client_that_vanished_is_gone_for_the_next_one() {
+    let backend = shared_backend();
+    let db = unique_name("vanish");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
+        .await
+        .unwrap();
+
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let mut fresh = shoal.conn(&backend, Some(&db)).await;
+    let baseline = state(&mut fresh).await;
+    drop(fresh);
+
+    for quit_politely in [false, true] {
+        let (mut raw, reply) =
+            RawConn::login(&shoal.addr(), &backend.user, &backend.password, Some(&db))
+                .await
+                .expect("raw login");
+        assert_eq!(reply, Reply::Ok, "raw login refused");
+        for sql in [
+            "SET SESSION sql_mode = 'ANSI_QUOTES'",
+            "SET time_zone = '-03:00'",
+            "SET NAMES latin1",
+            "SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED",
+            "SET autocommit = 0",
+            "SET @leak = 'vanished'",
+            "CREATE TEMPORARY TABLE tmp_v (x INT)",
+            "INSERT INTO t VALUES (1)",
+        ] {
+            let reply = raw
+                .command(COM_QUERY, sql.as_bytes())
+                .await
+                .expect("raw query");
+            assert_eq!(reply, Reply::Ok, "{sql}");
+        }
+        if quit_politely {
+            raw.write_packet(&[shoal_tests::raw::COM_QUIT]).await.ok();
+        }
+        drop(raw);
+
+        let mut next = shoal.conn(&backend, Some(&db)).await;
+        assert_eq!(
+            state(&mut next).await,
+            baseline,
+            "quit_politely={quit_politely}: the next client inherits the state of one that left\nshoal log:\n{}",
+            shoal.log()
+        );
+        let (code, ..) = server_error(next.query_drop("SELECT * FROM tmp_v").await);
+        assert_eq!(
+            code, 1146,
+            "the next client sees the temporary table of one that left"
+        );
+        assert_eq!(
+            count(&mut next, "SELECT COUNT(*) FROM t").await,
+            0,
+            "uncommitted row of a client that left survived"
+        );
+        drop(next);
+    }
+    assert_eq!(count(&mut direct, "SELECT COUNT(*) FROM t").await, 0);
+}
+
+/// Two clients writing in transactions at once on a pool of 2 each commit only their own rows.
+#[tokio::test]
+async fn concurrent_transactions_commit_only_their_own_rows() {
+    let backend: Backend = shared_backend();
+    let db = unique_name("conc");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY, who INT) ENGINE=InnoDB")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 2, &[]);
+    let mut handles = Vec::new();
+    for who in 0..4i64 {
+        let opts = shoal.opts(&backend, Some(&db));
+        handles.push(tokio::spawn(async move {
+            let mut c = Conn::new(opts).await.unwrap();
+            for i in 0..25i64 {
+                c.query_drop("BEGIN").await.unwrap();
+                c.exec_drop("INSERT INTO t VALUES (?, ?)", (who * 1000 + i, who))
+                    .await
+                    .unwrap();
+                if i % 2 == 0 {
+                    c.query_drop("COMMIT").await.unwrap();
+                } else {
+                    c.query_drop("ROLLBACK").await.unwrap();
+                }
+            }
+            c.disconnect().await.unwrap();
+        }));
+    }
+    for h in handles {
+        h.await.expect("client task");
+    }
+    for who in 0..4i64 {
+        let ids: Vec<i64> = direct
+            .exec("SELECT id FROM t WHERE who = ? ORDER BY id", (who,))
+            .await
+            .unwrap();
+        let want: Vec<i64> = (0..25)
+            .filter(|i| i % 2 == 0)
+            .map(|i| who * 1000 + i)
+            .collect();
+        assert_eq!(ids, want, "client {who}: committed rows differ");
+    }
+}
