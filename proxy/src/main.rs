@@ -50,6 +50,9 @@ struct Cli {
     /// On SIGTERM/SIGINT, how long running statements may take to finish, in seconds.
     #[arg(long, default_value_t = 30)]
     shutdown_timeout_secs: u64,
+    /// Worker threads (default: one per CPU core).
+    #[arg(long)]
+    threads: Option<usize>,
     /// Log filter (e.g. `info`, `shoal_proxy=debug`); default from SHOAL_LOG, RUST_LOG, else info.
     #[arg(long)]
     log: Option<String>,

@@ -257,7 +257,7 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The `shoal` binary under test: `$SHOAL_BIN`, else `target/debug/shoal`, built once if missing.
+/// The `shoal` binary under test: `$SHOAL_BIN`, else `target/debug/shoal`, (re)built by cargo first.
 pub fn shoal_bin() -> PathBuf {
     static BIN: Mutex<Option<PathBuf>> = Mutex::new(None);
     let mut guard = BIN.lock().unwrap_or_else(|p| p.into_inner());
@@ -279,30 +279,28 @@ fn locate_or_build() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"));
     let bin = target.join("debug").join("shoal");
-    if bin.exists() {
-        return bin;
+    // `cargo test -p shoal-tests` does not build other packages' binaries, so build it here: a
+    // no-op when it is up to date, and never a stale binary under test. Cargo's own lock makes
+    // parallel test binaries wait for one build (cargo test does not hold it while tests run).
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(&cargo)
+        .current_dir(workspace_root())
+        .args(["build", "-p", "shoal-proxy", "--bin", "shoal"])
+        .env("CARGO_TARGET_DIR", &target)
+        .output();
+    match output {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => panic!(
+            "cargo build -p shoal-proxy --bin shoal failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        // No cargo (a test binary run by hand): use what was built before, if anything.
+        Err(e) => assert!(
+            bin.exists(),
+            "{} is missing and cargo ({cargo}) cannot run: {e}; build shoal or set SHOAL_BIN",
+            bin.display()
+        ),
     }
-    // Several test binaries may get here at once; an exclusive lock file makes one build while
-    // the others wait for it.
-    std::fs::create_dir_all(&target).expect("create target dir");
-    let lock = File::create(target.join(".shoal-e2e-build.lock")).expect("create build lock");
-    // SAFETY: flock on a file descriptor we own; released when `lock` is closed.
-    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
-    assert_eq!(rc, 0, "flock on the build lock failed");
-    if !bin.exists() {
-        eprintln!("shoal-tests: {} missing, building it once", bin.display());
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(workspace_root())
-            .args(["build", "-p", "shoal-proxy", "--bin", "shoal"])
-            .env("CARGO_TARGET_DIR", &target)
-            .status()
-            .expect("run cargo build for shoal");
-        assert!(
-            status.success(),
-            "cargo build -p shoal-proxy --bin shoal failed"
-        );
-    }
-    drop(lock);
     bin
 }
 
@@ -323,33 +321,13 @@ pub fn shoal_help() -> String {
     .clone()
 }
 
-/// The first flag in `shoal --help` that mentions all of `words`, e.g. `["pool", "max"]`.
-pub fn find_flag(words: &[&str]) -> Option<String> {
-    shoal_help()
-        .split(|c: char| c.is_whitespace() || c == ',' || c == '=' || c == '[' || c == '<')
-        .filter(|tok| tok.starts_with("--"))
-        .find(|tok| words.iter().all(|w| tok.contains(w)))
-        .map(str::to_string)
-}
-
 /// Quick-mode flags that cap the backend pool at `max` connections, so that clients must share
-/// them. Panics if Shoal has no such flag (the isolation tests would prove nothing without it).
+/// them.
 pub fn pool_max_args(max: usize) -> Vec<String> {
-    let flag = find_flag(&["pool", "max"])
-        .or_else(|| find_flag(&["pool", "size"]))
-        .unwrap_or_else(|| panic!("shoal --help lists no pool size flag:\n{}", shoal_help()));
-    vec![flag, max.to_string()]
+    vec!["--pool-max".into(), max.to_string()]
 }
 
 /// Quick-mode flags that cap client connections at `max`.
 pub fn max_connections_args(max: usize) -> Vec<String> {
-    let flag = find_flag(&["max", "conn"])
-        .or_else(|| find_flag(&["max", "client"]))
-        .unwrap_or_else(|| {
-            panic!(
-                "shoal --help lists no max-connections flag:\n{}",
-                shoal_help()
-            )
-        });
-    vec![flag, max.to_string()]
+    vec!["--max-connections".into(), max.to_string()]
 }

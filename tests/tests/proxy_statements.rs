@@ -152,6 +152,47 @@ async fn multi_statement_query_returns_every_result() {
     );
 }
 
+/// Each statement gets its own answer: a result that arrives late would be a wrong answer to
+/// the next statement.
+#[tokio::test]
+async fn results_never_shift_to_the_next_statement() {
+    let backend = shared_backend();
+    let db = unique_name("shift");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    let mut c = shoal.conn(&backend, Some(&db)).await;
+    for i in 0..5i64 {
+        // An OK with an info string ("Records: 2 ...") followed by a result set.
+        let mut r = c
+            .query_iter(format!(
+                "INSERT INTO t (v) VALUES ({i}), ({i}); SELECT 'second {i}'"
+            ))
+            .await
+            .unwrap();
+        let _: Vec<Row> = r.collect().await.unwrap();
+        let second: Vec<String> = r.collect().await.unwrap();
+        drop(r);
+        assert_eq!(
+            second,
+            vec![format!("second {i}")],
+            "round {i}: the SELECT after the INSERT"
+        );
+        let next: Option<String> = c.query_first(format!("SELECT 'next {i}'")).await.unwrap();
+        assert_eq!(
+            next,
+            Some(format!("next {i}")),
+            "round {i}: a later statement got an earlier result"
+        );
+    }
+    let n: Option<i64> = direct.query_first("SELECT COUNT(*) FROM t").await.unwrap();
+    assert_eq!(n, Some(10));
+}
+
 #[tokio::test]
 async fn stored_procedures_return_every_result_in_text_and_binary_protocol() {
     let backend = shared_backend();

@@ -2,8 +2,8 @@
 //!
 //! Sessions keep the connection they got between statements (no pool traffic on the hot path,
 //! and statement-scoped functions such as `LAST_INSERT_ID()` or `FOUND_ROWS()` keep working);
-//! when the pool runs dry, waiters ask idle sessions to give back the connections they are not
-//! pinned to (`reclaim`). Connections are told apart by the wire capabilities their responses
+//! when the pool runs dry, waiters raise `waiters` and sessions give back the connections they
+//! are not pinned to (see `reclaim_requested`). Connections are told apart by the wire capabilities their responses
 //! depend on, so a response can always be forwarded byte for byte.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,8 +41,6 @@ pub struct BackendPool {
     state: Mutex<PoolState>,
     /// Signalled when a connection is returned or a slot frees up.
     available: Notify,
-    /// Signalled to ask idle sessions for the unpinned connections they hold.
-    reclaim: Notify,
     waiters: AtomicUsize,
 }
 
@@ -98,7 +96,6 @@ impl BackendPool {
                 total: 0,
             }),
             available: Notify::new(),
-            reclaim: Notify::new(),
             waiters: AtomicUsize::new(0),
         })
     }
@@ -114,11 +111,6 @@ impl BackendPool {
     /// Whether sessions are waiting for a connection (idle sessions then give theirs back).
     pub fn reclaim_requested(&self) -> bool {
         self.waiters.load(Ordering::Relaxed) > 0
-    }
-
-    /// Resolves when a waiter asks idle sessions to give back their connections.
-    pub fn reclaim_notified(&self) -> tokio::sync::futures::Notified<'_> {
-        self.reclaim.notified()
     }
 
     /// (total, idle) counts, for logs and tests.
@@ -235,9 +227,9 @@ impl BackendPool {
                             self.settings.max_size,
                         ));
                     }
+                    // Idle sessions notice `waiters` within their housekeeping tick and give
+                    // back what they hold; look again every few milliseconds.
                     self.waiters.fetch_add(1, Ordering::Relaxed);
-                    self.reclaim.notify_waiters();
-                    // Sessions busy with a statement miss the notification; ask again soon.
                     let wait = (deadline - now).min(Duration::from_millis(20));
                     let _ = tokio::time::timeout(wait, notified).await;
                     self.waiters.fetch_sub(1, Ordering::Relaxed);

@@ -67,6 +67,15 @@ impl SessionState {
     }
 }
 
+/// Read-only variables the server reports as they change (MariaDB reports `last_gtid` after
+/// every write when the binlog is on): facts about the connection, not state to replay.
+fn is_read_only_var(name: &str) -> bool {
+    matches!(
+        name,
+        "last_gtid" | "in_transaction" | "warning_count" | "error_count"
+    )
+}
+
 /// Our own tracking settings are never replayed from a client's state.
 fn is_tracking_var(name: &str) -> bool {
     name.starts_with("session_track")
@@ -122,10 +131,13 @@ impl Tracked {
     /// Adds the entries of one session-state block; `false` if it was malformed.
     pub fn add_block(&mut self, block: &[u8]) -> bool {
         for_each_state_change(block, |c| match c {
-            StateChange::SysVar(n, v) => self.vars.push((
-                String::from_utf8_lossy(n).to_ascii_lowercase(),
-                String::from_utf8_lossy(v).into_owned(),
-            )),
+            StateChange::SysVar(n, v) => {
+                let name = String::from_utf8_lossy(n).to_ascii_lowercase();
+                if !is_read_only_var(&name) {
+                    self.vars
+                        .push((name, String::from_utf8_lossy(v).into_owned()));
+                }
+            }
             StateChange::Schema(s) => self.schema = Some(String::from_utf8_lossy(s).into_owned()),
             StateChange::StateChanged => self.state_changed = true,
             StateChange::Other(_) => {}

@@ -16,7 +16,7 @@ use mysql_common::collations::{Collation, CollationId};
 use mysql_common::constants::{CapabilityFlags, StatusFlags};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tracing::{debug, warn};
+use tracing::{debug, trace, warn};
 
 use crate::backend::pool::{BackendPool, PooledConn, Wanted};
 use crate::backend::state::SessionState;
@@ -38,6 +38,10 @@ pub struct Shared {
     pub capabilities: CapabilityFlags,
     pub shutdown: watch::Receiver<bool>,
 }
+
+/// How often an idle session wakes to check its idle timeout and whether the pool wants its
+/// connection back (a session that finishes a command checks the latter at once).
+const HOUSEKEEPING_TICK: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Collation the proxy's backend connections are opened with (utf8mb4_general_ci).
 pub const BACKEND_COLLATION: u8 = 45;
@@ -158,7 +162,7 @@ impl Session {
 
     async fn send_ok(&mut self, seq: u8) -> Result<()> {
         let mut s = seq;
-        let p = ok_payload(self.status, self.caps);
+        let p = ok_payload(self.status);
         self.client.write_packet(&mut s, &p);
         self.client.flush().await.map_err(Error::ClientIo)
     }
@@ -286,33 +290,43 @@ impl Session {
 
     async fn command_loop(&mut self) -> Result<()> {
         let idle_timeout = self.shared.config.client_idle_timeout;
-        let mut shutdown = self.shared.shutdown.clone();
+        let pool = self.shared.pool.clone();
+        let mut shutdown_rx = self.shared.shutdown.clone();
+        if *shutdown_rx.borrow_and_update() {
+            return Ok(());
+        }
+        // Long-lived futures, created once: re-polling them costs no timer-wheel or lock
+        // traffic per command, which a fresh `sleep` or `Notified` per command would.
+        let shutdown = shutdown_rx.changed();
+        tokio::pin!(shutdown);
+        let tick = tokio::time::sleep(HOUSEKEEPING_TICK);
+        tokio::pin!(tick);
+        let mut last_active = Instant::now();
         loop {
-            if *shutdown.borrow() {
-                return Ok(());
-            }
-            // Between commands: give the connection back if the pool is short of them.
-            if self.backend.is_some() && !self.pins.any() && self.shared.pool.reclaim_requested() {
+            // Between commands: give the connection back if sessions are waiting for one.
+            if self.backend.is_some() && !self.pins.any() && pool.reclaim_requested() {
                 self.release_backend().await;
             }
-            let pool = self.shared.pool.clone();
-            let can_release = self.backend.is_some() && !self.pins.any();
             let read = tokio::select! {
+                biased;
                 r = self.client.next_packet() => Some(r),
-                _ = pool.reclaim_notified(), if can_release => None,
-                _ = tokio::time::sleep(idle_timeout) => {
-                    debug!("client idle timeout");
-                    return Ok(());
+                _ = &mut shutdown => return Ok(()),
+                _ = &mut tick => {
+                    if last_active.elapsed() >= idle_timeout {
+                        debug!("client idle timeout");
+                        return Ok(());
+                    }
+                    tick.as_mut().reset(tokio::time::Instant::now() + HOUSEKEEPING_TICK);
+                    None
                 }
-                _ = shutdown.changed() => return Ok(()),
             };
+            let Some(read) = read else {
+                continue;
+            };
+            last_active = Instant::now();
             let info = match read {
-                None => {
-                    self.release_backend().await;
-                    continue;
-                }
-                Some(Ok(info)) => info,
-                Some(Err(e)) if is_too_large(&e) => {
+                Ok(info) => info,
+                Err(e) if is_too_large(&e) => {
                     let err = Error::packet_too_large();
                     if let Some((code, state, msg)) = err.as_reply() {
                         let msg = msg.to_string();
@@ -320,7 +334,7 @@ impl Session {
                     }
                     return Err(err);
                 }
-                Some(Err(e)) => return Err(Error::ClientIo(e)),
+                Err(e) => return Err(Error::ClientIo(e)),
             };
             let reply_seq = info.last_seq.wrapping_add(1);
             let cmd = self.client.frame().get(4).copied();
@@ -332,7 +346,9 @@ impl Session {
             if cmd == COM_QUIT {
                 return Ok(());
             }
-            match self.dispatch(cmd, reply_seq).await {
+            let result = self.dispatch(cmd, reply_seq).await;
+            last_active = Instant::now();
+            match result {
                 Ok(()) => {}
                 Err(e) => {
                     let fatal = e.ends_session();
@@ -498,6 +514,7 @@ impl Session {
 
     /// Learns from a response what changed in the session.
     fn after_response(&mut self, out: &Outcome) {
+        trace!(status = ?out.status, error = out.error, tracked = ?out.tracked, "response");
         if let Some(status) = out.status {
             self.status = status
                 & !StatusFlags::SERVER_SESSION_STATE_CHANGED.bits()

@@ -265,7 +265,7 @@ fn forward_ok<C: AsyncRead + AsyncWrite + Unpin>(
     let has_state = ok.status & StatusFlags::SERVER_SESSION_STATE_CHANGED.bits() != 0;
     if strip && (has_state || !ok.info.is_empty()) {
         scratch.clear();
-        encode_ok(scratch, p[0], &ok, CapabilityFlags::empty());
+        encode_ok(scratch, p[0], &ok);
         let mut s = frame_seq;
         client.write_packet(&mut s, scratch);
     } else {

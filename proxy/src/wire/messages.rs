@@ -93,8 +93,13 @@ pub fn parse_ok(payload: &[u8], caps: CapabilityFlags) -> Option<OkInfo<'_>> {
         if status & StatusFlags::SERVER_SESSION_STATE_CHANGED.bits() != 0 && !buf.is_empty() {
             state = read_lenenc_bytes(&mut buf)?;
         }
-    } else {
-        info = buf;
+    } else if !buf.is_empty() {
+        // Length-encoded in practice (see `encode_ok`); fall back to string<EOF>.
+        let mut b = buf;
+        info = match read_lenenc_bytes(&mut b) {
+            Some(s) if b.is_empty() => s,
+            _ => buf,
+        };
     }
     Some(OkInfo {
         affected_rows,
@@ -106,26 +111,26 @@ pub fn parse_ok(payload: &[u8], caps: CapabilityFlags) -> Option<OkInfo<'_>> {
     })
 }
 
-/// Encodes an OK payload (header byte 0x00 or 0xFE) for a client that negotiated `caps`.
+/// Encodes an OK payload (header byte 0x00 or 0xFE); the same bytes suit clients with or
+/// without CLIENT_SESSION_TRACK.
 /// Session-state info is never included: the proxy only forwards the backend's own.
-pub fn encode_ok(out: &mut Vec<u8>, header: u8, ok: &OkInfo<'_>, caps: CapabilityFlags) {
+pub fn encode_ok(out: &mut Vec<u8>, header: u8, ok: &OkInfo<'_>) {
     out.push(header);
     put_lenenc(out, ok.affected_rows);
     put_lenenc(out, ok.last_insert_id);
     let status = ok.status & !StatusFlags::SERVER_SESSION_STATE_CHANGED.bits();
     out.extend_from_slice(&status.to_le_bytes());
     out.extend_from_slice(&ok.warnings.to_le_bytes());
-    if caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK) {
-        if !ok.info.is_empty() {
-            put_lenenc_bytes(out, ok.info);
-        }
-    } else {
-        out.extend_from_slice(ok.info);
+    // The protocol documentation calls info string<EOF> without CLIENT_SESSION_TRACK, but
+    // servers (MySQL and MariaDB `net_send_ok`) send it length-encoded either way, and clients
+    // (libmysqlclient, mysql_common) parse it so.
+    if !ok.info.is_empty() {
+        put_lenenc_bytes(out, ok.info);
     }
 }
 
 /// A plain OK (no rows, no info) with the given status flags.
-pub fn ok_payload(status: u16, caps: CapabilityFlags) -> Vec<u8> {
+pub fn ok_payload(status: u16) -> Vec<u8> {
     let mut out = Vec::with_capacity(11);
     let ok = OkInfo {
         affected_rows: 0,
@@ -135,7 +140,7 @@ pub fn ok_payload(status: u16, caps: CapabilityFlags) -> Vec<u8> {
         info: &[],
         state: &[],
     };
-    encode_ok(&mut out, 0x00, &ok, caps);
+    encode_ok(&mut out, 0x00, &ok);
     out
 }
 
@@ -293,7 +298,7 @@ mod tests {
         let p = tracked_ok();
         let ok = parse_ok(&p, TRACK).unwrap();
         let mut out = Vec::new();
-        encode_ok(&mut out, 0x00, &ok, CapabilityFlags::empty());
+        encode_ok(&mut out, 0x00, &ok);
         let back = parse_ok(&out, CapabilityFlags::empty()).unwrap();
         assert_eq!(back.affected_rows, 3);
         assert_eq!(back.last_insert_id, 10000);
@@ -304,7 +309,7 @@ mod tests {
 
     #[test]
     fn ok_without_info_under_tracking() {
-        let p = ok_payload(2, TRACK);
+        let p = ok_payload(2);
         assert_eq!(p, vec![0, 0, 0, 2, 0, 0, 0]);
         let ok = parse_ok(&p, TRACK).unwrap();
         assert_eq!(ok.status, 2);

@@ -151,7 +151,10 @@ pub fn rows(topo: &Topology, p: &RoutePlan) -> Vec<(String, String)> {
         RoutePlan::Any { sql } => vec![("(any)".into(), sql.clone())],
         RoutePlan::Local(l) => vec![("(local)".into(), local(topo, l))],
         RoutePlan::Session(k) => vec![("(session)".into(), format!("{k:?}"))],
-        RoutePlan::Refuse(e) => vec![("(error)".into(), e.to_string())],
+        RoutePlan::Refuse(e) => vec![(
+            "(error)".into(),
+            format!("{} ({}): {}", e.code(), e.sqlstate(), e.message()),
+        )],
     }
 }
 

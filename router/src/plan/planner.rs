@@ -209,7 +209,7 @@ fn build_inner(
         let Kind::Distributed { rule, shards, .. } = &first.kind else {
             continue;
         };
-        let route = placement::route_expr(&dml.filter, &tables, &group_of, g, &top);
+        let route = group_route(dml, &tables, &group_of, g, &members, &top);
         groups.push(GroupT {
             rule: rule.clone(),
             datanodes: shards.iter().map(|s| s.datanode).collect(),
@@ -289,6 +289,39 @@ fn build_inner(
     })))
 }
 
+/// The route of group `g`: from the statement's filter when it has top-level members; from the
+/// filter of the one SELECT block holding all its members otherwise (a subquery or a UNION
+/// branch: only rows that block's WHERE accepts matter, wherever the block sits).
+fn group_route(
+    dml: &Dml,
+    tables: &[Table],
+    group_of: &[Option<usize>],
+    g: usize,
+    members: &[usize],
+    top: &[usize],
+) -> RouteExpr {
+    if members.iter().any(|&i| tables[i].r.top_level) {
+        return placement::route_expr(&dml.filter, tables, group_of, g, top);
+    }
+    let toks: Option<Vec<u32>> = members.iter().map(|&i| tables[i].r.name_tok).collect();
+    let Some(toks) = toks else {
+        return RouteExpr::All;
+    };
+    let block = dml
+        .blocks
+        .iter()
+        .find(|b| !b.has_outer_join && toks.iter().all(|t| b.tables.contains(t)));
+    match block {
+        Some(b) => {
+            let cands: Vec<usize> = (0..tables.len())
+                .filter(|&i| tables[i].r.name_tok.is_some_and(|t| b.tables.contains(&t)))
+                .collect();
+            placement::route_expr(&b.filter, tables, group_of, g, &cands)
+        }
+        None => RouteExpr::All,
+    }
+}
+
 /// `SELECT DATABASE()` is ours to answer; other table-less SELECTs go to any backend.
 fn tableless_select(dml: &Dml) -> Body {
     if let Some(shape) = &dml.select {
@@ -361,6 +394,12 @@ fn insert_template(
     let Some(key) = placement::dist_column(t) else {
         return Ok(None);
     };
+    if tables.len() > 1 && !ins.from_select {
+        return Err(refuse(format!(
+            "INSERT into sharded table {} with subqueries",
+            t.r.name
+        )));
+    }
     if ins.from_select {
         return Err(refuse(format!(
             "INSERT ... SELECT into sharded table {}",

@@ -18,6 +18,34 @@ use crate::sql::lex::{Token, tokenize_into};
 use crate::sql::normalize;
 use crate::topology::Topology;
 
+/// MySQL statements Shoal does not run (refused as unsupported, not as syntax errors).
+const MYSQL_STATEMENTS: &[&str] = &[
+    "INSTALL",
+    "UNINSTALL",
+    "BINLOG",
+    "PURGE",
+    "RESET",
+    "CHANGE",
+    "SHUTDOWN",
+    "CACHE",
+    "SIGNAL",
+    "RESIGNAL",
+    "GET",
+    "IMPORT",
+    "CLONE",
+    "RESTART",
+    "STOP",
+    "START",
+    "BACKUP",
+    "DECLARE",
+    "BEGIN",
+    "ALTER",
+    "CREATE",
+    "DROP",
+    "RELEASE",
+    "LOCK",
+];
+
 /// Default number of cached plan shapes.
 pub const DEFAULT_CACHE_CAPACITY: usize = 4096;
 
@@ -56,6 +84,35 @@ impl Router {
             return RoutePlan::Refuse(parse_error(&format!("{} at offset {}", e.what, e.offset)));
         }
         self.route_tokens(current, sql, &toks, params)
+    }
+
+    /// Like [`Self::route`], without the plan cache: parses and plans every time (benchmarks,
+    /// debugging a suspected cache problem).
+    pub fn route_uncached(
+        &self,
+        current: Option<&str>,
+        sql: &str,
+        params: &[ParamValue],
+    ) -> RoutePlan {
+        let mut toks = Vec::new();
+        if let Err(e) = tokenize_into(sql, &mut toks) {
+            return RoutePlan::Refuse(parse_error(&format!("{} at offset {}", e.what, e.offset)));
+        }
+        if !classify_tokens(sql, &toks).is_dml() {
+            return self.route_tokens(current, sql, &toks, params);
+        }
+        let shape = normalize::shape(sql, &toks);
+        let template = self.build(current, sql, &toks, &shape);
+        let values = Values {
+            text: Text {
+                sql,
+                toks: &toks,
+                param_tokens: &shape.param_tokens,
+            },
+            slot_tokens: &shape.slot_tokens,
+            params,
+        };
+        eval::evaluate(&template, &self.topo, &values)
     }
 
     /// The plan as text: one line for its kind, then one per datanode and merge step.
@@ -112,7 +169,10 @@ impl Router {
             K::Account => RoutePlan::Refuse(refuse(
                 "account management through Shoal (users are defined in its config)",
             )),
-            K::Other(w) => RoutePlan::Refuse(refuse(format!("the {w} statement"))),
+            K::Other(w) if MYSQL_STATEMENTS.contains(&w.as_str()) => {
+                RoutePlan::Refuse(refuse(format!("the {w} statement")))
+            }
+            K::Other(w) => RoutePlan::Refuse(parse_error(&format!("unknown statement near '{w}'"))),
             K::Set(_)
             | K::Use(_)
             | K::Begin { .. }

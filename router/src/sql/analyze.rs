@@ -210,6 +210,7 @@ fn describe(src: &Source, stmt: &Statement) -> Result<Dml, AnalyzeError> {
         filter: Pred::Unknown,
         column_equalities: std::mem::take(&mut c.equalities),
         assigned: Vec::new(),
+        blocks: std::mem::take(&mut c.blocks),
         select: None,
         insert: None,
         has_subquery: c.has_subquery,
@@ -502,6 +503,7 @@ struct Collector<'a> {
     qualifiers: Vec<QualifierRef>,
     equalities: Vec<(ColRef, ColRef)>,
     cte_names: Vec<String>,
+    blocks: Vec<Block>,
     has_subquery: bool,
     has_union: bool,
     has_cte: bool,
@@ -518,6 +520,7 @@ impl<'a> Collector<'a> {
             qualifiers: Vec::new(),
             equalities: Vec::new(),
             cte_names: Vec::new(),
+            blocks: Vec::new(),
             has_subquery: false,
             has_union: false,
             has_cte: false,
@@ -615,6 +618,29 @@ impl Visitor for Collector<'_> {
             self.conjunct_equalities(w);
         }
         self.joins_equalities(&s.from);
+        let mut scope = TopScope::default();
+        let mut b = Builder {
+            src: self.src,
+            pins: Vec::new(),
+            unsupported: None,
+        };
+        scope.add_from(self.src, &s.from, &mut b);
+        let filter = s
+            .selection
+            .as_ref()
+            .map(|e| b.pred(e))
+            .unwrap_or(Pred::Unknown);
+        let filter = and(
+            filter,
+            std::mem::replace(&mut scope.inner_on, Pred::Unknown),
+        );
+        let mut tables: Vec<u32> = scope.by_tok.keys().copied().collect();
+        tables.sort_unstable();
+        self.blocks.push(Block {
+            tables,
+            filter,
+            has_outer_join: scope.has_outer,
+        });
         ControlFlow::Continue(())
     }
 
@@ -729,12 +755,31 @@ fn agg_func(f: &sp::Function) -> Option<(AggFunc, String)> {
     Some((func, name))
 }
 
+/// An aggregate of this query level (aggregates inside subqueries belong to the subquery).
 fn contains_aggregate(e: &Expr) -> bool {
-    sp::visit_expressions(e, |x| match x {
-        Expr::Function(f) if agg_func(f).is_some() => ControlFlow::Break(()),
-        _ => ControlFlow::Continue(()),
-    })
-    .is_break()
+    struct Finder {
+        depth: usize,
+    }
+    impl Visitor for Finder {
+        type Break = ();
+        fn pre_visit_query(&mut self, _q: &Query) -> ControlFlow<()> {
+            self.depth += 1;
+            ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _q: &Query) -> ControlFlow<()> {
+            self.depth -= 1;
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+            match e {
+                Expr::Function(f) if self.depth == 0 && agg_func(f).is_some() => {
+                    ControlFlow::Break(())
+                }
+                _ => ControlFlow::Continue(()),
+            }
+        }
+    }
+    e.visit(&mut Finder { depth: 0 }).is_break()
 }
 
 fn contains_window(e: &Expr) -> bool {
@@ -1153,6 +1198,9 @@ impl Builder<'_> {
             }
         }
         let limit = self.limit(q);
+        if q.limit_clause.is_some() && limit.is_none() && self.unsupported.is_none() {
+            notes.push("a LIMIT clause that could not be located".to_string());
+        }
         let select_list_last_tok = self.select_list_last();
         SelectShape {
             items,

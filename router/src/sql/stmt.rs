@@ -275,6 +275,16 @@ pub struct InsertRow {
     pub values: Vec<Option<ValueRef>>,
 }
 
+/// One SELECT block (the statement's own, a subquery's, a UNION branch's): its FROM tables and
+/// its WHERE (+ inner-join ON) predicate, which narrows tables used only inside that block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    /// Name tokens of the tables in the block's FROM.
+    pub tables: Vec<u32>,
+    pub filter: Pred,
+    pub has_outer_join: bool,
+}
+
 /// Which DML statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DmlKind {
@@ -296,6 +306,8 @@ pub struct Dml {
     pub column_equalities: Vec<(ColRef, ColRef)>,
     /// Columns assigned by UPDATE SET.
     pub assigned: Vec<ColRef>,
+    /// Every SELECT block of the statement.
+    pub blocks: Vec<Block>,
     pub select: Option<SelectShape>,
     pub insert: Option<InsertShape>,
     pub has_subquery: bool,

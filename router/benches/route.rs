@@ -1,0 +1,98 @@
+//! Routing cost micro-benchmarks (criterion).
+//!
+//! `cargo bench -p shoal-router --bench route -- --warm-up-time 1 --measurement-time 3`
+//!
+//! - `cached/*`: a sysbench point select through the plan cache (tokenize, shape key, cache
+//!   lookup, evaluate the template with this statement's value, render the SQL);
+//! - `cold/*`: the same statement parsed and planned from scratch (no cache);
+//! - `datanodes/N`: the cached point select on a table sharded over N datanodes (should be flat).
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use shoal_router::config::Config;
+use shoal_router::plan::Router;
+use shoal_router::sql::stmt::Literal;
+use shoal_router::topology::Topology;
+
+fn topology(datanodes: usize) -> Arc<Topology> {
+    let yaml = format!(
+        r#"
+users:
+  - {{ name: sb, password: sb, schemas: [sbtest] }}
+datahosts:
+  - name: dh1
+    primary: {{ address: 127.0.0.1:3307, user: u, password: p }}
+datanodes:
+  - name: dn1..dn{datanodes}
+    datahost: dh1
+    database: sb1..sb{datanodes}
+rules:
+  - {{ name: by_id, algorithm: mod }}
+schemas:
+  - name: sbtest
+    default_datanode: dn1
+    tables:
+      - {{ name: sbtest1, type: sharded, shard_key: id, rule: by_id, datanodes: dn1..dn{datanodes} }}
+"#
+    );
+    let cfg = Config::from_yaml_str(&yaml).expect("config");
+    Arc::new(Topology::build(&cfg).expect("topology"))
+}
+
+fn point_selects() -> Vec<String> {
+    (0..1024)
+        .map(|i| format!("SELECT c FROM sbtest1 WHERE id={}", i * 7919 % 100_000))
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let router = Router::new(topology(4));
+    let texts = point_selects();
+
+    let mut g = c.benchmark_group("cached");
+    let mut i = 0usize;
+    g.bench_function("point_select_literal", |b| {
+        b.iter(|| {
+            i = (i + 1) % texts.len();
+            black_box(router.route(Some("sbtest"), black_box(&texts[i]), &[]))
+        })
+    });
+    let mut v = 0i128;
+    g.bench_function("point_select_prepared", |b| {
+        b.iter(|| {
+            v = (v + 7919) % 100_000;
+            black_box(router.route(
+                Some("sbtest"),
+                "SELECT c FROM sbtest1 WHERE id=?",
+                &[Literal::Int(v)],
+            ))
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("cold");
+    g.bench_function("point_select_literal", |b| {
+        b.iter(|| {
+            i = (i + 1) % texts.len();
+            black_box(router.route_uncached(Some("sbtest"), black_box(&texts[i]), &[]))
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("datanodes");
+    for n in [1usize, 4, 16, 64] {
+        let r = Router::new(topology(n));
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| {
+                i = (i + 1) % texts.len();
+                black_box(r.route(Some("sbtest"), black_box(&texts[i]), &[]))
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
