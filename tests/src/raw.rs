@@ -98,6 +98,18 @@ impl RawConn {
         password: &str,
         db: Option<&str>,
     ) -> std::io::Result<(RawConn, Reply)> {
+        Self::login_with_collation(addr, user, password, db, 45).await
+    }
+
+    /// Like [`RawConn::login`], with the handshake's collation id (45: utf8mb4_general_ci,
+    /// 8: latin1_swedish_ci, 33: utf8mb3_general_ci).
+    pub async fn login_with_collation(
+        addr: &str,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+        collation: u8,
+    ) -> std::io::Result<(RawConn, Reply)> {
         let mut conn = RawConn::connect(addr).await?;
         let greeting = conn.read_packet().await?;
         let greeting = Greeting::parse(&greeting).ok_or_else(|| {
@@ -118,7 +130,7 @@ impl RawConn {
         let mut body = Vec::new();
         body.extend_from_slice(&caps.to_le_bytes());
         body.extend_from_slice(&(16u32 << 20).to_le_bytes());
-        body.push(45); // utf8mb4_general_ci
+        body.push(collation);
         body.extend_from_slice(&[0u8; 23]);
         body.extend_from_slice(user.as_bytes());
         body.push(0);

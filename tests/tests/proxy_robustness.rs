@@ -414,3 +414,51 @@ async fn idle_clients_are_disconnected_and_others_are_not() {
     );
     serves_others(&mut shoal, &backend, &db, "an idle client was dropped").await;
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A 400 MB result read slowly by the client passes through Shoal without Shoal holding it:
+/// results are streamed, never buffered whole.
+#[tokio::test]
+async fn a_large_result_is_streamed_not_buffered() {
+    let backend = shared_backend();
+    let db = unique_name("stream");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    let before = rss_kib(shoal.pid());
+    let mut c = shoal.conn(&backend, Some(&db)).await;
+    let mut result = c
+        .query_iter("SELECT seq, REPEAT(CHAR(65 + seq % 26), 1000000) FROM seq_1_to_400")
+        .await
+        .unwrap();
+    let mut rows = 0u64;
+    let mut peak = before;
+    while let Some(row) = within(LIMIT, "next row of a large result", result.next())
+        .await
+        .unwrap()
+    {
+        let v: Vec<u8> = row.get(1).unwrap();
+        assert_eq!(v.len(), 1_000_000);
+        rows += 1;
+        if rows.is_multiple_of(20) {
+            // A slow reader: the backend is far ahead unless Shoal applies back-pressure.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            peak = peak.max(rss_kib(shoal.pid()));
+        }
+    }
+    drop(result);
+    assert_eq!(rows, 400);
+    let grown_mib = peak.saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 150,
+        "shoal's memory grew by {grown_mib} MiB while relaying a 400 MB result (buffered?)"
+    );
+}

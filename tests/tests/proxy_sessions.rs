@@ -513,3 +513,182 @@ async fn concurrent_transactions_commit_only_their_own_rows() {
         assert_eq!(ids, want, "client {who}: committed rows differ");
     }
 }
+
+/// The character set a client asks for in its handshake applies to its session, whoever used
+/// the shared backend connection before.
+#[tokio::test]
+async fn handshake_charset_applies_to_its_own_session_only() {
+    let backend = shared_backend();
+    let db = unique_name("hscs");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let (mut latin, reply) = RawConn::login_with_collation(
+        &shoal.addr(),
+        &backend.user,
+        &backend.password,
+        Some(&db),
+        8, // latin1_swedish_ci
+    )
+    .await
+    .expect("raw login");
+    assert_eq!(reply, Reply::Ok);
+    let mut utf8 = shoal.conn(&backend, Some(&db)).await;
+    for round in 0..3 {
+        let rows = latin
+            .query_rows(
+                "SELECT @@character_set_client, @@character_set_results, @@collation_connection",
+            )
+            .await
+            .unwrap();
+        let row = String::from_utf8_lossy(&rows[0]).into_owned();
+        assert!(
+            row.contains("latin1") && !row.contains("utf8"),
+            "round {round}: a latin1 client runs with another charset: {row:?}"
+        );
+        let row: Option<(String, String)> = utf8
+            .query_first("SELECT @@character_set_client, @@character_set_results")
+            .await
+            .unwrap();
+        assert_eq!(
+            row,
+            Some(("utf8mb4".to_string(), "utf8mb4".to_string())),
+            "round {round}: a utf8mb4 client runs with the latin1 client's charset"
+        );
+    }
+}
+
+/// LAST_INSERT_ID() is per connection on the server; clients sharing one must still each see
+/// their own.
+#[tokio::test]
+async fn last_insert_id_belongs_to_the_client_that_inserted() {
+    let backend = shared_backend();
+    let db = unique_name("lastid");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, who CHAR(1))")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    for round in 0..3 {
+        a.query_drop("INSERT INTO t (who) VALUES ('a')")
+            .await
+            .unwrap();
+        let a_id = a.last_insert_id().expect("insert id in A's OK packet");
+        b.query_drop("INSERT INTO t (who) VALUES ('b')")
+            .await
+            .unwrap();
+        let b_id = b.last_insert_id().expect("insert id in B's OK packet");
+        assert_ne!(a_id, b_id);
+        assert_eq!(
+            count(&mut a, "SELECT LAST_INSERT_ID()").await as u64,
+            a_id,
+            "round {round}: A's LAST_INSERT_ID() is another client's"
+        );
+        assert_eq!(
+            count(&mut b, "SELECT LAST_INSERT_ID()").await as u64,
+            b_id,
+            "round {round}: B's LAST_INSERT_ID() is another client's"
+        );
+    }
+}
+
+/// COM_CHANGE_USER in the middle of a transaction rolls it back, as on the server.
+#[tokio::test]
+async fn change_user_ends_an_open_transaction() {
+    let backend = shared_backend();
+    let db = unique_name("cutx");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    a.query_drop("BEGIN").await.unwrap();
+    a.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+    a.query_drop("SET @v = 1").await.unwrap();
+    a.change_user(mysql_async::ChangeUserOpts::default())
+        .await
+        .expect("COM_CHANGE_USER");
+    assert_eq!(count(&mut a, "SELECT @@in_transaction").await, 0);
+    let v: Option<Option<i64>> = a.query_first("SELECT @v").await.unwrap();
+    assert_eq!(v, Some(None), "user variable survived COM_CHANGE_USER");
+    a.query_drop("COMMIT").await.unwrap();
+    assert_eq!(
+        count(&mut direct, "SELECT COUNT(*) FROM t").await,
+        0,
+        "the transaction open at COM_CHANGE_USER was committed"
+    );
+}
+
+/// A client waiting for a pooled connection gets an error after the acquire timeout, not a hang,
+/// and is served once the connection is free.
+#[tokio::test]
+async fn waiting_for_a_busy_pool_ends_in_an_error_not_a_hang() {
+    let backend = shared_backend();
+    let db = unique_name("acq");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &["--acquire-timeout-ms", "500"]);
+    let mut holder = shoal.conn(&backend, Some(&db)).await;
+    // Logged in before the pool is busy (a login needs a backend connection too).
+    let mut waiter = shoal.conn(&backend, Some(&db)).await;
+    holder.query_drop("BEGIN").await.unwrap();
+    holder.query_drop("SELECT 1").await.unwrap();
+    let result = shoal_tests::within(
+        std::time::Duration::from_secs(30),
+        "statement waiting for the only pooled connection",
+        waiter.query_drop("SELECT 2"),
+    )
+    .await;
+    let (code, state, msg) = server_error(result);
+    assert!(code > 0, "{code} {state} {msg}");
+    holder.query_drop("COMMIT").await.unwrap();
+    let two: Option<i64> = waiter
+        .query_first("SELECT 2")
+        .await
+        .expect("served once the connection is free");
+    assert_eq!(two, Some(2));
+}
+
+/// Writes change read-only session variables the server reports (e.g. `last_gtid` with binlog
+/// on); handing the connection to another client must not try to replay those.
+#[tokio::test]
+async fn clients_alternating_writes_on_one_pooled_connection_all_succeed() {
+    let backend = shared_backend();
+    let db = unique_name("altw");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, who INT)")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(shoal.conn(&backend, Some(&db)).await);
+    }
+    for round in 0..5i64 {
+        for (who, c) in clients.iter_mut().enumerate() {
+            // Text protocol: a server-side prepared statement would pin the connection.
+            c.query_drop(format!("INSERT INTO t (who) VALUES ({who})"))
+                .await
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "round {round}, client {who}: INSERT failed: {e}\nshoal log:\n{}",
+                        shoal.log()
+                    )
+                });
+            let one: Option<i64> = c.query_first("SELECT 1").await.unwrap_or_else(|e| {
+                panic!(
+                    "round {round}, client {who}: SELECT 1 after another client's write failed: {e}"
+                )
+            });
+            assert_eq!(one, Some(1));
+        }
+    }
+    assert_eq!(count(&mut direct, "SELECT COUNT(*) FROM t").await, 15);
+}
