@@ -37,6 +37,8 @@ pub struct Shared {
     /// Capabilities offered to clients: ours, limited to what the backend supports.
     pub capabilities: CapabilityFlags,
     pub shutdown: watch::Receiver<bool>,
+    /// Set once shutdown starts; sessions check it between commands (a cheap load).
+    pub stopping: std::sync::atomic::AtomicBool,
 }
 
 /// How often an idle session wakes to check its idle timeout and whether the pool wants its
@@ -303,6 +305,13 @@ impl Session {
         tokio::pin!(tick);
         let mut last_active = Instant::now();
         loop {
+            if self
+                .shared
+                .stopping
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                return Ok(());
+            }
             // Between commands: give the connection back if sessions are waiting for one.
             if self.backend.is_some() && !self.pins.any() && pool.reclaim_requested() {
                 self.release_backend().await;
@@ -375,8 +384,18 @@ impl Session {
                 if sticky {
                     self.pins.sticky = true;
                 }
-                self.forward(Expect::Results { binary: false }, reply_seq)
+                let out = self
+                    .forward(Expect::Results { binary: false }, reply_seq)
                     .await?;
+                if let Some(out) = out
+                    && out
+                        .tracked
+                        .vars
+                        .iter()
+                        .any(|(n, _)| n == "character_set_connection")
+                {
+                    self.refresh_collation().await;
+                }
                 Ok(())
             }
             COM_INIT_DB => {
@@ -509,6 +528,26 @@ impl Session {
                 Err(Error::ClientIo(e))
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// `SET NAMES x COLLATE y` reports the charset variables but not `collation_connection`:
+    /// read it, so a replay on another connection restores the collation too.
+    async fn refresh_collation(&mut self) {
+        let Some(b) = self.backend.as_mut() else {
+            return;
+        };
+        match b.query_value("SELECT @@collation_connection").await {
+            Ok(Some(c)) => {
+                b.state.set_var("collation_connection", &c);
+                self.want.set_var("collation_connection", &c);
+            }
+            Ok(None) => {}
+            Err(Error::Reply { .. }) => {}
+            Err(e) => {
+                debug!(error = %e, "backend failed while reading the collation");
+                self.lose_backend();
+            }
         }
     }
 

@@ -102,8 +102,11 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
         extra_folds: Vec::new(),
         ctx,
     };
+    // A HAVING without aggregates or GROUP BY filters rows (MySQL extension): it commutes with
+    // the union of the shards' rows, so it stays in the shard SQL.
+    let having_aggregates = shape.having.as_ref().is_some_and(having_has_aggregate);
     let aggregating = !shape.group_by.is_empty()
-        || shape.having.is_some()
+        || having_aggregates
         || shape.items.iter().any(|it| {
             matches!(
                 it.kind,
@@ -149,7 +152,8 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
         }
         let mut keys = Vec::new();
         for k in &shape.group_by {
-            keys.push(b.key_column(k, "GROUP BY")?);
+            // GROUP BY names resolve to table columns before select aliases (MySQL).
+            keys.push(b.key_column(k, "GROUP BY", false)?);
         }
         spec.aggregate = Some(Aggregation {
             keys,
@@ -157,11 +161,11 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
         });
     }
     let having = match &shape.having {
-        Some(h) => Some(b.having(h)?),
-        None => None,
+        Some(h) if aggregating => Some(b.having(h)?),
+        _ => None,
     };
     for k in &shape.order_by {
-        let column = b.key_column(&k.key, "ORDER BY")?;
+        let column = b.key_column(&k.key, "ORDER BY", true)?;
         spec.order_by.push(SortKey {
             column,
             desc: k.desc,
@@ -226,7 +230,7 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
     }
     spec.order_by.iter_mut().for_each(|k| fix(&mut k.column));
     let having = having.map(|h| fix_having(h, &fix));
-    if shape.having.is_some() {
+    if having.is_some() {
         let (a, z) = shape
             .having_toks
             .ok_or_else(|| refuse("HAVING clause that could not be located"))?;
@@ -350,7 +354,7 @@ impl Builder<'_> {
     }
 
     /// The select item a key names, if any.
-    fn match_item(&self, k: &KeyExpr) -> Result<Option<usize>, RouterError> {
+    fn match_item(&self, k: &KeyExpr, alias_ok: bool) -> Result<Option<usize>, RouterError> {
         let items = &self.shape.items;
         Ok(match k {
             KeyExpr::Position(p) => {
@@ -360,7 +364,7 @@ impl Builder<'_> {
                 Some(p - 1)
             }
             KeyExpr::Column { col, .. } => {
-                let by_alias = (col.table.is_none())
+                let by_alias = (alias_ok && col.table.is_none())
                     .then(|| {
                         items.iter().position(|it| {
                             it.alias
@@ -378,18 +382,19 @@ impl Builder<'_> {
             KeyExpr::Aggregate { text, .. } => items.iter().position(
                 |it| matches!(&it.kind, ItemKind::Aggregate { text: t, .. } if t == text),
             ),
-            KeyExpr::Expr { text } => items.iter().position(|it| {
-                matches!(&it.kind, ItemKind::Expr { text: t, .. } if t == text)
-                    || it
-                        .alias
-                        .as_deref()
-                        .is_some_and(|a| a.eq_ignore_ascii_case(text))
-            }),
+            KeyExpr::Expr { text } => items
+                .iter()
+                .position(|it| matches!(&it.kind, ItemKind::Expr { text: t, .. } if t == text)),
         })
     }
 
-    fn key_column(&mut self, k: &KeyExpr, clause: &str) -> Result<Column, RouterError> {
-        if let Some(i) = self.match_item(k)? {
+    fn key_column(
+        &mut self,
+        k: &KeyExpr,
+        clause: &str,
+        alias_ok: bool,
+    ) -> Result<Column, RouterError> {
+        if let Some(i) = self.match_item(k, alias_ok)? {
             if matches!(self.shape.items[i].kind, ItemKind::Wildcard) {
                 return Err(refuse(format!("{clause} on a * position across shards")));
             }
@@ -418,6 +423,7 @@ impl Builder<'_> {
                 }
                 Ok(col)
             }
+            KeyExpr::Position(_) => Err(refuse(format!("{clause} position after * across shards"))),
             _ => Err(refuse(format!("{clause} on an expression across shards"))),
         }
     }
@@ -457,7 +463,21 @@ impl Builder<'_> {
     fn operand(&mut self, o: &HavingOperand) -> Result<OperandT, RouterError> {
         match o {
             HavingOperand::Value(v) => Ok(OperandT::Value(v.clone())),
-            HavingOperand::Key(k) => Ok(OperandT::Column(self.key_column(k, "HAVING")?)),
+            HavingOperand::Key(k) => Ok(OperandT::Column(self.key_column(k, "HAVING", true)?)),
         }
+    }
+}
+
+fn having_has_aggregate(h: &HavingExpr) -> bool {
+    let operand = |o: &HavingOperand| matches!(o, HavingOperand::Key(KeyExpr::Aggregate { .. }));
+    match h {
+        HavingExpr::And(a, b) | HavingExpr::Or(a, b) => {
+            having_has_aggregate(a) || having_has_aggregate(b)
+        }
+        HavingExpr::Not(a) => having_has_aggregate(a),
+        HavingExpr::Cmp { left, right, .. } => operand(left) || operand(right),
+        HavingExpr::IsNull { operand: o, .. } => operand(o),
+        // Unknown forms: treat as aggregating, so that they are refused rather than pushed down.
+        HavingExpr::Unsupported(_) => true,
     }
 }

@@ -394,6 +394,12 @@ fn insert_template(
     let Some(key) = placement::dist_column(t) else {
         return Ok(None);
     };
+    if tables.len() > 1 && !ins.from_select {
+        return Err(refuse(format!(
+            "INSERT into sharded table {} with subqueries",
+            t.r.name
+        )));
+    }
     if ins.from_select {
         return Err(refuse(format!(
             "INSERT ... SELECT into sharded table {}",

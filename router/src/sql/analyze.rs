@@ -1198,6 +1198,9 @@ impl Builder<'_> {
             }
         }
         let limit = self.limit(q);
+        if q.limit_clause.is_some() && limit.is_none() && self.unsupported.is_none() {
+            notes.push("a LIMIT clause that could not be located".to_string());
+        }
         let select_list_last_tok = self.select_list_last();
         SelectShape {
             items,
