@@ -692,3 +692,35 @@ async fn clients_alternating_writes_on_one_pooled_connection_all_succeed() {
     }
     assert_eq!(count(&mut direct, "SELECT COUNT(*) FROM t").await, 15);
 }
+
+/// Many clients multiplexed over a small pool each get their own answers, in order.
+#[tokio::test]
+async fn many_clients_on_a_small_pool_each_get_their_own_answers() {
+    let backend = shared_backend();
+    let db = unique_name("many");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 3, &[]);
+    let mut tasks = Vec::new();
+    for client in 0..40u64 {
+        let opts = shoal.opts(&backend, Some(&db));
+        tasks.push(tokio::spawn(async move {
+            let mut c = Conn::new(opts).await.expect("connect");
+            for i in 0..40u64 {
+                let len = (client * 7 + i * 13) % 3000;
+                let row: Option<(u64, u64, String)> = c
+                    .query_first(format!("SELECT {client}, {i}, REPEAT('x', {len})"))
+                    .await
+                    .expect("query");
+                assert_eq!(
+                    row,
+                    Some((client, i, "x".repeat(len as usize))),
+                    "client {client} query {i} got another answer"
+                );
+            }
+            c.disconnect().await.expect("disconnect");
+        }));
+    }
+    for t in tasks {
+        t.await.expect("client task");
+    }
+}

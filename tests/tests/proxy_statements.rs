@@ -832,3 +832,97 @@ async fn cursor_fetch_long_data_and_statement_reset_behave_as_on_the_backend() {
         shoal.log()
     );
 }
+
+/// What the client receives is byte for byte what the backend sends: result sets, OK packets
+/// (counters, status flags, warnings, info), ERR packets, multi-results, for a client without
+/// CLIENT_DEPRECATE_EOF or CLIENT_SESSION_TRACK.
+#[tokio::test]
+async fn raw_replies_are_byte_identical_to_the_backends() {
+    let backend = shared_backend();
+    let setup = [
+        "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10), d DECIMAL(10,3), \
+         ts DATETIME(3), b BLOB) ENGINE=InnoDB",
+    ];
+    let (direct_db, shoal_db) = twin_dbs(&backend, &setup).await;
+    let shoal = ShoalProcess::quick(&backend, &shoal_db, &[]);
+    let backend_addr = format!("{}:{}", backend.host, backend.port);
+    let (mut direct, reply) = RawConn::login(
+        &backend_addr,
+        &backend.user,
+        &backend.password,
+        Some(&direct_db),
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply, Reply::Ok);
+    let (mut proxied, reply) = RawConn::login(
+        &shoal.addr(),
+        &backend.user,
+        &backend.password,
+        Some(&shoal_db),
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply, Reply::Ok);
+    let script = [
+        "SET sql_mode = ''",
+        "INSERT INTO t (v, d, ts, b) VALUES ('a', 1.5, '2024-01-02 03:04:05.678', x'00ff'), \
+         ('bb', NULL, NULL, NULL), ('much too long', -2.25, '1999-12-31 23:59:59', '')",
+        "SELECT * FROM t ORDER BY id",
+        "SELECT * FROM t WHERE id < 0",
+        "SELECT NULL, 1, 'x', 1.5e3, CAST(1 AS UNSIGNED), NOW() IS NOT NULL",
+        "UPDATE t SET v = 'z' WHERE id >= 2",
+        "SHOW WARNINGS",
+        "DELETE FROM t WHERE id = 3",
+        "SELECT 1; SELECT 2, 3; UPDATE t SET d = 0 WHERE id = 1; SELECT COUNT(*) FROM t",
+        "SELECT 1; SELEC 2",
+        "INSERT INTO t (id, v) VALUES (1, 'dup')",
+        "SELECT * FROM no_such_table",
+        "BEGIN",
+        "INSERT INTO t (v) VALUES ('tx')",
+        "COMMIT",
+        "DO 1",
+    ];
+    for sql in script {
+        let want = direct.query_packets(sql).await.unwrap();
+        let got = proxied.query_packets(sql).await.unwrap();
+        // Column definitions name the schema; the two databases differ by name only.
+        let normalize = |packets: Vec<Vec<u8>>, db: &str| -> Vec<Vec<u8>> {
+            packets
+                .into_iter()
+                .map(|p| {
+                    let mut out = Vec::with_capacity(p.len());
+                    let mut i = 0;
+                    while i < p.len() {
+                        if i > 0
+                            && p[i - 1] as usize == db.len()
+                            && p[i..].starts_with(db.as_bytes())
+                        {
+                            // A length-encoded string equal to the database name: its length
+                            // byte is the last one copied.
+                            *out.last_mut().expect("length byte") = 2;
+                            out.extend_from_slice(b"DB");
+                            i += db.len();
+                        } else if p[i..].starts_with(db.as_bytes()) {
+                            // Inside a message (e.g. "Table 'db.x' doesn't exist").
+                            out.extend_from_slice(b"DB");
+                            i += db.len();
+                        } else {
+                            out.push(p[i]);
+                            i += 1;
+                        }
+                    }
+                    out
+                })
+                .collect()
+        };
+        let want = normalize(want, &direct_db);
+        let got = normalize(got, &shoal_db);
+        assert_eq!(
+            got,
+            want,
+            "reply to {sql:?} differs from the backend's\nshoal log:\n{}",
+            shoal.log()
+        );
+    }
+}
