@@ -462,3 +462,50 @@ async fn a_large_result_is_streamed_not_buffered() {
         "shoal's memory grew by {grown_mib} MiB while relaying a 400 MB result (buffered?)"
     );
 }
+
+/// A pooled connection the backend closed while it sat idle (KILL, wait_timeout, a restart)
+/// is discarded and replaced: the next client statement succeeds, with its session state.
+#[tokio::test]
+async fn idle_pooled_connections_closed_by_the_backend_are_replaced() {
+    let backend = shared_backend();
+    let db = unique_name("idlekill");
+    backend.fresh_db(&db).await;
+    let mut shoal = ShoalProcess::quick(&backend, &db, &["--pool-max", "1"]);
+    let mut direct = backend.conn(Some(&db)).await;
+    let mut c = shoal.conn(&backend, Some(&db)).await;
+    c.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES'")
+        .await
+        .unwrap();
+    let one: Option<i64> = c.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    for round in 0..3 {
+        let ids: Vec<u64> = direct
+            .query(format!(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = '{db}' \
+                 AND COMMAND = 'Sleep' AND ID <> CONNECTION_ID()"
+            ))
+            .await
+            .unwrap();
+        assert!(
+            !ids.is_empty(),
+            "round {round}: no idle pooled connection on the backend"
+        );
+        for id in ids {
+            direct
+                .query_drop(format!("KILL CONNECTION {id}"))
+                .await
+                .unwrap();
+        }
+        // Give the backend a moment to close the sockets.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mode: Option<String> = within(LIMIT, "statement after the pooled connection was killed", c.query_first("SELECT @@session.sql_mode"))
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: a client statement failed because an idle pooled connection had been closed: {e}\nshoal log:\n{}", shoal.log()));
+        assert_eq!(
+            mode.as_deref(),
+            Some("ANSI_QUOTES"),
+            "round {round}: session state lost on the replacement connection"
+        );
+    }
+    shoal.assert_running();
+}
