@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use shoal_tests::raw::{COM_PING, COM_QUERY, COM_STMT_EXECUTE, RawConn, Reply};
+use shoal_tests::raw::{COM_QUERY, COM_STMT_EXECUTE, RawConn, Reply};
 use shoal_tests::shoal::max_connections_args;
 use shoal_tests::{
     Backend, ShoalProcess, private_cluster, server_error, shared_backend, unique_name, within,
@@ -345,6 +345,15 @@ async fn client_connection_cap_answers_1040() {
 
 #[tokio::test]
 async fn sigterm_lets_a_running_statement_finish() {
+    shutdown_lets_a_running_statement_finish(libc::SIGTERM).await;
+}
+
+#[tokio::test]
+async fn sigint_lets_a_running_statement_finish() {
+    shutdown_lets_a_running_statement_finish(libc::SIGINT).await;
+}
+
+async fn shutdown_lets_a_running_statement_finish(signal: libc::c_int) {
     let backend = shared_backend();
     let db = unique_name("sigterm");
     backend.fresh_db(&db).await;
@@ -356,7 +365,7 @@ async fn sigterm_lets_a_running_statement_finish() {
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     let addr = shoal.addr();
-    let status = tokio::task::spawn_blocking(move || shoal.terminate());
+    let status = tokio::task::spawn_blocking(move || shoal.signal_and_wait(signal));
     tokio::time::sleep(Duration::from_millis(300)).await;
     // No new clients while draining.
     let late = tokio::time::timeout(
@@ -372,7 +381,10 @@ async fn sigterm_lets_a_running_statement_finish() {
         Some(0)
     );
     let status = status.await.expect("terminate");
-    assert!(status.success(), "shoal exited with {status} after SIGTERM");
+    assert!(
+        status.success(),
+        "shoal exited with {status} after signal {signal}"
+    );
     if let Ok(Ok(mut stream)) = late {
         // Accepted at the TCP level (a backlog) but must not be served.
         use tokio::io::AsyncReadExt;
@@ -383,7 +395,6 @@ async fn sigterm_lets_a_running_statement_finish() {
             "a new client got a greeting during shutdown"
         );
     }
-    let _ = COM_PING;
 }
 
 #[tokio::test]
