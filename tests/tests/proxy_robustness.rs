@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use shoal_tests::raw::{COM_PING, COM_QUERY, COM_STMT_EXECUTE, RawConn, Reply};
+use shoal_tests::raw::{COM_QUERY, COM_STMT_EXECUTE, RawConn, Reply};
 use shoal_tests::shoal::max_connections_args;
 use shoal_tests::{
     Backend, ShoalProcess, private_cluster, server_error, shared_backend, unique_name, within,
@@ -345,6 +345,15 @@ async fn client_connection_cap_answers_1040() {
 
 #[tokio::test]
 async fn sigterm_lets_a_running_statement_finish() {
+    shutdown_lets_a_running_statement_finish(libc::SIGTERM).await;
+}
+
+#[tokio::test]
+async fn sigint_lets_a_running_statement_finish() {
+    shutdown_lets_a_running_statement_finish(libc::SIGINT).await;
+}
+
+async fn shutdown_lets_a_running_statement_finish(signal: libc::c_int) {
     let backend = shared_backend();
     let db = unique_name("sigterm");
     backend.fresh_db(&db).await;
@@ -356,7 +365,7 @@ async fn sigterm_lets_a_running_statement_finish() {
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     let addr = shoal.addr();
-    let status = tokio::task::spawn_blocking(move || shoal.terminate());
+    let status = tokio::task::spawn_blocking(move || shoal.signal_and_wait(signal));
     tokio::time::sleep(Duration::from_millis(300)).await;
     // No new clients while draining.
     let late = tokio::time::timeout(
@@ -372,7 +381,10 @@ async fn sigterm_lets_a_running_statement_finish() {
         Some(0)
     );
     let status = status.await.expect("terminate");
-    assert!(status.success(), "shoal exited with {status} after SIGTERM");
+    assert!(
+        status.success(),
+        "shoal exited with {status} after signal {signal}"
+    );
     if let Ok(Ok(mut stream)) = late {
         // Accepted at the TCP level (a backlog) but must not be served.
         use tokio::io::AsyncReadExt;
@@ -383,7 +395,6 @@ async fn sigterm_lets_a_running_statement_finish() {
             "a new client got a greeting during shutdown"
         );
     }
-    let _ = COM_PING;
 }
 
 #[tokio::test]
@@ -461,4 +472,51 @@ async fn a_large_result_is_streamed_not_buffered() {
         grown_mib < 150,
         "shoal's memory grew by {grown_mib} MiB while relaying a 400 MB result (buffered?)"
     );
+}
+
+/// A pooled connection the backend closed while it sat idle (KILL, wait_timeout, a restart)
+/// is discarded and replaced: the next client statement succeeds, with its session state.
+#[tokio::test]
+async fn idle_pooled_connections_closed_by_the_backend_are_replaced() {
+    let backend = shared_backend();
+    let db = unique_name("idlekill");
+    backend.fresh_db(&db).await;
+    let mut shoal = ShoalProcess::quick(&backend, &db, &["--pool-max", "1"]);
+    let mut direct = backend.conn(Some(&db)).await;
+    let mut c = shoal.conn(&backend, Some(&db)).await;
+    c.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES'")
+        .await
+        .unwrap();
+    let one: Option<i64> = c.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    for round in 0..3 {
+        let ids: Vec<u64> = direct
+            .query(format!(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = '{db}' \
+                 AND COMMAND = 'Sleep' AND ID <> CONNECTION_ID()"
+            ))
+            .await
+            .unwrap();
+        assert!(
+            !ids.is_empty(),
+            "round {round}: no idle pooled connection on the backend"
+        );
+        for id in ids {
+            direct
+                .query_drop(format!("KILL CONNECTION {id}"))
+                .await
+                .unwrap();
+        }
+        // Give the backend a moment to close the sockets.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mode: Option<String> = within(LIMIT, "statement after the pooled connection was killed", c.query_first("SELECT @@session.sql_mode"))
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: a client statement failed because an idle pooled connection had been closed: {e}\nshoal log:\n{}", shoal.log()));
+        assert_eq!(
+            mode.as_deref(),
+            Some("ANSI_QUOTES"),
+            "round {round}: session state lost on the replacement connection"
+        );
+    }
+    shoal.assert_running();
 }
