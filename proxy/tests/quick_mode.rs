@@ -243,6 +243,15 @@ async fn sessions_sharing_one_backend_never_see_each_other() {
     a.reset().await.unwrap();
     let v: Option<i64> = b.query_first("SELECT @mine").await.unwrap().unwrap();
     assert_eq!(v, None);
+    drop(b);
+    let db: Option<String> = a.query_first("SELECT DATABASE()").await.unwrap().unwrap();
+    assert_eq!(
+        db.as_deref(),
+        Some("other"),
+        "a reset keeps the current schema"
+    );
+    let v: Option<i64> = a.query_first("SELECT @mine").await.unwrap().unwrap();
+    assert_eq!(v, None, "a reset drops user variables");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -148,6 +148,28 @@ fn charset_vars(collation: u8) -> Vec<(String, String)> {
     vars
 }
 
+/// The schema of a query that is exactly `USE db` (optionally back-quoted, optionally ending
+/// with `;`), handled like COM_INIT_DB so schema names are checked and mapped the same way.
+fn use_statement(sql: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(sql).ok()?.trim();
+    let s = s.strip_suffix(';').unwrap_or(s).trim_end();
+    if s.len() < 5 || !s[..4].eq_ignore_ascii_case("USE ") {
+        return None;
+    }
+    let name = s[4..].trim();
+    if let Some(inner) = name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) {
+        if inner.is_empty() || inner.contains('`') {
+            return None;
+        }
+        return Some(inner.to_string());
+    }
+    let plain = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80);
+    plain.then(|| name.to_string())
+}
+
 impl Session {
     async fn send_error(
         &mut self,
@@ -380,6 +402,10 @@ impl Session {
         match cmd {
             COM_PING => self.send_ok(reply_seq).await,
             COM_QUERY => {
+                let use_db = use_statement(&self.client.packet_payload()[1..]);
+                if let Some(db) = use_db {
+                    return self.use_schema(&db, reply_seq).await;
+                }
                 let sticky = pinning::leaves_state(&self.client.packet_payload()[1..]);
                 if sticky {
                     self.pins.sticky = true;
@@ -400,17 +426,7 @@ impl Session {
             }
             COM_INIT_DB => {
                 let db = String::from_utf8_lossy(&self.client.packet_payload()[1..]).into_owned();
-                self.check_schema_allowed(&db)?;
-                let out = self.forward(Expect::Single, reply_seq).await?;
-                if let Some(out) = out
-                    && !out.error
-                {
-                    self.want.schema = Some(db.clone());
-                    if let Some(b) = self.backend.as_mut() {
-                        b.state.schema = Some(db);
-                    }
-                }
-                Ok(())
+                self.use_schema(&db, reply_seq).await
             }
             COM_FIELD_LIST => {
                 self.forward(Expect::FieldList, reply_seq).await?;
@@ -492,6 +508,32 @@ impl Session {
                 Ok(())
             }
             other => Err(Error::unknown_command(other)),
+        }
+    }
+
+    /// COM_INIT_DB, or a plain `USE db` query: switches the session's schema (mapped to its
+    /// physical database) after the backend accepted it.
+    async fn use_schema(&mut self, db: &str, reply_seq: u8) -> Result<()> {
+        self.check_schema_allowed(db)?;
+        let physical = self
+            .shared
+            .config
+            .physical_schema(db)
+            .ok_or_else(|| Error::unknown_database(db))?
+            .to_string();
+        self.ensure_backend().await?;
+        let backend = self.backend.as_mut().expect("ensured");
+        match backend.init_db(&physical).await {
+            Ok(()) => {
+                self.want.schema = Some(physical);
+                self.send_ok(reply_seq).await
+            }
+            Err(Error::BackendIo(e)) => {
+                debug!(error = %e, "backend failed while switching schema");
+                self.lose_backend();
+                Err(Error::lost_backend())
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -603,5 +645,21 @@ impl Session {
         self.want.vars = self.initial_vars.clone();
         self.status = StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::use_statement;
+
+    #[test]
+    fn recognises_plain_use_statements() {
+        assert_eq!(use_statement(b"USE shop").as_deref(), Some("shop"));
+        assert_eq!(use_statement(b"  use `my db`;  ").as_deref(), Some("my db"));
+        assert_eq!(use_statement(b"use shop_1;").as_deref(), Some("shop_1"));
+        assert_eq!(use_statement(b"USE a; SELECT 1"), None);
+        assert_eq!(use_statement(b"USER"), None);
+        assert_eq!(use_statement(b"/* hint */ USE a"), None);
+        assert_eq!(use_statement(b"USE `a`b`"), None);
     }
 }
