@@ -213,21 +213,7 @@ async fn backend_connection_killed_mid_query_gives_an_error_not_a_hang() {
         (victim, result)
     });
     // Find the backend connection running the statement and kill it.
-    let mut id = None;
-    for _ in 0..200 {
-        id = direct
-            .query_first::<u64, _>(format!(
-                "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%{marker}%' \
-                 AND INFO NOT LIKE '%PROCESSLIST%'"
-            ))
-            .await
-            .unwrap();
-        if id.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let id = id.expect("the statement never reached the backend");
+    let id = wait_until_running(&backend, &db, &marker).await;
     direct
         .query_drop(format!("KILL CONNECTION {id}"))
         .await
@@ -343,6 +329,26 @@ async fn client_connection_cap_answers_1040() {
     shoal.assert_running();
 }
 
+/// Waits until a statement containing `marker` shows in the backend's process list; returns
+/// the backend connection id running it.
+async fn wait_until_running(backend: &Backend, db: &str, marker: &str) -> u64 {
+    let mut direct = backend.conn(Some(db)).await;
+    for _ in 0..400 {
+        let id: Option<u64> = direct
+            .query_first(format!(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%{marker}%' \
+                 AND INFO NOT LIKE '%PROCESSLIST%'"
+            ))
+            .await
+            .unwrap();
+        if let Some(id) = id {
+            return id;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the statement marked {marker} never reached the backend");
+}
+
 #[tokio::test]
 async fn sigterm_lets_a_running_statement_finish() {
     shutdown_lets_a_running_statement_finish(libc::SIGTERM).await;
@@ -359,11 +365,15 @@ async fn shutdown_lets_a_running_statement_finish(signal: libc::c_int) {
     backend.fresh_db(&db).await;
     let shoal = ShoalProcess::quick(&backend, &db, &[]);
     let mut c = shoal.conn(&backend, Some(&db)).await;
+    let marker = unique_name("drain");
+    let sql = format!("SELECT SLEEP(2) AS `{marker}`");
     let running = tokio::spawn(async move {
-        let r: Result<Option<i64>, _> = c.query_first("SELECT SLEEP(2)").await;
+        let r: Result<Option<i64>, _> = c.query_first(sql).await;
         r
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Signal only once the statement runs on the backend (a statement that arrives after the
+    // signal may rightly be refused).
+    wait_until_running(&backend, &db, &marker).await;
     let addr = shoal.addr();
     let status = tokio::task::spawn_blocking(move || shoal.signal_and_wait(signal));
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -402,12 +412,12 @@ async fn idle_clients_are_disconnected_and_others_are_not() {
     let backend = shared_backend();
     let db = unique_name("idle");
     backend.fresh_db(&db).await;
-    let mut shoal = ShoalProcess::quick(&backend, &db, &["--client-idle-timeout-secs", "1"]);
+    let mut shoal = ShoalProcess::quick(&backend, &db, &["--client-idle-timeout-secs", "2"]);
     let mut idle = shoal.conn(&backend, Some(&db)).await;
     idle.query_drop("SELECT 1").await.unwrap();
     let mut busy = shoal.conn(&backend, Some(&db)).await;
-    // `busy` keeps talking for 3 s while `idle` stays silent.
-    for _ in 0..15 {
+    // `busy` keeps talking for 5 s while `idle` stays silent.
+    for _ in 0..25 {
         busy.query_drop("SELECT 1")
             .await
             .expect("an active client was disconnected");
@@ -421,7 +431,7 @@ async fn idle_clients_are_disconnected_and_others_are_not() {
     .await;
     assert!(
         result.is_err(),
-        "a client idle for 3 s with a 1 s idle timeout was still served"
+        "a client idle for 5 s with a 2 s idle timeout was still served"
     );
     serves_others(&mut shoal, &backend, &db, "an idle client was dropped").await;
 }
