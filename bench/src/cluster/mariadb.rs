@@ -102,3 +102,31 @@ fn server_version(server: &Path) -> Result<String> {
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_server_says_how_to_install_one() {
+        let looked = find_binary("SHOAL_TEST_UNSET_VARIABLE", &["no-such-mariadbd"], &[])
+            .expect_err("no such binary");
+        let message = LaunchError::ServerNotFound { looked }.to_string();
+        assert!(
+            message.contains("apt-get install -y mariadb-server"),
+            "{message}"
+        );
+        assert!(message.contains("no-such-mariadbd"), "{message}");
+    }
+
+    #[test]
+    fn finds_the_installed_server_and_its_version() {
+        let bins = Binaries::find().expect("MariaDB is installed on test machines");
+        assert!(bins.server.ends_with("mariadbd") || bins.server.ends_with("mysqld"));
+        assert!(
+            bins.version.chars().next().unwrap().is_ascii_digit(),
+            "{}",
+            bins.version
+        );
+    }
+}
