@@ -258,6 +258,7 @@ impl BackendConn {
                 schema: schema.map(str::to_string),
                 vars: Vec::new(),
                 multi_statements: caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
+                last_insert_id: 0,
             },
             tracking: false,
             last_used: Instant::now(),
@@ -429,6 +430,12 @@ impl BackendConn {
         Ok(value)
     }
 
+    /// Whether the server closed this idle connection (or sent something unasked, e.g. an
+    /// error before closing it): then it must not be used.
+    pub fn closed_by_server(&mut self) -> bool {
+        self.io.peer_closed_or_spoke()
+    }
+
     /// COM_PING: whether the connection still answers.
     pub async fn ping(&mut self) -> bool {
         self.command(COM_PING, &[]).await.is_ok()
@@ -447,6 +454,7 @@ impl BackendConn {
     pub async fn reset(&mut self) -> Result<()> {
         self.command(COM_RESET_CONNECTION, &[]).await?;
         self.state.vars.clear();
+        self.state.last_insert_id = 0;
         self.enable_tracking().await
     }
 

@@ -212,6 +212,7 @@ impl Session {
             self.initial_vars = charset_vars(c);
         }
         self.want.vars = self.initial_vars.clone();
+        self.want.last_insert_id = 0;
         self.status = mysql_common::constants::StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
         if let Err(e) = self.enter_schema(req.database).await {
             return self.fail(seq, e).await;

@@ -204,12 +204,20 @@ impl Session {
     async fn ensure_backend(&mut self) -> Result<()> {
         if let Some(b) = self.backend.as_mut() {
             let validate = self.shared.pool.settings().validate_after;
-            if !self.pins.any() && b.last_used.elapsed() >= validate && !b.ping().await {
+            let pinned = self.pins.any();
+            if b.closed_by_server() {
+                self.lose_backend();
+                if pinned {
+                    // An open transaction, locks or statements went with it: say so, as a
+                    // direct connection would, instead of carrying on without them.
+                    return Err(Error::lost_backend());
+                }
+            } else if !pinned && b.last_used.elapsed() >= validate && !b.ping().await {
                 debug!(
                     backend_id = b.id,
                     "held backend connection failed ping; replacing it"
                 );
-                self.backend = None;
+                self.lose_backend();
             }
         }
         if self.backend.is_none() {
@@ -252,7 +260,11 @@ impl Session {
                     message,
                 })
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                // The connection broke while being prepared: whatever was pinned to it is gone.
+                self.pins = Pins::default();
+                Err(e)
+            }
         }
     }
 
@@ -269,6 +281,11 @@ impl Session {
             conn.command(COM_QUERY, sql.as_bytes()).await?;
         }
         conn.state.vars = self.want.vars.clone();
+        if conn.state.last_insert_id != self.want.last_insert_id {
+            let sql = format!("DO LAST_INSERT_ID({})", self.want.last_insert_id);
+            conn.command(COM_QUERY, sql.as_bytes()).await?;
+            conn.state.last_insert_id = self.want.last_insert_id;
+        }
         if conn.state.multi_statements != self.want.multi_statements {
             conn.set_multi_statements(self.want.multi_statements)
                 .await?;
@@ -604,6 +621,12 @@ impl Session {
             let autocommit = status & StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits() != 0;
             self.pins.transaction = in_trans || !autocommit;
         }
+        if let Some(id) = out.last_insert_id {
+            self.want.last_insert_id = id;
+            if let Some(b) = self.backend.as_mut() {
+                b.state.last_insert_id = id;
+            }
+        }
         if !out.tracked.is_empty() {
             if out.tracked.unexplained_change() {
                 self.pins.sticky = true;
@@ -643,6 +666,7 @@ impl Session {
         }
         self.pins = Pins::default();
         self.want.vars = self.initial_vars.clone();
+        self.want.last_insert_id = 0;
         self.status = StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
         Ok(())
     }
