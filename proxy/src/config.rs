@@ -105,6 +105,9 @@ pub struct User {
     pub password: String,
     /// Schemas this user may use; `None` means any the backend has.
     pub schemas: Option<Vec<String>>,
+    /// Writes must be refused; not enforceable before statement classification is wired in,
+    /// so such users are refused at login for now.
+    pub read_only: bool,
 }
 
 /// Pool sizing and timing for one datasource.
@@ -148,6 +151,12 @@ pub struct ProxyConfig {
     pub shutdown_timeout: Duration,
     /// Largest client packet accepted (the client-side `max_allowed_packet`).
     pub max_packet: usize,
+    /// Logical schema name -> physical database, for schemas whose name differs from the
+    /// database that holds them (config files); quick mode has none.
+    pub schema_map: Vec<(String, String)>,
+    /// Only the schemas in `schema_map` exist for clients (config files); quick mode shows the
+    /// backend's databases as they are.
+    pub only_mapped_schemas: bool,
 }
 
 impl ProxyConfig {
@@ -157,6 +166,7 @@ impl ProxyConfig {
             name: backend.user.clone(),
             password: backend.password.clone(),
             schemas: None,
+            read_only: false,
         }];
         ProxyConfig {
             listen,
@@ -167,11 +177,23 @@ impl ProxyConfig {
             client_idle_timeout: Duration::from_secs(8 * 3600),
             shutdown_timeout: Duration::from_secs(30),
             max_packet: 1 << 30,
+            schema_map: Vec::new(),
+            only_mapped_schemas: false,
         }
     }
 
     pub fn user(&self, name: &str) -> Option<&User> {
         self.users.iter().find(|u| u.name == name)
+    }
+
+    /// The physical database behind a schema name a client used, or `None` if clients cannot
+    /// see a schema of that name.
+    pub fn physical_schema<'a>(&'a self, logical: &'a str) -> Option<&'a str> {
+        match self.schema_map.iter().find(|(l, _)| l == logical) {
+            Some((_, p)) => Some(p.as_str()),
+            None if self.only_mapped_schemas => None,
+            None => Some(logical),
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod config_file;
 pub mod error;
 pub mod server;
 pub mod session;

@@ -67,6 +67,7 @@ impl Proxy {
             server_version: version,
             capabilities,
             shutdown: shutdown_rx,
+            stopping: std::sync::atomic::AtomicBool::new(false),
         });
         Ok(Proxy {
             listener,
@@ -110,7 +111,10 @@ impl Proxy {
         loop {
             let accepted = tokio::select! {
                 r = listener.accept() => r,
-                _ = shutdown.changed() => break,
+                _ = shutdown.changed() => {
+                    shared.stopping.store(true, Ordering::Relaxed);
+                    break;
+                }
             };
             let (stream, peer) = match accepted {
                 Ok(x) => x,

@@ -195,6 +195,14 @@ async fn sessions_sharing_one_backend_never_see_each_other() {
     a.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES', time_zone = '+03:00'")
         .await
         .unwrap();
+    a.query_drop("SET NAMES latin1").await.unwrap();
+    a.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+        .await
+        .unwrap();
+    a.query_drop("CREATE DATABASE IF NOT EXISTS other")
+        .await
+        .unwrap();
+    a.query_drop("USE other").await.unwrap();
     let mut b = s.connect().await;
     let (mode, tz): (String, String) = b
         .query_first("SELECT @@sql_mode, @@time_zone")
@@ -211,16 +219,16 @@ async fn sessions_sharing_one_backend_never_see_each_other() {
     assert_eq!((mode.as_str(), tz.as_str()), ("ANSI_QUOTES", "+03:00"));
 
     // A transaction pins the only connection: the other session waits, then times out.
-    a.query_drop("CREATE TABLE IF NOT EXISTS tx (id INT PRIMARY KEY)")
+    a.query_drop("CREATE TABLE IF NOT EXISTS app.tx (id INT PRIMARY KEY)")
         .await
         .unwrap();
     a.query_drop("BEGIN").await.unwrap();
-    a.query_drop("INSERT INTO tx VALUES (1)").await.unwrap();
+    a.query_drop("INSERT INTO app.tx VALUES (1)").await.unwrap();
     let err = b.query_drop("SELECT 1").await.unwrap_err();
     assert_eq!(server_code(&err), Some(1040), "{err}");
     a.query_drop("ROLLBACK").await.unwrap();
     let n: i64 = b
-        .query_first("SELECT COUNT(*) FROM tx")
+        .query_first("SELECT COUNT(*) FROM app.tx")
         .await
         .unwrap()
         .unwrap();
@@ -235,6 +243,15 @@ async fn sessions_sharing_one_backend_never_see_each_other() {
     a.reset().await.unwrap();
     let v: Option<i64> = b.query_first("SELECT @mine").await.unwrap().unwrap();
     assert_eq!(v, None);
+    drop(b);
+    let db: Option<String> = a.query_first("SELECT DATABASE()").await.unwrap().unwrap();
+    assert_eq!(
+        db.as_deref(),
+        Some("other"),
+        "a reset keeps the current schema"
+    );
+    let v: Option<i64> = a.query_first("SELECT @mine").await.unwrap().unwrap();
+    assert_eq!(v, None, "a reset drops user variables");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

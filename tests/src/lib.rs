@@ -1,6 +1,15 @@
 //! End-to-end test support shared by the files under `tests/tests/`: real MariaDB backends from
 //! the launcher ([`backend`]), the real `shoal` binary as a child process ([`shoal`]), and a
 //! hand-written wire client for what `mysql_async` cannot send ([`raw`]).
+//!
+//! Run them with `cargo test -p shoal-tests` (add `--no-fail-fast` to see every failing file).
+//! Each test binary shares one MariaDB primary among its tests (stopped when the binary exits;
+//! the launcher also has the kernel kill it if the binary dies); each test starts its own Shoal
+//! in quick mode on a free port, with its own database. Knobs:
+//! - `SHOAL_BIN=/path/to/shoal`: test that binary instead of building `target/debug/shoal`;
+//! - `SHOAL_TEST_LOG=debug` (default `info`): Shoal's log filter; its log is printed when a test
+//!   fails and kept under `$TMPDIR/shoal-e2e-<pid>/`;
+//! - `SHOAL_E2E_SYSBENCH_SECS=60`: length of each sysbench run in `proxy_sysbench` (default 10).
 
 pub mod backend;
 pub mod raw;

@@ -198,6 +198,37 @@ impl RawConn {
         }
     }
 
+    /// Sends a COM_QUERY and returns every packet of its response, all results of a
+    /// multi-statement included, up to the final OK, EOF or ERR.
+    pub async fn query_packets(&mut self, sql: &str) -> std::io::Result<Vec<Vec<u8>>> {
+        const MORE_RESULTS: u16 = 0x0008;
+        let mut packets = vec![self.command_payload(COM_QUERY, sql.as_bytes()).await?];
+        loop {
+            let head = packets.last().expect("a packet").clone();
+            let more = match head.first() {
+                Some(0x00) => {
+                    let ok =
+                        parse_ok_status(&head).ok_or_else(|| std::io::Error::other("bad OK"))?;
+                    ok & MORE_RESULTS != 0
+                }
+                Some(0xff) => false,
+                _ => {
+                    // A result set: column definitions up to EOF, rows up to EOF or ERR.
+                    packets.extend(self.read_until_eof().await?);
+                    let rows = self.read_until_eof().await?;
+                    let last = rows.last().cloned().unwrap_or_default();
+                    packets.extend(rows);
+                    last.first() == Some(&0xfe)
+                        && u16::from_le_bytes([last[3], last[4]]) & MORE_RESULTS != 0
+                }
+            };
+            if !more {
+                return Ok(packets);
+            }
+            packets.push(self.read_packet().await?);
+        }
+    }
+
     /// Reads the rest of a multi-packet reply up to its terminator (EOF/OK after rows, or ERR).
     /// Returns every packet read, the terminator included.
     pub async fn read_until_eof(&mut self) -> std::io::Result<Vec<Vec<u8>>> {
@@ -211,6 +242,11 @@ impl RawConn {
                 return Ok(packets);
             }
         }
+    }
+
+    /// Starts a new command: the next packet written gets sequence id 0.
+    pub fn seq_reset(&mut self) {
+        self.seq = 0;
     }
 
     /// Reads one packet (payloads up to 16 MiB - 1; no reassembly), bounded by READ_TIMEOUT.
@@ -258,6 +294,20 @@ impl RawConn {
             }
         }
     }
+}
+
+/// The status flags of an OK packet (after the two length-encoded counters).
+fn parse_ok_status(p: &[u8]) -> Option<u16> {
+    let mut i = 1;
+    for _ in 0..2 {
+        i += match *p.get(i)? {
+            0xfc => 3,
+            0xfd => 4,
+            0xfe => 9,
+            _ => 1,
+        };
+    }
+    Some(u16::from_le_bytes([*p.get(i)?, *p.get(i + 1)?]))
 }
 
 struct Greeting {

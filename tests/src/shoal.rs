@@ -185,17 +185,27 @@ impl ShoalProcess {
     }
 
     /// Sends SIGTERM and waits for the exit status (up to the grace period, then SIGKILL).
-    pub fn terminate(mut self) -> ExitStatus {
-        let status = self.stop();
+    pub fn terminate(self) -> ExitStatus {
+        self.signal_and_wait(libc::SIGTERM)
+    }
+
+    /// Sends `signal` and waits for the exit status (up to the grace period, then SIGKILL).
+    pub fn signal_and_wait(mut self, signal: libc::c_int) -> ExitStatus {
+        let status = self.stop_with(signal);
+        // The child is reaped; Drop has nothing left to do (its log file stays for post-mortems).
         std::mem::forget(self);
         status
     }
 
     fn stop(&mut self) -> ExitStatus {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    fn stop_with(&mut self, signal: libc::c_int) -> ExitStatus {
         if let Some(status) = self.child.try_wait().ok().flatten() {
             return status;
         }
-        send_signal(self.child.id(), libc::SIGTERM);
+        send_signal(self.child.id(), signal);
         let deadline = Instant::now() + STOP_GRACE;
         while Instant::now() < deadline {
             if let Some(status) = self.child.try_wait().ok().flatten() {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use shoal_tests::raw::{COM_PING, COM_QUERY, COM_STMT_EXECUTE, RawConn, Reply};
+use shoal_tests::raw::{COM_QUERY, COM_STMT_EXECUTE, RawConn, Reply};
 use shoal_tests::shoal::max_connections_args;
 use shoal_tests::{
     Backend, ShoalProcess, private_cluster, server_error, shared_backend, unique_name, within,
@@ -213,21 +213,7 @@ async fn backend_connection_killed_mid_query_gives_an_error_not_a_hang() {
         (victim, result)
     });
     // Find the backend connection running the statement and kill it.
-    let mut id = None;
-    for _ in 0..200 {
-        id = direct
-            .query_first::<u64, _>(format!(
-                "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%{marker}%' \
-                 AND INFO NOT LIKE '%PROCESSLIST%'"
-            ))
-            .await
-            .unwrap();
-        if id.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let id = id.expect("the statement never reached the backend");
+    let id = wait_until_running(&backend, &db, &marker).await;
     direct
         .query_drop(format!("KILL CONNECTION {id}"))
         .await
@@ -343,20 +329,53 @@ async fn client_connection_cap_answers_1040() {
     shoal.assert_running();
 }
 
+/// Waits until a statement containing `marker` shows in the backend's process list; returns
+/// the backend connection id running it.
+async fn wait_until_running(backend: &Backend, db: &str, marker: &str) -> u64 {
+    let mut direct = backend.conn(Some(db)).await;
+    for _ in 0..400 {
+        let id: Option<u64> = direct
+            .query_first(format!(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%{marker}%' \
+                 AND INFO NOT LIKE '%PROCESSLIST%'"
+            ))
+            .await
+            .unwrap();
+        if let Some(id) = id {
+            return id;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the statement marked {marker} never reached the backend");
+}
+
 #[tokio::test]
 async fn sigterm_lets_a_running_statement_finish() {
+    shutdown_lets_a_running_statement_finish(libc::SIGTERM).await;
+}
+
+#[tokio::test]
+async fn sigint_lets_a_running_statement_finish() {
+    shutdown_lets_a_running_statement_finish(libc::SIGINT).await;
+}
+
+async fn shutdown_lets_a_running_statement_finish(signal: libc::c_int) {
     let backend = shared_backend();
     let db = unique_name("sigterm");
     backend.fresh_db(&db).await;
     let shoal = ShoalProcess::quick(&backend, &db, &[]);
     let mut c = shoal.conn(&backend, Some(&db)).await;
+    let marker = unique_name("drain");
+    let sql = format!("SELECT SLEEP(2) AS `{marker}`");
     let running = tokio::spawn(async move {
-        let r: Result<Option<i64>, _> = c.query_first("SELECT SLEEP(2)").await;
+        let r: Result<Option<i64>, _> = c.query_first(sql).await;
         r
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Signal only once the statement runs on the backend (a statement that arrives after the
+    // signal may rightly be refused).
+    wait_until_running(&backend, &db, &marker).await;
     let addr = shoal.addr();
-    let status = tokio::task::spawn_blocking(move || shoal.terminate());
+    let status = tokio::task::spawn_blocking(move || shoal.signal_and_wait(signal));
     tokio::time::sleep(Duration::from_millis(300)).await;
     // No new clients while draining.
     let late = tokio::time::timeout(
@@ -372,7 +391,10 @@ async fn sigterm_lets_a_running_statement_finish() {
         Some(0)
     );
     let status = status.await.expect("terminate");
-    assert!(status.success(), "shoal exited with {status} after SIGTERM");
+    assert!(
+        status.success(),
+        "shoal exited with {status} after signal {signal}"
+    );
     if let Ok(Ok(mut stream)) = late {
         // Accepted at the TCP level (a backlog) but must not be served.
         use tokio::io::AsyncReadExt;
@@ -383,7 +405,6 @@ async fn sigterm_lets_a_running_statement_finish() {
             "a new client got a greeting during shutdown"
         );
     }
-    let _ = COM_PING;
 }
 
 #[tokio::test]
@@ -391,12 +412,12 @@ async fn idle_clients_are_disconnected_and_others_are_not() {
     let backend = shared_backend();
     let db = unique_name("idle");
     backend.fresh_db(&db).await;
-    let mut shoal = ShoalProcess::quick(&backend, &db, &["--client-idle-timeout-secs", "1"]);
+    let mut shoal = ShoalProcess::quick(&backend, &db, &["--client-idle-timeout-secs", "2"]);
     let mut idle = shoal.conn(&backend, Some(&db)).await;
     idle.query_drop("SELECT 1").await.unwrap();
     let mut busy = shoal.conn(&backend, Some(&db)).await;
-    // `busy` keeps talking for 3 s while `idle` stays silent.
-    for _ in 0..15 {
+    // `busy` keeps talking for 5 s while `idle` stays silent.
+    for _ in 0..25 {
         busy.query_drop("SELECT 1")
             .await
             .expect("an active client was disconnected");
@@ -410,7 +431,7 @@ async fn idle_clients_are_disconnected_and_others_are_not() {
     .await;
     assert!(
         result.is_err(),
-        "a client idle for 3 s with a 1 s idle timeout was still served"
+        "a client idle for 5 s with a 2 s idle timeout was still served"
     );
     serves_others(&mut shoal, &backend, &db, "an idle client was dropped").await;
 }
@@ -461,4 +482,51 @@ async fn a_large_result_is_streamed_not_buffered() {
         grown_mib < 150,
         "shoal's memory grew by {grown_mib} MiB while relaying a 400 MB result (buffered?)"
     );
+}
+
+/// A pooled connection the backend closed while it sat idle (KILL, wait_timeout, a restart)
+/// is discarded and replaced: the next client statement succeeds, with its session state.
+#[tokio::test]
+async fn idle_pooled_connections_closed_by_the_backend_are_replaced() {
+    let backend = shared_backend();
+    let db = unique_name("idlekill");
+    backend.fresh_db(&db).await;
+    let mut shoal = ShoalProcess::quick(&backend, &db, &["--pool-max", "1"]);
+    let mut direct = backend.conn(Some(&db)).await;
+    let mut c = shoal.conn(&backend, Some(&db)).await;
+    c.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES'")
+        .await
+        .unwrap();
+    let one: Option<i64> = c.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    for round in 0..3 {
+        let ids: Vec<u64> = direct
+            .query(format!(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = '{db}' \
+                 AND COMMAND = 'Sleep' AND ID <> CONNECTION_ID()"
+            ))
+            .await
+            .unwrap();
+        assert!(
+            !ids.is_empty(),
+            "round {round}: no idle pooled connection on the backend"
+        );
+        for id in ids {
+            direct
+                .query_drop(format!("KILL CONNECTION {id}"))
+                .await
+                .unwrap();
+        }
+        // Give the backend a moment to close the sockets.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mode: Option<String> = within(LIMIT, "statement after the pooled connection was killed", c.query_first("SELECT @@session.sql_mode"))
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: a client statement failed because an idle pooled connection had been closed: {e}\nshoal log:\n{}", shoal.log()));
+        assert_eq!(
+            mode.as_deref(),
+            Some("ANSI_QUOTES"),
+            "round {round}: session state lost on the replacement connection"
+        );
+    }
+    shoal.assert_running();
 }

@@ -692,3 +692,114 @@ async fn clients_alternating_writes_on_one_pooled_connection_all_succeed() {
     }
     assert_eq!(count(&mut direct, "SELECT COUNT(*) FROM t").await, 15);
 }
+
+/// Many clients multiplexed over a small pool each get their own answers, in order.
+#[tokio::test]
+async fn many_clients_on_a_small_pool_each_get_their_own_answers() {
+    let backend = shared_backend();
+    let db = unique_name("many");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 3, &[]);
+    let mut tasks = Vec::new();
+    for client in 0..40u64 {
+        let opts = shoal.opts(&backend, Some(&db));
+        tasks.push(tokio::spawn(async move {
+            let mut c = Conn::new(opts).await.expect("connect");
+            for i in 0..40u64 {
+                let len = (client * 7 + i * 13) % 3000;
+                let row: Option<(u64, u64, String)> = c
+                    .query_first(format!("SELECT {client}, {i}, REPEAT('x', {len})"))
+                    .await
+                    .expect("query");
+                assert_eq!(
+                    row,
+                    Some((client, i, "x".repeat(len as usize))),
+                    "client {client} query {i} got another answer"
+                );
+            }
+            c.disconnect().await.expect("disconnect");
+        }));
+    }
+    for t in tasks {
+        t.await.expect("client task");
+    }
+}
+
+/// Session variables that change what a statement returns stay with the client that set them.
+#[tokio::test]
+async fn result_changing_session_variables_stay_with_their_client() {
+    let backend = shared_backend();
+    let db = unique_name("resvar");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    a.query_drop(
+        "SET SESSION sql_select_limit = 2, SESSION div_precision_increment = 9, \
+         SESSION group_concat_max_len = 5, @@session.autocommit = ON",
+    )
+    .await
+    .unwrap();
+    a.query_drop("SET SESSION character_set_results = NULL")
+        .await
+        .unwrap();
+    for round in 0..3 {
+        let rows: Vec<u64> = b.query("SELECT seq FROM seq_1_to_5").await.unwrap();
+        assert_eq!(
+            rows.len(),
+            5,
+            "round {round}: B runs with A's sql_select_limit"
+        );
+        let q: Option<String> = b.query_first("SELECT CAST(1/3 AS CHAR)").await.unwrap();
+        assert_eq!(
+            q.as_deref(),
+            Some("0.3333"),
+            "round {round}: B runs with A's div_precision_increment"
+        );
+        let g: Option<String> = b
+            .query_first("SELECT GROUP_CONCAT(seq) FROM seq_1_to_9")
+            .await
+            .unwrap();
+        assert_eq!(
+            g.as_deref(),
+            Some("1,2,3,4,5,6,7,8,9"),
+            "round {round}: B runs with A's group_concat_max_len"
+        );
+        let cs: Option<Option<String>> = b
+            .query_first("SELECT @@character_set_results")
+            .await
+            .unwrap();
+        assert_eq!(
+            cs,
+            Some(Some("utf8mb4".to_string())),
+            "round {round}: B has A's character_set_results"
+        );
+
+        let rows: Vec<u64> = a.query("SELECT seq FROM seq_1_to_5").await.unwrap();
+        assert_eq!(rows.len(), 2, "round {round}: A lost its sql_select_limit");
+        let q: Option<String> = a.query_first("SELECT CAST(1/3 AS CHAR)").await.unwrap();
+        assert_eq!(
+            q.as_deref(),
+            Some("0.333333333"),
+            "round {round}: A lost its div_precision_increment"
+        );
+        let g: Option<String> = a
+            .query_first("SELECT GROUP_CONCAT(seq) FROM seq_1_to_9")
+            .await
+            .unwrap();
+        assert_eq!(
+            g.as_deref(),
+            Some("1,2,3"),
+            "round {round}: A lost its group_concat_max_len"
+        );
+        let cs: Option<Option<String>> = a
+            .query_first("SELECT @@character_set_results")
+            .await
+            .unwrap();
+        assert_eq!(
+            cs,
+            Some(None),
+            "round {round}: A lost character_set_results = NULL"
+        );
+    }
+}

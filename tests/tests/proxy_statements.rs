@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use mysql_async::{ChangeUserOpts, Conn, OptsBuilder, Row, Value};
 use shoal_tests::raw::{
-    COM_FIELD_LIST, COM_INIT_DB, COM_PING, COM_QUERY, COM_SET_OPTION, COM_STATISTICS, RawConn,
-    Reply,
+    COM_FIELD_LIST, COM_INIT_DB, COM_PING, COM_QUERY, COM_SET_OPTION, COM_STATISTICS,
+    COM_STMT_EXECUTE, RawConn, Reply,
 };
 use shoal_tests::{
     Backend, ShoalProcess, private_cluster, server_error, shared_backend, unique_name, within,
@@ -642,4 +642,287 @@ async fn raw_commands_init_db_field_list_statistics_set_option_and_unknown() {
     }
     let mut ok = shoal.conn(&backend, Some(&db)).await;
     ok.ping().await.unwrap();
+}
+
+const COM_STMT_PREPARE: u8 = 0x16;
+const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
+const COM_STMT_CLOSE: u8 = 0x19;
+const COM_STMT_RESET: u8 = 0x1a;
+const COM_STMT_FETCH: u8 = 0x1c;
+const SERVER_STATUS_CURSOR_EXISTS: u16 = 0x0040;
+const SERVER_STATUS_LAST_ROW_SENT: u16 = 0x0080;
+
+/// COM_STMT_PREPARE by hand: the statement id, after reading the parameter and column
+/// definitions that follow (each block ends with an EOF: the raw client has no DEPRECATE_EOF).
+async fn raw_prepare(raw: &mut RawConn, sql: &str) -> u32 {
+    let ok = raw
+        .command_payload(COM_STMT_PREPARE, sql.as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(
+        ok.first(),
+        Some(&0x00),
+        "prepare {sql}: {:?}",
+        Reply::Other(ok.clone())
+    );
+    let id = u32::from_le_bytes(ok[1..5].try_into().unwrap());
+    let columns = u16::from_le_bytes([ok[5], ok[6]]);
+    let params = u16::from_le_bytes([ok[7], ok[8]]);
+    for n in [params, columns] {
+        if n > 0 {
+            let block = raw.read_until_eof().await.unwrap();
+            assert_eq!(block.len(), n as usize + 1, "definitions of {sql}");
+        }
+    }
+    id
+}
+
+/// Reads packets up to and including an EOF/ERR; returns (rows, status flags of the EOF).
+async fn rows_until_eof(raw: &mut RawConn) -> (Vec<Vec<u8>>, u16) {
+    let mut rows = raw.read_until_eof().await.unwrap();
+    let last = rows.pop().unwrap();
+    assert_eq!(
+        last.first(),
+        Some(&0xfe),
+        "ended with {:?}",
+        Reply::Other(last.clone())
+    );
+    (rows, u16::from_le_bytes([last[3], last[4]]))
+}
+
+/// One BIGINT UNSIGNED column per binary row: header 0x00, a 1-byte null bitmap, 8 bytes LE.
+fn bigint_of(row: &[u8]) -> u64 {
+    u64::from_le_bytes(row[2..10].try_into().unwrap())
+}
+
+/// A read-only cursor fetched in batches, then COM_STMT_RESET and COM_STMT_CLOSE.
+async fn cursor_walk(raw: &mut RawConn) -> Vec<(Vec<u64>, bool)> {
+    let id = raw_prepare(raw, "SELECT seq FROM seq_1_to_10").await;
+    let mut exec = id.to_le_bytes().to_vec();
+    exec.push(0x01); // CURSOR_TYPE_READ_ONLY
+    exec.extend_from_slice(&1u32.to_le_bytes());
+    let first = raw.command_payload(COM_STMT_EXECUTE, &exec).await.unwrap();
+    assert_eq!(first, vec![1], "column count of the cursor's result");
+    let (defs, status) = rows_until_eof(raw).await;
+    assert_eq!(defs.len(), 1);
+    assert!(
+        status & SERVER_STATUS_CURSOR_EXISTS != 0,
+        "no cursor opened (status {status:#x})"
+    );
+    let mut batches = Vec::new();
+    loop {
+        let mut fetch = id.to_le_bytes().to_vec();
+        fetch.extend_from_slice(&4u32.to_le_bytes());
+        let first = raw.command_payload(COM_STMT_FETCH, &fetch).await.unwrap();
+        let (mut rows, status) = if first.first() == Some(&0xfe) && first.len() < 9 {
+            (Vec::new(), u16::from_le_bytes([first[3], first[4]]))
+        } else {
+            let (rest, status) = rows_until_eof(raw).await;
+            let mut rows = vec![first];
+            rows.extend(rest);
+            (rows, status)
+        };
+        let last = status & SERVER_STATUS_LAST_ROW_SENT != 0;
+        batches.push((rows.drain(..).map(|r| bigint_of(&r)).collect(), last));
+        if last || batches.len() > 10 {
+            break;
+        }
+    }
+    let reply = raw
+        .command(COM_STMT_RESET, &id.to_le_bytes())
+        .await
+        .unwrap();
+    assert_eq!(reply, Reply::Ok, "COM_STMT_RESET");
+    raw.seq_reset();
+    raw.write_packet(&[&[COM_STMT_CLOSE][..], &id.to_le_bytes()].concat())
+        .await
+        .unwrap();
+    assert_eq!(
+        raw.command(COM_PING, b"").await.unwrap(),
+        Reply::Ok,
+        "after COM_STMT_CLOSE"
+    );
+    batches
+}
+
+/// Long data for a parameter, sent in two COM_STMT_SEND_LONG_DATA chunks; then COM_STMT_RESET
+/// clears it and an inline value is used.
+async fn long_data_walk(raw: &mut RawConn) -> Vec<Vec<u8>> {
+    let id = raw_prepare(raw, "SELECT CONCAT('<', ?, '>')").await;
+    for chunk in [&b"hello, "[..], &b"long data"[..]] {
+        raw.seq_reset();
+        let mut p = vec![COM_STMT_SEND_LONG_DATA];
+        p.extend_from_slice(&id.to_le_bytes());
+        p.extend_from_slice(&0u16.to_le_bytes());
+        p.extend_from_slice(chunk);
+        raw.write_packet(&p).await.unwrap(); // no response by design
+    }
+    let execute = |value: Option<&[u8]>| {
+        let mut e = id.to_le_bytes().to_vec();
+        e.push(0x00);
+        e.extend_from_slice(&1u32.to_le_bytes());
+        e.push(0x00); // null bitmap
+        e.push(0x01); // new params bound
+        e.extend_from_slice(&[0xfc, 0x00]); // MYSQL_TYPE_BLOB
+        if let Some(v) = value {
+            e.push(v.len() as u8);
+            e.extend_from_slice(v);
+        }
+        e
+    };
+    let mut values = Vec::new();
+    for value in [None, Some(&b"inline"[..])] {
+        if value.is_some() {
+            let reply = raw
+                .command(COM_STMT_RESET, &id.to_le_bytes())
+                .await
+                .unwrap();
+            assert_eq!(reply, Reply::Ok, "COM_STMT_RESET");
+        }
+        let first = raw
+            .command_payload(COM_STMT_EXECUTE, &execute(value))
+            .await
+            .unwrap();
+        assert_eq!(first, vec![1], "execute: {:?}", Reply::Other(first.clone()));
+        rows_until_eof(raw).await; // column definition
+        let (rows, _) = rows_until_eof(raw).await;
+        assert_eq!(rows.len(), 1);
+        // Binary row: 0x00, null bitmap, then a length-encoded string.
+        let row = &rows[0];
+        values.push(row[3..3 + row[2] as usize].to_vec());
+    }
+    values
+}
+
+#[tokio::test]
+async fn cursor_fetch_long_data_and_statement_reset_behave_as_on_the_backend() {
+    let backend = shared_backend();
+    let db = unique_name("cursor");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    let backend_addr = format!("{}:{}", backend.host, backend.port);
+    let mut walks = Vec::new();
+    for addr in [backend_addr, shoal.addr()] {
+        let (mut raw, reply) = RawConn::login(&addr, &backend.user, &backend.password, Some(&db))
+            .await
+            .unwrap();
+        assert_eq!(reply, Reply::Ok);
+        let cursor = cursor_walk(&mut raw).await;
+        let long = long_data_walk(&mut raw).await;
+        walks.push((cursor, long));
+    }
+    let direct = &walks[0];
+    assert_eq!(
+        direct.0,
+        vec![
+            (vec![1, 2, 3, 4], false),
+            (vec![5, 6, 7, 8], false),
+            (vec![9, 10], true)
+        ],
+        "the backend's own cursor behaviour (test sanity)"
+    );
+    assert_eq!(
+        direct.1,
+        vec![b"<hello, long data>".to_vec(), b"<inline>".to_vec()]
+    );
+    assert_eq!(
+        walks[1],
+        walks[0],
+        "through shoal vs the backend\nshoal log:\n{}",
+        shoal.log()
+    );
+}
+
+/// What the client receives is byte for byte what the backend sends: result sets, OK packets
+/// (counters, status flags, warnings, info), ERR packets, multi-results, for a client without
+/// CLIENT_DEPRECATE_EOF or CLIENT_SESSION_TRACK.
+#[tokio::test]
+async fn raw_replies_are_byte_identical_to_the_backends() {
+    let backend = shared_backend();
+    let setup = [
+        "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10), d DECIMAL(10,3), \
+         ts DATETIME(3), b BLOB) ENGINE=InnoDB",
+    ];
+    let (direct_db, shoal_db) = twin_dbs(&backend, &setup).await;
+    let shoal = ShoalProcess::quick(&backend, &shoal_db, &[]);
+    let backend_addr = format!("{}:{}", backend.host, backend.port);
+    let (mut direct, reply) = RawConn::login(
+        &backend_addr,
+        &backend.user,
+        &backend.password,
+        Some(&direct_db),
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply, Reply::Ok);
+    let (mut proxied, reply) = RawConn::login(
+        &shoal.addr(),
+        &backend.user,
+        &backend.password,
+        Some(&shoal_db),
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply, Reply::Ok);
+    let script = [
+        "SET sql_mode = ''",
+        "INSERT INTO t (v, d, ts, b) VALUES ('a', 1.5, '2024-01-02 03:04:05.678', x'00ff'), \
+         ('bb', NULL, NULL, NULL), ('much too long', -2.25, '1999-12-31 23:59:59', '')",
+        "SELECT * FROM t ORDER BY id",
+        "SELECT * FROM t WHERE id < 0",
+        "SELECT NULL, 1, 'x', 1.5e3, CAST(1 AS UNSIGNED), NOW() IS NOT NULL",
+        "UPDATE t SET v = 'z' WHERE id >= 2",
+        "SHOW WARNINGS",
+        "DELETE FROM t WHERE id = 3",
+        "SELECT 1; SELECT 2, 3; UPDATE t SET d = 0 WHERE id = 1; SELECT COUNT(*) FROM t",
+        "SELECT 1; SELEC 2",
+        "INSERT INTO t (id, v) VALUES (1, 'dup')",
+        "SELECT * FROM no_such_table",
+        "BEGIN",
+        "INSERT INTO t (v) VALUES ('tx')",
+        "COMMIT",
+        "DO 1",
+    ];
+    for sql in script {
+        let want = direct.query_packets(sql).await.unwrap();
+        let got = proxied.query_packets(sql).await.unwrap();
+        // Column definitions name the schema; the two databases differ by name only.
+        let normalize = |packets: Vec<Vec<u8>>, db: &str| -> Vec<Vec<u8>> {
+            packets
+                .into_iter()
+                .map(|p| {
+                    let mut out = Vec::with_capacity(p.len());
+                    let mut i = 0;
+                    while i < p.len() {
+                        if i > 0
+                            && p[i - 1] as usize == db.len()
+                            && p[i..].starts_with(db.as_bytes())
+                        {
+                            // A length-encoded string equal to the database name: its length
+                            // byte is the last one copied.
+                            *out.last_mut().expect("length byte") = 2;
+                            out.extend_from_slice(b"DB");
+                            i += db.len();
+                        } else if p[i..].starts_with(db.as_bytes()) {
+                            // Inside a message (e.g. "Table 'db.x' doesn't exist").
+                            out.extend_from_slice(b"DB");
+                            i += db.len();
+                        } else {
+                            out.push(p[i]);
+                            i += 1;
+                        }
+                    }
+                    out
+                })
+                .collect()
+        };
+        let want = normalize(want, &direct_db);
+        let got = normalize(got, &shoal_db);
+        assert_eq!(
+            got,
+            want,
+            "reply to {sql:?} differs from the backend's\nshoal log:\n{}",
+            shoal.log()
+        );
+    }
 }

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::wire::command::{
     COM_INIT_DB, COM_PING, COM_QUERY, COM_RESET_CONNECTION, COM_SET_OPTION,
 };
-use crate::wire::messages::{eof_status, parse_err, parse_ok, read_lenenc};
+use crate::wire::messages::{eof_status, parse_err, parse_ok, read_lenenc, read_lenenc_bytes};
 use crate::wire::packet::PacketStream;
 
 /// Capabilities that change the bytes of responses. A backend connection must have exactly the
@@ -258,6 +258,7 @@ impl BackendConn {
                 schema: schema.map(str::to_string),
                 vars: Vec::new(),
                 multi_statements: caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
+                last_insert_id: 0,
             },
             tracking: false,
             last_used: Instant::now(),
@@ -384,6 +385,57 @@ impl BackendConn {
         }
     }
 
+    /// Runs a query returning one row of one column and gives that value (`None` for NULL).
+    /// For the rare reads the proxy needs on its own behalf (e.g. `@@collation_connection`,
+    /// which the session trackers do not report after `SET NAMES ... COLLATE`).
+    pub async fn query_value(&mut self, sql: &str) -> Result<Option<String>> {
+        let mut payload = Vec::with_capacity(1 + sql.len());
+        payload.push(COM_QUERY);
+        payload.extend_from_slice(sql.as_bytes());
+        let mut seq = 0;
+        self.io.write_packet(&mut seq, &payload);
+        self.io.flush().await.map_err(io_err)?;
+        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        self.io.next_packet().await.map_err(io_err)?;
+        let cols = {
+            let p = self.io.packet_payload();
+            if p.first() == Some(&0xFF) {
+                return Err(server_err(&p));
+            }
+            let mut b = &p[..];
+            read_lenenc(&mut b).ok_or_else(|| protocol("bad column count"))?
+        };
+        for _ in 0..cols {
+            self.io.next_packet().await.map_err(io_err)?;
+        }
+        if !deprecate_eof {
+            self.io.next_packet().await.map_err(io_err)?;
+        }
+        let mut value = None;
+        loop {
+            let info = self.io.next_packet().await.map_err(io_err)?;
+            let p = self.io.packet_payload();
+            match p.first() {
+                Some(0xFF) => return Err(server_err(&p)),
+                Some(0xFE) if info.payload_len < 0xFF_FFFF => break,
+                Some(0xFB) => value = None,
+                _ => {
+                    let mut b = &p[..];
+                    value =
+                        read_lenenc_bytes(&mut b).map(|v| String::from_utf8_lossy(v).into_owned());
+                }
+            }
+        }
+        self.last_used = Instant::now();
+        Ok(value)
+    }
+
+    /// Whether the server closed this idle connection (or sent something unasked, e.g. an
+    /// error before closing it): then it must not be used.
+    pub fn closed_by_server(&mut self) -> bool {
+        self.io.peer_closed_or_spoke()
+    }
+
     /// COM_PING: whether the connection still answers.
     pub async fn ping(&mut self) -> bool {
         self.command(COM_PING, &[]).await.is_ok()
@@ -402,6 +454,7 @@ impl BackendConn {
     pub async fn reset(&mut self) -> Result<()> {
         self.command(COM_RESET_CONNECTION, &[]).await?;
         self.state.vars.clear();
+        self.state.last_insert_id = 0;
         self.enable_tracking().await
     }
 

@@ -198,6 +198,14 @@ impl BackendPool {
             };
             match taken {
                 Some(Ok(mut c)) => {
+                    if c.closed_by_server() {
+                        debug!(
+                            backend_id = c.id,
+                            "dropping idle backend connection closed by the server"
+                        );
+                        self.forget_one();
+                        continue;
+                    }
                     if c.last_used.elapsed() >= self.settings.validate_after && !c.ping().await {
                         debug!(
                             backend_id = c.id,

@@ -12,6 +12,8 @@ pub struct SessionState {
     /// System variables changed since connect, sorted by (lower-case) name.
     pub vars: Vec<(String, String)>,
     pub multi_statements: bool,
+    /// What `LAST_INSERT_ID()` returns (from the OK packets of the session's own statements).
+    pub last_insert_id: u64,
 }
 
 impl SessionState {

@@ -121,6 +121,23 @@ impl Session {
             let e = Error::access_denied(&hello.user, &self.peer_host, !auth.is_empty());
             return self.fail(seq, e).await;
         }
+        if self
+            .shared
+            .config
+            .user(&hello.user)
+            .is_some_and(|u| u.read_only)
+        {
+            let e = Error::fatal(
+                1045,
+                b"28000",
+                format!(
+                    "Access denied for user '{}': read-only users are not supported by this \
+                     version of Shoal yet",
+                    hello.user
+                ),
+            );
+            return self.fail(seq, e).await;
+        }
         self.user = hello.user;
         self.want.multi_statements = self.caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
         self.initial_vars = charset_vars(hello.collation);
@@ -137,7 +154,13 @@ impl Session {
         match requested {
             Some(db) => {
                 self.check_schema_allowed(&db)?;
-                self.want.schema = Some(db);
+                let physical = self
+                    .shared
+                    .config
+                    .physical_schema(&db)
+                    .ok_or_else(|| Error::unknown_database(&db))?
+                    .to_string();
+                self.want.schema = Some(physical);
                 self.ensure_backend().await
             }
             None => {
@@ -189,6 +212,7 @@ impl Session {
             self.initial_vars = charset_vars(c);
         }
         self.want.vars = self.initial_vars.clone();
+        self.want.last_insert_id = 0;
         self.status = mysql_common::constants::StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
         if let Err(e) = self.enter_schema(req.database).await {
             return self.fail(seq, e).await;

@@ -37,6 +37,8 @@ pub struct Shared {
     /// Capabilities offered to clients: ours, limited to what the backend supports.
     pub capabilities: CapabilityFlags,
     pub shutdown: watch::Receiver<bool>,
+    /// Set once shutdown starts; sessions check it between commands (a cheap load).
+    pub stopping: std::sync::atomic::AtomicBool,
 }
 
 /// How often an idle session wakes to check its idle timeout and whether the pool wants its
@@ -146,6 +148,28 @@ fn charset_vars(collation: u8) -> Vec<(String, String)> {
     vars
 }
 
+/// The schema of a query that is exactly `USE db` (optionally back-quoted, optionally ending
+/// with `;`), handled like COM_INIT_DB so schema names are checked and mapped the same way.
+fn use_statement(sql: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(sql).ok()?.trim();
+    let s = s.strip_suffix(';').unwrap_or(s).trim_end();
+    if s.len() < 5 || !s[..4].eq_ignore_ascii_case("USE ") {
+        return None;
+    }
+    let name = s[4..].trim();
+    if let Some(inner) = name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) {
+        if inner.is_empty() || inner.contains('`') {
+            return None;
+        }
+        return Some(inner.to_string());
+    }
+    let plain = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80);
+    plain.then(|| name.to_string())
+}
+
 impl Session {
     async fn send_error(
         &mut self,
@@ -180,12 +204,20 @@ impl Session {
     async fn ensure_backend(&mut self) -> Result<()> {
         if let Some(b) = self.backend.as_mut() {
             let validate = self.shared.pool.settings().validate_after;
-            if !self.pins.any() && b.last_used.elapsed() >= validate && !b.ping().await {
+            let pinned = self.pins.any();
+            if b.closed_by_server() {
+                self.lose_backend();
+                if pinned {
+                    // An open transaction, locks or statements went with it: say so, as a
+                    // direct connection would, instead of carrying on without them.
+                    return Err(Error::lost_backend());
+                }
+            } else if !pinned && b.last_used.elapsed() >= validate && !b.ping().await {
                 debug!(
                     backend_id = b.id,
                     "held backend connection failed ping; replacing it"
                 );
-                self.backend = None;
+                self.lose_backend();
             }
         }
         if self.backend.is_none() {
@@ -228,7 +260,11 @@ impl Session {
                     message,
                 })
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                // The connection broke while being prepared: whatever was pinned to it is gone.
+                self.pins = Pins::default();
+                Err(e)
+            }
         }
     }
 
@@ -245,6 +281,11 @@ impl Session {
             conn.command(COM_QUERY, sql.as_bytes()).await?;
         }
         conn.state.vars = self.want.vars.clone();
+        if conn.state.last_insert_id != self.want.last_insert_id {
+            let sql = format!("DO LAST_INSERT_ID({})", self.want.last_insert_id);
+            conn.command(COM_QUERY, sql.as_bytes()).await?;
+            conn.state.last_insert_id = self.want.last_insert_id;
+        }
         if conn.state.multi_statements != self.want.multi_statements {
             conn.set_multi_statements(self.want.multi_statements)
                 .await?;
@@ -303,6 +344,13 @@ impl Session {
         tokio::pin!(tick);
         let mut last_active = Instant::now();
         loop {
+            if self
+                .shared
+                .stopping
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                return Ok(());
+            }
             // Between commands: give the connection back if sessions are waiting for one.
             if self.backend.is_some() && !self.pins.any() && pool.reclaim_requested() {
                 self.release_backend().await;
@@ -371,27 +419,31 @@ impl Session {
         match cmd {
             COM_PING => self.send_ok(reply_seq).await,
             COM_QUERY => {
+                let use_db = use_statement(&self.client.packet_payload()[1..]);
+                if let Some(db) = use_db {
+                    return self.use_schema(&db, reply_seq).await;
+                }
                 let sticky = pinning::leaves_state(&self.client.packet_payload()[1..]);
                 if sticky {
                     self.pins.sticky = true;
                 }
-                self.forward(Expect::Results { binary: false }, reply_seq)
+                let out = self
+                    .forward(Expect::Results { binary: false }, reply_seq)
                     .await?;
+                if let Some(out) = out
+                    && out
+                        .tracked
+                        .vars
+                        .iter()
+                        .any(|(n, _)| n == "character_set_connection")
+                {
+                    self.refresh_collation().await;
+                }
                 Ok(())
             }
             COM_INIT_DB => {
                 let db = String::from_utf8_lossy(&self.client.packet_payload()[1..]).into_owned();
-                self.check_schema_allowed(&db)?;
-                let out = self.forward(Expect::Single, reply_seq).await?;
-                if let Some(out) = out
-                    && !out.error
-                {
-                    self.want.schema = Some(db.clone());
-                    if let Some(b) = self.backend.as_mut() {
-                        b.state.schema = Some(db);
-                    }
-                }
-                Ok(())
+                self.use_schema(&db, reply_seq).await
             }
             COM_FIELD_LIST => {
                 self.forward(Expect::FieldList, reply_seq).await?;
@@ -476,6 +528,32 @@ impl Session {
         }
     }
 
+    /// COM_INIT_DB, or a plain `USE db` query: switches the session's schema (mapped to its
+    /// physical database) after the backend accepted it.
+    async fn use_schema(&mut self, db: &str, reply_seq: u8) -> Result<()> {
+        self.check_schema_allowed(db)?;
+        let physical = self
+            .shared
+            .config
+            .physical_schema(db)
+            .ok_or_else(|| Error::unknown_database(db))?
+            .to_string();
+        self.ensure_backend().await?;
+        let backend = self.backend.as_mut().expect("ensured");
+        match backend.init_db(&physical).await {
+            Ok(()) => {
+                self.want.schema = Some(physical);
+                self.send_ok(reply_seq).await
+            }
+            Err(Error::BackendIo(e)) => {
+                debug!(error = %e, "backend failed while switching schema");
+                self.lose_backend();
+                Err(Error::lost_backend())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Sends the client's command as is to the backend and streams the response back.
     /// Returns `None` if the backend broke (the client already got a 2013 error).
     async fn forward(&mut self, expect: Expect, reply_seq: u8) -> Result<Option<Outcome>> {
@@ -512,6 +590,26 @@ impl Session {
         }
     }
 
+    /// `SET NAMES x COLLATE y` reports the charset variables but not `collation_connection`:
+    /// read it, so a replay on another connection restores the collation too.
+    async fn refresh_collation(&mut self) {
+        let Some(b) = self.backend.as_mut() else {
+            return;
+        };
+        match b.query_value("SELECT @@collation_connection").await {
+            Ok(Some(c)) => {
+                b.state.set_var("collation_connection", &c);
+                self.want.set_var("collation_connection", &c);
+            }
+            Ok(None) => {}
+            Err(Error::Reply { .. }) => {}
+            Err(e) => {
+                debug!(error = %e, "backend failed while reading the collation");
+                self.lose_backend();
+            }
+        }
+    }
+
     /// Learns from a response what changed in the session.
     fn after_response(&mut self, out: &Outcome) {
         trace!(status = ?out.status, error = out.error, tracked = ?out.tracked, "response");
@@ -522,6 +620,12 @@ impl Session {
             let in_trans = status & StatusFlags::SERVER_STATUS_IN_TRANS.bits() != 0;
             let autocommit = status & StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits() != 0;
             self.pins.transaction = in_trans || !autocommit;
+        }
+        if let Some(id) = out.last_insert_id {
+            self.want.last_insert_id = id;
+            if let Some(b) = self.backend.as_mut() {
+                b.state.last_insert_id = id;
+            }
         }
         if !out.tracked.is_empty() {
             if out.tracked.unexplained_change() {
@@ -562,7 +666,24 @@ impl Session {
         }
         self.pins = Pins::default();
         self.want.vars = self.initial_vars.clone();
+        self.want.last_insert_id = 0;
         self.status = StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::use_statement;
+
+    #[test]
+    fn recognises_plain_use_statements() {
+        assert_eq!(use_statement(b"USE shop").as_deref(), Some("shop"));
+        assert_eq!(use_statement(b"  use `my db`;  ").as_deref(), Some("my db"));
+        assert_eq!(use_statement(b"use shop_1;").as_deref(), Some("shop_1"));
+        assert_eq!(use_statement(b"USE a; SELECT 1"), None);
+        assert_eq!(use_statement(b"USER"), None);
+        assert_eq!(use_statement(b"/* hint */ USE a"), None);
+        assert_eq!(use_statement(b"USE `a`b`"), None);
     }
 }

@@ -11,6 +11,18 @@ pub fn leaves_state(sql: &[u8]) -> bool {
         || contains_ci(sql, b"TEMPORARY")
         || contains_ci(sql, b"PREPARE")
         || contains_ci(sql, b"SQL_CALC_FOUND_ROWS")
+        || sets_next_transaction(sql)
+}
+
+/// `SET TRANSACTION ...` without SESSION/GLOBAL applies to the next transaction only and is not
+/// reported by the trackers: that transaction must start on the same connection.
+fn sets_next_transaction(sql: &[u8]) -> bool {
+    let trimmed = sql.trim_ascii_start();
+    trimmed.len() > 4
+        && trimmed[..4].eq_ignore_ascii_case(b"SET ")
+        && contains_ci(trimmed, b"TRANSACTION")
+        && !contains_ci(trimmed, b"SESSION")
+        && !contains_ci(trimmed, b"GLOBAL")
 }
 
 /// `@name` but not `@@system_variable`.
@@ -69,6 +81,7 @@ mod tests {
             "SELECT @@session.sql_mode, @@autocommit",
             "BEGIN",
             "select 1",
+            "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE",
         ] {
             assert!(!leaves_state(q.as_bytes()), "{q}");
         }
@@ -85,6 +98,7 @@ mod tests {
             "prepare s from 'select 1'",
             "SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1",
             "SELECT @`quoted`",
+            "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
         ] {
             assert!(leaves_state(q.as_bytes()), "{q}");
         }

@@ -40,6 +40,8 @@ pub struct Outcome {
     pub tracked: Tracked,
     /// Statement id of a successful COM_STMT_PREPARE.
     pub prepared: Option<u32>,
+    /// The last non-zero insert id an OK packet reported.
+    pub last_insert_id: Option<u64>,
 }
 
 const MORE_RESULTS: u16 = StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
@@ -259,6 +261,9 @@ fn forward_ok<C: AsyncRead + AsyncWrite + Unpin>(
 ) -> Result<u16> {
     let ok = parse_ok(p, backend.caps).ok_or_else(|| bad("malformed OK packet"))?;
     out.status = Some(ok.status);
+    if ok.last_insert_id != 0 {
+        out.last_insert_id = Some(ok.last_insert_id);
+    }
     if !ok.state.is_empty() && !out.tracked.add_block(ok.state) {
         return Err(bad("malformed session-state block"));
     }

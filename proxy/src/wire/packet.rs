@@ -243,6 +243,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     }
 }
 
+impl PacketStream<tokio::net::TcpStream> {
+    /// Whether the peer closed the connection, or sent something, while nothing was asked of it
+    /// (a backend connection sitting idle that the server killed or timed out). Costs no system
+    /// call unless the runtime has seen the socket become readable.
+    pub fn peer_closed_or_spoke(&mut self) -> bool {
+        if self.rbuf.len() > self.consumed {
+            return true;
+        }
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match self.stream.poll_read_ready(&mut cx) {
+            std::task::Poll::Pending => false,
+            std::task::Poll::Ready(Err(_)) => true,
+            std::task::Poll::Ready(Ok(())) => {
+                // Readiness may be stale (left from the last response): look.
+                let mut probe = [0u8; 16];
+                !matches!(self.stream.try_read(&mut probe), Err(ref e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+        }
+    }
+}
+
 /// Frames `payload` into `out`: chunks of `MAX_FRAME` bytes, and an empty trailing frame when
 /// the payload is an exact multiple of it, so the reader knows the packet ended.
 pub fn write_frames(out: &mut BytesMut, seq: &mut u8, payload: &[u8]) {

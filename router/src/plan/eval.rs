@@ -268,6 +268,10 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
                     targets.push(t);
                 }
             }
+            if targets.len() == 1 {
+                // Several shards, one physical table (ER children of a table-per-shard root).
+                return Ok(RoutePlan::Single(targets.remove(0)));
+            }
             Ok(RoutePlan::Scatter {
                 targets,
                 merge: Merge::AffectedRows,

@@ -1,0 +1,204 @@
+//! `shoal --config FILE`: the router's configuration (see `shoal_router::config`), served for now
+//! as one datanode. Sharded execution comes with the router; until then the proxy serves the
+//! datanode the schemas default to, so that a configuration file already works end to end for
+//! unsharded schemas.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use shoal_router::topology::{TableDef, Topology};
+
+use crate::config::{BackendSpec, PoolSettings, ProxyConfig, User};
+
+/// The datanode served in single-datanode mode: the one every schema defaults to. A schema
+/// with listed (sharded, global, child) tables, or schemas on different datanodes, cannot be
+/// served exactly without the router, so they are refused rather than answered from one shard.
+fn served_datanode(t: &Topology) -> Result<usize, String> {
+    let mut names: Vec<&String> = t.schemas.keys().collect();
+    names.sort();
+    let mut served: Option<usize> = None;
+    for name in names {
+        let s = &t.schemas[name];
+        if !s.tables.is_empty() {
+            let mut listed: Vec<&str> = s.tables.values().map(|t| t.name()).collect();
+            listed.sort_unstable();
+            return Err(format!(
+                "schemas.{name}: lists sharded/global/child tables ({}); this version of Shoal \
+                 serves unsharded schemas only (sharded execution is not wired in yet). \
+                 `shoal --check --config FILE` validates such a file.",
+                listed.join(", ")
+            ));
+        }
+        let Some(dn) = s.default_datanode else {
+            return Err(format!(
+                "schemas.{name}: no default_datanode to serve it from"
+            ));
+        };
+        match served {
+            None => served = Some(dn),
+            Some(other) if other != dn => {
+                return Err(format!(
+                    "schemas.{name}: on datanode {} while another schema is on {}; this \
+                     version of Shoal serves one datanode",
+                    t.datanodes[dn].name, t.datanodes[other].name
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    served.ok_or_else(|| "the configuration has no schema to serve".to_string())
+}
+
+/// Builds the proxy's runtime settings from a validated topology. `listen` overrides
+/// `server.listen` when given on the command line.
+pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, String> {
+    let dn = &t.datanodes[served_datanode(t)?];
+    let host = &t.datahosts[dn.datahost];
+    let (h, port) = host.primary.host_port().ok_or_else(|| {
+        format!(
+            "datahosts.{}.primary.address: expected host:port",
+            host.name
+        )
+    })?;
+    let backend = BackendSpec {
+        host: h.to_string(),
+        port,
+        user: host.primary.user.clone(),
+        password: host.primary.password.clone(),
+        database: Some(dn.database.clone()),
+    };
+    let users = t
+        .users
+        .iter()
+        .map(|u| User {
+            name: u.name.clone(),
+            password: u.password.clone(),
+            schemas: Some(u.schemas.clone()),
+            read_only: u.read_only,
+        })
+        .collect();
+    // Logical schemas served by this datanode are its physical database.
+    let mut schema_map: Vec<(String, String)> = t
+        .schemas
+        .values()
+        .filter(|s| s.default_datanode.map(|d| &t.datanodes[d]) == Some(dn))
+        .map(|s| (s.name.clone(), dn.database.clone()))
+        .collect();
+    schema_map.sort();
+    let server = &t.server;
+    let pool = PoolSettings {
+        min_size: host.pool.min as usize,
+        max_size: (host.pool.max as usize).max(1),
+        acquire_timeout: host.pool.acquire_timeout,
+        idle_timeout: host.pool.idle_timeout,
+        ..PoolSettings::default()
+    };
+    let idle = if server.client_idle_timeout.is_zero() {
+        Duration::from_secs(100 * 365 * 24 * 3600)
+    } else {
+        server.client_idle_timeout
+    };
+    let mut cfg = ProxyConfig::quick(listen.unwrap_or(&server.listen).to_string(), backend);
+    cfg.users = users;
+    cfg.schema_map = schema_map;
+    cfg.only_mapped_schemas = true;
+    cfg.pool = pool;
+    cfg.max_connections = (server.max_connections as usize).max(1);
+    cfg.client_idle_timeout = idle;
+    cfg.shutdown_timeout = server.shutdown_timeout;
+    Ok(cfg)
+}
+
+/// A readable summary of the topology, for `shoal --check`.
+pub fn describe(t: &Topology) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "listen: {}", t.server.listen);
+    let _ = writeln!(out, "datahosts:");
+    for h in &t.datahosts {
+        let _ = writeln!(
+            out,
+            "  {}: primary {} (pool {}..{})",
+            h.name, h.primary.address, h.pool.min, h.pool.max
+        );
+        for r in &h.replicas {
+            let _ = writeln!(out, "      replica {} (weight {})", r.address, r.weight);
+        }
+    }
+    let _ = writeln!(out, "datanodes:");
+    for d in &t.datanodes {
+        let _ = writeln!(
+            out,
+            "  {}: {}/{}",
+            d.name, t.datahosts[d.datahost].name, d.database
+        );
+    }
+    let _ = writeln!(out, "schemas:");
+    let mut names: Vec<&String> = t.schemas.keys().collect();
+    names.sort();
+    for name in names {
+        let s = &t.schemas[name];
+        let default = s
+            .default_datanode
+            .map(|d| t.datanodes[d].name.as_str())
+            .unwrap_or("(none)");
+        let _ = writeln!(out, "  {name}: default datanode {default}");
+        let mut tables: Vec<&TableDef> = s.tables.values().collect();
+        tables.sort_by(|a, b| a.name().cmp(b.name()));
+        for table in tables {
+            let line = match table {
+                TableDef::Sharded(st) => format!(
+                    "sharded by {} ({} rule '{}') over {} shards: {}",
+                    st.shard_key,
+                    st.rule.algorithm().as_str(),
+                    st.rule.name(),
+                    st.shards.len(),
+                    shard_list(t, st.shards.iter().map(|x| (x.datanode, &x.physical_table)))
+                ),
+                TableDef::Global(g) => format!(
+                    "global on {}",
+                    g.datanodes
+                        .iter()
+                        .map(|d| t.datanodes[*d].name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                TableDef::Child(c) => format!(
+                    "child of {} ({} = {}.{}), root {}",
+                    c.parent, c.join_key, c.parent, c.parent_key, c.root
+                ),
+            };
+            let _ = writeln!(out, "    {}: {line}", table.name());
+        }
+    }
+    let _ = writeln!(out, "users:");
+    for u in &t.users {
+        let ro = if u.read_only { " (read-only)" } else { "" };
+        let _ = writeln!(out, "  {}: schemas {}{ro}", u.name, u.schemas.join(", "));
+    }
+    match served_datanode(t) {
+        Ok(dn) => {
+            let d = &t.datanodes[dn];
+            let h = &t.datahosts[d.datahost];
+            let _ = writeln!(
+                out,
+                "served by this version: datanode {} ({}/{})",
+                d.name, h.primary.address, d.database
+            );
+        }
+        Err(why) => {
+            let _ = writeln!(out, "not servable by this version yet: {why}");
+        }
+    }
+    out
+}
+
+fn shard_list<'a>(t: &Topology, shards: impl Iterator<Item = (usize, &'a String)>) -> String {
+    let all: Vec<String> = shards
+        .map(|(d, table)| format!("{}.{table}", t.datanodes[d].name))
+        .collect();
+    if all.len() <= 6 {
+        all.join(", ")
+    } else {
+        format!("{}, ..., {}", all[..3].join(", "), all[all.len() - 1])
+    }
+}
