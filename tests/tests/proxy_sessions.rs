@@ -803,3 +803,86 @@ async fn result_changing_session_variables_stay_with_their_client() {
         );
     }
 }
+
+/// A transaction pins its backend connection only until it ends: on a one-connection pool,
+/// another client runs as soon as the first commits (or turns autocommit back on).
+#[tokio::test]
+async fn the_pooled_connection_is_released_when_a_transaction_ends() {
+    let backend = shared_backend();
+    let db = unique_name("release");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &["--acquire-timeout-ms", "3000"]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    let ends: [(&str, &str); 3] = [
+        ("BEGIN", "COMMIT"),
+        ("START TRANSACTION", "ROLLBACK"),
+        ("SET autocommit = 0", "COMMIT; SET autocommit = 1"),
+    ];
+    for (i, (start, end)) in ends.iter().enumerate() {
+        a.query_drop(*start).await.unwrap();
+        a.query_drop(format!("INSERT INTO t VALUES ({i})"))
+            .await
+            .unwrap();
+        a.query_drop(*end).await.unwrap();
+        let one: Option<i64> = b.query_first("SELECT 1").await.unwrap_or_else(|e| {
+            panic!(
+                "after `{start}` .. `{end}`, another client still cannot get the connection: {e}"
+            )
+        });
+        assert_eq!(one, Some(1));
+        assert_eq!(count(&mut a, "SELECT @@in_transaction").await, 0);
+    }
+}
+
+/// State changed by a statement in the middle of a multi-statement (USE, SET) is tracked like
+/// any other.
+#[tokio::test]
+async fn state_changed_inside_a_multi_statement_is_tracked() {
+    let backend = shared_backend();
+    let db = unique_name("msstate");
+    let other = unique_name("msstate_other");
+    backend.fresh_db(&db).await;
+    backend.fresh_db(&other).await;
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    let baseline = state(&mut b).await;
+    let mut r = a
+        .query_iter(format!(
+            "SELECT 1; USE {other}; SET time_zone = '+01:00'; SET SESSION sql_mode = 'ANSI'; SELECT 2"
+        ))
+        .await
+        .unwrap();
+    while !r.is_empty() {
+        let _: Vec<Row> = r.collect().await.unwrap();
+    }
+    drop(r);
+    for round in 0..3 {
+        assert_eq!(
+            state(&mut b).await,
+            baseline,
+            "round {round}: B sees state A set in a multi-statement"
+        );
+        let got = state(&mut a).await;
+        assert_eq!(
+            text(&got[8]),
+            other,
+            "round {round}: A lost the USE of its multi-statement"
+        );
+        assert_eq!(
+            text(&got[1]),
+            "+01:00",
+            "round {round}: A lost its time_zone"
+        );
+        assert!(
+            text(&got[0]).contains("ANSI_QUOTES"),
+            "round {round}: A lost its sql_mode"
+        );
+    }
+}
