@@ -379,6 +379,12 @@ fn eval_insert(
             .value(kv)
             .ok_or_else(|| refuse("a shard key value that could not be evaluated"))?;
         let s = g.rule.route(&shard_value(&lit))?;
+        if s >= g.datanodes.len() {
+            return Err(refuse(format!(
+                "a rule that returned shard {s} of {}",
+                g.datanodes.len()
+            )));
+        }
         by_shard.entry(s).or_default().push(row);
     }
     for &s in by_shard.keys() {

@@ -336,3 +336,13 @@ fn parse_error(detail: &str) -> RouterError {
         format!("You have an error in your SQL syntax: {detail}"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn router_is_shareable_across_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<super::Router>();
+        assert_send_sync::<super::RoutePlan>();
+    }
+}
