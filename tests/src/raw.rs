@@ -110,6 +110,19 @@ impl RawConn {
         db: Option<&str>,
         collation: u8,
     ) -> std::io::Result<(RawConn, Reply)> {
+        Self::login_with(addr, user, password, db, collation, true).await
+    }
+
+    /// Like [`RawConn::login_with_collation`]; `multi_statements: false` leaves
+    /// CLIENT_MULTI_STATEMENTS out of the handshake.
+    pub async fn login_with(
+        addr: &str,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+        collation: u8,
+        multi_statements: bool,
+    ) -> std::io::Result<(RawConn, Reply)> {
         let mut conn = RawConn::connect(addr).await?;
         let greeting = conn.read_packet().await?;
         let greeting = Greeting::parse(&greeting).ok_or_else(|| {
@@ -124,6 +137,9 @@ impl RawConn {
             | CLIENT_PLUGIN_AUTH;
         if db.is_some() {
             caps |= CLIENT_CONNECT_WITH_DB;
+        }
+        if !multi_statements {
+            caps &= !CLIENT_MULTI_STATEMENTS;
         }
         caps &= greeting.capabilities | CLIENT_CONNECT_WITH_DB;
         let token = native_token(&greeting.nonce, password);

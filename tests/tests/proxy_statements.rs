@@ -1032,3 +1032,82 @@ async fn reexecution_without_parameter_types_matches_the_backend() {
         shoal.log()
     );
 }
+
+/// A client that did not ask for multi-statements must not get them: `SELECT 1; CREATE ...`
+/// is a syntax error and the second statement never runs (what protects such clients from
+/// piggy-backed SQL injection).
+#[tokio::test]
+async fn multi_statements_stay_off_for_clients_that_did_not_ask() {
+    let backend = shared_backend();
+    let db = unique_name("nomulti");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    // Another client with multi-statements on shares the pool first.
+    let mut multi = shoal.conn(&backend, Some(&db)).await;
+    multi.query_drop("DO 1; DO 2").await.unwrap();
+    drop(multi);
+    let (mut raw, reply) = RawConn::login_with(
+        &shoal.addr(),
+        &backend.user,
+        &backend.password,
+        Some(&db),
+        45,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply, Reply::Ok);
+    let reply = raw
+        .command(COM_QUERY, b"SELECT 1; CREATE TABLE injected (x INT)")
+        .await
+        .unwrap();
+    assert_eq!(
+        reply.err_code(),
+        Some(1064),
+        "multi-statement accepted from a client that did not ask: {reply:?}"
+    );
+    assert_eq!(raw.command(COM_PING, b"").await.unwrap(), Reply::Ok);
+    let mut direct = backend.conn(Some(&db)).await;
+    let tables: Vec<String> = direct.query("SHOW TABLES").await.unwrap();
+    assert!(
+        tables.is_empty(),
+        "the piggy-backed statement ran: {tables:?}"
+    );
+}
+
+/// CLIENT_FOUND_ROWS (affected rows = rows matched) is per client: an UPDATE that changes
+/// nothing reports the matched rows to a client that asked, and 0 to one that did not.
+#[tokio::test]
+async fn client_found_rows_is_honoured_per_client() {
+    let backend = shared_backend();
+    let db = unique_name("foundrows");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+        .await
+        .unwrap();
+    direct
+        .query_drop("INSERT INTO t VALUES (1, 0), (2, 0), (3, 0)")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let found_opts =
+        OptsBuilder::from_opts(shoal.opts(&backend, Some(&db))).client_found_rows(true);
+    let mut found = Conn::new(found_opts).await.unwrap();
+    let mut plain = shoal.conn(&backend, Some(&db)).await;
+    for round in 0..2 {
+        found.query_drop("UPDATE t SET v = 0").await.unwrap();
+        assert_eq!(
+            found.affected_rows(),
+            3,
+            "round {round}: CLIENT_FOUND_ROWS client"
+        );
+        plain.query_drop("UPDATE t SET v = 0").await.unwrap();
+        assert_eq!(
+            plain.affected_rows(),
+            0,
+            "round {round}: client without CLIENT_FOUND_ROWS"
+        );
+    }
+}
