@@ -979,3 +979,39 @@ async fn last_statement_diagnostics_belong_to_their_client() {
         shoal.log()
     );
 }
+
+/// After COM_RESET_CONNECTION or COM_CHANGE_USER a client's session is back to defaults for
+/// good: Shoal must forget the state it replays for that client, not restore it on the next
+/// connection hand-over.
+#[tokio::test]
+async fn reset_and_change_user_clear_the_state_shoal_replays() {
+    let backend = shared_backend();
+    let db = unique_name("resetrp");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    let baseline = state(&mut b).await;
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    for how in ["COM_RESET_CONNECTION", "COM_CHANGE_USER"] {
+        a.query_drop("SET SESSION sql_mode = 'ANSI', time_zone = '+02:00'")
+            .await
+            .unwrap();
+        a.query_drop("SET NAMES latin1").await.unwrap();
+        assert_eq!(state(&mut b).await, baseline);
+        if how == "COM_RESET_CONNECTION" {
+            assert!(a.reset().await.unwrap());
+        } else {
+            a.change_user(mysql_async::ChangeUserOpts::default())
+                .await
+                .unwrap();
+        }
+        for round in 0..2 {
+            assert_eq!(state(&mut b).await, baseline, "{how}, round {round}: B");
+            assert_eq!(
+                state(&mut a).await,
+                baseline,
+                "{how}, round {round}: A's old state came back after {how}"
+            );
+        }
+    }
+}
