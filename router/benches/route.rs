@@ -59,14 +59,16 @@ fn bench(c: &mut Criterion) {
             black_box(router.route(Some("sbtest"), black_box(&texts[i]), &[]))
         })
     });
-    let mut v = 0i128;
+    let values: Vec<[Literal; 1]> = (0..1024)
+        .map(|i| [Literal::Int(i * 7919 % 100_000)])
+        .collect();
     g.bench_function("point_select_prepared", |b| {
         b.iter(|| {
-            v = (v + 7919) % 100_000;
+            i = (i + 1) % values.len();
             black_box(router.route(
                 Some("sbtest"),
                 "SELECT c FROM sbtest1 WHERE id=?",
-                &[Literal::Int(v)],
+                &values[i],
             ))
         })
     });
