@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use proptest::prelude::*;
 use shoal_router::config::Config;
@@ -14,9 +14,13 @@ use shoal_router::rule::ShardValue;
 use shoal_router::topology::{TableDef, Topology};
 
 fn topology() -> Arc<Topology> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/topology.yaml");
-    let cfg = Config::from_yaml_str(&fs::read_to_string(path).expect("read")).expect("parse");
-    Arc::new(Topology::build(&cfg).expect("build"))
+    static TOPO: OnceLock<Arc<Topology>> = OnceLock::new();
+    TOPO.get_or_init(|| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/topology.yaml");
+        let cfg = Config::from_yaml_str(&fs::read_to_string(path).expect("read")).expect("parse");
+        Arc::new(Topology::build(&cfg).expect("build"))
+    })
+    .clone()
 }
 
 /// Physical (datanode, table) of each shard of `table` in schema `shop`.
@@ -112,5 +116,96 @@ proptest! {
                 prop_assert_eq!(warm.route(Some("shop"), &sql, &[]), cold);
             }
         }
+    }
+}
+
+/// Fragments that make plausible and implausible SQL when glued together.
+const FRAGMENTS: &[&str] = &[
+    "SELECT",
+    "INSERT INTO",
+    "UPDATE",
+    "DELETE FROM",
+    "FROM",
+    "WHERE",
+    "sbtest1",
+    "t_order",
+    "orders o",
+    "order_item i",
+    "country",
+    "kv",
+    "shop.",
+    "id",
+    "k",
+    "c",
+    "order_id",
+    "=",
+    "<=>",
+    "IN (",
+    ")",
+    "(",
+    ",",
+    "1",
+    "-2",
+    "'x'",
+    "NULL",
+    "?",
+    "AND",
+    "OR",
+    "NOT",
+    "BETWEEN",
+    "GROUP BY",
+    "ORDER BY",
+    "HAVING",
+    "LIMIT",
+    "OFFSET",
+    "COUNT(*)",
+    "AVG(k)",
+    "DISTINCT",
+    "*",
+    "JOIN",
+    "ON",
+    "VALUES",
+    "SET",
+    "UNION",
+    "WITH x AS",
+    "/*!40001",
+    "*/",
+    "-- c\n",
+    "`",
+    "\"",
+    ";",
+    "EXPLAIN",
+    "ROUTE",
+    "SHOW",
+    "TABLES",
+    "CREATE TABLE",
+    "DROP",
+    "LOCK IN SHARE MODE",
+    "MOD",
+    "é",
+    "\n",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn never_panics(parts in prop::collection::vec(prop::sample::select(FRAGMENTS), 0..24), params in prop::collection::vec(any::<i16>(), 0..3)) {
+        let topo = topology();
+        let router = Router::new(topo.clone());
+        let sql = parts.join(" ");
+        let params: Vec<_> = params.into_iter().map(|p| shoal_router::sql::stmt::Literal::Int(p as i128)).collect();
+        let plan = router.route(Some("shop"), &sql, &params);
+        let again = router.route(Some("shop"), &sql, &params);
+        prop_assert_eq!(&plan, &again);
+        let _ = shoal_router::plan::render(&topo, &plan);
+    }
+
+    #[test]
+    fn arbitrary_text_never_panics(sql in "\\PC{0,80}") {
+        let router = Router::new(topology());
+        let _ = router.route(Some("shop"), &sql, &[]);
+        let _ = shoal_router::sql::classify(&sql);
+        let _ = shoal_router::sql::split_statements(&sql);
     }
 }

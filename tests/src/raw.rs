@@ -110,6 +110,43 @@ impl RawConn {
         db: Option<&str>,
         collation: u8,
     ) -> std::io::Result<(RawConn, Reply)> {
+        Self::login_with(addr, user, password, db, collation, true).await
+    }
+
+    /// Logs in announcing `caching_sha2_password` (what MySQL 8 clients do by default) with a
+    /// SHA-256 scramble; follows an auth switch to `mysql_native_password` or a fast-auth
+    /// success. Returns the final reply.
+    pub async fn login_claiming_sha2(
+        addr: &str,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+    ) -> std::io::Result<(RawConn, Reply)> {
+        Self::login_inner(addr, user, password, db, 45, true, true).await
+    }
+
+    /// Like [`RawConn::login_with_collation`]; `multi_statements: false` leaves
+    /// CLIENT_MULTI_STATEMENTS out of the handshake.
+    pub async fn login_with(
+        addr: &str,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+        collation: u8,
+        multi_statements: bool,
+    ) -> std::io::Result<(RawConn, Reply)> {
+        Self::login_inner(addr, user, password, db, collation, multi_statements, false).await
+    }
+
+    async fn login_inner(
+        addr: &str,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+        collation: u8,
+        multi_statements: bool,
+        claim_sha2: bool,
+    ) -> std::io::Result<(RawConn, Reply)> {
         let mut conn = RawConn::connect(addr).await?;
         let greeting = conn.read_packet().await?;
         let greeting = Greeting::parse(&greeting).ok_or_else(|| {
@@ -125,8 +162,17 @@ impl RawConn {
         if db.is_some() {
             caps |= CLIENT_CONNECT_WITH_DB;
         }
+        if !multi_statements {
+            caps &= !CLIENT_MULTI_STATEMENTS;
+        }
         caps &= greeting.capabilities | CLIENT_CONNECT_WITH_DB;
-        let token = native_token(&greeting.nonce, password);
+        let token = if claim_sha2 {
+            mysql_common::scramble::scramble_sha256(&greeting.nonce, password.as_bytes())
+                .map(|t| t.to_vec())
+                .unwrap_or_default()
+        } else {
+            native_token(&greeting.nonce, password)
+        };
         let mut body = Vec::new();
         body.extend_from_slice(&caps.to_le_bytes());
         body.extend_from_slice(&(16u32 << 20).to_le_bytes());
@@ -140,9 +186,17 @@ impl RawConn {
             body.extend_from_slice(db.as_bytes());
             body.push(0);
         }
-        body.extend_from_slice(b"mysql_native_password\0");
+        if claim_sha2 {
+            body.extend_from_slice(b"caching_sha2_password\0");
+        } else {
+            body.extend_from_slice(b"mysql_native_password\0");
+        }
         conn.write_packet(&body).await?;
         let mut reply = conn.read_packet().await?;
+        if reply.as_slice() == [0x01, 0x03] {
+            // caching_sha2_password fast-auth success: the OK follows.
+            reply = conn.read_packet().await?;
+        }
         if reply.first() == Some(&0xfe) {
             // Auth switch request: plugin name, then the new nonce.
             let rest = &reply[1..];

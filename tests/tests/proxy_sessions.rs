@@ -803,3 +803,215 @@ async fn result_changing_session_variables_stay_with_their_client() {
         );
     }
 }
+
+/// A transaction pins its backend connection only until it ends: on a one-connection pool,
+/// another client runs as soon as the first commits (or turns autocommit back on).
+#[tokio::test]
+async fn the_pooled_connection_is_released_when_a_transaction_ends() {
+    let backend = shared_backend();
+    let db = unique_name("release");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &["--acquire-timeout-ms", "3000"]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    let ends: [(&str, &str); 3] = [
+        ("BEGIN", "COMMIT"),
+        ("START TRANSACTION", "ROLLBACK"),
+        ("SET autocommit = 0", "COMMIT; SET autocommit = 1"),
+    ];
+    for (i, (start, end)) in ends.iter().enumerate() {
+        a.query_drop(*start).await.unwrap();
+        a.query_drop(format!("INSERT INTO t VALUES ({i})"))
+            .await
+            .unwrap();
+        a.query_drop(*end).await.unwrap();
+        let one: Option<i64> = b.query_first("SELECT 1").await.unwrap_or_else(|e| {
+            panic!(
+                "after `{start}` .. `{end}`, another client still cannot get the connection: {e}"
+            )
+        });
+        assert_eq!(one, Some(1));
+        assert_eq!(count(&mut a, "SELECT @@in_transaction").await, 0);
+    }
+}
+
+/// State changed by a statement in the middle of a multi-statement (USE, SET) is tracked like
+/// any other.
+#[tokio::test]
+async fn state_changed_inside_a_multi_statement_is_tracked() {
+    let backend = shared_backend();
+    let db = unique_name("msstate");
+    let other = unique_name("msstate_other");
+    backend.fresh_db(&db).await;
+    backend.fresh_db(&other).await;
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    let baseline = state(&mut b).await;
+    let mut r = a
+        .query_iter(format!(
+            "SELECT 1; USE {other}; SET time_zone = '+01:00'; SET SESSION sql_mode = 'ANSI'; SELECT 2"
+        ))
+        .await
+        .unwrap();
+    while !r.is_empty() {
+        let _: Vec<Row> = r.collect().await.unwrap();
+    }
+    drop(r);
+    for round in 0..3 {
+        assert_eq!(
+            state(&mut b).await,
+            baseline,
+            "round {round}: B sees state A set in a multi-statement"
+        );
+        let got = state(&mut a).await;
+        assert_eq!(
+            text(&got[8]),
+            other,
+            "round {round}: A lost the USE of its multi-statement"
+        );
+        assert_eq!(
+            text(&got[1]),
+            "+01:00",
+            "round {round}: A lost its time_zone"
+        );
+        assert!(
+            text(&got[0]).contains("ANSI_QUOTES"),
+            "round {round}: A lost its sql_mode"
+        );
+    }
+}
+
+/// What the server remembers about a connection's *last statement* (warnings, ROW_COUNT(),
+/// FOUND_ROWS(), LAST_INSERT_ID()) must be the client's own last statement, even when another
+/// client ran a statement on the same backend connection in between.
+#[tokio::test]
+async fn last_statement_diagnostics_belong_to_their_client() {
+    let backend = shared_backend();
+    let db = unique_name("diag");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+        .await
+        .unwrap();
+    direct
+        .query_drop("INSERT INTO t (v) SELECT seq FROM seq_1_to_10")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    let mut failures = Vec::new();
+
+    // Warnings: a client reads them with SHOW WARNINGS after a statement reported some.
+    a.query_drop("SELECT 1/0").await.unwrap();
+    assert_eq!(
+        a.get_warnings(),
+        1,
+        "the division by zero warning is in A's OK/EOF packet"
+    );
+    b.query_drop("SELECT 1").await.unwrap();
+    let warnings: Vec<(String, u32, String)> = a.query("SHOW WARNINGS").await.unwrap();
+    if warnings.iter().map(|w| w.1).collect::<Vec<_>>() != vec![1365] {
+        failures.push(format!(
+            "SHOW WARNINGS after A's 1/0 and B's SELECT 1: {warnings:?}"
+        ));
+    }
+
+    // ROW_COUNT() of A's UPDATE.
+    a.query_drop("UPDATE t SET v = v + 1 WHERE id <= 3")
+        .await
+        .unwrap();
+    b.query_drop("UPDATE t SET v = v + 1 WHERE id = 10")
+        .await
+        .unwrap();
+    let rc = count(&mut a, "SELECT ROW_COUNT()").await;
+    if rc != 3 {
+        failures.push(format!(
+            "ROW_COUNT() after A's 3-row UPDATE and B's 1-row UPDATE: {rc}"
+        ));
+    }
+
+    // FOUND_ROWS() of A's SELECT.
+    let _: Vec<i64> = a.query("SELECT id FROM t LIMIT 2").await.unwrap();
+    let _: Vec<i64> = b.query("SELECT id FROM t LIMIT 7").await.unwrap();
+    let fr = count(&mut a, "SELECT FOUND_ROWS()").await;
+    if fr != 2 {
+        failures.push(format!(
+            "FOUND_ROWS() after A's 2-row SELECT and B's 7-row SELECT: {fr}"
+        ));
+    }
+
+    // LAST_INSERT_ID(expr) sets the value; a multi-row INSERT reports its first id.
+    let _ = count(&mut a, "SELECT LAST_INSERT_ID(42)").await;
+    b.query_drop("INSERT INTO t (v) VALUES (0)").await.unwrap();
+    let li = count(&mut a, "SELECT LAST_INSERT_ID()").await;
+    if li != 42 {
+        failures.push(format!(
+            "LAST_INSERT_ID() after A's LAST_INSERT_ID(42) and B's INSERT: {li}"
+        ));
+    }
+    a.query_drop("INSERT INTO t (v) VALUES (1), (2), (3)")
+        .await
+        .unwrap();
+    let first = a.last_insert_id().expect("insert id") as i64;
+    b.query_drop("INSERT INTO t (v) VALUES (0)").await.unwrap();
+    let li = count(&mut a, "SELECT LAST_INSERT_ID()").await;
+    if li != first {
+        failures.push(format!(
+            "LAST_INSERT_ID() after A's 3-row INSERT (first id {first}) and B's INSERT: {li}"
+        ));
+    }
+    let via_var = count(&mut a, "SELECT @@last_insert_id").await;
+    if via_var != first {
+        failures.push(format!("@@last_insert_id after the same: {via_var}"));
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\nshoal log:\n{}",
+        failures.join("\n"),
+        shoal.log()
+    );
+}
+
+/// After COM_RESET_CONNECTION or COM_CHANGE_USER a client's session is back to defaults for
+/// good: Shoal must forget the state it replays for that client, not restore it on the next
+/// connection hand-over.
+#[tokio::test]
+async fn reset_and_change_user_clear_the_state_shoal_replays() {
+    let backend = shared_backend();
+    let db = unique_name("resetrp");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    let baseline = state(&mut b).await;
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    for how in ["COM_RESET_CONNECTION", "COM_CHANGE_USER"] {
+        a.query_drop("SET SESSION sql_mode = 'ANSI', time_zone = '+02:00'")
+            .await
+            .unwrap();
+        a.query_drop("SET NAMES latin1").await.unwrap();
+        assert_eq!(state(&mut b).await, baseline);
+        if how == "COM_RESET_CONNECTION" {
+            assert!(a.reset().await.unwrap());
+        } else {
+            a.change_user(mysql_async::ChangeUserOpts::default())
+                .await
+                .unwrap();
+        }
+        for round in 0..2 {
+            assert_eq!(state(&mut b).await, baseline, "{how}, round {round}: B");
+            assert_eq!(
+                state(&mut a).await,
+                baseline,
+                "{how}, round {round}: A's old state came back after {how}"
+            );
+        }
+    }
+}

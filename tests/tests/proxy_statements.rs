@@ -926,3 +926,188 @@ async fn raw_replies_are_byte_identical_to_the_backends() {
         );
     }
 }
+
+/// Wide rows, hundreds of results in one multi-statement, and prepared statements with many
+/// parameters (a null bitmap of several bytes) match the backend.
+#[tokio::test]
+async fn wide_rows_many_results_and_many_parameters_match_the_backend() {
+    let backend = shared_backend();
+    let (direct_db, shoal_db) = twin_dbs(&backend, &[]).await;
+    let shoal = ShoalProcess::quick(&backend, &shoal_db, &[]);
+    let mut direct = backend.conn(Some(&direct_db)).await;
+    let mut proxied = shoal.conn(&backend, Some(&shoal_db)).await;
+
+    let wide = format!(
+        "SELECT {}",
+        (0..1000)
+            .map(|i| format!("{i} AS c{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let many = (0..300)
+        .map(|i| format!("SELECT {i}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    for sql in [&wide, &many] {
+        let want = all_results(&mut direct, sql).await;
+        let got = all_results(&mut proxied, sql).await;
+        assert_eq!(
+            got.0.len(),
+            want.0.len(),
+            "number of results of a {}-byte statement",
+            sql.len()
+        );
+        assert!(
+            got == want,
+            "results of a {}-byte statement differ",
+            sql.len()
+        );
+    }
+
+    let n = 100;
+    let sql = format!("SELECT CONCAT_WS(',', {})", vec!["?"; n].join(", "));
+    let params: Vec<Value> = (0..n)
+        .map(|i| match i % 4 {
+            0 => Value::NULL,
+            1 => Value::Int(i as i64 * -7),
+            2 => Value::Bytes(format!("s{i}😀").into_bytes()),
+            _ => Value::Double(i as f64 / 8.0),
+        })
+        .collect();
+    let want: Option<String> = direct.exec_first(&sql, params.clone()).await.unwrap();
+    let got: Option<String> = proxied.exec_first(&sql, params).await.unwrap();
+    assert_eq!(got, want, "CONCAT_WS of {n} mixed parameters");
+}
+
+/// A re-execution that leaves the parameter types out (new-params-bound = 0, the server reuses
+/// the types of the previous execution) works as on the backend.
+#[tokio::test]
+async fn reexecution_without_parameter_types_matches_the_backend() {
+    let backend = shared_backend();
+    let db = unique_name("ptypes");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    let backend_addr = format!("{}:{}", backend.host, backend.port);
+    let mut answers = Vec::new();
+    for addr in [backend_addr, shoal.addr()] {
+        let (mut raw, reply) = RawConn::login(&addr, &backend.user, &backend.password, Some(&db))
+            .await
+            .unwrap();
+        assert_eq!(reply, Reply::Ok);
+        let id = raw_prepare(&mut raw, "SELECT CONCAT(?, '|', ?)").await;
+        let mut got = Vec::new();
+        for (bound, a, b) in [(true, 7i64, "x"), (false, -3, "yz"), (false, 1 << 40, "")] {
+            let mut e = id.to_le_bytes().to_vec();
+            e.push(0x00);
+            e.extend_from_slice(&1u32.to_le_bytes());
+            e.push(0x00); // null bitmap: no NULLs
+            e.push(u8::from(bound));
+            if bound {
+                e.extend_from_slice(&[0x08, 0x00, 0xfd, 0x00]); // LONGLONG, VAR_STRING
+            }
+            e.extend_from_slice(&a.to_le_bytes());
+            e.push(b.len() as u8);
+            e.extend_from_slice(b.as_bytes());
+            let first = raw.command_payload(COM_STMT_EXECUTE, &e).await.unwrap();
+            if first.first() == Some(&0xff) {
+                got.push(format!("{:?}", Reply::Other(first)));
+                continue;
+            }
+            rows_until_eof(&mut raw).await;
+            let (rows, _) = rows_until_eof(&mut raw).await;
+            let row = &rows[0];
+            got.push(String::from_utf8_lossy(&row[3..3 + row[2] as usize]).into_owned());
+        }
+        answers.push(got);
+    }
+    assert_eq!(
+        answers[0],
+        vec!["7|x", "-3|yz", "1099511627776|"],
+        "backend sanity"
+    );
+    assert_eq!(
+        answers[1],
+        answers[0],
+        "through shoal vs the backend\nshoal log:\n{}",
+        shoal.log()
+    );
+}
+
+/// A client that did not ask for multi-statements must not get them: `SELECT 1; CREATE ...`
+/// is a syntax error and the second statement never runs (what protects such clients from
+/// piggy-backed SQL injection).
+#[tokio::test]
+async fn multi_statements_stay_off_for_clients_that_did_not_ask() {
+    let backend = shared_backend();
+    let db = unique_name("nomulti");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    // Another client with multi-statements on shares the pool first.
+    let mut multi = shoal.conn(&backend, Some(&db)).await;
+    multi.query_drop("DO 1; DO 2").await.unwrap();
+    drop(multi);
+    let (mut raw, reply) = RawConn::login_with(
+        &shoal.addr(),
+        &backend.user,
+        &backend.password,
+        Some(&db),
+        45,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply, Reply::Ok);
+    let reply = raw
+        .command(COM_QUERY, b"SELECT 1; CREATE TABLE injected (x INT)")
+        .await
+        .unwrap();
+    assert_eq!(
+        reply.err_code(),
+        Some(1064),
+        "multi-statement accepted from a client that did not ask: {reply:?}"
+    );
+    assert_eq!(raw.command(COM_PING, b"").await.unwrap(), Reply::Ok);
+    let mut direct = backend.conn(Some(&db)).await;
+    let tables: Vec<String> = direct.query("SHOW TABLES").await.unwrap();
+    assert!(
+        tables.is_empty(),
+        "the piggy-backed statement ran: {tables:?}"
+    );
+}
+
+/// CLIENT_FOUND_ROWS (affected rows = rows matched) is per client: an UPDATE that changes
+/// nothing reports the matched rows to a client that asked, and 0 to one that did not.
+#[tokio::test]
+async fn client_found_rows_is_honoured_per_client() {
+    let backend = shared_backend();
+    let db = unique_name("foundrows");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+        .await
+        .unwrap();
+    direct
+        .query_drop("INSERT INTO t VALUES (1, 0), (2, 0), (3, 0)")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &[]);
+    let found_opts =
+        OptsBuilder::from_opts(shoal.opts(&backend, Some(&db))).client_found_rows(true);
+    let mut found = Conn::new(found_opts).await.unwrap();
+    let mut plain = shoal.conn(&backend, Some(&db)).await;
+    for round in 0..2 {
+        found.query_drop("UPDATE t SET v = 0").await.unwrap();
+        assert_eq!(
+            found.affected_rows(),
+            3,
+            "round {round}: CLIENT_FOUND_ROWS client"
+        );
+        plain.query_drop("UPDATE t SET v = 0").await.unwrap();
+        assert_eq!(
+            plain.affected_rows(),
+            0,
+            "round {round}: client without CLIENT_FOUND_ROWS"
+        );
+    }
+}

@@ -132,6 +132,8 @@ fn prepare_dir(template: &Path, plan: &Plan) -> Result<()> {
     }
     fs::create_dir_all(&plan.dir)
         .map_err(LaunchError::io(format!("creating {}", plan.dir.display())))?;
+    let tmp = plan.dir.join("tmp");
+    fs::create_dir_all(&tmp).map_err(LaunchError::io(format!("creating {}", tmp.display())))?;
     template::copy_to(template, &plan.dir.join("data"))
 }
 
@@ -160,6 +162,9 @@ port={port}
 bind-address=127.0.0.1
 socket={socket}
 pid-file={dir}/mariadbd.pid
+# Private: at start-up a server deletes every `#sql*` file in its tmpdir, which in a shared /tmp
+# would be the in-flight temporary tables of every other instance on the machine.
+tmpdir={dir}/tmp
 log-error={dir}/error.log
 server-id={server_id}
 log-bin=binlog
@@ -170,6 +175,8 @@ collation-server=utf8mb4_general_ci
 skip-name-resolve
 performance-schema=OFF
 max-connections=1000
+# Room for the 20 MiB BLOBs the end-to-end tests send.
+max-allowed-packet=64M
 innodb-buffer-pool-size=64M
 innodb-log-file-size={REDO_LOG_SIZE}
 innodb-flush-log-at-trx-commit=2

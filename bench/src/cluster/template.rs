@@ -71,6 +71,11 @@ fn initialise(bins: &Binaries, datadir: &Path) -> Result<()> {
     let sql_path = datadir.join("setup.sql");
     fs::write(&sql_path, setup_sql())
         .map_err(LaunchError::io(format!("writing {}", sql_path.display())))?;
+    // The bootstrap server's own tmpdir: a server deletes every `#sql*` file in its tmpdir at
+    // start-up, so in a shared /tmp a starting instance would delete the bootstrap's temporary
+    // tables mid-install (seen as "Unknown table 'mysql.tmp_user_sys'").
+    let tmp = datadir.join("tmp");
+    fs::create_dir_all(&tmp).map_err(LaunchError::io(format!("creating {}", tmp.display())))?;
     let mut cmd = Command::new(&bins.install_db);
     // --no-defaults must come first and keeps /etc/mysql (a system server's config) out of it.
     cmd.arg("--no-defaults")
@@ -81,7 +86,8 @@ fn initialise(bins: &Binaries, datadir: &Path) -> Result<()> {
         .arg(format!("--extra-file={}", sql_path.display()))
         // Passed through to the bootstrap server, so the redo log is born at the instances' size.
         .arg(format!("--innodb-log-file-size={REDO_LOG_SIZE}"))
-        .arg("--innodb-buffer-pool-size=32M");
+        .arg("--innodb-buffer-pool-size=32M")
+        .arg(format!("--tmpdir={}", tmp.display()));
     if is_root() {
         cmd.arg("--user=root");
     }

@@ -88,3 +88,40 @@ impl PlanCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::RoutePlan;
+    use crate::plan::planner::Body;
+    use crate::sql::StatementKind;
+
+    fn t() -> Arc<Template> {
+        Arc::new(Template {
+            pins: Vec::new(),
+            body: Body::Done(Box::new(RoutePlan::Session(StatementKind::Commit))),
+        })
+    }
+
+    #[test]
+    fn bounded_and_keeps_recently_used() {
+        let c = PlanCache::new(4);
+        c.put("hot".into(), t());
+        for i in 0..100 {
+            c.put(format!("k{i}"), t());
+            assert!(c.get("hot").is_some(), "recently used entry evicted at {i}");
+            assert!(c.stats().entries <= 4);
+        }
+        assert!(c.get("k0").is_none());
+        let s = c.stats();
+        assert_eq!(s.capacity, 4);
+        assert!(s.hits >= 100 && s.misses >= 1);
+    }
+
+    #[test]
+    fn long_shapes_are_not_cached() {
+        let c = PlanCache::new(4);
+        c.put("x".repeat(MAX_KEY_LEN + 1), t());
+        assert_eq!(c.stats().entries, 0);
+    }
+}

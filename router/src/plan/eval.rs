@@ -268,6 +268,10 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
                     targets.push(t);
                 }
             }
+            if targets.len() == 1 {
+                // Several shards, one physical table (ER children of a table-per-shard root).
+                return Ok(RoutePlan::Single(targets.remove(0)));
+            }
             Ok(RoutePlan::Scatter {
                 targets,
                 merge: Merge::AffectedRows,
@@ -375,6 +379,12 @@ fn eval_insert(
             .value(kv)
             .ok_or_else(|| refuse("a shard key value that could not be evaluated"))?;
         let s = g.rule.route(&shard_value(&lit))?;
+        if s >= g.datanodes.len() {
+            return Err(refuse(format!(
+                "a rule that returned shard {s} of {}",
+                g.datanodes.len()
+            )));
+        }
         by_shard.entry(s).or_default().push(row);
     }
     for &s in by_shard.keys() {

@@ -200,11 +200,8 @@ impl Router {
         toks: &[Token],
         params: &[ParamValue],
     ) -> RoutePlan {
-        let shape = normalize::shape(sql, toks);
-        let mut key = String::with_capacity(shape.key.len() + 16);
-        key.push_str(current.unwrap_or(""));
-        key.push('\0');
-        key.push_str(&shape.key);
+        let mut shape = normalize::shape_with_prefix(sql, toks, current.unwrap_or(""));
+        let key = std::mem::take(&mut shape.key);
         let cached = self
             .cache
             .get(&key)
@@ -338,4 +335,14 @@ fn parse_error(detail: &str) -> RouterError {
         codes::ER_PARSE_ERROR,
         format!("You have an error in your SQL syntax: {detail}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn router_is_shareable_across_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<super::Router>();
+        assert_send_sync::<super::RoutePlan>();
+    }
 }

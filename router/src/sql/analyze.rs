@@ -652,6 +652,10 @@ impl Visitor for Collector<'_> {
             return ControlFlow::Continue(());
         }
         let name = p[k - 1];
+        // `FROM DUAL` names no table.
+        if k == 1 && name.quote_style.is_none() && name.value.eq_ignore_ascii_case("dual") {
+            return ControlFlow::Continue(());
+        }
         if k == 1 && self.cte_names.contains(&name.value.to_ascii_lowercase()) {
             return ControlFlow::Continue(());
         }
@@ -1431,4 +1435,85 @@ pub fn literal_of_token(sql: &str, t: &Token) -> Literal {
 /// keys: sqlparser's printer, case-folded.
 fn render(e: &Expr) -> String {
     e.to_string().to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::lex::tokenize;
+    use crate::sql::normalize::shape;
+
+    fn dml(sql: &str) -> Dml {
+        let toks = tokenize(sql).unwrap();
+        let sh = shape(sql, &toks);
+        analyze(&Source::new(sql, &toks, &sh)).unwrap()
+    }
+
+    #[test]
+    fn literals_become_slots_and_params() {
+        let d = dml("SELECT c FROM t WHERE id = 5 AND k = ? AND x = NULL");
+        let Pred::And(ps) = d.filter else {
+            panic!("{:?}", d.filter)
+        };
+        assert!(matches!(
+            &ps[0],
+            Pred::Cmp {
+                value: ValueRef::Slot(0),
+                ..
+            }
+        ));
+        assert!(matches!(
+            &ps[1],
+            Pred::Cmp {
+                value: ValueRef::Param(0),
+                ..
+            }
+        ));
+        assert!(matches!(
+            &ps[2],
+            Pred::Cmp {
+                value: ValueRef::Const(Literal::Null),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn spans_map_to_tokens_across_lines_and_unicode() {
+        let sql = "SELECT 'é'\n  FROM\tshop.`t x` AS a\n WHERE a.id = -7";
+        let d = dml(sql);
+        let toks = tokenize(sql).unwrap();
+        let t = &d.tables[0];
+        assert_eq!(toks[t.name_tok.unwrap() as usize].text(sql), "`t x`");
+        assert_eq!(toks[t.schema_tok.unwrap() as usize].text(sql), "shop");
+        assert_eq!(t.alias.as_deref(), Some("a"));
+        assert!(matches!(
+            &d.filter,
+            Pred::Cmp {
+                value: ValueRef::Neg(_),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn insert_rows_located() {
+        let sql = "INSERT INTO t (a, id) VALUES (1, 2), ((3), 4) ON DUPLICATE KEY UPDATE a = 1";
+        let d = dml(sql);
+        let toks = tokenize(sql).unwrap();
+        let ins = d.insert.unwrap();
+        assert_eq!(ins.rows.len(), 2);
+        let r = &ins.rows[1];
+        assert_eq!(
+            &sql[toks[r.first_tok as usize].start as usize..toks[r.last_tok as usize].end as usize],
+            "((3), 4)"
+        );
+        assert_eq!(ins.on_duplicate_assigned[0].column, "a");
+    }
+
+    #[test]
+    fn unparsable_mysql_forms_are_patched_same_length() {
+        let d = dml("SELECT a FROM t WHERE id = 1 AND b MOD 2 = 1 LOCK IN SHARE MODE");
+        assert_eq!(d.tables.len(), 1);
+    }
 }

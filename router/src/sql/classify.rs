@@ -182,23 +182,28 @@ fn first_word_fallback(sql: &str) -> StatementKind {
 
 /// Classify from an already tokenized text.
 pub fn classify_tokens(sql: &str, toks: &[Token]) -> StatementKind {
-    let kw = |i: usize| -> Option<String> {
-        toks.get(i)
-            .filter(|t| t.kind == TokKind::Word)
-            .map(|t| t.text(sql).to_ascii_uppercase())
-    };
     let Some(first) = toks.first() else {
         return StatementKind::Empty;
     };
     if first.is_punct(sql, "(") {
         return StatementKind::Select;
     }
-    let Some(w0) = kw(0) else {
+    if first.kind != TokKind::Word {
         return StatementKind::Other(first.text(sql).to_string());
+    }
+    // Upper-case the first keyword on the stack: this runs for every statement.
+    let mut buf = [0u8; 16];
+    let text = first.text(sql);
+    let w0: &str = if text.len() <= buf.len() {
+        buf[..text.len()].copy_from_slice(text.as_bytes());
+        buf[..text.len()].make_ascii_uppercase();
+        std::str::from_utf8(&buf[..text.len()]).unwrap_or("")
+    } else {
+        ""
     };
     let is = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_kw(sql, k));
     use StatementKind as K;
-    match w0.as_str() {
+    match w0 {
         "SELECT" | "WITH" | "TABLE" | "VALUES" => K::Select,
         "INSERT" => K::Insert,
         "REPLACE" => K::Replace,
@@ -308,7 +313,7 @@ pub fn classify_tokens(sql: &str, toks: &[Token]) -> StatementKind {
         "ANALYZE" | "OPTIMIZE" | "REPAIR" | "CHECK" | "CHECKSUM" => K::TableMaintenance,
         "GRANT" | "REVOKE" => K::Account,
         "HELP" => K::Help,
-        _ => K::Other(w0),
+        _ => K::Other(text.to_ascii_uppercase()),
     }
 }
 

@@ -31,7 +31,21 @@ pub struct Shape {
 /// Lift the literals of a tokenized statement. Statements with more than 65534 literals keep
 /// the rest in the shape (they are still planned correctly, just not shared).
 pub fn shape(sql: &str, toks: &[Token]) -> Shape {
-    let mut key = String::with_capacity(sql.len() + 8);
+    build(sql, toks, None)
+}
+
+/// Like [`shape`], with `prefix` and a NUL at the start of the key (the plan cache keys shapes by
+/// the current schema too).
+pub fn shape_with_prefix(sql: &str, toks: &[Token], prefix: &str) -> Shape {
+    build(sql, toks, Some(prefix))
+}
+
+fn build(sql: &str, toks: &[Token], prefix: Option<&str>) -> Shape {
+    let mut key = String::with_capacity(prefix.map_or(0, str::len) + sql.len() + 8);
+    if let Some(p) = prefix {
+        key.push_str(p);
+        key.push('\0');
+    }
     let mut slot_tokens = Vec::new();
     let mut slot_of_token = vec![NO_SLOT; toks.len()];
     let mut param_tokens = Vec::new();
