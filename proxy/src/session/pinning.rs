@@ -3,7 +3,8 @@
 //! be off on old servers). A match pins the backend connection to the session.
 
 /// Whether `sql` may leave state behind on its connection: user variables, named locks,
-/// LOCK TABLES, temporary tables, SQL-level PREPARE, FOUND_ROWS() bookkeeping.
+/// LOCK TABLES, FLUSH ... WITH READ LOCK, temporary tables, SQL-level PREPARE, FOUND_ROWS()
+/// bookkeeping, XA transactions, HANDLER cursors.
 pub fn leaves_state(sql: &[u8]) -> bool {
     has_user_variable(sql)
         || contains_ci(sql, b"GET_LOCK")
@@ -12,6 +13,17 @@ pub fn leaves_state(sql: &[u8]) -> bool {
         || contains_ci(sql, b"PREPARE")
         || contains_ci(sql, b"SQL_CALC_FOUND_ROWS")
         || sets_next_transaction(sql)
+        || contains_ci(sql, b"READ LOCK")
+        || starts_with_word(sql, b"XA")
+        || starts_with_word(sql, b"HANDLER")
+}
+
+/// Whether the statement's first word is `word` (upper-case).
+fn starts_with_word(sql: &[u8], word: &[u8]) -> bool {
+    let t = sql.trim_ascii_start();
+    t.len() > word.len()
+        && t[..word.len()].eq_ignore_ascii_case(word)
+        && t[word.len()].is_ascii_whitespace()
 }
 
 /// `SET TRANSACTION ...` without SESSION/GLOBAL applies to the next transaction only and is not
@@ -82,6 +94,7 @@ mod tests {
             "BEGIN",
             "select 1",
             "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+            "SELECT max_a FROM t",
         ] {
             assert!(!leaves_state(q.as_bytes()), "{q}");
         }
@@ -99,6 +112,9 @@ mod tests {
             "SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1",
             "SELECT @`quoted`",
             "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            "FLUSH TABLES WITH READ LOCK",
+            "xa start 'x'",
+            "HANDLER t OPEN",
         ] {
             assert!(leaves_state(q.as_bytes()), "{q}");
         }

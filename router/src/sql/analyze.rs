@@ -652,6 +652,10 @@ impl Visitor for Collector<'_> {
             return ControlFlow::Continue(());
         }
         let name = p[k - 1];
+        // `FROM DUAL` names no table.
+        if k == 1 && name.quote_style.is_none() && name.value.eq_ignore_ascii_case("dual") {
+            return ControlFlow::Continue(());
+        }
         if k == 1 && self.cte_names.contains(&name.value.to_ascii_lowercase()) {
             return ControlFlow::Continue(());
         }
