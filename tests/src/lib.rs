@@ -8,7 +8,8 @@
 //! in quick mode on a free port, with its own database. Knobs:
 //! - `SHOAL_BIN=/path/to/shoal`: test that binary instead of building `target/debug/shoal`;
 //! - `SHOAL_TEST_LOG=debug` (default `info`): Shoal's log filter; its log is printed when a test
-//!   fails and kept under `$TMPDIR/shoal-e2e-<pid>/`;
+//!   fails and kept under `$TMPDIR/shoal-e2e-<pid>/` when any test of the binary failed (or with
+//!   `SHOAL_E2E_KEEP_LOGS=1`);
 //! - `SHOAL_E2E_SYSBENCH_SECS=60`: length of each sysbench run in `proxy_sysbench` (default 10).
 
 pub mod backend;
@@ -18,21 +19,43 @@ pub mod shoal;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use backend::{Backend, private_cluster, shared_backend};
 pub use shoal::ShoalProcess;
 
-/// A directory for this test binary's scratch files (Shoal logs, ...), kept after the run so that
-/// a failure can be investigated.
+/// A directory for this test binary's scratch files (Shoal logs, configs). Removed when the
+/// binary exits if no test panicked; kept for post-mortems otherwise (or with
+/// `SHOAL_E2E_KEEP_LOGS=1`).
 pub fn scratch_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("shoal-e2e-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create scratch dir");
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            SOME_TEST_PANICKED.store(true, Ordering::Relaxed);
+            previous(info);
+        }));
+        // SAFETY: registers a plain extern "C" fn with no captured state.
+        unsafe {
+            libc::atexit(remove_scratch_dir);
+        }
         dir
     })
     .clone()
+}
+
+static SOME_TEST_PANICKED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn remove_scratch_dir() {
+    if !SOME_TEST_PANICKED.load(Ordering::Relaxed)
+        && std::env::var_os("SHOAL_E2E_KEEP_LOGS").is_none()
+    {
+        let dir = std::env::temp_dir().join(format!("shoal-e2e-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// The `(code, SQLSTATE, message)` of a server error, or a panic naming what came instead.
