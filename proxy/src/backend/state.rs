@@ -71,11 +71,15 @@ impl SessionState {
 
 /// Read-only variables the server reports as they change (MariaDB reports `last_gtid` after
 /// every write when the binlog is on): facts about the connection, not state to replay.
-fn is_read_only_var(name: &str) -> bool {
-    matches!(
-        name,
-        "last_gtid" | "in_transaction" | "warning_count" | "error_count"
-    )
+fn is_read_only_var(name: &[u8]) -> bool {
+    [
+        &b"last_gtid"[..],
+        b"in_transaction",
+        b"warning_count",
+        b"error_count",
+    ]
+    .iter()
+    .any(|ro| name.eq_ignore_ascii_case(ro))
 }
 
 /// Our own tracking settings are never replayed from a client's state.
@@ -134,10 +138,13 @@ impl Tracked {
     pub fn add_block(&mut self, block: &[u8]) -> bool {
         for_each_state_change(block, |c| match c {
             StateChange::SysVar(n, v) => {
-                let name = String::from_utf8_lossy(n).to_ascii_lowercase();
-                if !is_read_only_var(&name) {
-                    self.vars
-                        .push((name, String::from_utf8_lossy(v).into_owned()));
+                // Checked before allocating: `last_gtid` comes with every write when the
+                // binlog is on.
+                if !is_read_only_var(n) {
+                    self.vars.push((
+                        String::from_utf8_lossy(n).to_ascii_lowercase(),
+                        String::from_utf8_lossy(v).into_owned(),
+                    ));
                 }
             }
             StateChange::Schema(s) => self.schema = Some(String::from_utf8_lossy(s).into_owned()),

@@ -23,7 +23,7 @@ use crate::backend::state::SessionState;
 use crate::config::ProxyConfig;
 use crate::error::{Error, Result};
 use crate::wire::command::*;
-use crate::wire::messages::{err_payload, ok_payload};
+use crate::wire::messages::{err_payload, ok_payload, put_lenenc_bytes};
 use crate::wire::packet::{PacketStream, is_too_large};
 use relay::{Expect, Outcome, relay};
 
@@ -83,6 +83,20 @@ pub struct Session {
     pins: Pins,
     /// Status flags of the last response, for OK packets the proxy answers itself.
     status: u16,
+    /// What ROW_COUNT() and FOUND_ROWS() return after the session's last statement, and the
+    /// connection that statement ran on: if the session has moved since, the proxy answers
+    /// these itself (the new connection's values are another session's).
+    diag: Diagnostics,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Diagnostics {
+    row_count: i64,
+    found_rows: u64,
+    /// The values above come from a statement of this session.
+    known: bool,
+    /// The connection still holds them: the session has not let go of it since.
+    on_backend: bool,
 }
 
 /// Serves one client connection until it quits, breaks, idles out or the proxy shuts down.
@@ -106,6 +120,12 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         last_backend: 0,
         pins: Pins::default(),
         status: StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits(),
+        diag: Diagnostics {
+            row_count: -1,
+            found_rows: 0,
+            known: false,
+            on_backend: false,
+        },
     };
     match session.login(connection_id).await {
         Ok(()) => {
@@ -151,6 +171,11 @@ fn charset_vars(collation: u8) -> Vec<(String, String)> {
 /// The schema of a query that is exactly `USE db` (optionally back-quoted, optionally ending
 /// with `;`), handled like COM_INIT_DB so schema names are checked and mapped the same way.
 fn use_statement(sql: &[u8]) -> Option<String> {
+    // Cheap reject first: this runs for every query.
+    let head = sql.trim_ascii_start();
+    if head.len() < 5 || !head[..4].eq_ignore_ascii_case(b"USE ") {
+        return None;
+    }
     let s = std::str::from_utf8(sql).ok()?.trim();
     let s = s.strip_suffix(';').unwrap_or(s).trim_end();
     if s.len() < 5 || !s[..4].eq_ignore_ascii_case("USE ") {
@@ -168,6 +193,31 @@ fn use_statement(sql: &[u8]) -> Option<String> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80);
     plain.then(|| name.to_string())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DiagQuery {
+    RowCount,
+    FoundRows,
+}
+
+/// A query that is exactly `SELECT ROW_COUNT()` or `SELECT FOUND_ROWS()`.
+fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
+    let s = sql.trim_ascii();
+    let s = s.strip_suffix(b";").unwrap_or(s).trim_ascii_end();
+    if s.len() < 7 || !s[..7].eq_ignore_ascii_case(b"SELECT ") {
+        return None;
+    }
+    let f: Vec<u8> = s[7..]
+        .iter()
+        .filter(|b| !b.is_ascii_whitespace())
+        .map(|b| b.to_ascii_uppercase())
+        .collect();
+    match &f[..] {
+        b"ROW_COUNT()" => Some(DiagQuery::RowCount),
+        b"FOUND_ROWS()" => Some(DiagQuery::FoundRows),
+        _ => None,
+    }
 }
 
 impl Session {
@@ -299,6 +349,7 @@ impl Session {
         let Some(mut conn) = self.backend.take() else {
             return;
         };
+        self.diag.on_backend = false;
         if self.pins.any() {
             let reset =
                 tokio::time::timeout(self.shared.pool.settings().connect_timeout, conn.reset())
@@ -319,6 +370,7 @@ impl Session {
 
     /// The backend connection broke: drop it, and with it whatever was pinned to it.
     fn lose_backend(&mut self) {
+        self.diag.on_backend = false;
         if let Some(b) = self.backend.take() {
             warn!(
                 backend_id = b.id,
@@ -423,6 +475,14 @@ impl Session {
                 if let Some(db) = use_db {
                     return self.use_schema(&db, reply_seq).await;
                 }
+                let diag = diagnostics_query(&self.client.packet_payload()[1..]);
+                if let Some(which) = diag
+                    && self.diag.known
+                    && !self.diag.on_backend
+                {
+                    return self.answer_diagnostics(which, reply_seq).await;
+                }
+                let sets_lid = pinning::sets_last_insert_id(&self.client.packet_payload()[1..]);
                 let sticky = pinning::leaves_state(&self.client.packet_payload()[1..]);
                 if sticky {
                     self.pins.sticky = true;
@@ -438,6 +498,9 @@ impl Session {
                         .any(|(n, _)| n == "character_set_connection")
                 {
                     self.refresh_collation().await;
+                }
+                if sets_lid {
+                    self.refresh_last_insert_id().await;
                 }
                 Ok(())
             }
@@ -528,6 +591,49 @@ impl Session {
         }
     }
 
+    /// Answers `SELECT ROW_COUNT()` / `SELECT FOUND_ROWS()` from what the session's own last
+    /// statement reported, as a one-row result shaped like the server's.
+    async fn answer_diagnostics(&mut self, which: DiagQuery, reply_seq: u8) -> Result<()> {
+        let (name, value) = match which {
+            DiagQuery::RowCount => ("ROW_COUNT()", self.diag.row_count.to_string()),
+            DiagQuery::FoundRows => ("FOUND_ROWS()", self.diag.found_rows.to_string()),
+        };
+        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        let mut seq = reply_seq;
+        self.client.write_packet(&mut seq, &[1]);
+        let mut col = Vec::with_capacity(40);
+        for field in [&b"def"[..], b"", b"", b"", name.as_bytes(), b""] {
+            put_lenenc_bytes(&mut col, field);
+        }
+        col.push(0x0c);
+        col.extend_from_slice(&63u16.to_le_bytes()); // binary
+        col.extend_from_slice(&21u32.to_le_bytes());
+        col.push(8); // LONGLONG
+        col.extend_from_slice(&0x81u16.to_le_bytes()); // NOT_NULL | BINARY
+        col.extend_from_slice(&[0, 0, 0]);
+        self.client.write_packet(&mut seq, &col);
+        let status = self.status;
+        let mut eof = vec![0xFE, 0, 0];
+        eof.extend_from_slice(&status.to_le_bytes());
+        if !deprecate_eof {
+            self.client.write_packet(&mut seq, &eof);
+        }
+        let mut row = Vec::with_capacity(24);
+        put_lenenc_bytes(&mut row, value.as_bytes());
+        self.client.write_packet(&mut seq, &row);
+        if deprecate_eof {
+            let mut ok = ok_payload(status);
+            ok[0] = 0xFE;
+            self.client.write_packet(&mut seq, &ok);
+        } else {
+            self.client.write_packet(&mut seq, &eof);
+        }
+        self.client.flush().await.map_err(Error::ClientIo)?;
+        self.diag.row_count = -1;
+        self.diag.found_rows = 1;
+        Ok(())
+    }
+
     /// COM_INIT_DB, or a plain `USE db` query: switches the session's schema (mapped to its
     /// physical database) after the backend accepted it.
     async fn use_schema(&mut self, db: &str, reply_seq: u8) -> Result<()> {
@@ -568,6 +674,18 @@ impl Session {
         backend.last_used = Instant::now();
         match result {
             Ok(out) => {
+                if let Expect::Results { .. } = expect {
+                    self.diag.known = true;
+                    self.diag.on_backend = true;
+                    if out.error {
+                        self.diag.row_count = -1;
+                    } else {
+                        self.diag.row_count = out.affected.map_or(-1, |a| a as i64);
+                    }
+                    if out.had_rows {
+                        self.diag.found_rows = out.rows;
+                    }
+                }
                 self.after_response(&out);
                 Ok(Some(out))
             }
@@ -610,6 +728,26 @@ impl Session {
         }
     }
 
+    /// After `LAST_INSERT_ID(expr)`: read the value back so it follows the session.
+    async fn refresh_last_insert_id(&mut self) {
+        let Some(b) = self.backend.as_mut() else {
+            return;
+        };
+        match b.query_value("SELECT LAST_INSERT_ID()").await {
+            Ok(Some(v)) => {
+                if let Ok(id) = v.parse::<u64>() {
+                    b.state.last_insert_id = id;
+                    self.want.last_insert_id = id;
+                }
+            }
+            Ok(None) | Err(Error::Reply { .. }) => {}
+            Err(e) => {
+                debug!(error = %e, "backend failed while reading LAST_INSERT_ID()");
+                self.lose_backend();
+            }
+        }
+    }
+
     /// Learns from a response what changed in the session.
     fn after_response(&mut self, out: &Outcome) {
         trace!(status = ?out.status, error = out.error, tracked = ?out.tracked, "response");
@@ -638,7 +776,11 @@ impl Session {
         }
     }
 
+    /// An unknown schema is 1049; a known one outside the user's list is 1044, as MySQL says.
     fn check_schema_allowed(&self, db: &str) -> Result<()> {
+        if self.shared.config.physical_schema(db).is_none() {
+            return Err(Error::unknown_database(db));
+        }
         let user = self.shared.config.user(&self.user);
         if let Some(list) = user.and_then(|u| u.schemas.as_ref())
             && !list.iter().any(|s| s == db)
@@ -685,5 +827,20 @@ mod tests {
         assert_eq!(use_statement(b"USER"), None);
         assert_eq!(use_statement(b"/* hint */ USE a"), None);
         assert_eq!(use_statement(b"USE `a`b`"), None);
+    }
+
+    #[test]
+    fn recognises_diagnostics_queries() {
+        use super::{DiagQuery, diagnostics_query};
+        assert_eq!(
+            diagnostics_query(b"SELECT ROW_COUNT()"),
+            Some(DiagQuery::RowCount)
+        );
+        assert_eq!(
+            diagnostics_query(b" select found_rows( ) ;"),
+            Some(DiagQuery::FoundRows)
+        );
+        assert_eq!(diagnostics_query(b"SELECT ROW_COUNT() + 1"), None);
+        assert_eq!(diagnostics_query(b"SELECT 1"), None);
     }
 }

@@ -6,16 +6,59 @@
 /// LOCK TABLES, FLUSH ... WITH READ LOCK, temporary tables, SQL-level PREPARE, FOUND_ROWS()
 /// bookkeeping, XA transactions, HANDLER cursors.
 pub fn leaves_state(sql: &[u8]) -> bool {
-    has_user_variable(sql)
-        || contains_ci(sql, b"GET_LOCK")
-        || contains_ci(sql, b"LOCK TABLE")
-        || contains_ci(sql, b"TEMPORARY")
-        || contains_ci(sql, b"PREPARE")
-        || contains_ci(sql, b"SQL_CALC_FOUND_ROWS")
-        || sets_next_transaction(sql)
-        || contains_ci(sql, b"READ LOCK")
+    if sets_next_transaction(sql)
         || starts_with_word(sql, b"XA")
         || starts_with_word(sql, b"HANDLER")
+    {
+        return true;
+    }
+    // One pass over the statement; a keyword is compared only where its first letter is.
+    for (i, &b) in sql.iter().enumerate() {
+        let rest = &sql[i..];
+        let hit = match b.to_ascii_uppercase() {
+            b'@' => is_user_variable_at(sql, i),
+            b'G' => starts_ci(rest, b"GET_LOCK"),
+            b'L' => starts_ci(rest, b"LOCK TABLE"),
+            b'T' => starts_ci(rest, b"TEMPORARY"),
+            b'P' => starts_ci(rest, b"PREPARE"),
+            b'S' => starts_ci(rest, b"SQL_CALC_FOUND_ROWS"),
+            b'R' => starts_ci(rest, b"READ LOCK"),
+            _ => false,
+        };
+        if hit {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether `sql` calls `LAST_INSERT_ID(expr)`, which sets the value inside a result set, out of
+/// the proxy's sight (the session then reads the value back).
+pub fn sets_last_insert_id(sql: &[u8]) -> bool {
+    sql.iter().enumerate().any(|(i, b)| {
+        let rest = &sql[i..];
+        b.eq_ignore_ascii_case(&b'L')
+            && starts_ci(rest, b"LAST_INSERT_ID(")
+            && rest[15..]
+                .iter()
+                .find(|c| !c.is_ascii_whitespace())
+                .is_some_and(|c| *c != b')')
+    })
+}
+
+/// `@name` but not `@@system_variable`, with the `@` at `at`.
+fn is_user_variable_at(sql: &[u8], at: usize) -> bool {
+    let prev_at = at > 0 && sql[at - 1] == b'@';
+    let next = sql.get(at + 1).copied();
+    !prev_at
+        && next.is_some_and(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, b'_' | b'`' | b'\'' | b'"' | b'$' | b'.')
+        })
+}
+
+/// Whether `hay` starts with `needle` (upper-case), ignoring ASCII case.
+fn starts_ci(hay: &[u8], needle: &[u8]) -> bool {
+    hay.len() >= needle.len() && hay[..needle.len()].eq_ignore_ascii_case(needle)
 }
 
 /// Whether the statement's first word is `word` (upper-case).
@@ -35,28 +78,6 @@ fn sets_next_transaction(sql: &[u8]) -> bool {
         && contains_ci(trimmed, b"TRANSACTION")
         && !contains_ci(trimmed, b"SESSION")
         && !contains_ci(trimmed, b"GLOBAL")
-}
-
-/// `@name` but not `@@system_variable`.
-fn has_user_variable(sql: &[u8]) -> bool {
-    let mut i = 0;
-    while let Some(off) = sql[i..].iter().position(|b| *b == b'@') {
-        let at = i + off;
-        let prev_at = at > 0 && sql[at - 1] == b'@';
-        let next = sql.get(at + 1).copied();
-        if !prev_at
-            && next != Some(b'@')
-            && let Some(c) = next
-            && (c.is_ascii_alphanumeric() || matches!(c, b'_' | b'`' | b'\'' | b'"' | b'$' | b'.'))
-        {
-            return true;
-        }
-        i = at + 1;
-        if next == Some(b'@') {
-            i += 1;
-        }
-    }
-    false
 }
 
 /// ASCII case-insensitive substring search; `needle` is upper-case.
@@ -98,6 +119,16 @@ mod tests {
         ] {
             assert!(!leaves_state(q.as_bytes()), "{q}");
         }
+    }
+
+    #[test]
+    fn last_insert_id_with_an_argument_is_noticed() {
+        assert!(sets_last_insert_id(b"SELECT LAST_INSERT_ID(42)"));
+        assert!(sets_last_insert_id(
+            b"update t set id = last_insert_id( id + 1 )"
+        ));
+        assert!(!sets_last_insert_id(b"SELECT LAST_INSERT_ID()"));
+        assert!(!sets_last_insert_id(b"SELECT last_insert_id( )"));
     }
 
     #[test]

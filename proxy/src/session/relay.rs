@@ -42,6 +42,13 @@ pub struct Outcome {
     pub prepared: Option<u32>,
     /// The last non-zero insert id an OK packet reported.
     pub last_insert_id: Option<u64>,
+    /// Rows of the last result set (what FOUND_ROWS() returns after it).
+    pub rows: u64,
+    /// Affected rows of the last result if it was an OK, `None` if it was a result set (what
+    /// ROW_COUNT() returns after the statement: the count, or -1).
+    pub affected: Option<u64>,
+    /// The response contained a result set.
+    pub had_rows: bool,
 }
 
 const MORE_RESULTS: u16 = StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
@@ -131,6 +138,9 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                     }
                 }
                 (_, 0x00) => {
+                    if expect != Expect::Single {
+                        out.affected = parse_ok(p, backend.caps).map(|ok| ok.affected_rows);
+                    }
                     let status =
                         forward_ok(p, backend, client, strip, h.seq, &mut out, &mut scratch)?;
                     done = status & MORE_RESULTS == 0 || expect == Expect::Single;
@@ -159,6 +169,9 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                         return Err(bad("zero column count"));
                     }
                     client.write_raw(backend.io.frame());
+                    out.rows = 0;
+                    out.affected = None;
+                    out.had_rows = true;
                     state = State::Columns(n);
                 }
             },
@@ -205,6 +218,7 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                         done = true;
                     }
                 } else {
+                    out.rows += 1;
                     client.write_raw(backend.io.frame());
                 }
             }
