@@ -128,7 +128,7 @@ impl Default for PoolSettings {
     fn default() -> Self {
         PoolSettings {
             min_size: 0,
-            max_size: 256,
+            max_size: 64,
             acquire_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
             validate_after: Duration::from_secs(5),

@@ -34,7 +34,7 @@ struct Cli {
     /// Most client connections served at once (error 1040 beyond) [default: 1024].
     #[arg(long)]
     max_connections: Option<usize>,
-    /// Most backend connections in the pool [default: 256].
+    /// Most backend connections in the pool [default: 64, as in config files; below MariaDB's default max_connections of 151].
     #[arg(long)]
     pool_max: Option<usize>,
     /// Backend connections kept open even when idle [default: 0].
