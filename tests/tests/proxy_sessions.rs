@@ -743,65 +743,70 @@ async fn result_changing_session_variables_stay_with_their_client() {
     a.query_drop("SET SESSION character_set_results = NULL")
         .await
         .unwrap();
+    let defaults = SeenVariables {
+        rows: 5,
+        third: "0.3333",
+        concat: "1,2,3,4,5,6,7,8,9",
+        results_charset: Some("utf8mb4"),
+    };
+    let a_set = SeenVariables {
+        rows: 2,
+        third: "0.333333333",
+        concat: "1,2,3",
+        results_charset: None,
+    };
     for round in 0..3 {
-        let rows: Vec<u64> = b.query("SELECT seq FROM seq_1_to_5").await.unwrap();
-        assert_eq!(
-            rows.len(),
-            5,
-            "round {round}: B runs with A's sql_select_limit"
-        );
-        let q: Option<String> = b.query_first("SELECT CAST(1/3 AS CHAR)").await.unwrap();
-        assert_eq!(
-            q.as_deref(),
-            Some("0.3333"),
-            "round {round}: B runs with A's div_precision_increment"
-        );
-        let g: Option<String> = b
-            .query_first("SELECT GROUP_CONCAT(seq) FROM seq_1_to_9")
-            .await
-            .unwrap();
-        assert_eq!(
-            g.as_deref(),
-            Some("1,2,3,4,5,6,7,8,9"),
-            "round {round}: B runs with A's group_concat_max_len"
-        );
-        let cs: Option<Option<String>> = b
-            .query_first("SELECT @@character_set_results")
-            .await
-            .unwrap();
-        assert_eq!(
-            cs,
-            Some(Some("utf8mb4".to_string())),
-            "round {round}: B has A's character_set_results"
-        );
-
-        let rows: Vec<u64> = a.query("SELECT seq FROM seq_1_to_5").await.unwrap();
-        assert_eq!(rows.len(), 2, "round {round}: A lost its sql_select_limit");
-        let q: Option<String> = a.query_first("SELECT CAST(1/3 AS CHAR)").await.unwrap();
-        assert_eq!(
-            q.as_deref(),
-            Some("0.333333333"),
-            "round {round}: A lost its div_precision_increment"
-        );
-        let g: Option<String> = a
-            .query_first("SELECT GROUP_CONCAT(seq) FROM seq_1_to_9")
-            .await
-            .unwrap();
-        assert_eq!(
-            g.as_deref(),
-            Some("1,2,3"),
-            "round {round}: A lost its group_concat_max_len"
-        );
-        let cs: Option<Option<String>> = a
-            .query_first("SELECT @@character_set_results")
-            .await
-            .unwrap();
-        assert_eq!(
-            cs,
-            Some(None),
-            "round {round}: A lost character_set_results = NULL"
-        );
+        assert_sees(
+            &mut b,
+            &defaults,
+            &format!("round {round}: B (A's settings leaked)"),
+        )
+        .await;
+        assert_sees(
+            &mut a,
+            &a_set,
+            &format!("round {round}: A (lost its settings)"),
+        )
+        .await;
     }
+}
+
+/// What `sql_select_limit`, `div_precision_increment`, `group_concat_max_len` and
+/// `character_set_results` make a connection see.
+struct SeenVariables {
+    rows: usize,
+    third: &'static str,
+    concat: &'static str,
+    results_charset: Option<&'static str>,
+}
+
+async fn assert_sees(conn: &mut Conn, want: &SeenVariables, who: &str) {
+    let rows: Vec<u64> = conn.query("SELECT seq FROM seq_1_to_5").await.unwrap();
+    assert_eq!(rows.len(), want.rows, "{who}: sql_select_limit");
+    let q: Option<String> = conn.query_first("SELECT CAST(1/3 AS CHAR)").await.unwrap();
+    assert_eq!(
+        q.as_deref(),
+        Some(want.third),
+        "{who}: div_precision_increment"
+    );
+    let g: Option<String> = conn
+        .query_first("SELECT GROUP_CONCAT(seq) FROM seq_1_to_9")
+        .await
+        .unwrap();
+    assert_eq!(
+        g.as_deref(),
+        Some(want.concat),
+        "{who}: group_concat_max_len"
+    );
+    let cs: Option<Option<String>> = conn
+        .query_first("SELECT @@character_set_results")
+        .await
+        .unwrap();
+    assert_eq!(
+        cs,
+        Some(want.results_charset.map(str::to_string)),
+        "{who}: character_set_results"
+    );
 }
 
 /// A transaction pins its backend connection only until it ends: on a one-connection pool,
