@@ -208,15 +208,19 @@ fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
     if s.len() < 7 || !s[..7].eq_ignore_ascii_case(b"SELECT ") {
         return None;
     }
-    let f: Vec<u8> = s[7..]
-        .iter()
-        .filter(|b| !b.is_ascii_whitespace())
-        .map(|b| b.to_ascii_uppercase())
-        .collect();
-    match &f[..] {
-        b"ROW_COUNT()" => Some(DiagQuery::RowCount),
-        b"FOUND_ROWS()" => Some(DiagQuery::FoundRows),
-        _ => None,
+    // Compared lazily, without a copy: this runs for every SELECT and most stop at one byte.
+    let squeezed = || {
+        s[7..]
+            .iter()
+            .filter(|b| !b.is_ascii_whitespace())
+            .map(|b| b.to_ascii_uppercase())
+    };
+    if squeezed().eq(b"ROW_COUNT()".iter().copied()) {
+        Some(DiagQuery::RowCount)
+    } else if squeezed().eq(b"FOUND_ROWS()".iter().copied()) {
+        Some(DiagQuery::FoundRows)
+    } else {
+        None
     }
 }
 
@@ -482,8 +486,10 @@ impl Session {
                 {
                     return self.answer_diagnostics(which, reply_seq).await;
                 }
-                let sets_lid = pinning::sets_last_insert_id(&self.client.packet_payload()[1..]);
-                let sticky = pinning::leaves_state(&self.client.packet_payload()[1..]);
+                let pinning::Effects {
+                    leaves_state: sticky,
+                    sets_last_insert_id: sets_lid,
+                } = pinning::effects(&self.client.packet_payload()[1..]);
                 if sticky {
                     self.pins.sticky = true;
                 }

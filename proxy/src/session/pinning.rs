@@ -2,48 +2,57 @@
 //! not report in an OK packet (a SELECT GET_LOCK() answers with a result set; the trackers may
 //! be off on old servers). A match pins the backend connection to the session.
 
-/// Whether `sql` may leave state behind on its connection: user variables, named locks,
-/// LOCK TABLES, FLUSH ... WITH READ LOCK, temporary tables, SQL-level PREPARE, FOUND_ROWS()
-/// bookkeeping, XA transactions, HANDLER cursors.
-pub fn leaves_state(sql: &[u8]) -> bool {
-    if sets_next_transaction(sql)
-        || starts_with_word(sql, b"XA")
-        || starts_with_word(sql, b"HANDLER")
-    {
-        return true;
-    }
-    // One pass over the statement; a keyword is compared only where its first letter is.
+/// What a statement may do out of the trackers' sight, found in one pass over its text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// It may leave state behind on its connection: user variables, named locks, LOCK TABLES,
+    /// FLUSH ... WITH READ LOCK, temporary tables, SQL-level PREPARE, FOUND_ROWS() bookkeeping,
+    /// XA transactions, HANDLER cursors.
+    pub leaves_state: bool,
+    /// It calls `LAST_INSERT_ID(expr)`, which sets the value inside a result set, out of the
+    /// proxy's sight (the session then reads the value back).
+    pub sets_last_insert_id: bool,
+}
+
+/// Scans `sql` once; a keyword is compared only where its first letter is.
+pub fn effects(sql: &[u8]) -> Effects {
+    let mut e = Effects {
+        leaves_state: sets_next_transaction(sql)
+            || starts_with_word(sql, b"XA")
+            || starts_with_word(sql, b"HANDLER"),
+        sets_last_insert_id: false,
+    };
     for (i, &b) in sql.iter().enumerate() {
+        if e.leaves_state && e.sets_last_insert_id {
+            break;
+        }
         let rest = &sql[i..];
-        let hit = match b.to_ascii_uppercase() {
+        let pins = match b.to_ascii_uppercase() {
             b'@' => is_user_variable_at(sql, i),
             b'G' => starts_ci(rest, b"GET_LOCK"),
-            b'L' => starts_ci(rest, b"LOCK TABLE"),
+            b'L' => {
+                if starts_ci(rest, b"LAST_INSERT_ID(") && has_argument(&rest[15..]) {
+                    e.sets_last_insert_id = true;
+                }
+                starts_ci(rest, b"LOCK TABLE")
+            }
             b'T' => starts_ci(rest, b"TEMPORARY"),
             b'P' => starts_ci(rest, b"PREPARE"),
             b'S' => starts_ci(rest, b"SQL_CALC_FOUND_ROWS"),
             b'R' => starts_ci(rest, b"READ LOCK"),
             _ => false,
         };
-        if hit {
-            return true;
-        }
+        e.leaves_state |= pins;
     }
-    false
+    e
 }
 
-/// Whether `sql` calls `LAST_INSERT_ID(expr)`, which sets the value inside a result set, out of
-/// the proxy's sight (the session then reads the value back).
-pub fn sets_last_insert_id(sql: &[u8]) -> bool {
-    sql.iter().enumerate().any(|(i, b)| {
-        let rest = &sql[i..];
-        b.eq_ignore_ascii_case(&b'L')
-            && starts_ci(rest, b"LAST_INSERT_ID(")
-            && rest[15..]
-                .iter()
-                .find(|c| !c.is_ascii_whitespace())
-                .is_some_and(|c| *c != b')')
-    })
+/// Whether a call's argument list (after its `(`) is not empty.
+fn has_argument(after_paren: &[u8]) -> bool {
+    after_paren
+        .iter()
+        .find(|c| !c.is_ascii_whitespace())
+        .is_some_and(|c| *c != b')')
 }
 
 /// `@name` but not `@@system_variable`, with the `@` at `at`.
@@ -105,6 +114,14 @@ pub fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn leaves_state(sql: &[u8]) -> bool {
+        effects(sql).leaves_state
+    }
+
+    fn sets_last_insert_id(sql: &[u8]) -> bool {
+        effects(sql).sets_last_insert_id
+    }
 
     #[test]
     fn plain_statements_do_not_pin() {
