@@ -111,7 +111,7 @@ fn check_prints_the_topology_or_the_offending_key() {
     );
     assert!(stdout.contains("dn1: dh1/shop_db"), "{stdout}");
     assert!(
-        stdout.contains("served by this version: datanode dn1"),
+        stdout.contains("served as one datanode: dn1"),
         "{stdout}"
     );
 

@@ -1,0 +1,210 @@
+//! Reads over several datanodes: every shard gets its query at once, their column definitions
+//! are checked to agree, and rows stream through the merge operator to the client, a shard
+//! read only when the merge needs its next row (memory stays bounded by the merge's needs).
+
+use mysql_common::constants::CapabilityFlags;
+use shoal_router::plan::{MergeSpec, Target};
+
+use super::merge_stub::{Merger, Protocol, Step};
+use super::reader::{Row, drain_rows, next_row, read_columns};
+use super::{query_payload, refusal};
+use crate::config::Routing;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::wire::messages::{err_payload, ok_payload, put_lenenc};
+use crate::wire::packet::FLUSH_THRESHOLD;
+
+/// The type byte of a column definition payload (after six length-encoded strings and the
+/// 0x0c length of the fixed part: charset(2), length(4), then type).
+fn column_type(def: &[u8]) -> Option<u8> {
+    let mut b = def;
+    for _ in 0..6 {
+        crate::wire::messages::read_lenenc_bytes(&mut b)?;
+    }
+    b.get(7).copied()
+}
+
+impl Session {
+    pub(super) async fn run_scatter(
+        &mut self,
+        routing: &Routing,
+        targets: Vec<Target>,
+        spec: &MergeSpec,
+        reply_seq: u8,
+    ) -> Result<()> {
+        for t in &targets {
+            self.touch(routing, t.datanode).await?;
+        }
+        let idx: Vec<usize> = targets
+            .iter()
+            .map(|t| self.conns.position(t.datanode).expect("touched"))
+            .collect();
+        let mut failure: Option<Error> = None;
+        for (t, &i) in targets.iter().zip(&idx) {
+            let conn = &mut self.conns.held[i].conn;
+            let mut seq = 0;
+            conn.io.write_packet(&mut seq, &query_payload(t));
+            if let Err(e) = conn.io.flush().await {
+                failure = Some(Error::BackendIo(e));
+                break;
+            }
+        }
+        if let Some(e) = failure {
+            return Err(self.scatter_broken(&targets, e));
+        }
+        // Column definitions of every shard; a shard's error is the statement's.
+        let mut columns: Vec<Vec<Vec<u8>>> = Vec::with_capacity(targets.len());
+        let mut first_err: Option<Error> = None;
+        let mut open = vec![false; targets.len()];
+        for (k, &i) in idx.iter().enumerate() {
+            match read_columns(&mut self.conns.held[i].conn).await {
+                Ok(defs) => {
+                    open[k] = true;
+                    columns.push(defs);
+                }
+                Err(e @ Error::Reply { .. }) => {
+                    first_err.get_or_insert(e);
+                    columns.push(Vec::new());
+                }
+                Err(e) => return Err(self.scatter_broken(&targets, e)),
+            }
+        }
+        let agree = columns.windows(2).all(|w| {
+            w[0].len() == w[1].len()
+                && w[0]
+                    .iter()
+                    .zip(&w[1])
+                    .all(|(a, b)| column_type(a) == column_type(b))
+        });
+        let merger = match first_err {
+            Some(e) => Err(e),
+            None if !agree => Err(Error::reply(
+                1105,
+                b"HY000",
+                "the datanodes returned different columns for this statement (are the \
+                 physical tables' definitions the same everywhere?)",
+            )),
+            None => Merger::new(spec, columns[0].len(), targets.len(), Protocol::Text)
+                .map_err(|e| refusal(&e)),
+        };
+        let mut merger = match merger {
+            Ok(m) => m,
+            Err(e) => {
+                self.drain_open(&idx, &open).await?;
+                return Err(e);
+            }
+        };
+        // Header: the visible columns, as the first shard described them.
+        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        let visible = merger.visible_columns();
+        let mut seq = reply_seq;
+        let mut count = Vec::new();
+        put_lenenc(&mut count, visible as u64);
+        self.client.write_packet(&mut seq, &count);
+        for def in &columns[0][..visible] {
+            self.client.write_packet(&mut seq, def);
+        }
+        if !deprecate_eof {
+            let mut eof = vec![0xFE, 0, 0];
+            eof.extend_from_slice(&self.status.to_le_bytes());
+            self.client.write_packet(&mut seq, &eof);
+        }
+        drop(columns);
+        let mut sent = 0u64;
+        let mut status = self.status;
+        let mut error: Option<Error> = None;
+        loop {
+            let step = match merger.next() {
+                Ok(s) => s,
+                Err(e) => {
+                    error = Some(refusal(&e));
+                    break;
+                }
+            };
+            match step {
+                Step::Done => break,
+                Step::Row(row) => {
+                    self.client.write_packet(&mut seq, &row);
+                    sent += 1;
+                    if self.client.pending_write() >= FLUSH_THRESHOLD {
+                        self.flush_client().await?;
+                    }
+                }
+                Step::Need(k) => {
+                    let i = idx[k];
+                    match next_row(&mut self.conns.held[i].conn).await {
+                        Ok(Row::Data(row)) => merger.feed_row(k, row),
+                        Ok(Row::End(s)) => {
+                            open[k] = false;
+                            status = s;
+                            merger.feed_end(k);
+                        }
+                        Err(e @ Error::Reply { .. }) => {
+                            open[k] = false;
+                            error = Some(e);
+                            break;
+                        }
+                        Err(e) => return Err(self.scatter_broken(&targets, e)),
+                    }
+                }
+            }
+        }
+        // Shards the merge did not need to the end (LIMIT, an error elsewhere): read their
+        // rest so their connections can serve the next statement.
+        self.drain_open(&idx, &open).await?;
+        if let Some(e) = error {
+            let (code, state, msg) = e.as_reply().expect("reply errors only");
+            let p = err_payload(code, state, msg);
+            self.client.write_packet(&mut seq, &p);
+            self.diag.known = true;
+            self.diag.row_count = -1;
+            return self.flush_client().await;
+        }
+        let _ = status;
+        let status = self.status;
+        if deprecate_eof {
+            let mut ok = ok_payload(status);
+            ok[0] = 0xFE;
+            self.client.write_packet(&mut seq, &ok);
+        } else {
+            let mut eof = vec![0xFE, 0, 0];
+            eof.extend_from_slice(&status.to_le_bytes());
+            self.client.write_packet(&mut seq, &eof);
+        }
+        self.diag.known = true;
+        self.diag.row_count = -1;
+        self.diag.found_rows = sent;
+        self.flush_client().await
+    }
+
+    /// Reads the rest of every shard response still open.
+    async fn drain_open(&mut self, idx: &[usize], open: &[bool]) -> Result<()> {
+        let mut broken = Vec::new();
+        for (k, &i) in idx.iter().enumerate() {
+            if open[k]
+                && let Err(e) = drain_rows(&mut self.conns.held[i].conn).await
+            {
+                tracing::debug!(error = %e, "shard connection broke while draining");
+                broken.push(self.conns.held[i].dn);
+            }
+        }
+        for dn in broken {
+            self.conns.remove(dn);
+        }
+        Ok(())
+    }
+
+    /// A shard connection broke mid-statement: every connection of the statement is in an
+    /// unknown place in its response, so they are all dropped (an open transaction with them).
+    fn scatter_broken(&mut self, targets: &[Target], e: Error) -> Error {
+        tracing::debug!(error = %e, "a shard connection broke during a scatter");
+        let in_txn = self.txn_begin.is_some();
+        for t in targets {
+            self.conns.remove(t.datanode);
+        }
+        if in_txn {
+            self.txn_begin = None;
+        }
+        Error::lost_backend()
+    }
+}
