@@ -845,6 +845,44 @@ async fn the_pooled_connection_is_released_when_a_transaction_ends() {
     }
 }
 
+/// Text that merely looks like session state (an e-mail address in a string, a column named
+/// `prepared_at`) does not pin the connection: on a one-connection pool, two clients alternate.
+#[tokio::test]
+async fn look_alike_text_does_not_pin_the_connection() {
+    let backend = shared_backend();
+    let db = unique_name("lookalike");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop(
+            "CREATE TABLE users (id INT PRIMARY KEY, email VARCHAR(40), prepared_at DATETIME)",
+        )
+        .await
+        .unwrap();
+    direct
+        .query_drop("INSERT INTO users VALUES (1, 'bob@example.com', NULL)")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &["--acquire-timeout-ms", "3000"]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    for sql in [
+        "SELECT id FROM users WHERE email = 'bob@example.com'",
+        "SELECT prepared_at FROM users WHERE id = 1",
+    ] {
+        for round in 0..2 {
+            let _: Vec<Row> = a.query(sql).await.unwrap();
+            let n = b.query_first::<i64, _>("SELECT COUNT(*) FROM users").await;
+            assert_eq!(
+                n.unwrap_or_else(|e| panic!(
+                    "round {round}: after `{sql}` on A, B cannot get the connection: {e}"
+                )),
+                Some(1)
+            );
+        }
+    }
+}
+
 /// State changed by a statement in the middle of a multi-statement (USE, SET) is tracked like
 /// any other.
 #[tokio::test]
