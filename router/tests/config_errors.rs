@@ -103,7 +103,11 @@ fn unknown_references_name_the_key() {
     check(
         "address: 127.0.0.1:3308",
         "address: LOCALHOST:3307",
-        &["datanodes[0].database", "\"dn1\" and \"dn3\"", "read its rows twice"],
+        &[
+            "datanodes[0].database",
+            "\"dn1\" and \"dn3\"",
+            "read its rows twice",
+        ],
     );
     check(
         "datanodes: dn$1-4 }\n      - { name: item",

@@ -264,7 +264,11 @@ async fn cross_shard_updates_and_deletes_sum_affected_rows() {
         .unwrap();
     assert_eq!(c.affected_rows(), 5);
     for n in 1..=4 {
-        assert_eq!(l.ids_on(n, "orders", "id").await, Vec::<i64>::new(), "dn{n}");
+        assert_eq!(
+            l.ids_on(n, "orders", "id").await,
+            Vec::<i64>::new(),
+            "dn{n}"
+        );
     }
 }
 
@@ -290,10 +294,15 @@ async fn global_table_writes_reach_every_copy_or_none() {
     d3.query_drop("INSERT INTO country VALUES ('it', 'Italy (dn3 only)')")
         .await
         .unwrap();
-    let (code, _, message) =
-        server_error(c.query_drop("INSERT INTO country VALUES ('it', 'Italy')").await);
+    let (code, _, message) = server_error(
+        c.query_drop("INSERT INTO country VALUES ('it', 'Italy')")
+            .await,
+    );
     assert_eq!(code, 1062, "{message}");
-    assert!(message.contains("dn3"), "the error names the datanode: {message}");
+    assert!(
+        message.contains("dn3"),
+        "the error names the datanode: {message}"
+    );
     for n in [1, 2, 4] {
         let mut d = l.datanode(n).await;
         let n_it: Option<i64> = d

@@ -4,8 +4,8 @@
 use mysql_common::constants::CapabilityFlags;
 use shoal_router::plan::LocalAnswer;
 
-use super::reader::{Row, next_row, read_columns};
 use super::query_payload;
+use super::reader::{Row, next_row, read_columns};
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -222,19 +222,17 @@ pub(crate) fn like_match(pattern: &str, s: &str) -> bool {
         match p {
             P::Any => {
                 let mut seen = false;
-                for j in 0..=text.len() {
-                    seen |= row[j];
-                    next[j] = seen;
+                for (n, r) in next.iter_mut().zip(&row) {
+                    seen |= *r;
+                    *n = seen;
                 }
             }
             P::One => {
-                for j in 1..=text.len() {
-                    next[j] = row[j - 1];
-                }
+                next[1..].copy_from_slice(&row[..text.len()]);
             }
             P::Lit(c) => {
-                for j in 1..=text.len() {
-                    next[j] = row[j - 1] && eq(text[j - 1], *c);
+                for (j, ch) in text.iter().enumerate() {
+                    next[j + 1] = row[j] && eq(*ch, *c);
                 }
             }
         }

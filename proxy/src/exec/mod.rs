@@ -175,8 +175,14 @@ impl Session {
                 return self.answer_diagnostics(which, reply_seq).await;
             }
             let dn = self.any_datanode(routing);
-            self.run_on(routing, dn, None, Expect::Results { binary: false }, reply_seq)
-                .await?;
+            self.run_on(
+                routing,
+                dn,
+                None,
+                Expect::Results { binary: false },
+                reply_seq,
+            )
+            .await?;
             return Ok(());
         }
         let plan = plan.expect("planned unless a diagnostics query");
@@ -199,8 +205,14 @@ impl Session {
                 let dn = self.any_datanode(routing);
                 let same = self.is_client_text(&sql);
                 let text = (!same).then_some(sql.as_str());
-                self.run_on(routing, dn, text, Expect::Results { binary: false }, reply_seq)
-                    .await?;
+                self.run_on(
+                    routing,
+                    dn,
+                    text,
+                    Expect::Results { binary: false },
+                    reply_seq,
+                )
+                .await?;
                 self.note_effects(dn, effects);
                 Ok(())
             }
@@ -301,7 +313,11 @@ impl Session {
             && let Some(begin) = &self.txn_begin
             && !h.txn_begun
         {
-            result = h.conn.command(COM_QUERY, begin.as_bytes()).await.map(|_| ());
+            result = h
+                .conn
+                .command(COM_QUERY, begin.as_bytes())
+                .await
+                .map(|_| ());
             if result.is_ok() {
                 h.txn_begun = true;
                 h.in_trans = true;
@@ -485,7 +501,10 @@ impl Session {
         let (touches, default_dn) = {
             let p = self.client.packet_payload();
             let sql = std::str::from_utf8(&p[1..]).unwrap_or("");
-            let schema = self.logical.as_deref().and_then(|s| routing.topology.schema(s));
+            let schema = self
+                .logical
+                .as_deref()
+                .and_then(|s| routing.topology.schema(s));
             let mut toks = Vec::new();
             let touches = match tokenize_into(sql, &mut toks) {
                 Err(_) => None,

@@ -93,14 +93,26 @@ impl Session {
                 // Run on one connection; the variables it reports become the session's and are
                 // replayed on every other connection before its next statement.
                 let dn = self.any_datanode(routing);
-                self.run_on(routing, dn, None, Expect::Results { binary: false }, reply_seq)
-                    .await?;
+                self.run_on(
+                    routing,
+                    dn,
+                    None,
+                    Expect::Results { binary: false },
+                    reply_seq,
+                )
+                .await?;
                 Ok(())
             }
             K::Do => {
                 let dn = self.any_datanode(routing);
-                self.run_on(routing, dn, None, Expect::Results { binary: false }, reply_seq)
-                    .await?;
+                self.run_on(
+                    routing,
+                    dn,
+                    None,
+                    Expect::Results { binary: false },
+                    reply_seq,
+                )
+                .await?;
                 Ok(())
             }
             // Nothing can be locked through the router: LOCK TABLES is refused.

@@ -21,8 +21,8 @@ use tracing::{debug, trace, warn};
 use crate::backend::pool::{BackendPool, PooledConn, Wanted};
 use crate::backend::state::SessionState;
 use crate::config::ProxyConfig;
-use crate::exec::connset::ConnSet;
 use crate::error::{Error, Result};
+use crate::exec::connset::ConnSet;
 use crate::wire::command::*;
 use crate::wire::messages::{err_payload, ok_payload, put_lenenc_bytes};
 use crate::wire::packet::{PacketStream, is_too_large};
@@ -624,7 +624,11 @@ impl Session {
 
     /// Answers `SELECT ROW_COUNT()` / `SELECT FOUND_ROWS()` from what the session's own last
     /// statement reported, as a one-row result shaped like the server's.
-    pub(crate) async fn answer_diagnostics(&mut self, which: DiagQuery, reply_seq: u8) -> Result<()> {
+    pub(crate) async fn answer_diagnostics(
+        &mut self,
+        which: DiagQuery,
+        reply_seq: u8,
+    ) -> Result<()> {
         let (name, value) = match which {
             DiagQuery::RowCount => ("ROW_COUNT()", self.diag.row_count.to_string()),
             DiagQuery::FoundRows => ("FOUND_ROWS()", self.diag.found_rows.to_string()),
