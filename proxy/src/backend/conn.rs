@@ -17,8 +17,9 @@ use crate::error::{Error, Result};
 use crate::wire::command::{
     COM_INIT_DB, COM_PING, COM_QUERY, COM_RESET_CONNECTION, COM_SET_OPTION,
 };
-use crate::wire::messages::{eof_status, parse_err, parse_ok, read_lenenc, read_lenenc_bytes};
+use crate::wire::messages::{parse_err, read_lenenc_bytes};
 use crate::wire::packet::PacketStream;
+use crate::wire::response::{Event, Expect, ResponseReader};
 
 /// Capabilities that change the bytes of responses. A backend connection must have exactly the
 /// client's choice of these, so its responses can be forwarded untouched; pools keep
@@ -305,7 +306,7 @@ impl BackendConn {
         self.io.flush().await.map_err(io_err)?;
         let mut tracked = Tracked::default();
         let mut error = None;
-        self.drain_response(&mut tracked, &mut error).await?;
+        self.drain_response(cmd, &mut tracked, &mut error).await?;
         self.last_used = Instant::now();
         self.state.apply(&tracked);
         match error {
@@ -314,75 +315,32 @@ impl BackendConn {
         }
     }
 
-    /// Reads a whole COM_QUERY-style response (possibly several results), keeping only what
-    /// the session-state blocks and any ERR said.
+    /// Reads a whole response to `cmd` (possibly several results), keeping only what the
+    /// session-state blocks and any ERR said.
     async fn drain_response(
         &mut self,
+        cmd: u8,
         tracked: &mut Tracked,
         error: &mut Option<Error>,
     ) -> Result<()> {
-        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
-        loop {
+        let expect = if cmd == COM_QUERY {
+            Expect::Results { binary: false }
+        } else {
+            Expect::Single
+        };
+        let mut reader = ResponseReader::new(expect, self.caps);
+        while !reader.finished() {
             self.io.next_packet().await.map_err(io_err)?;
             let p = self.io.packet_payload();
-            match p.first() {
-                Some(0x00) => {
-                    let ok = parse_ok(&p, self.caps).ok_or_else(|| protocol("bad OK packet"))?;
-                    if !ok.state.is_empty() {
-                        tracked.add_block(ok.state);
-                    }
-                    if ok.status & 0x0008 == 0 {
-                        return Ok(());
-                    }
+            match reader.next(&p)? {
+                Event::Ok(ok) | Event::ResultDone { ok: Some(ok), .. } if !ok.state.is_empty() => {
+                    tracked.add_block(ok.state);
                 }
-                Some(0xFF) => {
-                    *error = Some(server_err(&p));
-                    return Ok(());
-                }
-                Some(0xFE) if p.len() < 9 => {
-                    // EOF answering COM_SET_OPTION.
-                    if eof_status(&p) & 0x0008 == 0 {
-                        return Ok(());
-                    }
-                }
-                _ => {
-                    // A result set: skip column definitions and rows to its terminator.
-                    let mut b = &p[..];
-                    let cols = read_lenenc(&mut b).ok_or_else(|| protocol("bad column count"))?;
-                    drop(p);
-                    for _ in 0..cols {
-                        self.io.next_packet().await.map_err(io_err)?;
-                    }
-                    if !deprecate_eof {
-                        self.io.next_packet().await.map_err(io_err)?;
-                    }
-                    loop {
-                        let info = self.io.next_packet().await.map_err(io_err)?;
-                        let p = self.io.packet_payload();
-                        if p.first() == Some(&0xFF) {
-                            *error = Some(server_err(&p));
-                            return Ok(());
-                        }
-                        if p.first() == Some(&0xFE) && info.payload_len < 0xFF_FFFF {
-                            let status = if deprecate_eof {
-                                let ok = parse_ok(&p, self.caps)
-                                    .ok_or_else(|| protocol("bad OK packet"))?;
-                                if !ok.state.is_empty() {
-                                    tracked.add_block(ok.state);
-                                }
-                                ok.status
-                            } else {
-                                eof_status(&p)
-                            };
-                            if status & 0x0008 == 0 {
-                                return Ok(());
-                            }
-                            break;
-                        }
-                    }
-                }
+                Event::Err { .. } => *error = Some(server_err(&p)),
+                _ => {}
             }
         }
+        Ok(())
     }
 
     /// Runs a query returning one row of one column and gives that value (`None` for NULL).
@@ -395,36 +353,27 @@ impl BackendConn {
         let mut seq = 0;
         self.io.write_packet(&mut seq, &payload);
         self.io.flush().await.map_err(io_err)?;
-        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
-        self.io.next_packet().await.map_err(io_err)?;
-        let cols = {
-            let p = self.io.packet_payload();
-            if p.first() == Some(&0xFF) {
-                return Err(server_err(&p));
-            }
-            let mut b = &p[..];
-            read_lenenc(&mut b).ok_or_else(|| protocol("bad column count"))?
-        };
-        for _ in 0..cols {
-            self.io.next_packet().await.map_err(io_err)?;
-        }
-        if !deprecate_eof {
-            self.io.next_packet().await.map_err(io_err)?;
-        }
+        let mut reader = ResponseReader::new(Expect::Results { binary: false }, self.caps);
         let mut value = None;
-        loop {
-            let info = self.io.next_packet().await.map_err(io_err)?;
+        let mut error = None;
+        while !reader.finished() {
+            self.io.next_packet().await.map_err(io_err)?;
             let p = self.io.packet_payload();
-            match p.first() {
-                Some(0xFF) => return Err(server_err(&p)),
-                Some(0xFE) if info.payload_len < 0xFF_FFFF => break,
-                Some(0xFB) => value = None,
-                _ => {
-                    let mut b = &p[..];
-                    value =
-                        read_lenenc_bytes(&mut b).map(|v| String::from_utf8_lossy(v).into_owned());
+            match reader.next(&p)? {
+                Event::Err { .. } => error = Some(server_err(&p)),
+                Event::Row(row) => {
+                    let mut b = row;
+                    value = if row.first() == Some(&0xFB) {
+                        None
+                    } else {
+                        read_lenenc_bytes(&mut b).map(|v| String::from_utf8_lossy(v).into_owned())
+                    };
                 }
+                _ => {}
             }
+        }
+        if let Some(e) = error {
+            return Err(e);
         }
         self.last_used = Instant::now();
         Ok(value)

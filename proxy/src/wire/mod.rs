@@ -6,3 +6,4 @@ pub mod command;
 pub mod handshake;
 pub mod messages;
 pub mod packet;
+pub mod response;
