@@ -5,7 +5,7 @@ use mysql_common::constants::CapabilityFlags;
 use shoal_router::plan::LocalAnswer;
 
 use super::query_payload;
-use super::reader::{Row, next_row, read_columns};
+use super::reader::{ResultStream, Row};
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -105,10 +105,11 @@ impl Session {
         let mut seq = 0;
         conn.io.write_packet(&mut seq, &query_payload(t));
         conn.io.flush().await.map_err(Error::BackendIo)?;
-        read_columns(conn).await?;
+        let mut stream = ResultStream::new(conn);
+        stream.columns(conn).await?;
         let mut out = Vec::new();
         loop {
-            match next_row(conn).await? {
+            match stream.next_row(conn).await? {
                 Row::End(_) => break,
                 Row::Data(row) => {
                     let mut b = &row[..];

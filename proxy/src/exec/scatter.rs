@@ -6,7 +6,7 @@ use mysql_common::constants::CapabilityFlags;
 use shoal_router::plan::{MergeSpec, Target};
 
 use super::merge_stub::{Merger, Protocol, Step};
-use super::reader::{Row, drain_rows, next_row, read_columns};
+use super::reader::{ResultStream, Row};
 use super::{query_payload, refusal};
 use crate::config::Routing;
 use crate::error::{Error, Result};
@@ -53,11 +53,15 @@ impl Session {
             return Err(self.scatter_broken(&targets, e));
         }
         // Column definitions of every shard; a shard's error is the statement's.
+        let mut streams: Vec<ResultStream> = idx
+            .iter()
+            .map(|&i| ResultStream::new(&self.conns.held[i].conn))
+            .collect();
         let mut columns: Vec<Vec<Vec<u8>>> = Vec::with_capacity(targets.len());
         let mut first_err: Option<Error> = None;
         let mut open = vec![false; targets.len()];
         for (k, &i) in idx.iter().enumerate() {
-            match read_columns(&mut self.conns.held[i].conn).await {
+            match streams[k].columns(&mut self.conns.held[i].conn).await {
                 Ok(defs) => {
                     open[k] = true;
                     columns.push(defs);
@@ -90,7 +94,7 @@ impl Session {
         let mut merger = match merger {
             Ok(m) => m,
             Err(e) => {
-                self.drain_open(&idx, &open).await?;
+                self.drain_open(&idx, &open, &mut streams).await?;
                 return Err(e);
             }
         };
@@ -132,7 +136,7 @@ impl Session {
                 }
                 Step::Need(k) => {
                     let i = idx[k];
-                    match next_row(&mut self.conns.held[i].conn).await {
+                    match streams[k].next_row(&mut self.conns.held[i].conn).await {
                         Ok(Row::Data(row)) => merger.feed_row(k, row),
                         Ok(Row::End(s)) => {
                             open[k] = false;
@@ -151,7 +155,7 @@ impl Session {
         }
         // Shards the merge did not need to the end (LIMIT, an error elsewhere): read their
         // rest so their connections can serve the next statement.
-        self.drain_open(&idx, &open).await?;
+        self.drain_open(&idx, &open, &mut streams).await?;
         if let Some(e) = error {
             let (code, state, msg) = e.as_reply().expect("reply errors only");
             let p = err_payload(code, state, msg);
@@ -178,11 +182,16 @@ impl Session {
     }
 
     /// Reads the rest of every shard response still open.
-    async fn drain_open(&mut self, idx: &[usize], open: &[bool]) -> Result<()> {
+    async fn drain_open(
+        &mut self,
+        idx: &[usize],
+        open: &[bool],
+        streams: &mut [ResultStream],
+    ) -> Result<()> {
         let mut broken = Vec::new();
         for (k, &i) in idx.iter().enumerate() {
             if open[k]
-                && let Err(e) = drain_rows(&mut self.conns.held[i].conn).await
+                && let Err(e) = streams[k].drain(&mut self.conns.held[i].conn).await
             {
                 tracing::debug!(error = %e, "shard connection broke while draining");
                 broken.push(self.conns.held[i].dn);
