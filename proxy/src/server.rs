@@ -85,6 +85,7 @@ impl Proxy {
             capabilities,
             shutdown: shutdown_rx,
             stopping: std::sync::atomic::AtomicBool::new(false),
+            sessions: Default::default(),
         });
         Ok(Proxy {
             listener,

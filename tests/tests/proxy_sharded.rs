@@ -135,6 +135,9 @@ fn write_config(s1: &Backend, s2: &Backend, prefix: &str, pool_max: usize) -> Pa
   - name: app
     password: app-secret
     schemas: [shop]
+  - name: ops
+    password: ops-secret
+    schemas: [shop]
 datahosts:
   - name: dh1
     primary: {{ address: {h1}:{p1}, user: {u}, password: {pw} }}
@@ -448,4 +451,116 @@ schemas:
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains("read its rows twice"), "{args:?}: {stderr}");
     }
+}
+
+/// Scatter reads merged as one MariaDB would answer them: the same rows in a plain database on
+/// one server are the reference.
+#[tokio::test]
+async fn scatter_reads_merge_like_one_database() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    let reference_db = format!("{}_ref", l.prefix);
+    l.s2.fresh_db(&reference_db).await;
+    let mut r = l.s2.conn(Some(&reference_db)).await;
+    r.query_drop(
+        "CREATE TABLE orders (id INT PRIMARY KEY, user_name VARCHAR(20), amount INT) ENGINE=InnoDB",
+    )
+    .await
+    .unwrap();
+    let mut values = Vec::new();
+    for id in 1..=40i64 {
+        let amount = if id % 7 == 0 {
+            "NULL".to_string()
+        } else {
+            ((id * 37) % 50).to_string()
+        };
+        values.push(format!("({id}, 'u{}', {amount})", id % 5));
+    }
+    let insert = format!(
+        "INSERT INTO orders (id, user_name, amount) VALUES {}",
+        values.join(",")
+    );
+    c.query_drop(&insert).await.unwrap();
+    r.query_drop(&insert).await.unwrap();
+    for sql in [
+        "SELECT id, amount FROM orders ORDER BY amount, id",
+        "SELECT id, amount FROM orders ORDER BY amount DESC, id LIMIT 7",
+        "SELECT id FROM orders ORDER BY id LIMIT 5 OFFSET 30",
+        "SELECT COUNT(*) FROM orders",
+        "SELECT COUNT(*), SUM(amount), MIN(amount), MAX(amount) FROM orders",
+        "SELECT COUNT(*) FROM orders WHERE id > 1000",
+        "SELECT user_name, COUNT(*), SUM(amount) FROM orders GROUP BY user_name ORDER BY user_name",
+        "SELECT DISTINCT user_name FROM orders ORDER BY user_name",
+    ] {
+        let want: Vec<Row> = r.query(sql).await.unwrap();
+        let got: Vec<Row> = match c.query(sql).await {
+            Ok(rows) => rows,
+            Err(e) => panic!("{sql}: {e}"),
+        };
+        let show = |rows: &[Row]| -> Vec<Vec<mysql_async::Value>> {
+            rows.iter().map(|r| r.clone().unwrap()).collect()
+        };
+        assert_eq!(show(&got), show(&want), "{sql}");
+    }
+}
+
+/// `CONNECTION_ID()` is the handshake id; `KILL QUERY <it>` from another session of the same
+/// user stops the query on its datanode; another user's session is refused with 1095.
+#[tokio::test]
+async fn kill_uses_shoal_ids() {
+    let l = Layout::start().await;
+    let mut a = l.client().await;
+    let mut b = l.client().await;
+    let id: Option<u64> = a.query_first("SELECT CONNECTION_ID()").await.unwrap();
+    assert_eq!(
+        id,
+        Some(u64::from(a.id())),
+        "CONNECTION_ID() is the handshake id"
+    );
+    let mut ops = Conn::new(l.shoal.opts_as("ops", "ops-secret", Some("shop")))
+        .await
+        .unwrap();
+    let (code, _, message) = server_error(ops.query_drop(format!("KILL QUERY {}", a.id())).await);
+    assert_eq!(code, 1095, "{message}");
+    let (code, _, message) = server_error(b.query_drop("KILL QUERY 999999").await);
+    assert_eq!(code, 1094, "{message}");
+
+    let a_id = a.id();
+    let sleeper = tokio::spawn(async move {
+        let r: Result<Option<i64>, _> = a.query_first("SELECT SLEEP(60)").await;
+        (a, r)
+    });
+    // Wait until the sleep runs on a backend (visible in the processlist of the first server).
+    let mut direct = l.s1.conn(None).await;
+    let mut running = false;
+    for _ in 0..100 {
+        let n: Option<i64> = direct
+            .query_first("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(60)'")
+            .await
+            .unwrap();
+        if n == Some(1) {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(running, "the sleep never reached the backend");
+    b.query_drop(format!("KILL QUERY {a_id}")).await.unwrap();
+    let (mut a, r) = shoal_tests::within(
+        std::time::Duration::from_secs(30),
+        "the killed query",
+        sleeper,
+    )
+    .await
+    .unwrap();
+    // SLEEP interrupted by KILL QUERY returns 1 (MariaDB) or fails with 1317.
+    match r {
+        Ok(v) => assert_eq!(v, Some(1), "SLEEP was not interrupted"),
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1317, "{e:?}"),
+        Err(e) => panic!("{e}"),
+    }
+    // The killed session goes on.
+    let one: Option<i64> = a.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
 }

@@ -171,7 +171,7 @@ impl Session {
         };
         if let Some(which) = diag {
             // The statement before may have run anywhere: the session's own record answers.
-            if self.diag.known {
+            if self.diag.known || which == crate::session::DiagQuery::ConnectionId {
                 return self.answer_diagnostics(which, reply_seq).await;
             }
             let dn = self.any_datanode(routing);
@@ -297,7 +297,9 @@ impl Session {
                         multi_statements: self.want.multi_statements,
                     })
                     .await?;
-                self.conns.push(Held::new(dn, conn))
+                let i = self.conns.push(Held::new(dn, conn));
+                self.publish_backends();
+                i
             }
         };
         let h = &mut self.conns.held[i];
@@ -475,6 +477,7 @@ impl Session {
             }
             h.conn.release();
         }
+        self.publish_backends();
     }
 
     /// A connection of an open transaction broke: the others roll back, the transaction ends.

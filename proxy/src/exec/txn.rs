@@ -122,7 +122,16 @@ impl Session {
             }
             K::Xa => Err(unsupported("XA transactions")),
             K::LockTables => Err(unsupported("LOCK TABLES")),
-            K::Kill => Err(unsupported("KILL")),
+            K::Kill => {
+                let parsed = {
+                    let p = self.client.packet_payload();
+                    crate::session::kill::parse_kill(&p[1..])
+                };
+                match parsed {
+                    Some((query_only, target)) => self.kill(query_only, target, reply_seq).await,
+                    None => Err(unsupported("this form of KILL")),
+                }
+            }
             K::Prepare | K::Execute | K::Deallocate => {
                 Err(unsupported("SQL-level PREPARE/EXECUTE"))
             }

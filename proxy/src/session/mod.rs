@@ -5,6 +5,7 @@
 //! it keeps the one it has while it can, gives it back to the pool when the pool is short and
 //! nothing pins it, and replays its state onto whatever connection it gets next.
 
+pub mod kill;
 mod login;
 pub mod pinning;
 pub mod relay;
@@ -43,6 +44,8 @@ pub struct Shared {
     pub shutdown: watch::Receiver<bool>,
     /// Set once shutdown starts; sessions check it between commands (a cheap load).
     pub stopping: std::sync::atomic::AtomicBool,
+    /// Live sessions by handshake id, for KILL.
+    pub sessions: kill::Registry,
 }
 
 /// How often an idle session wakes to check its idle timeout and whether the pool wants its
@@ -96,6 +99,10 @@ pub struct Session {
     pub(crate) logical: Option<String>,
     pub(crate) conns: ConnSet,
     pub(crate) txn_begin: Option<String>,
+    /// The handshake id (what `CONNECTION_ID()` returns and `KILL` takes), and what other
+    /// sessions see of this one.
+    pub(crate) id: u32,
+    pub(crate) handle: Arc<kill::SessionHandle>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -138,10 +145,21 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         logical: None,
         conns: ConnSet::default(),
         txn_begin: None,
+        id: connection_id,
+        handle: Arc::new(kill::SessionHandle::default()),
     };
     match session.login(connection_id).await {
         Ok(()) => {
             debug!(connection_id, user = %session.user, "client logged in");
+            *session
+                .handle
+                .user
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = session.user.clone();
+            session
+                .shared
+                .sessions
+                .register(connection_id, session.handle.clone());
             if let Err(e) = session.command_loop().await {
                 debug!(connection_id, error = %e, "session ended with error");
             }
@@ -150,6 +168,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
             debug!(connection_id, error = %e, "login failed");
         }
     }
+    session.shared.sessions.unregister(connection_id);
     session.finish().await;
 }
 
@@ -242,6 +261,8 @@ fn use_statement(sql: &[u8]) -> Option<String> {
 pub(crate) enum DiagQuery {
     RowCount,
     FoundRows,
+    /// `SELECT CONNECTION_ID()`: Shoal's id (the handshake's), always answered by Shoal.
+    ConnectionId,
 }
 
 /// A query that is exactly `SELECT ROW_COUNT()` or `SELECT FOUND_ROWS()`.
@@ -262,6 +283,8 @@ pub(crate) fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
         Some(DiagQuery::RowCount)
     } else if squeezed().eq(b"FOUND_ROWS()".iter().copied()) {
         Some(DiagQuery::FoundRows)
+    } else if squeezed().eq(b"CONNECTION_ID()".iter().copied()) {
+        Some(DiagQuery::ConnectionId)
     } else {
         None
     }
@@ -321,6 +344,7 @@ impl Session {
             let conn = self.shared.pool.acquire(self.wanted()).await?;
             self.last_backend = conn.id;
             self.backend = Some(conn);
+            self.publish_backends();
         }
         if self.backend.as_ref().is_some_and(|b| b.state != self.want) {
             self.align_backend().await?;
@@ -341,6 +365,7 @@ impl Session {
         match result {
             Ok(()) => {
                 self.backend = Some(conn);
+                self.publish_backends();
                 Ok(())
             }
             Err(Error::Reply {
@@ -371,6 +396,7 @@ impl Session {
         let Some(mut conn) = self.backend.take() else {
             return;
         };
+        self.publish_backends();
         self.diag.on_backend = false;
         if self.pins.any() {
             let reset =
@@ -423,6 +449,10 @@ impl Session {
                 .shared
                 .stopping
                 .load(std::sync::atomic::Ordering::Relaxed)
+                || self
+                    .handle
+                    .killed
+                    .load(std::sync::atomic::Ordering::Relaxed)
             {
                 return Ok(());
             }
@@ -474,6 +504,7 @@ impl Session {
             }
             let result = self.dispatch(cmd, reply_seq).await;
             last_active = Instant::now();
+            self.publish_backends();
             match result {
                 Ok(()) => {}
                 Err(e) => {
@@ -506,10 +537,15 @@ impl Session {
                 }
                 let diag = diagnostics_query(&self.client.packet_payload()[1..]);
                 if let Some(which) = diag
-                    && self.diag.known
-                    && !self.diag.on_backend
+                    && (which == DiagQuery::ConnectionId
+                        || (self.diag.known && !self.diag.on_backend))
                 {
                     return self.answer_diagnostics(which, reply_seq).await;
+                }
+                if let Some((query_only, target)) =
+                    kill::parse_kill(&self.client.packet_payload()[1..])
+                {
+                    return self.kill(query_only, target, reply_seq).await;
                 }
                 let pinning::Effects {
                     leaves_state: sticky,
@@ -632,6 +668,7 @@ impl Session {
         let (name, value) = match which {
             DiagQuery::RowCount => ("ROW_COUNT()", self.diag.row_count.to_string()),
             DiagQuery::FoundRows => ("FOUND_ROWS()", self.diag.found_rows.to_string()),
+            DiagQuery::ConnectionId => ("CONNECTION_ID()", self.id.to_string()),
         };
         let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
         let mut seq = reply_seq;
