@@ -564,3 +564,58 @@ async fn kill_uses_shoal_ids() {
     let one: Option<i64> = a.query_first("SELECT 1").await.unwrap();
     assert_eq!(one, Some(1));
 }
+
+/// Prepared statements on sharded and global tables: every EXECUTE routes by its bound values.
+#[tokio::test]
+async fn prepared_statements_route_by_bound_values() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    let insert = c
+        .prep("INSERT INTO orders (id, user_name, amount) VALUES (?, ?, ?)")
+        .await
+        .unwrap_or_else(|e| panic!("prepare insert: {e}\n{}", l.shoal.log()));
+    for id in 1..=8i64 {
+        c.exec_drop(&insert, (id, format!("u{id}"), id * 10))
+            .await
+            .unwrap_or_else(|e| panic!("execute insert {id}: {e}\n{}", l.shoal.log()));
+        assert_eq!(c.affected_rows(), 1);
+    }
+    for n in 1..=4 {
+        let want: Vec<i64> = (1..=8).filter(|id| dn_of(*id) == n).collect();
+        assert_eq!(l.ids_on(n, "orders", "id").await, want, "datanode dn{n}");
+    }
+    let name: Option<String> = c
+        .exec_first("SELECT user_name FROM orders WHERE id = ?", (6,))
+        .await
+        .unwrap();
+    assert_eq!(name.as_deref(), Some("u6"));
+    let mut big: Vec<i64> = c
+        .exec("SELECT id FROM orders WHERE amount > ?", (45,))
+        .await
+        .unwrap();
+    big.sort();
+    assert_eq!(big, vec![5, 6, 7, 8]);
+    c.exec_drop("UPDATE orders SET amount = ? WHERE id = ?", (1, 3))
+        .await
+        .unwrap();
+    assert_eq!(c.affected_rows(), 1);
+    c.exec_drop("UPDATE orders SET amount = amount + ? WHERE id > ?", (1, 4))
+        .await
+        .unwrap();
+    assert_eq!(c.affected_rows(), 4);
+    c.exec_drop("INSERT INTO country VALUES (?, ?)", ("pt", "Portugal"))
+        .await
+        .unwrap();
+    for n in 1..=4 {
+        let mut d = l.datanode(n).await;
+        let name: Option<String> = d
+            .query_first("SELECT name FROM country WHERE code = 'pt'")
+            .await
+            .unwrap();
+        assert_eq!(name.as_deref(), Some("Portugal"), "dn{n}");
+    }
+    c.close(insert).await.unwrap();
+    let one: Option<i64> = c.exec_first("SELECT ?", (1,)).await.unwrap();
+    assert_eq!(one, Some(1));
+}

@@ -105,7 +105,7 @@ impl Session {
         let mut seq = 0;
         conn.io.write_packet(&mut seq, &query_payload(t));
         conn.io.flush().await.map_err(Error::BackendIo)?;
-        let mut stream = ResultStream::new(conn);
+        let mut stream = ResultStream::new(conn, false);
         stream.columns(conn).await?;
         let mut out = Vec::new();
         loop {

@@ -12,8 +12,10 @@
 //! - `Refuse`: the router's error; the session goes on.
 
 pub mod connset;
+pub use prepared::Statements;
 mod local;
 mod merge_stub;
+mod prepared;
 mod reader;
 mod scatter;
 mod txn;
@@ -25,7 +27,6 @@ use std::time::Instant;
 use mysql_common::constants::StatusFlags;
 use shoal_router::RouterError;
 use shoal_router::plan::{Merge, RoutePlan, Target};
-use shoal_router::sql::lex::{TokKind, tokenize_into};
 use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
@@ -111,36 +112,29 @@ impl Session {
             }
             COM_CHANGE_USER => self.change_user(reply_seq).await,
             COM_STMT_PREPARE => self.prepare_routed(routing, reply_seq).await,
-            COM_STMT_EXECUTE | COM_STMT_FETCH | COM_STMT_RESET => {
+            COM_STMT_EXECUTE => self.execute_routed(routing, reply_seq).await,
+            COM_STMT_RESET | COM_STMT_FETCH => {
                 let id = stmt_id(&self.client.packet_payload()).unwrap_or(0);
-                let Some(i) = self.conns.with_statement(id) else {
-                    return Err(Error::unknown_statement(id, name(cmd)));
-                };
-                let dn = self.conns.held[i].dn;
-                let expect = match cmd {
-                    COM_STMT_EXECUTE => Expect::Results { binary: true },
-                    COM_STMT_FETCH => Expect::Rows,
-                    _ => Expect::Single,
-                };
-                self.run_on(routing, dn, None, expect, reply_seq).await?;
+                match self.statements.get_mut(id) {
+                    None => Err(Error::unknown_statement(id, name(cmd))),
+                    Some(s) if cmd == COM_STMT_RESET => {
+                        s.long_data = false;
+                        self.send_ok(reply_seq).await
+                    }
+                    Some(_) => Err(unsupported("cursors on prepared statements")),
+                }
+            }
+            COM_STMT_SEND_LONG_DATA => {
+                // No response; the next EXECUTE reports it.
+                let id = stmt_id(&self.client.packet_payload()).unwrap_or(0);
+                if let Some(s) = self.statements.get_mut(id) {
+                    s.long_data = true;
+                }
                 Ok(())
             }
-            COM_STMT_SEND_LONG_DATA | COM_STMT_CLOSE => {
-                // No response: errors are kept by the server for the next EXECUTE.
+            COM_STMT_CLOSE => {
                 let id = stmt_id(&self.client.packet_payload()).unwrap_or(0);
-                let Some(i) = self.conns.with_statement(id) else {
-                    return Ok(());
-                };
-                let h = &mut self.conns.held[i];
-                if cmd == COM_STMT_CLOSE {
-                    h.statements.retain(|s| *s != id);
-                }
-                h.conn.io.write_raw(self.client.frame());
-                if let Err(e) = h.conn.io.flush().await {
-                    debug!(error = %e, "backend write failed");
-                    let dn = h.dn;
-                    self.conns.remove(dn);
-                }
+                self.close_routed(id).await;
                 Ok(())
             }
             other => Err(Error::unknown_command(other)),
@@ -226,7 +220,8 @@ impl Session {
                     shoal_router::sql::classify(sql).is_dml()
                 };
                 if dml {
-                    self.run_writes(routing, targets, false, reply_seq).await
+                    self.run_writes(routing, targets, false, &prepared::Request::Text, reply_seq)
+                        .await
                 } else {
                     self.run_ddl(routing, targets, reply_seq).await
                 }
@@ -234,11 +229,17 @@ impl Session {
             RoutePlan::Scatter {
                 targets,
                 merge: Merge::AffectedRows,
-            } => self.run_writes(routing, targets, true, reply_seq).await,
+            } => {
+                self.run_writes(routing, targets, true, &prepared::Request::Text, reply_seq)
+                    .await
+            }
             RoutePlan::Scatter {
                 targets,
                 merge: Merge::Rows(spec),
-            } => self.run_scatter(routing, targets, &spec, reply_seq).await,
+            } => {
+                self.run_scatter(routing, targets, &spec, &prepared::Request::Text, reply_seq)
+                    .await
+            }
         }
     }
 
@@ -365,6 +366,32 @@ impl Session {
                 h.conn.io.write_packet(&mut seq, &payload);
             }
         }
+        self.relay_from(i, expect, reply_seq).await
+    }
+
+    /// Sends `payload` (a whole command) to datanode `dn` and relays the response.
+    pub(crate) async fn run_on_bytes(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+        payload: &[u8],
+        expect: Expect,
+        reply_seq: u8,
+    ) -> Result<Option<Outcome>> {
+        let i = self.touch(routing, dn).await?;
+        let mut seq = 0;
+        self.conns.held[i].conn.io.write_packet(&mut seq, payload);
+        self.relay_from(i, expect, reply_seq).await
+    }
+
+    /// Flushes what was written to held connection `i` and relays its response.
+    async fn relay_from(
+        &mut self,
+        i: usize,
+        expect: Expect,
+        reply_seq: u8,
+    ) -> Result<Option<Outcome>> {
+        let h = &mut self.conns.held[i];
         let mut seq = reply_seq;
         let result = match h.conn.io.flush().await {
             Ok(()) => relay(&mut h.conn, &mut self.client, self.caps, expect, &mut seq).await,
@@ -494,51 +521,6 @@ impl Session {
         self.check_schema_allowed(db)?;
         self.logical = Some(db.to_string());
         self.send_ok(reply_seq).await
-    }
-
-    /// COM_STMT_PREPARE with the router: statements touching no listed table are prepared on
-    /// the default datanode (the connection is pinned while they are open); statements on
-    /// sharded, global or child tables are refused (routing by bound values is not done yet),
-    /// never run on one shard.
-    async fn prepare_routed(&mut self, routing: &Arc<Routing>, reply_seq: u8) -> Result<()> {
-        let (touches, default_dn) = {
-            let p = self.client.packet_payload();
-            let sql = std::str::from_utf8(&p[1..]).unwrap_or("");
-            let schema = self
-                .logical
-                .as_deref()
-                .and_then(|s| routing.topology.schema(s));
-            let mut toks = Vec::new();
-            let touches = match tokenize_into(sql, &mut toks) {
-                Err(_) => None,
-                Ok(()) => toks.iter().find_map(|t| {
-                    if !matches!(t.kind, TokKind::Word | TokKind::QuotedIdent) {
-                        return None;
-                    }
-                    let name = t.ident_value(sql);
-                    routing
-                        .topology
-                        .schemas
-                        .values()
-                        .find_map(|s| s.table(&name).map(|t| t.name().to_string()))
-                }),
-            };
-            (touches, schema.and_then(|s| s.default_datanode))
-        };
-        if let Some(table) = touches {
-            return Err(refusal(&RouterError::unsupported(format!(
-                "prepared statements on table '{table}' (sharded, global or child) on a \
-                 sharded configuration yet; use the text protocol"
-            ))));
-        }
-        let Some(dn) = default_dn else {
-            return Err(unsupported(
-                "prepared statements in a schema without a default datanode",
-            ));
-        };
-        self.run_on(routing, dn, None, Expect::Prepare, reply_seq)
-            .await?;
-        Ok(())
     }
 
     /// Writes `payload` as a complete answer and flushes it.

@@ -82,9 +82,9 @@ pub enum Row {
 }
 
 impl ResultStream {
-    pub fn new(conn: &BackendConn) -> Self {
+    pub fn new(conn: &BackendConn, binary: bool) -> Self {
         ResultStream {
-            reader: ResponseReader::new(Expect::Results { binary: false }, conn.caps),
+            reader: ResponseReader::new(Expect::Results { binary }, conn.caps),
         }
     }
 

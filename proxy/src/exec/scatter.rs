@@ -6,8 +6,9 @@ use mysql_common::constants::CapabilityFlags;
 use shoal_router::plan::{MergeSpec, Target};
 
 use super::merge_stub::{Merger, Protocol, Step};
+use super::prepared::Request;
 use super::reader::{ResultStream, Row};
-use super::{query_payload, refusal};
+use super::refusal;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -30,20 +31,27 @@ impl Session {
         routing: &Routing,
         targets: Vec<Target>,
         spec: &MergeSpec,
+        req: &Request<'_>,
         reply_seq: u8,
     ) -> Result<()> {
         for t in &targets {
             self.touch(routing, t.datanode).await?;
         }
+        let mut payloads = Vec::with_capacity(targets.len());
+        for t in &targets {
+            let i = self.conns.position(t.datanode).expect("touched");
+            payloads.push(self.request_payload(i, t, req).await?);
+        }
         let idx: Vec<usize> = targets
             .iter()
             .map(|t| self.conns.position(t.datanode).expect("touched"))
             .collect();
+        let binary = matches!(req, Request::Execute { .. });
         let mut failure: Option<Error> = None;
-        for (t, &i) in targets.iter().zip(&idx) {
+        for (payload, &i) in payloads.iter().zip(&idx) {
             let conn = &mut self.conns.held[i].conn;
             let mut seq = 0;
-            conn.io.write_packet(&mut seq, &query_payload(t));
+            conn.io.write_packet(&mut seq, payload);
             if let Err(e) = conn.io.flush().await {
                 failure = Some(Error::BackendIo(e));
                 break;
@@ -55,7 +63,7 @@ impl Session {
         // Column definitions of every shard; a shard's error is the statement's.
         let mut streams: Vec<ResultStream> = idx
             .iter()
-            .map(|&i| ResultStream::new(&self.conns.held[i].conn))
+            .map(|&i| ResultStream::new(&self.conns.held[i].conn, binary))
             .collect();
         let mut columns: Vec<Vec<Vec<u8>>> = Vec::with_capacity(targets.len());
         let mut first_err: Option<Error> = None;
@@ -88,8 +96,17 @@ impl Session {
                 "the datanodes returned different columns for this statement (are the \
                  physical tables' definitions the same everywhere?)",
             )),
-            None => Merger::new(spec, columns[0].len(), targets.len(), Protocol::Text)
-                .map_err(|e| refusal(&e)),
+            None => Merger::new(
+                spec,
+                columns[0].len(),
+                targets.len(),
+                if binary {
+                    Protocol::Binary
+                } else {
+                    Protocol::Text
+                },
+            )
+            .map_err(|e| refusal(&e)),
         };
         let mut merger = match merger {
             Ok(m) => m,

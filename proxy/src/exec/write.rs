@@ -4,8 +4,9 @@
 
 use shoal_router::plan::Target;
 
+use super::AUTOCOMMIT;
+use super::prepared::Request;
 use super::reader::{WriteDone, read_write_result};
-use super::{AUTOCOMMIT, query_payload};
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -17,16 +18,26 @@ type Each = (usize, std::result::Result<WriteDone, Error>);
 impl Session {
     /// Sends every target its SQL (all requests first, then all responses read: the datanodes
     /// work in parallel) and returns each one's result, in target order.
-    async fn send_all(&mut self, routing: &Routing, targets: &[Target]) -> Result<Vec<Each>> {
+    async fn send_all(
+        &mut self,
+        routing: &Routing,
+        targets: &[Target],
+        req: &Request<'_>,
+    ) -> Result<Vec<Each>> {
         for t in targets {
             self.touch(routing, t.datanode).await?;
         }
-        let mut sent = Vec::with_capacity(targets.len());
+        let mut payloads = Vec::with_capacity(targets.len());
         for t in targets {
+            let i = self.conns.position(t.datanode).expect("touched");
+            payloads.push(self.request_payload(i, t, req).await?);
+        }
+        let mut sent = Vec::with_capacity(targets.len());
+        for (t, payload) in targets.iter().zip(&payloads) {
             let i = self.conns.position(t.datanode).expect("touched");
             let h = &mut self.conns.held[i];
             let mut seq = 0;
-            h.conn.io.write_packet(&mut seq, &query_payload(t));
+            h.conn.io.write_packet(&mut seq, payload);
             let r = h.conn.io.flush().await.map_err(Error::BackendIo);
             sent.push(r);
         }
@@ -62,6 +73,7 @@ impl Session {
         routing: &Routing,
         targets: Vec<Target>,
         sum: bool,
+        req: &Request<'_>,
         reply_seq: u8,
     ) -> Result<()> {
         let autocommit_off = self
@@ -73,7 +85,7 @@ impl Session {
         if own_txn {
             self.txn_begin = Some("START TRANSACTION".to_string());
         }
-        let results = match self.send_all(routing, &targets).await {
+        let results = match self.send_all(routing, &targets, req).await {
             Ok(r) => r,
             Err(e) => {
                 if own_txn {
@@ -159,7 +171,7 @@ impl Session {
         if self.txn_begin.is_some() || self.conns.in_transaction() {
             self.end_transaction(true).await?;
         }
-        let results = self.send_all(routing, &targets).await?;
+        let results = self.send_all(routing, &targets, &Request::Text).await?;
         let mut ok = Vec::new();
         let mut failed = Vec::new();
         let mut first_err = None;

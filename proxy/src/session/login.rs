@@ -216,6 +216,7 @@ impl Session {
         }
         self.pins = Pins::default();
         self.txn_begin = None;
+        self.statements = Default::default();
         self.release_conns(true).await;
         self.user = req.user;
         if let Some(c) = req.collation {

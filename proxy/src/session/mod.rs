@@ -99,6 +99,8 @@ pub struct Session {
     pub(crate) logical: Option<String>,
     pub(crate) conns: ConnSet,
     pub(crate) txn_begin: Option<String>,
+    /// Client prepared statements with the router (Shoal's ids).
+    pub(crate) statements: crate::exec::Statements,
     /// The handshake id (what `CONNECTION_ID()` returns and `KILL` takes), and what other
     /// sessions see of this one.
     pub(crate) id: u32,
@@ -145,6 +147,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         logical: None,
         conns: ConnSet::default(),
         txn_begin: None,
+        statements: Default::default(),
         id: connection_id,
         handle: Arc::new(kill::SessionHandle::default()),
     };
@@ -880,6 +883,7 @@ impl Session {
         }
         self.pins = Pins::default();
         self.txn_begin = None;
+        self.statements = Default::default();
         self.release_conns(true).await;
         self.want.vars = self.initial_vars.clone();
         self.want.last_insert_id = 0;
