@@ -6,6 +6,7 @@ pub mod backend;
 pub mod config;
 pub mod config_file;
 pub mod error;
+pub mod merge;
 pub mod server;
 pub mod session;
 pub mod wire;
