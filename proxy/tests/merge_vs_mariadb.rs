@@ -294,12 +294,25 @@ async fn merged_shard_results_equal_mariadb_on_one_table() {
     let mut conn = BackendConn::connect(&spec, wire, Some("m"), false, Duration::from_secs(10))
         .await
         .unwrap();
-    conn.command(COM_QUERY, b"SET NAMES utf8mb4").await.unwrap();
-
     let mut checked = 0;
-    for p in [Protocol::Text, Protocol::Binary] {
+    // Strings come as utf8mb4 (general_ci) or latin1 (latin1_swedish_ci) per the connection.
+    for (names, p) in [
+        ("utf8mb4", Protocol::Text),
+        ("utf8mb4", Protocol::Binary),
+        ("latin1", Protocol::Text),
+    ] {
+        conn.command(COM_QUERY, format!("SET NAMES {names}").as_bytes())
+            .await
+            .unwrap();
         for (single, per_shard, mspec) in cases() {
             let (want_cols, want) = fetch(&mut conn, &single.replace("{t}", "t"), p).await;
+            if single.starts_with("SELECT id, name ") {
+                let want_charset = if names == "latin1" { 8 } else { 45 };
+                assert_eq!(
+                    want_cols[1].charset, want_charset,
+                    "collation reported for {names}"
+                );
+            }
             let mut shard_cols = Vec::new();
             let mut shard_rows = Vec::new();
             for s in 0..3 {
@@ -342,11 +355,11 @@ async fn merged_shard_results_equal_mariadb_on_one_table() {
                 want.iter()
                     .map(|r| String::from_utf8_lossy(r).into_owned())
                     .collect::<Vec<_>>(),
-                "{single} ({p:?})"
+                "{single} ({p:?}, {names})"
             );
-            assert_eq!(got, want, "{single} ({p:?})");
+            assert_eq!(got, want, "{single} ({p:?}, {names})");
             checked += 1;
         }
     }
-    assert_eq!(checked, 2 * cases().len());
+    assert_eq!(checked, 3 * cases().len());
 }

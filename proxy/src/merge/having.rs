@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use shoal_router::plan::{CmpOp, HavingSpec, Operand};
 use shoal_router::sql::stmt::Literal;
 
-use super::value::{Dec, Key, Kind, cmp_keys, key_of, weights};
+use super::value::{Coll, Dec, Key, Kind, cmp_keys, key_of, weights};
 use super::{Protocol, column::Column, refuse, resolve};
 use crate::error::Result;
 
@@ -65,10 +65,33 @@ fn numeric(k: Kind) -> bool {
 
 /// Checks that a column of kind `k` can be compared with `l` as MySQL does, and gives the
 /// literal in the form the comparison needs.
-fn check_pair(k: Kind, l: Lit) -> Result<Lit> {
+fn check_pair(k: Kind, charset: u16, l: Lit) -> Result<Lit> {
     Ok(match (k, l) {
         (_, Lit::Null) => Lit::Null,
         (Kind::Int { .. } | Kind::Decimal | Kind::Float, l) => l,
+        (Kind::Str(Coll::Latin1SwedishCi), Lit::Str(s)) => {
+            // The literal is UTF-8 text; the column's values are latin1 bytes.
+            let t = std::str::from_utf8(&s).unwrap_or("");
+            let bytes: Option<Vec<u8>> =
+                t.chars().map(|c| u8::try_from(u32::from(c)).ok()).collect();
+            match bytes {
+                Some(b) => Lit::Str(b),
+                None => {
+                    return Err(refuse(
+                        "HAVING comparing a latin1 column with a string outside latin1",
+                    ));
+                }
+            }
+        }
+        (Kind::Str(_), Lit::Str(s)) => {
+            let utf8 = matches!(charset, 33 | 45 | 46 | 83 | 63);
+            if !utf8 && !s.is_ascii() {
+                return Err(refuse(
+                    "HAVING comparing a string in this character set with a non-ASCII value",
+                ));
+            }
+            Lit::Str(s)
+        }
         (Kind::Str(_), l) => l,
         (Kind::DateTime, Lit::Str(s)) => {
             let v = key_of(Some(&s), &dummy(), Kind::DateTime, Protocol::Text).map_err(|_| {
@@ -112,14 +135,18 @@ fn side(o: &Operand, n: usize) -> Result<Side> {
 }
 
 /// Resolves a HAVING tree against the columns, refusing what cannot be evaluated exactly.
-pub(super) fn build(h: &HavingSpec, kinds: &[Kind]) -> Result<Having> {
+pub(super) fn build(h: &HavingSpec, kinds: &[Kind], cols: &[Column]) -> Result<Having> {
     let n = kinds.len();
     Ok(match h {
-        HavingSpec::And(a, b) => {
-            Having::And(Box::new(build(a, kinds)?), Box::new(build(b, kinds)?))
-        }
-        HavingSpec::Or(a, b) => Having::Or(Box::new(build(a, kinds)?), Box::new(build(b, kinds)?)),
-        HavingSpec::Not(a) => Having::Not(Box::new(build(a, kinds)?)),
+        HavingSpec::And(a, b) => Having::And(
+            Box::new(build(a, kinds, cols)?),
+            Box::new(build(b, kinds, cols)?),
+        ),
+        HavingSpec::Or(a, b) => Having::Or(
+            Box::new(build(a, kinds, cols)?),
+            Box::new(build(b, kinds, cols)?),
+        ),
+        HavingSpec::Not(a) => Having::Not(Box::new(build(a, kinds, cols)?)),
         HavingSpec::IsNull { operand, negated } => match side(operand, n)? {
             Side::Col(c) => Having::IsNull {
                 col: Some(c),
@@ -144,8 +171,14 @@ pub(super) fn build(h: &HavingSpec, kinds: &[Kind]) -> Result<Having> {
                     }
                     (Side::Col(a), Side::Col(b))
                 }
-                (Side::Col(a), Side::Lit(v)) => (Side::Col(a), Side::Lit(check_pair(kinds[a], v)?)),
-                (Side::Lit(v), Side::Col(b)) => (Side::Lit(check_pair(kinds[b], v)?), Side::Col(b)),
+                (Side::Col(a), Side::Lit(v)) => (
+                    Side::Col(a),
+                    Side::Lit(check_pair(kinds[a], cols[a].charset, v)?),
+                ),
+                (Side::Lit(v), Side::Col(b)) => (
+                    Side::Lit(check_pair(kinds[b], cols[b].charset, v)?),
+                    Side::Col(b),
+                ),
                 (Side::Lit(_), Side::Lit(_)) => {
                     return Err(refuse("HAVING comparing two constants"));
                 }

@@ -199,7 +199,7 @@ impl Merger {
                 if spec.aggregate.is_none() {
                     return Err(refuse("HAVING merged without aggregation"));
                 }
-                Some(having::build(h, &kinds)?)
+                Some(having::build(h, &kinds, &columns)?)
             }
             None => None,
         };
