@@ -66,6 +66,33 @@ async fn fetch(conn: &mut BackendConn, sql: &str, p: Protocol) -> (Vec<Column>, 
     (cols, rows)
 }
 
+/// Runs the merger over the shards' rows, asking as it asks.
+fn merge(
+    spec: &MergeSpec,
+    cols: &[Column],
+    shard_rows: &[Vec<Vec<u8>>],
+    p: Protocol,
+    what: &str,
+) -> Vec<Vec<u8>> {
+    let mut m = Merger::new(spec, cols.to_vec(), shard_rows.len(), p)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut pos = vec![0usize; shard_rows.len()];
+    let mut got = Vec::new();
+    loop {
+        match m.next().unwrap_or_else(|e| panic!("{what}: {e}")) {
+            Step::Need(s) => match shard_rows[s].get(pos[s]) {
+                Some(r) => {
+                    pos[s] += 1;
+                    m.feed_row(s, r).unwrap();
+                }
+                None => m.feed_end(s),
+            },
+            Step::Row(r) => got.push(r),
+            Step::Done => return got,
+        }
+    }
+}
+
 async fn send(conn: &mut BackendConn, cmd: u8, arg: &[u8]) {
     let mut payload = vec![cmd];
     payload.extend_from_slice(arg);
@@ -300,6 +327,7 @@ async fn merged_shard_results_equal_mariadb_on_one_table() {
         ("utf8mb4", Protocol::Text),
         ("utf8mb4", Protocol::Binary),
         ("latin1", Protocol::Text),
+        ("latin1", Protocol::Binary),
     ] {
         conn.command(COM_QUERY, format!("SET NAMES {names}").as_bytes())
             .await
@@ -323,24 +351,9 @@ async fn merged_shard_results_equal_mariadb_on_one_table() {
             }
             assert!(columns_agree(&shard_cols[0], &shard_cols[1]));
             assert!(columns_agree(&shard_cols[0], &shard_cols[2]));
-            let mut m = Merger::new(&mspec, shard_cols[0].clone(), 3, p)
-                .unwrap_or_else(|e| panic!("{single}: {e}"));
-            assert_eq!(m.visible_columns(), want_cols.len(), "{single}");
-            let mut pos = [0usize; 3];
-            let mut got = Vec::new();
-            loop {
-                match m.next().unwrap_or_else(|e| panic!("{single}: {e}")) {
-                    Step::Need(s) => match shard_rows[s].get(pos[s]) {
-                        Some(r) => {
-                            pos[s] += 1;
-                            m.feed_row(s, r).unwrap();
-                        }
-                        None => m.feed_end(s),
-                    },
-                    Step::Row(r) => got.push(r),
-                    Step::Done => break,
-                }
-            }
+            let mut got = merge(&mspec, &shard_cols[0], &shard_rows, p, single);
+            let visible = Merger::new(&mspec, shard_cols[0].clone(), 3, p).unwrap();
+            assert_eq!(visible.visible_columns(), want_cols.len(), "{single}");
             assert!(!want.is_empty(), "{single}: no rows to compare");
             let mut want = want;
             if mspec.order_by.is_empty() && mspec.aggregate.is_none() {
@@ -361,5 +374,133 @@ async fn merged_shard_results_equal_mariadb_on_one_table() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 3 * cases().len());
+    assert_eq!(checked, 4 * cases().len());
+}
+
+const TABLE: &str = "(id INT PRIMARY KEY, grp VARCHAR(5), name VARCHAR(20), amount DECIMAL(10,2), \
+     u BIGINT UNSIGNED, d DATETIME, f DOUBLE) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci";
+
+/// The router's own rewrite and merge spec: each scattered SELECT on the logical table, run as
+/// the router plans it on three datanodes, merges to what MariaDB answers on one table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn router_plans_merge_like_mariadb() {
+    let cluster = Cluster::start(ClusterSpec {
+        databases: vec!["m".into(), "m1".into(), "m2".into(), "m3".into()],
+        ..Default::default()
+    })
+    .await
+    .expect("cluster");
+    let inst = cluster.primary(0);
+    let opts = OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(inst.port)
+        .user(Some(cluster.user()))
+        .pass(Some(cluster.password()))
+        .prefer_socket(false);
+    let mut c = Conn::new(opts).await.unwrap();
+    c.query_drop(format!("CREATE TABLE m.t {TABLE}"))
+        .await
+        .unwrap();
+    c.query_drop(rows_sql("m.t", |_| true)).await.unwrap();
+    for k in 1..=3i64 {
+        c.query_drop(format!("CREATE TABLE m{k}.t {TABLE}"))
+            .await
+            .unwrap();
+        c.query_drop(rows_sql(&format!("m{k}.t"), |id| id % 3 == k - 1))
+            .await
+            .unwrap();
+    }
+    drop(c);
+
+    let yaml = format!(
+        "users:\n  - {{ name: app, password: app, schemas: [m] }}\n\
+         datahosts:\n  - name: dh1\n    primary: {{ address: 127.0.0.1:{}, user: {}, password: {} }}\n\
+         datanodes:\n  - {{ name: dn1..dn3, datahost: dh1, database: m1..m3 }}\n\
+         rules:\n  - {{ name: by_id, algorithm: mod }}\n\
+         schemas:\n  - name: m\n    tables:\n      - {{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: dn1..dn3 }}\n",
+        inst.port,
+        cluster.user(),
+        cluster.password()
+    );
+    let cfg = shoal_router::config::Config::from_yaml_str(&yaml).expect("config");
+    let topo =
+        std::sync::Arc::new(shoal_router::topology::Topology::build(&cfg).expect("topology"));
+    let router = shoal_router::plan::Router::new(topo.clone());
+
+    let spec = BackendSpec {
+        host: "127.0.0.1".into(),
+        port: inst.port,
+        user: cluster.user().into(),
+        password: cluster.password().into(),
+        database: Some("m".into()),
+    };
+    let mut conn = BackendConn::connect(
+        &spec,
+        CapabilityFlags::CLIENT_DEPRECATE_EOF,
+        Some("m"),
+        false,
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    conn.command(COM_QUERY, b"SET NAMES utf8mb4").await.unwrap();
+
+    let queries = [
+        "SELECT id, name FROM t ORDER BY name, id",
+        "SELECT id, amount FROM t ORDER BY amount DESC, id LIMIT 4, 5",
+        "SELECT grp, COUNT(*), SUM(amount), MIN(u), MAX(d), AVG(amount), AVG(f) FROM t GROUP BY grp",
+        "SELECT COUNT(*), SUM(amount), AVG(amount), MAX(name) FROM t WHERE id < 0",
+        "SELECT DISTINCT grp FROM t ORDER BY grp",
+        "SELECT grp, SUM(amount) FROM t GROUP BY grp HAVING SUM(amount) > 0 ORDER BY grp DESC",
+        "SELECT id FROM t ORDER BY d DESC, id",
+        "SELECT grp, COUNT(*) FROM t GROUP BY grp ORDER BY COUNT(*) DESC, grp LIMIT 2",
+        "SELECT grp FROM t GROUP BY grp HAVING COUNT(*) > 9",
+        "SELECT grp, AVG(amount) FROM t GROUP BY grp HAVING AVG(amount) < 5 OR grp IS NULL",
+        "SELECT u FROM t ORDER BY u DESC LIMIT 3",
+    ];
+    let mut checked = 0;
+    for p in [Protocol::Text, Protocol::Binary] {
+        for sql in queries {
+            let (targets, mspec) = match router.route(Some("m"), sql, &[]) {
+                shoal_router::plan::RoutePlan::Scatter {
+                    targets,
+                    merge: shoal_router::plan::Merge::Rows(spec),
+                } => (targets, spec),
+                other => panic!("{sql}: not a scattered read: {other:?}"),
+            };
+            assert_eq!(targets.len(), 3, "{sql}");
+            conn.init_db("m").await.unwrap();
+            let (want_cols, want) = fetch(&mut conn, sql, p).await;
+            let mut cols = Vec::new();
+            let mut rows = Vec::new();
+            for t in &targets {
+                conn.init_db(&topo.datanodes[t.datanode].database)
+                    .await
+                    .unwrap();
+                let (c, r) = fetch(&mut conn, &t.sql, p).await;
+                cols.push(c);
+                rows.push(r);
+            }
+            assert!(
+                cols.windows(2).all(|w| columns_agree(&w[0], &w[1])),
+                "{sql}"
+            );
+            let got = merge(&mspec, &cols[0], &rows, p, sql);
+            let m = Merger::new(&mspec, cols[0].clone(), 3, p).unwrap();
+            assert_eq!(m.visible_columns(), want_cols.len(), "{sql}");
+            assert!(!want.is_empty(), "{sql}: no rows to compare");
+            assert_eq!(
+                got.iter()
+                    .map(|r| String::from_utf8_lossy(r).into_owned())
+                    .collect::<Vec<_>>(),
+                want.iter()
+                    .map(|r| String::from_utf8_lossy(r).into_owned())
+                    .collect::<Vec<_>>(),
+                "{sql} ({p:?}) via {:?}",
+                targets.iter().map(|t| &t.sql).collect::<Vec<_>>()
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 2 * queries.len());
 }
