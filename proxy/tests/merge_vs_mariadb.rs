@@ -317,18 +317,35 @@ async fn merged_shard_results_equal_mariadb_on_one_table() {
         password: cluster.password().into(),
         database: Some("m".into()),
     };
-    let wire = CapabilityFlags::CLIENT_DEPRECATE_EOF;
-    let mut conn = BackendConn::connect(&spec, wire, Some("m"), false, Duration::from_secs(10))
-        .await
-        .unwrap();
     let mut checked = 0;
-    // Strings come as utf8mb4 (general_ci) or latin1 (latin1_swedish_ci) per the connection.
-    for (names, p) in [
-        ("utf8mb4", Protocol::Text),
-        ("utf8mb4", Protocol::Binary),
-        ("latin1", Protocol::Text),
-        ("latin1", Protocol::Binary),
+    // Strings come as utf8mb4 (general_ci) or latin1 (latin1_swedish_ci) per the connection;
+    // responses end with EOF packets or, under CLIENT_DEPRECATE_EOF, OK packets.
+    for (wire, names, p) in [
+        (
+            CapabilityFlags::CLIENT_DEPRECATE_EOF,
+            "utf8mb4",
+            Protocol::Text,
+        ),
+        (
+            CapabilityFlags::CLIENT_DEPRECATE_EOF,
+            "utf8mb4",
+            Protocol::Binary,
+        ),
+        (
+            CapabilityFlags::CLIENT_DEPRECATE_EOF,
+            "latin1",
+            Protocol::Text,
+        ),
+        (CapabilityFlags::empty(), "latin1", Protocol::Binary),
+        (CapabilityFlags::empty(), "utf8mb4", Protocol::Text),
     ] {
+        let mut conn = BackendConn::connect(&spec, wire, Some("m"), false, Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert_eq!(
+            conn.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF),
+            !wire.is_empty()
+        );
         conn.command(COM_QUERY, format!("SET NAMES {names}").as_bytes())
             .await
             .unwrap();
@@ -374,7 +391,7 @@ async fn merged_shard_results_equal_mariadb_on_one_table() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 4 * cases().len());
+    assert_eq!(checked, 5 * cases().len());
 }
 
 const TABLE: &str = "(id INT PRIMARY KEY, grp VARCHAR(5), name VARCHAR(20), amount DECIMAL(10,2), \

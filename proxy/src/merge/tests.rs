@@ -976,3 +976,134 @@ fn latin1_swedish_ci_order() {
     ];
     assert_eq!(out, want);
 }
+
+#[test]
+fn time_year_and_bit_order() {
+    // TIME: negative durations first; hours beyond 24.
+    let time = col("tm", T::MYSQL_TYPE_TIME, 0, 0, 63);
+    let shards = vec![
+        vec![
+            vec![Some("-838:59:59")],
+            vec![Some("00:00:01.5")],
+            vec![Some("100:00:00")],
+        ],
+        vec![vec![Some("-00:00:01")], vec![Some("00:00:01.25")]],
+    ];
+    let got = run_merge(
+        &order(&[(0, false)]),
+        vec![time.clone()],
+        &shards,
+        Protocol::Text,
+    )
+    .unwrap();
+    let v: Vec<_> = got.iter().map(|r| r[0].clone().unwrap()).collect();
+    assert_eq!(
+        v,
+        [
+            "-838:59:59",
+            "-00:00:01",
+            "00:00:01.25",
+            "00:00:01.5",
+            "100:00:00"
+        ]
+    );
+    // The same in the binary protocol: sign, days, h, m, s, microseconds.
+    let bin = |neg: u8, days: u32, h: u8, m: u8, s: u8, us: u32| {
+        let mut v = vec![neg];
+        v.extend_from_slice(&days.to_le_bytes());
+        v.extend_from_slice(&[h, m, s]);
+        if us > 0 {
+            v.extend_from_slice(&us.to_le_bytes());
+        }
+        value::encode_row(&[Some(v)], std::slice::from_ref(&time), Protocol::Binary)
+    };
+    let shards = [
+        vec![
+            bin(1, 34, 22, 59, 59, 0),
+            bin(0, 0, 0, 0, 1, 500_000),
+            bin(0, 4, 4, 0, 0, 0),
+        ],
+        vec![bin(1, 0, 0, 0, 1, 0), bin(0, 0, 0, 0, 1, 250_000)],
+    ];
+    let mut m = Merger::new(&order(&[(0, false)]), vec![time], 2, Protocol::Binary).unwrap();
+    let (mut pos, mut out) = ([0, 0], Vec::new());
+    loop {
+        match m.next().unwrap() {
+            Step::Need(s) => match shards[s].get(pos[s]) {
+                Some(r) => {
+                    pos[s] += 1;
+                    m.feed_row(s, r).unwrap();
+                }
+                None => m.feed_end(s),
+            },
+            Step::Row(r) => out.push(r),
+            Step::Done => break,
+        }
+    }
+    let want = vec![
+        shards[0][0].clone(),
+        shards[1][0].clone(),
+        shards[1][1].clone(),
+        shards[0][1].clone(),
+        shards[0][2].clone(),
+    ];
+    assert_eq!(out, want);
+    // YEAR and BIT.
+    let year = col("y", T::MYSQL_TYPE_YEAR, UNSIGNED, 0, 63);
+    let shards = vec![
+        vec![vec![Some("1999")], vec![Some("2155")]],
+        vec![vec![Some("2000")]],
+    ];
+    let got = run_merge(&order(&[(0, true)]), vec![year], &shards, Protocol::Text);
+    assert!(
+        got.is_err(),
+        "ascending shards under a descending merge are refused"
+    );
+    let bit = col("b", T::MYSQL_TYPE_BIT, UNSIGNED, 0, 63);
+    let shards = vec![
+        vec![vec![Some("\u{1}\u{0}")]],
+        vec![vec![Some("\u{0}\u{7f}")]],
+    ];
+    let got = run_merge(&order(&[(0, false)]), vec![bit], &shards, Protocol::Text).unwrap();
+    assert_eq!(got, rows(&[&[Some("\u{0}\u{7f}")], &[Some("\u{1}\u{0}")]]));
+}
+
+#[test]
+fn having_on_dates_and_refusals() {
+    let cols = vec![datetime(), count_col()];
+    let base = MergeSpec {
+        aggregate: Some(agg(&[C::At(0)], &[(C::At(1), Fold::SumCounts)])),
+        order_by: vec![SortKey {
+            column: C::At(0),
+            desc: false,
+        }],
+        ..MergeSpec::default()
+    };
+    let shards = vec![
+        vec![vec![Some("2024-01-01 00:00:00"), Some("1")]],
+        vec![vec![Some("2024-06-01 10:00:00"), Some("2")]],
+    ];
+    for p in BOTH {
+        let mut spec = base.clone();
+        spec.having = Some(HavingSpec::Cmp {
+            op: CmpOp::Ge,
+            left: Operand::Column(C::At(0)),
+            right: Operand::Value(Literal::Str("2024-03-01".into())),
+        });
+        let got = run_merge(&spec, cols.clone(), &shards, p).unwrap();
+        assert_eq!(got, rows(&[&[Some("2024-06-01 10:00:00"), Some("2")]]));
+    }
+    let mut spec = base.clone();
+    spec.having = Some(HavingSpec::Cmp {
+        op: CmpOp::Ge,
+        left: Operand::Column(C::At(0)),
+        right: Operand::Value(Literal::Str("next week".into())),
+    });
+    assert!(Merger::new(&spec, cols.clone(), 2, Protocol::Text).is_err());
+    spec.having = Some(HavingSpec::Cmp {
+        op: CmpOp::Ge,
+        left: Operand::Column(C::At(0)),
+        right: Operand::Value(Literal::Int(20240101)),
+    });
+    assert!(Merger::new(&spec, cols, 2, Protocol::Text).is_err());
+}
