@@ -14,7 +14,14 @@
 //!     }
 //! }
 //! ```
-//! The client gets the first [`Merger::visible_columns`] column definitions.
+//! The client gets the first [`Merger::visible_columns`] column definitions (the first shard's;
+//! check [`columns_agree`] over all shards first). The merger holds one row per shard and
+//! asks for one shard at a time: rows of other shards must wait in their streams.
+//!
+//! Interface as briefed, plus: [`Merger::max_groups`] (builder; default
+//! [`DEFAULT_MAX_GROUPS`]), [`Column`]'s fields (`column_type` is mysql_common's `ColumnType`,
+//! `flags` its `ColumnFlags`). Errors are the crate's [`Error`]: refusals are `Reply` 1235
+//! (42000) naming the construct; malformed shard rows are `BackendIo` (drop the connection).
 //!
 //! How the spec is run:
 //! - no aggregation: rows stream. With `order_by`, a k-way merge over the shards' sorted
