@@ -110,7 +110,7 @@ impl Session {
         let mut out = Vec::new();
         loop {
             match stream.next_row(conn).await? {
-                Row::End(_) => break,
+                Row::End => break,
                 Row::Data(row) => {
                     let mut b = &row[..];
                     let first = text_field(&mut b);

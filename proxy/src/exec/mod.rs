@@ -14,7 +14,6 @@
 pub mod connset;
 pub use prepared::Statements;
 mod local;
-mod merge_stub;
 mod prepared;
 mod reader;
 mod scatter;

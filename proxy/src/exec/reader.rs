@@ -77,8 +77,8 @@ pub struct ResultStream {
 /// One packet of a result set's row section.
 pub enum Row {
     Data(Vec<u8>),
-    /// The terminator, with its status flags.
-    End(u16),
+    /// The terminator.
+    End,
 }
 
 impl ResultStream {
@@ -125,12 +125,12 @@ impl ResultStream {
         let p = conn.io.packet_payload();
         match self.reader.next(&p)? {
             Event::Row(r) => Ok(Row::Data(r.to_vec())),
-            Event::ResultDone { status, .. } => {
+            Event::ResultDone { .. } => {
                 if !self.reader.finished() {
                     // More results after a SELECT: not something a shard query produces.
                     return Err(protocol_error("several result sets from one shard query"));
                 }
-                Ok(Row::End(status))
+                Ok(Row::End)
             }
             Event::Err {
                 code,

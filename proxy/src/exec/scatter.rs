@@ -5,25 +5,14 @@
 use mysql_common::constants::CapabilityFlags;
 use shoal_router::plan::{MergeSpec, Target};
 
-use super::merge_stub::{Merger, Protocol, Step};
 use super::prepared::Request;
 use super::reader::{ResultStream, Row};
-use super::refusal;
 use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::merge::{Column, Merger, Protocol, Step, columns_agree, parse_column};
 use crate::session::Session;
 use crate::wire::messages::{err_payload, ok_payload, put_lenenc};
 use crate::wire::packet::FLUSH_THRESHOLD;
-
-/// The type byte of a column definition payload (after six length-encoded strings and the
-/// 0x0c length of the fixed part: charset(2), length(4), then type).
-fn column_type(def: &[u8]) -> Option<u8> {
-    let mut b = def;
-    for _ in 0..6 {
-        crate::wire::messages::read_lenenc_bytes(&mut b)?;
-    }
-    b.get(7).copied()
-}
 
 impl Session {
     pub(super) async fn run_scatter(
@@ -81,32 +70,34 @@ impl Session {
                 Err(e) => return Err(self.scatter_broken(&targets, e)),
             }
         }
-        let agree = columns.windows(2).all(|w| {
-            w[0].len() == w[1].len()
-                && w[0]
-                    .iter()
-                    .zip(&w[1])
-                    .all(|(a, b)| column_type(a) == column_type(b))
-        });
-        let merger = match first_err {
-            Some(e) => Err(e),
-            None if !agree => Err(Error::reply(
-                1105,
-                b"HY000",
-                "the datanodes returned different columns for this statement (are the \
-                 physical tables' definitions the same everywhere?)",
-            )),
-            None => Merger::new(
-                spec,
-                columns[0].len(),
-                targets.len(),
-                if binary {
-                    Protocol::Binary
+        let parsed: Result<Vec<Vec<Column>>> = match first_err {
+            Some(_) => Ok(Vec::new()),
+            None => columns
+                .iter()
+                .map(|defs| defs.iter().map(|d| parse_column(d)).collect())
+                .collect(),
+        };
+        let merger = match (first_err, parsed) {
+            (Some(e), _) => Err(e),
+            (None, Err(e)) => Err(e),
+            (None, Ok(parsed)) => {
+                if parsed.windows(2).all(|w| columns_agree(&w[0], &w[1])) {
+                    let protocol = if binary {
+                        Protocol::Binary
+                    } else {
+                        Protocol::Text
+                    };
+                    let first = parsed.into_iter().next().unwrap_or_default();
+                    Merger::new(spec, first, targets.len(), protocol)
                 } else {
-                    Protocol::Text
-                },
-            )
-            .map_err(|e| refusal(&e)),
+                    Err(Error::reply(
+                        1105,
+                        b"HY000",
+                        "the datanodes returned different columns for this statement (are the \
+                         physical tables' definitions the same everywhere?)",
+                    ))
+                }
+            }
         };
         let mut merger = match merger {
             Ok(m) => m,
@@ -132,13 +123,18 @@ impl Session {
         }
         drop(columns);
         let mut sent = 0u64;
-        let mut status = self.status;
         let mut error: Option<Error> = None;
+        // A shard connection broke (or sent a malformed row) after the header went out.
+        let mut broken: Option<Error> = None;
         loop {
             let step = match merger.next() {
                 Ok(s) => s,
+                Err(e @ Error::Reply { .. }) => {
+                    error = Some(e);
+                    break;
+                }
                 Err(e) => {
-                    error = Some(refusal(&e));
+                    broken = Some(e);
                     break;
                 }
             };
@@ -154,10 +150,19 @@ impl Session {
                 Step::Need(k) => {
                     let i = idx[k];
                     match streams[k].next_row(&mut self.conns.held[i].conn).await {
-                        Ok(Row::Data(row)) => merger.feed_row(k, row),
-                        Ok(Row::End(s)) => {
+                        Ok(Row::Data(row)) => match merger.feed_row(k, &row) {
+                            Ok(()) => {}
+                            Err(e @ Error::Reply { .. }) => {
+                                error = Some(e);
+                                break;
+                            }
+                            Err(e) => {
+                                broken = Some(e);
+                                break;
+                            }
+                        },
+                        Ok(Row::End) => {
                             open[k] = false;
-                            status = s;
                             merger.feed_end(k);
                         }
                         Err(e @ Error::Reply { .. }) => {
@@ -165,23 +170,32 @@ impl Session {
                             error = Some(e);
                             break;
                         }
-                        Err(e) => return Err(self.scatter_broken(&targets, e)),
+                        Err(e) => {
+                            broken = Some(e);
+                            break;
+                        }
                     }
                 }
             }
         }
         // Shards the merge did not need to the end (LIMIT, an error elsewhere): read their
         // rest so their connections can serve the next statement.
-        self.drain_open(&idx, &open, &mut streams).await?;
+        if let Some(e) = broken {
+            // Every connection of the statement is somewhere in its response: drop them all.
+            error = Some(self.scatter_broken(&targets, e));
+        } else {
+            self.drain_open(&idx, &open, &mut streams).await?;
+        }
         if let Some(e) = error {
-            let (code, state, msg) = e.as_reply().expect("reply errors only");
-            let p = err_payload(code, state, msg);
+            let p = match e.as_reply() {
+                Some((code, state, msg)) => err_payload(code, state, msg),
+                None => err_payload(2013, b"HY000", &e.to_string()),
+            };
             self.client.write_packet(&mut seq, &p);
             self.diag.known = true;
             self.diag.row_count = -1;
             return self.flush_client().await;
         }
-        let _ = status;
         let status = self.status;
         if deprecate_eof {
             let mut ok = ok_payload(status);

@@ -23,7 +23,7 @@ pub enum Collation {
 }
 
 /// The weight of one character under `utf8mb4_general_ci`.
-fn general_ci_weight(c: char) -> char {
+pub fn general_ci_weight(c: char) -> char {
     let cp = c as u32;
     if cp > 0xFFFF {
         // general_ci gives every supplementary character (emoji, rare CJK) the same weight.

@@ -1,0 +1,681 @@
+//! Row cells of both protocols, and the typed keys they are compared, grouped and folded by.
+
+use std::cmp::Ordering;
+use std::hash::{Hash, Hasher};
+
+use mysql_common::constants::{ColumnFlags, ColumnType};
+use shoal_router::rule::collation::general_ci_weight;
+
+use super::column::Column;
+use super::{Protocol, refuse};
+use crate::error::Result;
+use crate::wire::messages::{put_lenenc_bytes, read_lenenc_bytes};
+use crate::wire::response::protocol_error;
+
+/// How strings of a column compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coll {
+    /// `binary`: bytes, trailing spaces count.
+    Binary,
+    /// `*_bin` of a non-binary character set: bytes (code point order for UTF-8 and
+    /// single-byte sets), PAD SPACE.
+    Bin,
+    /// `utf8mb4_general_ci` / `utf8mb3_general_ci`: per-character weights, PAD SPACE.
+    GeneralCi,
+    /// `latin1_swedish_ci`: one weight per byte, PAD SPACE.
+    Latin1SwedishCi,
+}
+
+/// MariaDB 10.11's `latin1_swedish_ci` weight of each byte, from
+/// `WEIGHT_STRING(CONVERT(UNHEX(..) USING latin1) COLLATE latin1_swedish_ci)` for 0..=255.
+#[rustfmt::skip]
+static LATIN1_SWEDISH_CI: [u8; 256] = [
+    0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F,
+    0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F,
+    0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2A, 0x2B, 0x2C, 0x2D, 0x2E, 0x2F,
+    0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3A, 0x3B, 0x3C, 0x3D, 0x3E, 0x3F,
+    0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x4E, 0x4F,
+    0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58, 0x59, 0x5A, 0x5B, 0x5C, 0x5D, 0x5E, 0x5F,
+    0x60, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x4E, 0x4F,
+    0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58, 0x59, 0x5A, 0x7B, 0x7C, 0x7D, 0x7E, 0x7F,
+    0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8A, 0x8B, 0x8C, 0x8D, 0x8E, 0x8F,
+    0x90, 0x91, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9E, 0x9F,
+    0xA0, 0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7, 0xA8, 0xA9, 0xAA, 0xAB, 0xAC, 0xAD, 0xAE, 0xAF,
+    0xB0, 0xB1, 0xB2, 0xB3, 0xB4, 0xB5, 0xB6, 0xB7, 0xB8, 0xB9, 0xBA, 0xBB, 0xBC, 0xBD, 0xBE, 0xBF,
+    0x41, 0x41, 0x41, 0x41, 0x5C, 0x5B, 0x5C, 0x43, 0x45, 0x45, 0x45, 0x45, 0x49, 0x49, 0x49, 0x49,
+    0x44, 0x4E, 0x4F, 0x4F, 0x4F, 0x4F, 0x5D, 0xD7, 0xD8, 0x55, 0x55, 0x55, 0x59, 0x59, 0xDE, 0xDF,
+    0x41, 0x41, 0x41, 0x41, 0x5C, 0x5B, 0x5C, 0x43, 0x45, 0x45, 0x45, 0x45, 0x49, 0x49, 0x49, 0x49,
+    0x44, 0x4E, 0x4F, 0x4F, 0x4F, 0x4F, 0x5D, 0xF7, 0xD8, 0x55, 0x55, 0x55, 0x59, 0x59, 0xDE, 0xFF,
+];
+
+/// What a column's values are, for comparing and folding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Int {
+        unsigned: bool,
+    },
+    Decimal,
+    Float,
+    Str(Coll),
+    /// DATE, DATETIME, TIMESTAMP.
+    DateTime,
+    Time,
+    /// BIT: bytes, big-endian number of fixed width.
+    Bit,
+    /// NULL type: every value is NULL.
+    Null,
+    /// Values Shoal cannot compare exactly (the reason, for the refusal).
+    Incomparable(&'static str),
+}
+
+/// Binary-protocol layout of a column's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    Fixed(usize),
+    /// A one-byte length, then that many bytes (temporal types).
+    Short,
+    LenEnc,
+    AlwaysNull,
+}
+
+fn layout(t: ColumnType) -> Layout {
+    use ColumnType::*;
+    match t {
+        MYSQL_TYPE_TINY => Layout::Fixed(1),
+        MYSQL_TYPE_SHORT | MYSQL_TYPE_YEAR => Layout::Fixed(2),
+        MYSQL_TYPE_LONG | MYSQL_TYPE_INT24 | MYSQL_TYPE_FLOAT => Layout::Fixed(4),
+        MYSQL_TYPE_LONGLONG | MYSQL_TYPE_DOUBLE => Layout::Fixed(8),
+        MYSQL_TYPE_DATE
+        | MYSQL_TYPE_NEWDATE
+        | MYSQL_TYPE_DATETIME
+        | MYSQL_TYPE_TIMESTAMP
+        | MYSQL_TYPE_DATETIME2
+        | MYSQL_TYPE_TIMESTAMP2
+        | MYSQL_TYPE_TIME
+        | MYSQL_TYPE_TIME2 => Layout::Short,
+        MYSQL_TYPE_NULL => Layout::AlwaysNull,
+        _ => Layout::LenEnc,
+    }
+}
+
+/// The kind of a column, from its definition. The collation comes from the reported
+/// character set and the BINARY flag (set for `*_bin` collations); servers report the
+/// `character_set_results` collation, so a column declared with another collation of the same
+/// character set (e.g. `utf8mb4_unicode_ci`) is indistinguishable from the default one here.
+pub fn kind(c: &Column) -> Kind {
+    use ColumnType::*;
+    let unsigned = c.unsigned();
+    match c.column_type {
+        MYSQL_TYPE_TINY | MYSQL_TYPE_SHORT | MYSQL_TYPE_LONG | MYSQL_TYPE_INT24
+        | MYSQL_TYPE_LONGLONG => Kind::Int { unsigned },
+        MYSQL_TYPE_YEAR => Kind::Int { unsigned: true },
+        MYSQL_TYPE_DECIMAL | MYSQL_TYPE_NEWDECIMAL => Kind::Decimal,
+        MYSQL_TYPE_FLOAT | MYSQL_TYPE_DOUBLE => Kind::Float,
+        MYSQL_TYPE_DATE
+        | MYSQL_TYPE_NEWDATE
+        | MYSQL_TYPE_DATETIME
+        | MYSQL_TYPE_TIMESTAMP
+        | MYSQL_TYPE_DATETIME2
+        | MYSQL_TYPE_TIMESTAMP2 => Kind::DateTime,
+        MYSQL_TYPE_TIME | MYSQL_TYPE_TIME2 => Kind::Time,
+        MYSQL_TYPE_BIT => Kind::Bit,
+        MYSQL_TYPE_NULL => Kind::Null,
+        MYSQL_TYPE_JSON => Kind::Incomparable("JSON values"),
+        MYSQL_TYPE_GEOMETRY => Kind::Incomparable("GEOMETRY values"),
+        MYSQL_TYPE_ENUM | MYSQL_TYPE_SET => Kind::Incomparable("ENUM/SET values"),
+        _ if c
+            .flags
+            .intersects(ColumnFlags::ENUM_FLAG | ColumnFlags::SET_FLAG) =>
+        {
+            // Sorted by member index, which result metadata does not carry.
+            Kind::Incomparable("ENUM/SET values")
+        }
+        _ => match c.charset {
+            63 => Kind::Str(Coll::Binary),
+            // utf8mb3_bin, utf8mb4_bin, or any character set's *_bin (BINARY flag).
+            83 | 46 => Kind::Str(Coll::Bin),
+            _ if c.binary_flag() => Kind::Str(Coll::Bin),
+            33 | 45 => Kind::Str(Coll::GeneralCi),
+            8 => Kind::Str(Coll::Latin1SwedishCi),
+            224 | 192 => Kind::Incomparable("strings under a unicode_ci collation"),
+            _ => Kind::Incomparable("strings under this collation"),
+        },
+    }
+}
+
+/// The cells of one row: `None` for NULL, else the value bytes (text: the string; binary: the
+/// fixed-width bytes or the string without its length).
+pub type Cells<'a> = Vec<Option<&'a [u8]>>;
+
+/// Splits a row payload into its cells.
+pub fn split_row<'a>(payload: &'a [u8], cols: &[Column], protocol: Protocol) -> Result<Cells<'a>> {
+    let bad = || protocol_error("malformed row from a shard");
+    let mut out = Vec::with_capacity(cols.len());
+    match protocol {
+        Protocol::Text => {
+            let mut b = payload;
+            for _ in cols {
+                if b.first() == Some(&0xFB) {
+                    b = &b[1..];
+                    out.push(None);
+                } else {
+                    out.push(Some(read_lenenc_bytes(&mut b).ok_or_else(bad)?));
+                }
+            }
+            if !b.is_empty() {
+                return Err(bad());
+            }
+        }
+        Protocol::Binary => {
+            let n = cols.len();
+            let nb = (n + 7 + 2) / 8;
+            if payload.first() != Some(&0x00) || payload.len() < 1 + nb {
+                return Err(bad());
+            }
+            let bitmap = &payload[1..1 + nb];
+            let mut b = &payload[1 + nb..];
+            for (i, c) in cols.iter().enumerate() {
+                let bit = i + 2;
+                if bitmap[bit / 8] & (1 << (bit % 8)) != 0 {
+                    out.push(None);
+                    continue;
+                }
+                let v = match layout(c.column_type) {
+                    Layout::Fixed(w) => {
+                        let v = b.get(..w).ok_or_else(bad)?;
+                        b = &b[w..];
+                        v
+                    }
+                    Layout::Short => {
+                        let w = *b.first().ok_or_else(bad)? as usize;
+                        let v = b.get(1..1 + w).ok_or_else(bad)?;
+                        b = &b[1 + w..];
+                        v
+                    }
+                    Layout::LenEnc => read_lenenc_bytes(&mut b).ok_or_else(bad)?,
+                    Layout::AlwaysNull => return Err(bad()),
+                };
+                out.push(Some(v));
+            }
+            if !b.is_empty() {
+                return Err(bad());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Encodes a row from cells (in the form [`split_row`] gives them).
+pub fn encode_row<C: AsRef<[u8]>>(
+    cells: &[Option<C>],
+    cols: &[Column],
+    protocol: Protocol,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    match protocol {
+        Protocol::Text => {
+            for c in cells {
+                match c {
+                    None => out.push(0xFB),
+                    Some(v) => put_lenenc_bytes(&mut out, v.as_ref()),
+                }
+            }
+        }
+        Protocol::Binary => {
+            let nb = (cells.len() + 7 + 2) / 8;
+            out.push(0x00);
+            let start = out.len();
+            out.resize(start + nb, 0);
+            for (i, (c, col)) in cells.iter().zip(cols).enumerate() {
+                match c {
+                    None => {
+                        let bit = i + 2;
+                        out[start + bit / 8] |= 1 << (bit % 8);
+                    }
+                    Some(v) => match layout(col.column_type) {
+                        Layout::Fixed(_) => out.extend_from_slice(v.as_ref()),
+                        Layout::Short => {
+                            out.push(v.as_ref().len() as u8);
+                            out.extend_from_slice(v.as_ref());
+                        }
+                        Layout::LenEnc | Layout::AlwaysNull => {
+                            put_lenenc_bytes(&mut out, v.as_ref())
+                        }
+                    },
+                }
+            }
+        }
+    }
+    out
+}
+
+/// An exact decimal: `m / 10^scale`, normalised (no trailing fractional zeros) so that equal
+/// values are equal structs. 38 significant digits at most; beyond, refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Dec {
+    pub m: i128,
+    pub scale: u32,
+}
+
+const TEN: i128 = 10;
+
+impl Dec {
+    pub fn new(m: i128, scale: u32) -> Dec {
+        let (mut m, mut scale) = (m, scale);
+        while scale > 0 && m % 10 == 0 {
+            m /= 10;
+            scale -= 1;
+        }
+        Dec { m, scale }
+    }
+
+    /// Parses `[-+]digits[.digits]` (DECIMAL text; no exponent).
+    pub fn parse(s: &[u8]) -> Option<Dec> {
+        let (neg, digits) = match s.first()? {
+            b'-' => (true, &s[1..]),
+            b'+' => (false, &s[1..]),
+            _ => (false, s),
+        };
+        let mut m: i128 = 0;
+        let mut scale = 0u32;
+        let mut dot = false;
+        let mut any = false;
+        for &c in digits {
+            match c {
+                b'0'..=b'9' => {
+                    m = m.checked_mul(10)?.checked_add(i128::from(c - b'0'))?;
+                    if dot {
+                        scale += 1;
+                    }
+                    any = true;
+                }
+                b'.' if !dot => dot = true,
+                _ => return None,
+            }
+        }
+        if !any || scale > 38 {
+            return None;
+        }
+        Some(Dec::new(if neg { -m } else { m }, scale))
+    }
+
+    fn pow(e: u32) -> Option<i128> {
+        TEN.checked_pow(e)
+    }
+
+    /// The mantissa at a larger or equal scale.
+    fn at_scale(&self, scale: u32) -> Option<i128> {
+        self.m
+            .checked_mul(Self::pow(scale.checked_sub(self.scale)?)?)
+    }
+
+    pub fn checked_add(&self, o: &Dec) -> Option<Dec> {
+        let s = self.scale.max(o.scale);
+        Some(Dec::new(self.at_scale(s)?.checked_add(o.at_scale(s)?)?, s))
+    }
+
+    /// `self / n` rounded half away from zero to `scale` digits (MySQL's DECIMAL division
+    /// as AVG presents it).
+    pub fn div_round(&self, n: i128, scale: u32) -> Option<Dec> {
+        if n <= 0 {
+            return None;
+        }
+        // self.m / 10^self.scale / n = (self.m * 10^scale / 10^self.scale) / n
+        let (num, den) = if scale >= self.scale {
+            (self.m.checked_mul(Self::pow(scale - self.scale)?)?, n)
+        } else {
+            (self.m, n.checked_mul(Self::pow(self.scale - scale)?)?)
+        };
+        let q = num / den;
+        let r = num % den;
+        let q = if r.unsigned_abs() * 2 >= den.unsigned_abs() {
+            q + num.signum()
+        } else {
+            q
+        };
+        Some(Dec::new(q, scale))
+    }
+
+    /// Text with exactly `scale` fractional digits, rounding half away from zero if it has more.
+    pub fn to_text(self, scale: u32) -> Option<String> {
+        let d = if self.scale > scale {
+            self.div_round(1, scale)?
+        } else {
+            self
+        };
+        let m = d.at_scale(scale)?;
+        let digits = m.unsigned_abs().to_string();
+        let scale = scale as usize;
+        let digits = if digits.len() <= scale {
+            format!("{}{digits}", "0".repeat(scale + 1 - digits.len()))
+        } else {
+            digits
+        };
+        let (int, frac) = digits.split_at(digits.len() - scale);
+        let sign = if m < 0 { "-" } else { "" };
+        Some(if scale == 0 {
+            format!("{sign}{int}")
+        } else {
+            format!("{sign}{int}.{frac}")
+        })
+    }
+
+    pub fn to_f64(self) -> f64 {
+        // Through text: exact parse of the decimal, correctly rounded.
+        let s = self.to_text(self.scale).unwrap_or_default();
+        s.parse().unwrap_or(0.0)
+    }
+}
+
+impl Ord for Dec {
+    fn cmp(&self, o: &Dec) -> Ordering {
+        // Integer parts first, then the fractional parts brought to one scale: no overflow.
+        let (pa, pb) = (TEN.pow(self.scale), TEN.pow(o.scale));
+        let (ia, ib) = (self.m / pa, o.m / pb);
+        if ia != ib {
+            return ia.cmp(&ib);
+        }
+        let s = self.scale.max(o.scale);
+        let fa = (self.m % pa) * TEN.pow(s - self.scale);
+        let fb = (o.m % pb) * TEN.pow(s - o.scale);
+        fa.cmp(&fb)
+    }
+}
+
+impl PartialOrd for Dec {
+    fn partial_cmp(&self, o: &Dec) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// A value as it compares: one variant per [`Kind`]. Equal keys are equal values for
+/// grouping and DISTINCT; [`cmp_keys`] orders keys of one column.
+#[derive(Debug, Clone)]
+pub enum Key {
+    Null,
+    Int(i128),
+    Dec(Dec),
+    Float(f64),
+    /// Collation weights (bytes for binary and `_bin`, weights for `general_ci`), trailing
+    /// spaces removed when `pad`.
+    Str {
+        w: Vec<u32>,
+        pad: bool,
+    },
+    /// Temporal values as one signed number (microseconds-scaled digits).
+    Time(i128),
+    Bytes(Vec<u8>),
+}
+
+impl PartialEq for Key {
+    fn eq(&self, o: &Key) -> bool {
+        cmp_keys(self, o) == Ordering::Equal
+    }
+}
+
+impl Eq for Key {}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        match self {
+            Key::Null => 0u8.hash(h),
+            Key::Int(v) => (1u8, v).hash(h),
+            Key::Dec(d) => (2u8, d).hash(h),
+            Key::Float(f) => {
+                let f = if *f == 0.0 { 0.0 } else { *f };
+                (3u8, f.to_bits()).hash(h)
+            }
+            Key::Str { w, .. } => (4u8, w).hash(h),
+            Key::Time(v) => (5u8, v).hash(h),
+            Key::Bytes(b) => (6u8, b).hash(h),
+        }
+    }
+}
+
+/// Orders two keys of the same column: NULL first, then by value.
+pub fn cmp_keys(a: &Key, b: &Key) -> Ordering {
+    match (a, b) {
+        (Key::Null, Key::Null) => Ordering::Equal,
+        (Key::Null, _) => Ordering::Less,
+        (_, Key::Null) => Ordering::Greater,
+        (Key::Int(x), Key::Int(y)) => x.cmp(y),
+        (Key::Dec(x), Key::Dec(y)) => x.cmp(y),
+        (Key::Float(x), Key::Float(y)) => x.partial_cmp(y).unwrap_or(Ordering::Equal),
+        (Key::Str { w: x, pad }, Key::Str { w: y, .. }) => cmp_weights(x, y, *pad),
+        (Key::Time(x), Key::Time(y)) => x.cmp(y),
+        (Key::Bytes(x), Key::Bytes(y)) => x.cmp(y),
+        // Keys of one column are of one variant; mixed ones never reach here.
+        _ => Ordering::Equal,
+    }
+}
+
+/// PAD SPACE: the shorter string compares as if padded with spaces.
+fn cmp_weights(a: &[u32], b: &[u32], pad: bool) -> Ordering {
+    let n = a.len().min(b.len());
+    match a[..n].cmp(&b[..n]) {
+        Ordering::Equal => {}
+        o => return o,
+    }
+    if !pad {
+        return a.len().cmp(&b.len());
+    }
+    let space = u32::from(b' ');
+    let (rest, sign) = if a.len() > n {
+        (&a[n..], Ordering::Greater)
+    } else {
+        (&b[n..], Ordering::Less)
+    };
+    for &c in rest {
+        match c.cmp(&space) {
+            Ordering::Equal => continue,
+            Ordering::Greater => return sign,
+            Ordering::Less => return sign.reverse(),
+        }
+    }
+    Ordering::Equal
+}
+
+/// Collation weights of a string.
+pub fn weights(s: &[u8], coll: Coll) -> Result<Key> {
+    let space = u32::from(b' ');
+    let mut w: Vec<u32> = match coll {
+        Coll::Binary => {
+            return Ok(Key::Str {
+                w: s.iter().map(|&b| u32::from(b)).collect(),
+                pad: false,
+            });
+        }
+        Coll::Bin => s.iter().map(|&b| u32::from(b)).collect(),
+        Coll::Latin1SwedishCi => s
+            .iter()
+            .map(|&b| u32::from(LATIN1_SWEDISH_CI[b as usize]))
+            .collect(),
+        Coll::GeneralCi => {
+            let s = std::str::from_utf8(s)
+                .map_err(|_| protocol_error("invalid UTF-8 in a utf8 string column"))?;
+            s.chars().map(|c| general_ci_weight(c) as u32).collect()
+        }
+    };
+    while w.last() == Some(&space) {
+        w.pop();
+    }
+    Ok(Key::Str { w, pad: true })
+}
+
+fn bad_value() -> crate::error::Error {
+    protocol_error("malformed value in a shard row")
+}
+
+fn parse_int(s: &[u8]) -> Option<i128> {
+    std::str::from_utf8(s).ok()?.parse().ok()
+}
+
+/// `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` as one number.
+fn parse_datetime_text(s: &[u8]) -> Option<i128> {
+    let s = std::str::from_utf8(s).ok()?;
+    let (date, time) = match s.split_once(' ') {
+        Some((d, t)) => (d, Some(t)),
+        None => (s, None),
+    };
+    let mut d = date.split('-');
+    let y: i128 = d.next()?.parse().ok()?;
+    let mo: i128 = d.next()?.parse().ok()?;
+    let da: i128 = d.next()?.parse().ok()?;
+    if d.next().is_some() {
+        return None;
+    }
+    let (h, mi, se, us) = match time {
+        Some(t) => {
+            let (neg, h, mi, se, us) = parse_hms(t)?;
+            if neg {
+                return None;
+            }
+            (h, mi, se, us)
+        }
+        None => (0, 0, 0, 0),
+    };
+    Some(datetime_number(y, mo, da, h, mi, se, us))
+}
+
+fn datetime_number(y: i128, mo: i128, d: i128, h: i128, mi: i128, s: i128, us: i128) -> i128 {
+    (((((y * 100 + mo) * 100 + d) * 100 + h) * 100 + mi) * 100 + s) * 1_000_000 + us
+}
+
+/// `[-]H:MM:SS[.ffffff]`.
+fn parse_hms(t: &str) -> Option<(bool, i128, i128, i128, i128)> {
+    let (neg, t) = match t.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, t),
+    };
+    let (hms, frac) = match t.split_once('.') {
+        Some((a, f)) => (a, Some(f)),
+        None => (t, None),
+    };
+    let mut p = hms.split(':');
+    let h: i128 = p.next()?.parse().ok()?;
+    let mi: i128 = p.next()?.parse().ok()?;
+    let se: i128 = p.next()?.parse().ok()?;
+    if p.next().is_some() {
+        return None;
+    }
+    let us = match frac {
+        Some(f) if !f.is_empty() && f.len() <= 6 && f.bytes().all(|b| b.is_ascii_digit()) => {
+            f.parse::<i128>().ok()? * 10i128.pow(6 - f.len() as u32)
+        }
+        Some(_) => return None,
+        None => 0,
+    };
+    Some((neg, h, mi, se, us))
+}
+
+fn time_number(neg: bool, h: i128, mi: i128, s: i128, us: i128) -> i128 {
+    let v = ((h * 100 + mi) * 100 + s) * 1_000_000 + us;
+    if neg { -v } else { v }
+}
+
+/// The key of a cell of a column of kind `k`.
+pub fn key_of(cell: Option<&[u8]>, col: &Column, k: Kind, protocol: Protocol) -> Result<Key> {
+    let Some(v) = cell else {
+        return Ok(Key::Null);
+    };
+    let text = protocol == Protocol::Text;
+    Ok(match k {
+        Kind::Null => Key::Null,
+        Kind::Int { unsigned } => Key::Int(if text {
+            parse_int(v).ok_or_else(bad_value)?
+        } else {
+            let mut b = [0u8; 8];
+            if v.len() > 8 {
+                return Err(bad_value());
+            }
+            b[..v.len()].copy_from_slice(v);
+            let u = u64::from_le_bytes(b);
+            let bits = v.len() as u32 * 8;
+            if unsigned || bits == 0 {
+                i128::from(u)
+            } else {
+                // Sign-extend from the value's width.
+                let shift = 64 - bits;
+                i128::from(((u << shift) as i64) >> shift)
+            }
+        }),
+        Kind::Decimal => Key::Dec(
+            Dec::parse(v)
+                .ok_or_else(|| refuse("a DECIMAL value beyond 38 digits in a merged column"))?,
+        ),
+        Kind::Float => Key::Float(if text {
+            std::str::from_utf8(v)
+                .ok()
+                .and_then(|s| s.parse::<f64>().ok())
+                .ok_or_else(bad_value)?
+        } else if v.len() == 4 {
+            f64::from(f32::from_le_bytes([v[0], v[1], v[2], v[3]]))
+        } else if v.len() == 8 {
+            f64::from_le_bytes(v.try_into().map_err(|_| bad_value())?)
+        } else {
+            return Err(bad_value());
+        }),
+        Kind::Str(c) => weights(v, c)?,
+        Kind::Bit => Key::Bytes(v.to_vec()),
+        Kind::DateTime => Key::Time(if text {
+            parse_datetime_text(v).ok_or_else(bad_value)?
+        } else {
+            let g = |i: usize| v.get(i).copied().map(i128::from).unwrap_or(0);
+            let y = g(0) | (g(1) << 8);
+            let us = if v.len() >= 11 {
+                i128::from(u32::from_le_bytes([v[7], v[8], v[9], v[10]]))
+            } else {
+                0
+            };
+            if !matches!(v.len(), 0 | 4 | 7 | 11) {
+                return Err(bad_value());
+            }
+            datetime_number(y, g(2), g(3), g(4), g(5), g(6), us)
+        }),
+        Kind::Time => Key::Time(if text {
+            let s = std::str::from_utf8(v).map_err(|_| bad_value())?;
+            let (neg, h, mi, se, us) = parse_hms(s).ok_or_else(bad_value)?;
+            time_number(neg, h, mi, se, us)
+        } else {
+            if !matches!(v.len(), 0 | 8 | 12) {
+                return Err(bad_value());
+            }
+            let g = |i: usize| v.get(i).copied().map(i128::from).unwrap_or(0);
+            let days = if v.len() >= 8 {
+                i128::from(u32::from_le_bytes([v[1], v[2], v[3], v[4]]))
+            } else {
+                0
+            };
+            let us = if v.len() >= 12 {
+                i128::from(u32::from_le_bytes([v[8], v[9], v[10], v[11]]))
+            } else {
+                0
+            };
+            time_number(g(0) == 1, days * 24 + g(5), g(6), g(7), us)
+        }),
+        Kind::Incomparable(what) => {
+            let _ = col;
+            return Err(refuse(format!("comparing {what} across shards")));
+        }
+    })
+}
+
+/// Text of a DOUBLE as MySQL prints it: fixed `decimals` digits when the column has a scale
+/// (`decimals` < 31), else the shortest round-trip form, which Shoal only produces where it
+/// matches MySQL's (no exponent).
+pub fn double_text(x: f64, decimals: u8) -> Result<String> {
+    if !x.is_finite() {
+        return Err(refuse("a non-finite DOUBLE result"));
+    }
+    if decimals < 31 {
+        return Ok(format!("{:.*}", decimals as usize, x));
+    }
+    let a = x.abs();
+    if x != 0.0 && !(1e-4..1e15).contains(&a) {
+        return Err(refuse(format!(
+            "printing the merged DOUBLE {x:e} in the text protocol"
+        )));
+    }
+    let s = format!("{x}");
+    Ok(if s == "-0" { "0".into() } else { s })
+}
