@@ -370,6 +370,31 @@ async fn transactions_span_datanodes() {
     c.query_drop("COMMIT").await.unwrap();
     assert_eq!(l.ids_on(dn_of(3), "orders", "id").await, vec![3]);
     assert_eq!(l.ids_on(dn_of(4), "orders", "id").await, vec![4]);
+    c.query_drop("SET autocommit = 1").await.unwrap();
+
+    // A write on several datanodes failing inside a transaction rolls it back everywhere, and
+    // the error says so.
+    let mut d1 = l.datanode(1).await;
+    d1.query_drop("INSERT INTO country VALUES ('es', 'only on dn1')")
+        .await
+        .unwrap();
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop("INSERT INTO orders (id, user_name, amount) VALUES (5, 'v', 5)")
+        .await
+        .unwrap();
+    let (code, _, message) = server_error(
+        c.query_drop("INSERT INTO country VALUES ('es', 'Spain')")
+            .await,
+    );
+    assert_eq!(code, 1062, "{message}");
+    assert!(message.contains("rolled back"), "{message}");
+    c.query_drop("COMMIT").await.unwrap();
+    // id 1 (committed before) shares id 5's datanode; 5 must be gone.
+    assert_eq!(
+        l.ids_on(dn_of(5), "orders", "id").await,
+        vec![1],
+        "the transaction's earlier write survived its rollback"
+    );
 }
 
 #[tokio::test]
