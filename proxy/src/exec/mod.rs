@@ -158,6 +158,8 @@ impl Session {
             let plan = if diag.is_some() {
                 None
             } else {
+                // The session's sql_mode (`self.want.var("sql_mode")`) goes here once the
+                // router plans with it (ANSI_QUOTES, NO_BACKSLASH_ESCAPES change the lexing).
                 Some(routing.router.route(self.logical.as_deref(), sql, &[]))
             };
             (plan, effects, diag)
