@@ -8,8 +8,11 @@
 //! - `Local`: answered here ([`local`]);
 //! - `Session`: transaction control and session state ([`txn`]);
 //! - `Broadcast` and `Scatter` writes: every target, one OK ([`write`]);
-//! - `Scatter` reads: merged while streaming ([`scatter`]);
+//! - `Scatter` reads: merged while streaming ([`scatter`], [`crate::merge`]);
 //! - `Refuse`: the router's error; the session goes on.
+//!
+//! Prepared statements ([`prepared`]) are planned per EXECUTE with their bound values and run
+//! through the same arms.
 
 pub mod connset;
 pub use prepared::Statements;
@@ -524,7 +527,7 @@ impl Session {
         self.send_ok(reply_seq).await
     }
 
-    /// Writes `payload` as a complete answer and flushes it.
+    /// Sends everything written to the client so far.
     pub(crate) async fn flush_client(&mut self) -> Result<()> {
         self.client.flush().await.map_err(Error::ClientIo)
     }
