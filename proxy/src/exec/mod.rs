@@ -5,13 +5,13 @@
 //!
 //! - `Single` and `Any`: one datanode; the client's bytes are relayed as they are when the
 //!   router left the text unchanged, and the response is relayed frame by frame;
-//! - `Local`: answered here ([`local`]);
-//! - `Session`: transaction control and session state ([`txn`]);
-//! - `Broadcast` and `Scatter` writes: every target, one OK ([`write`]);
-//! - `Scatter` reads: merged while streaming ([`scatter`], [`crate::merge`]);
+//! - `Local`: answered here (`local`);
+//! - `Session`: transaction control and session state (`txn`);
+//! - `Broadcast` and `Scatter` writes: every target, one OK (`write`);
+//! - `Scatter` reads: merged while streaming (`scatter`, [`crate::merge`]);
 //! - `Refuse`: the router's error; the session goes on.
 //!
-//! Prepared statements ([`prepared`]) are planned per EXECUTE with their bound values and run
+//! Prepared statements (`prepared`) are planned per EXECUTE with their bound values and run
 //! through the same arms.
 
 pub mod connset;
