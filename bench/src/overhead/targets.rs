@@ -1,7 +1,8 @@
-//! The three ways sysbench reaches the backend: directly, through HAProxy in TCP mode, and
-//! through Shoal in quick mode; plus reading a process's CPU time from /proc.
+//! The ways a client reaches the backend: directly, through HAProxy in TCP mode, through Shoal
+//! in quick mode or with a config file; plus reading a process's CPU time from /proc.
 
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -29,7 +30,10 @@ impl ProxyProcess {
     ) -> Result<Self, OverheadError> {
         let log_file = fs::File::create(log)
             .map_err(OverheadError::io(format!("create {}", log.display())))?;
+        // Its own process group: a Ctrl-C in the terminal reaches only shoal-bench, which then
+        // stops this process itself, after the statements in flight (not before them).
         let child = cmd
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(
                 log_file
@@ -47,10 +51,12 @@ impl ProxyProcess {
                 .try_wait()
                 .map_err(OverheadError::io("try_wait"))?
             {
-                return Err(OverheadError::Tool(format!(
-                    "{name} exited with {status} at start; log:\n{}",
-                    fs::read_to_string(log).unwrap_or_default()
-                )));
+                return Err(OverheadError::ExitedAtStart {
+                    name: name.to_string(),
+                    status: status.to_string(),
+                    log_path: log.to_path_buf(),
+                    log: fs::read_to_string(log).unwrap_or_default(),
+                });
             }
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Ok(proc);
@@ -145,6 +151,27 @@ pub fn start_shoal(
             std::env::var("SHOAL_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
         );
     ProxyProcess::spawn("shoal", port, cmd, &dir.join("shoal.log"))
+}
+
+/// Shoal with a configuration file, listening on `port` (the config's `server.listen` is
+/// overridden). A config it refuses makes it exit at start: [`OverheadError::ExitedAtStart`].
+pub fn start_shoal_config(
+    dir: &Path,
+    bin: &Path,
+    config: &Path,
+    port: u16,
+    log_name: &str,
+) -> Result<ProxyProcess, OverheadError> {
+    let mut cmd = Command::new(bin);
+    cmd.arg("--config")
+        .arg(config)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .env(
+            "RUST_LOG",
+            std::env::var("SHOAL_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        );
+    ProxyProcess::spawn("shoal", port, cmd, &dir.join(log_name))
 }
 
 /// The release `shoal` binary: `--shoal-bin`, else `target/release/shoal` built now (a no-op when
