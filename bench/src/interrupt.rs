@@ -26,7 +26,9 @@ pub fn install() {
             }
             if n == 0 {
                 INTERRUPTED.store(true, Ordering::SeqCst);
-                eprintln!("shoal-bench: interrupted, stopping what was started (again to exit now)");
+                eprintln!(
+                    "shoal-bench: interrupted, stopping what was started (again to exit now)"
+                );
             } else {
                 std::process::exit(130);
             }

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use mysql_async::prelude::Queryable;
 use mysql_async::Row;
+use mysql_async::prelude::Queryable;
 use serde::Serialize;
 use shoal_router::rule::ShardValue;
 use shoal_router::topology::{Shard, Topology};
@@ -127,7 +127,10 @@ pub async fn check(
         let dn = &topology.datanodes[dn_id];
         let host = &topology.datahosts[dn.datahost].primary;
         let (h, port) = host.host_port().ok_or_else(|| {
-            BenchError::Tool(format!("datanode {}: bad address {}", dn.name, host.address))
+            BenchError::Tool(format!(
+                "datanode {}: bad address {}",
+                dn.name, host.address
+            ))
         })?;
         let ep = Endpoint {
             name: format!("datanode {} ({})", dn.name, dn.database),
@@ -237,7 +240,10 @@ pub async fn index_present(
         let dn = &topology.datanodes[s.datanode];
         let host = &topology.datahosts[dn.datahost].primary;
         let (h, port) = host.host_port().ok_or_else(|| {
-            BenchError::Tool(format!("datanode {}: bad address {}", dn.name, host.address))
+            BenchError::Tool(format!(
+                "datanode {}: bad address {}",
+                dn.name, host.address
+            ))
         })?;
         let ep = Endpoint {
             name: format!("datanode {} ({})", dn.name, dn.database),
@@ -255,7 +261,10 @@ pub async fn index_present(
                 (dn.database.as_str(), s.physical_table.as_str(), index),
             )
             .await
-            .map_err(BenchError::sql(ep.label(), "reading information_schema.STATISTICS"))?;
+            .map_err(BenchError::sql(
+                ep.label(),
+                "reading information_schema.STATISTICS",
+            ))?;
         let _ = conn.disconnect().await;
         out.push((
             format!("{}/{}", dn.name, s.physical_table),

@@ -87,7 +87,8 @@ pub async fn insert_rounds(
         }
         // The first failure aborts the round: dropping the JoinSet cancels the other workers.
         while let Some(joined) = tasks.join_next().await {
-            let conn: Conn = joined.map_err(|e| BenchError::Tool(format!("insert worker: {e}")))??;
+            let conn: Conn =
+                joined.map_err(|e| BenchError::Tool(format!("insert worker: {e}")))??;
             conns.push(conn);
         }
         let secs = started.elapsed().as_secs_f64();

@@ -59,7 +59,8 @@ pub async fn run_queries(
     let started = Instant::now();
     let mut tasks = JoinSet::new();
     for mut conn in conns {
-        let (next, progress, spec, label) = (next.clone(), progress.clone(), spec.clone(), ep.label());
+        let (next, progress, spec, label) =
+            (next.clone(), progress.clone(), spec.clone(), ep.label());
         tasks.spawn(async move {
             let mut worker = Worker::default();
             loop {

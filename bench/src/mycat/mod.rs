@@ -111,7 +111,11 @@ impl PlanShape {
                 format!(
                     " + {} replica{}",
                     self.primaries * self.replicas_per_primary,
-                    if self.primaries * self.replicas_per_primary == 1 { "" } else { "s" }
+                    if self.primaries * self.replicas_per_primary == 1 {
+                        ""
+                    } else {
+                        "s"
+                    }
                 )
             } else {
                 String::new()
@@ -359,12 +363,20 @@ async fn run_plan(
                 ep.execute(&[table::create_index_sql()]).await?;
                 cluster.sync_replicas().await?;
                 if *path == "shoal" {
-                    run.index_found_on =
-                        placement::index_present(&shoal.topology, SCHEMA, table::TABLE, table::INDEX)
-                            .await?;
+                    run.index_found_on = placement::index_present(
+                        &shoal.topology,
+                        SCHEMA,
+                        table::TABLE,
+                        table::INDEX,
+                    )
+                    .await?;
                 }
             }
-            let queries = if index { args.selects } else { args.noindex_selects };
+            let queries = if index {
+                args.selects
+            } else {
+                args.noindex_selects
+            };
             progress.stage(format!(
                 "plan {plan} {path}: {queries} selects by FACTID {} index",
                 if index { "with" } else { "without" }

@@ -48,8 +48,16 @@ pub fn write_all(dir: &ResultsDir, ctx: &Context, runs: &[PlanRun]) -> Result<St
     dir.write_csv(
         "inserts.csv",
         &[
-            "plan", "path", "concurrency", "batch", "round", "rows_after", "rows", "statements",
-            "secs", "qps",
+            "plan",
+            "path",
+            "concurrency",
+            "batch",
+            "round",
+            "rows_after",
+            "rows",
+            "statements",
+            "secs",
+            "qps",
         ],
         &runs
             .iter()
@@ -101,7 +109,14 @@ pub fn write_all(dir: &ResultsDir, ctx: &Context, runs: &[PlanRun]) -> Result<St
     dir.write_csv(
         "placement.csv",
         &[
-            "plan", "path", "concurrency", "datanode", "address", "database", "table", "rows",
+            "plan",
+            "path",
+            "concurrency",
+            "datanode",
+            "address",
+            "database",
+            "table",
+            "rows",
             "misplaced",
         ],
         &runs
@@ -250,7 +265,10 @@ pub fn markdown(ctx: &Context, runs: &[PlanRun]) -> String {
 
     // Inserts: ours.
     let inserts: Vec<&InsertRun> = runs.iter().flat_map(|r| &r.inserts).collect();
-    let _ = writeln!(md, "\n## Insert QPS per round\n\nThis run (rows/s after each round; rows in the table at the end of the round in the header):\n");
+    let _ = writeln!(
+        md,
+        "\n## Insert QPS per round\n\nThis run (rows/s after each round; rows in the table at the end of the round in the header):\n"
+    );
     if let Some(first) = inserts.first() {
         let mut header: Vec<String> = vec!["plan".into(), "path".into(), "conn".into()];
         header.extend(first.rounds.iter().map(|r| rows_label(r.rows_after)));
@@ -260,7 +278,11 @@ pub fn markdown(ctx: &Context, runs: &[PlanRun]) -> String {
         let rows: Vec<Vec<String>> = inserts
             .iter()
             .map(|i| {
-                let mut row = vec![i.plan.to_string(), i.path.clone(), i.concurrency.to_string()];
+                let mut row = vec![
+                    i.plan.to_string(),
+                    i.path.clone(),
+                    i.concurrency.to_string(),
+                ];
                 row.extend(i.rounds.iter().map(|r| format!("{:.0}", r.qps)));
                 row.push(format!("{:.0}", i.average_qps));
                 row
@@ -270,7 +292,10 @@ pub fn markdown(ctx: &Context, runs: &[PlanRun]) -> String {
     } else {
         let _ = writeln!(md, "(no insert run completed)");
     }
-    let _ = writeln!(md, "\nThe report (Mycat 1.5, MySQL 5.7, 20M rows per round):\n");
+    let _ = writeln!(
+        md,
+        "\nThe report (Mycat 1.5, MySQL 5.7, 20M rows per round):\n"
+    );
     let seed_rows: Vec<Vec<String>> = seed::INSERTS
         .iter()
         .map(|(plan, conn, qps, avg)| {
@@ -281,39 +306,56 @@ pub fn markdown(ctx: &Context, runs: &[PlanRun]) -> String {
         })
         .collect();
     md.push_str(&markdown_table(
-        &["plan", "path", "conn", "20M", "40M", "60M", "80M", "100M", "average"],
+        &[
+            "plan", "path", "conn", "20M", "40M", "60M", "80M", "100M", "average",
+        ],
         &[2, 3, 4, 5, 6, 7, 8],
         &seed_rows,
     ));
     let _ = writeln!(
         md,
         "\nShapes side by side: each plan's average insert QPS relative to plan 1 at the same \
-         concurrency (ours: plan 1 through Shoal), and the drop from the first to the last round:\n"
+         concurrency (ours: plan 1 through Shoal), and the change from the first to the last \
+         round. Our i-th concurrency is set beside the report's i-th (100, then 300):\n"
     );
     let mut shape_rows = Vec::new();
-    for (plan, conn, qps, avg) in seed::INSERTS {
-        let seed_rel = avg / seed::insert_average(1, conn).unwrap_or(f64::NAN);
-        let ours = find_insert(runs, plan, "shoal", conn);
-        let ours_base = find_insert(runs, 1, "shoal", conn);
-        let ours_rel = match (ours, ours_base) {
-            (Some(o), Some(b)) => format!("{:.2}", o.average_qps / b.average_qps),
-            _ => "-".into(),
-        };
-        shape_rows.push(vec![
-            plan.to_string(),
-            conn.to_string(),
-            format!("{avg:.0}"),
-            format!("{seed_rel:.2}"),
-            pct(qps[4] / qps[0] - 1.0),
-            ours.map_or("-".into(), |o| format!("{:.0}", o.average_qps)),
-            ours_rel,
-            ours.map_or("-".into(), round_drop),
-        ]);
+    for plan in 1u8..=3 {
+        for (i, &conn) in a.concurrency.iter().enumerate() {
+            let seed_row = seed::INSERTS.iter().filter(|r| r.0 == plan).nth(i);
+            let ours = find_insert(runs, plan, "shoal", conn);
+            let ours_base = find_insert(runs, 1, "shoal", conn);
+            let ours_rel = match (ours, ours_base) {
+                (Some(o), Some(b)) => format!("{:.2}", o.average_qps / b.average_qps),
+                _ => "-".into(),
+            };
+            let (seed_conn, seed_avg, seed_rel, seed_drop) = match seed_row {
+                Some((_, c, qps, avg)) => (
+                    c.to_string(),
+                    format!("{avg:.0}"),
+                    format!(
+                        "{:.2}",
+                        avg / seed::insert_average(1, *c).unwrap_or(f64::NAN)
+                    ),
+                    pct(qps[4] / qps[0] - 1.0),
+                ),
+                None => ("-".into(), "-".into(), "-".into(), "-".into()),
+            };
+            shape_rows.push(vec![
+                plan.to_string(),
+                format!("{conn} / {seed_conn}"),
+                seed_avg,
+                seed_rel,
+                seed_drop,
+                ours.map_or("-".into(), |o| format!("{:.0}", o.average_qps)),
+                ours_rel,
+                ours.map_or("-".into(), round_drop),
+            ]);
+        }
     }
     md.push_str(&markdown_table(
         &[
             "plan",
-            "conn",
+            "conn (ours / report)",
             "report avg",
             "report vs plan 1",
             "report first->last round",
@@ -371,19 +413,37 @@ pub fn markdown(ctx: &Context, runs: &[PlanRun]) -> String {
             plan.to_string(),
             "report (mycat)".into(),
             "100000000".into(),
-            if plan == 1 { 100_000_000u64 } else if plan == 2 { 14_285_714 } else { 4_761_904 }
-                .to_string(),
+            if plan == 1 {
+                100_000_000u64
+            } else if plan == 2 {
+                14_285_714
+            } else {
+                4_761_904
+            }
+            .to_string(),
             "1000".into(),
             "10".into(),
             if index { "yes" } else { "no" }.into(),
             ms.map_or("> 1 h".into(), |m| format!("{m:.2}")),
-            if qps == 0.0 { "~0".into() } else { format!("{qps:.2}") },
+            if qps == 0.0 {
+                "~0".into()
+            } else {
+                format!("{qps:.2}")
+            },
             "-".into(),
         ]);
     }
     md.push_str(&markdown_table(
         &[
-            "plan", "path", "rows", "rows/shard", "selects", "threads", "index", "avg ms", "QPS",
+            "plan",
+            "path",
+            "rows",
+            "rows/shard",
+            "selects",
+            "threads",
+            "index",
+            "avg ms",
+            "QPS",
             "wrong answers",
         ],
         &[2, 3, 4, 5, 7, 8, 9],
@@ -443,8 +503,17 @@ pub fn markdown(ctx: &Context, runs: &[PlanRun]) -> String {
         .collect();
     md.push_str(&markdown_table(
         &[
-            "plan", "path", "conn", "inserted", "found", "shards", "min / max per shard",
-            "misplaced", "duplicates", "missing", "result",
+            "plan",
+            "path",
+            "conn",
+            "inserted",
+            "found",
+            "shards",
+            "min / max per shard",
+            "misplaced",
+            "duplicates",
+            "missing",
+            "result",
         ],
         &[2, 3, 4, 5, 7, 8, 9],
         &place_rows,
@@ -489,7 +558,12 @@ fn round_drop(i: &InsertRun) -> String {
     }
 }
 
-fn find_insert<'a>(runs: &'a [PlanRun], plan: u8, path: &str, conn: usize) -> Option<&'a InsertRun> {
+fn find_insert<'a>(
+    runs: &'a [PlanRun],
+    plan: u8,
+    path: &str,
+    conn: usize,
+) -> Option<&'a InsertRun> {
     runs.iter()
         .flat_map(|r| &r.inserts)
         .find(|i| i.plan == plan && i.path == path && i.concurrency == conn)
@@ -578,7 +652,11 @@ pub fn conclusions(runs: &[PlanRun]) -> Vec<Conclusion> {
     out.push(match (plan_qps(runs, 2), plan_qps(runs, 3)) {
         (Some(p2), Some(p3)) => Conclusion {
             claim: claim3,
-            finding: if p3 > p2 * 1.1 { Finding::Confirmed } else { Finding::Contradicted },
+            finding: if p3 > p2 * 1.1 {
+                Finding::Confirmed
+            } else {
+                Finding::Contradicted
+            },
             why: format!(
                 "plan 3 {p3:.0} vs plan 2 {p2:.0} rows/s ({}); {shared}, so more instances add \
                  no hardware here — only the report's extra machines could make this grow",
@@ -597,7 +675,11 @@ pub fn conclusions(runs: &[PlanRun]) -> Vec<Conclusion> {
     out.push(match (plan_qps(runs, 1), plan_qps(runs, 2)) {
         (Some(p1), Some(p2)) => Conclusion {
             claim: claim4,
-            finding: if p2 < p1 * 0.9 { Finding::Confirmed } else { Finding::Contradicted },
+            finding: if p2 < p1 * 0.9 {
+                Finding::Confirmed
+            } else {
+                Finding::Contradicted
+            },
             why: format!(
                 "plan 2 {p2:.0} vs plan 1 {p1:.0} rows/s ({}); plan 2 also feeds a replica \
                  from the same cores",
@@ -612,13 +694,23 @@ pub fn conclusions(runs: &[PlanRun]) -> Vec<Conclusion> {
     });
 
     // 5. Concave in concurrency: 300 at least as good as 100.
-    let pairs: Vec<(u8, f64, f64)> = [1u8, 2, 3]
+    // (plan, lowest concurrency, its QPS, highest concurrency, its QPS)
+    let pairs: Vec<(u8, usize, f64, usize, f64)> = [1u8, 2, 3]
         .iter()
         .filter_map(|&p| {
-            Some((
+            let mut v: Vec<&InsertRun> = runs
+                .iter()
+                .flat_map(|r| &r.inserts)
+                .filter(|i| i.plan == p && i.path == "shoal")
+                .collect();
+            v.sort_by_key(|i| i.concurrency);
+            let (lo, hi) = (v.first()?, v.last()?);
+            (lo.concurrency < hi.concurrency).then_some((
                 p,
-                find_insert(runs, p, "shoal", 100)?.average_qps,
-                find_insert(runs, p, "shoal", 300)?.average_qps,
+                lo.concurrency,
+                lo.average_qps,
+                hi.concurrency,
+                hi.average_qps,
             ))
         })
         .collect();
@@ -627,16 +719,25 @@ pub fn conclusions(runs: &[PlanRun]) -> Vec<Conclusion> {
         Conclusion {
             claim: claim5,
             finding: Finding::NotTested,
-            why: "needs runs at both 100 and 300 connections".into(),
+            why: "needs runs at two or more concurrencies".into(),
         }
     } else {
-        let all_up = pairs.iter().all(|(_, a, b)| b >= &(a * 0.98));
+        let all_up = pairs.iter().all(|(_, _, a, _, b)| *b >= a * 0.98);
         Conclusion {
             claim: claim5,
-            finding: if all_up { Finding::Confirmed } else { Finding::Contradicted },
+            finding: if all_up {
+                Finding::Confirmed
+            } else {
+                Finding::Contradicted
+            },
             why: pairs
                 .iter()
-                .map(|(p, a, b)| format!("plan {p}: {a:.0} at 100, {b:.0} at 300 ({})", pct(b / a - 1.0)))
+                .map(|(p, ca, a, cb, b)| {
+                    format!(
+                        "plan {p}: {a:.0} at {ca}, {b:.0} at {cb} ({})",
+                        pct(b / a - 1.0)
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("; ")
                 + "; with two cores the server saturates well below 100 connections, so more \
@@ -658,7 +759,11 @@ pub fn conclusions(runs: &[PlanRun]) -> Vec<Conclusion> {
     out.push(match (drop(1), drop(3)) {
         (Some(d1), Some(d3)) => Conclusion {
             claim: claim6,
-            finding: if d3 > d1 { Finding::Confirmed } else { Finding::Contradicted },
+            finding: if d3 > d1 {
+                Finding::Confirmed
+            } else {
+                Finding::Contradicted
+            },
             why: format!(
                 "first -> last round: plan 1 {}, plan 3 {}; our largest table is far smaller \
                  than the report's, so the effect (a table outgrowing memory) is weaker here",
@@ -691,13 +796,25 @@ pub fn conclusions(runs: &[PlanRun]) -> Vec<Conclusion> {
             why: "needs plan 1 with its direct reference".into(),
         }
     } else {
-        let worst = pairs.iter().map(|(_, d, s)| s / d).fold(f64::INFINITY, f64::min);
+        let worst = pairs
+            .iter()
+            .map(|(_, d, s)| s / d)
+            .fold(f64::INFINITY, f64::min);
         Conclusion {
             claim: claim7,
-            finding: if worst >= 0.8 { Finding::Confirmed } else { Finding::Contradicted },
+            finding: if worst >= 0.8 {
+                Finding::Confirmed
+            } else {
+                Finding::Contradicted
+            },
             why: pairs
                 .iter()
-                .map(|(c, d, s)| format!("{c} connections: Shoal {s:.0} vs direct {d:.0} ({})", pct(s / d - 1.0)))
+                .map(|(c, d, s)| {
+                    format!(
+                        "{c} connections: Shoal {s:.0} vs direct {d:.0} ({})",
+                        pct(s / d - 1.0)
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("; ")
                 + "; on shared cores Shoal's own CPU comes out of the server's budget",

@@ -173,8 +173,13 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
         .collect::<Result<Vec<_>, _>>()?;
     for e in &externals {
         if args.targets.contains(&e.name) {
-            return Err(OverheadError::Tool(format!("target {} given twice", e.name)));
+            return Err(OverheadError::Tool(format!(
+                "target {} given twice",
+                e.name
+            )));
         }
+        // Before anything starts: a wrong address should cost a second, not a prepare.
+        e.check_reachable()?;
     }
     let shoal_bin = if args.targets.iter().any(|t| t.starts_with("shoal")) {
         Some(
@@ -203,7 +208,14 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
     .await?;
     let handle = tokio::runtime::Handle::current();
     let outcome = tokio::task::spawn_blocking(move || {
-        let result = measure(&args, &externals, &cluster, shoal_bin.as_deref(), &results, &handle);
+        let result = measure(
+            &args,
+            &externals,
+            &cluster,
+            shoal_bin.as_deref(),
+            &results,
+            &handle,
+        );
         drop(cluster);
         result
     })
@@ -248,9 +260,6 @@ fn measure(
         primary.addr()
     );
     sysbench::prepare(&direct, args.tables, args.table_size)?;
-    for e in externals {
-        e.check_reachable()?;
-    }
 
     let work_dir = std::env::temp_dir().join(format!("shoal-overhead-{}", std::process::id()));
     std::fs::create_dir_all(&work_dir)
@@ -501,8 +510,16 @@ fn write_results(
     dir.write_csv(
         "samples.csv",
         &[
-            "workload", "threads", "target", "queries", "qps", "avg_ms", "p95_ms", "errors",
-            "proxy_cpu_s", "backend_cpu_s",
+            "workload",
+            "threads",
+            "target",
+            "queries",
+            "qps",
+            "avg_ms",
+            "p95_ms",
+            "errors",
+            "proxy_cpu_s",
+            "backend_cpu_s",
         ],
         &samples
             .iter()
@@ -525,8 +542,16 @@ fn write_results(
     dir.write_csv(
         "medians.csv",
         &[
-            "workload", "threads", "target", "runs", "qps", "avg_ms", "p95_ms",
-            "proxy_cpu_us_per_query", "backend_cpu_us_per_query", "errors",
+            "workload",
+            "threads",
+            "target",
+            "runs",
+            "qps",
+            "avg_ms",
+            "p95_ms",
+            "proxy_cpu_us_per_query",
+            "backend_cpu_us_per_query",
+            "errors",
         ],
         &cells
             .iter()
@@ -620,8 +645,21 @@ mod tests {
                 pid: Some(4242)
             }
         );
-        assert_eq!(ExternalTarget::parse("kingshard=db.local:9696").unwrap().pid, None);
-        for bad in ["x", "=h:1", "shoal=h:1", "x=h", "x=h:port", "x=:1", "x=h:1:2:3"] {
+        assert_eq!(
+            ExternalTarget::parse("kingshard=db.local:9696")
+                .unwrap()
+                .pid,
+            None
+        );
+        for bad in [
+            "x",
+            "=h:1",
+            "shoal=h:1",
+            "x=h",
+            "x=h:port",
+            "x=:1",
+            "x=h:1:2:3",
+        ] {
             assert!(ExternalTarget::parse(bad).is_err(), "{bad}");
         }
     }

@@ -2,8 +2,8 @@
 //! in quick mode or with a config file; plus reading a process's CPU time from /proc.
 
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

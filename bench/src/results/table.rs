@@ -47,7 +47,10 @@ mod tests {
     fn csv_quotes_only_what_needs_it() {
         let text = csv_text(
             &["plan", "note"],
-            &[vec!["1".into(), "a, \"b\"".into()], vec!["2".into(), "c".into()]],
+            &[
+                vec!["1".into(), "a, \"b\"".into()],
+                vec!["2".into(), "c".into()],
+            ],
         );
         assert_eq!(text, "plan,note\n1,\"a, \"\"b\"\"\"\n2,c\n");
     }

@@ -232,9 +232,8 @@ async fn run_step(
         wrong: 0,
     });
     progress.stage(format!("{n} datanodes: checking row placement"));
-    step.placement = Some(
-        placement::check(&shoal.topology, SCHEMA, table::TABLE, table::KEY, args.rows).await?,
-    );
+    step.placement =
+        Some(placement::check(&shoal.topology, SCHEMA, table::TABLE, table::KEY, args.rows).await?);
 
     for (kind, queries) in [
         (QueryKind::PointSelect, args.point_selects),
@@ -279,7 +278,9 @@ async fn run_step(
             ))
             .collect::<Vec<_>>()
             .join(", "),
-        step.placement.as_ref().map_or(String::new(), |p| p.summary())
+        step.placement
+            .as_ref()
+            .map_or(String::new(), |p| p.summary())
     ));
     Ok(step)
 }
@@ -296,8 +297,14 @@ mod tests {
             user: "u".into(),
             password: "p".into(),
             datahosts: vec![
-                Datahost { primary: "a:1".into(), replicas: vec![] },
-                Datahost { primary: "b:1".into(), replicas: vec![] },
+                Datahost {
+                    primary: "a:1".into(),
+                    replicas: vec![],
+                },
+                Datahost {
+                    primary: "b:1".into(),
+                    replicas: vec![],
+                },
             ],
             datanodes: (0..4)
                 .map(|i| Datanode {

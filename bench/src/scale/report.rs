@@ -113,7 +113,11 @@ pub fn write_all(dir: &ResultsDir, ctx: &Context, steps: &[Step]) -> Result<Stri
     )?;
     dir.write_chart(
         "qps.svg",
-        &chart("QPS through Shoal by datanode count", "statements per second", &|p| p.qps),
+        &chart(
+            "QPS through Shoal by datanode count",
+            "statements per second",
+            &|p| p.qps,
+        ),
     )?;
     Ok(md)
 }
@@ -163,9 +167,13 @@ pub fn markdown(ctx: &Context, steps: &[Step]) -> String {
                 format!("{:.1}", p.shoal_cpu_us_per_statement),
                 p.wrong.to_string(),
                 if p.workload == "insert" {
-                    s.placement
-                        .as_ref()
-                        .map_or("-".into(), |pl| if pl.ok() { "placement OK".into() } else { format!("placement **FAILED**: {}", pl.summary()) })
+                    s.placement.as_ref().map_or("-".into(), |pl| {
+                        if pl.ok() {
+                            "placement OK".into()
+                        } else {
+                            format!("placement **FAILED**: {}", pl.summary())
+                        }
+                    })
                 } else {
                     String::new()
                 },
@@ -201,6 +209,9 @@ pub fn markdown(ctx: &Context, steps: &[Step]) -> String {
             );
         }
     }
-    let _ = writeln!(md, "\nFiles: `scale.csv`, `results.json`, `cpu.svg`, `qps.svg`.");
+    let _ = writeln!(
+        md,
+        "\nFiles: `scale.csv`, `results.json`, `cpu.svg`, `qps.svg`."
+    );
     md
 }
