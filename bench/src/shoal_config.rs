@@ -54,9 +54,11 @@ impl Layout {
     /// databases `{db_prefix}_1..` on each as datanodes `dn1..`, numbered datahost-major.
     pub fn from_cluster(cluster: &Cluster, dbs_per_primary: usize, db_prefix: &str) -> Layout {
         let primaries = cluster.primaries();
-        let datahosts = (0..primaries.len())
-            .map(|p| Datahost {
-                primary: primaries[p].addr(),
+        let datahosts = primaries
+            .iter()
+            .enumerate()
+            .map(|(p, primary)| Datahost {
+                primary: primary.addr(),
                 replicas: cluster.replicas_of(p).iter().map(|r| r.addr()).collect(),
             })
             .collect();

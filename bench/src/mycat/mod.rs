@@ -12,8 +12,8 @@
 //! index (created through Shoal, a DDL broadcast), then every row's placement checked on the
 //! datanodes directly against shoal_router's rule.
 
-mod report;
-mod seed;
+pub mod report;
+pub mod seed;
 
 use std::path::PathBuf;
 

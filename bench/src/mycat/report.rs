@@ -822,3 +822,162 @@ pub fn conclusions(runs: &[PlanRun]) -> Vec<Conclusion> {
     });
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::{QueryKind, QueryStat, RoundStat};
+    use crate::mycat::PlanShape;
+    use crate::placement::PlacementReport;
+
+    fn insert(plan: u8, conn: usize, qps: [f64; 5]) -> InsertRun {
+        InsertRun {
+            plan,
+            path: "shoal".into(),
+            concurrency: conn,
+            batch: 1,
+            rounds: qps
+                .iter()
+                .enumerate()
+                .map(|(i, &q)| RoundStat {
+                    round: i as u32 + 1,
+                    rows_after: (i as u64 + 1) * 100,
+                    rows: 100,
+                    statements: 100,
+                    secs: 100.0 / q,
+                    qps: q,
+                })
+                .collect(),
+            average_qps: qps.iter().sum::<f64>() / 5.0,
+            placement: PlacementReport {
+                shards: vec![],
+                expected_rows: 500,
+                found_rows: 500,
+                misplaced: 0,
+                duplicates: 0,
+                out_of_range: 0,
+                missing: 0,
+                first_problem: None,
+            },
+        }
+    }
+
+    fn select(plan: u8, index: bool, avg_ms: f64) -> SelectRun {
+        SelectRun {
+            plan,
+            path: "shoal".into(),
+            rows: 500,
+            index,
+            stat: QueryStat {
+                kind: QueryKind::PointSelect,
+                queries: 10,
+                threads: 10,
+                secs: 1.0,
+                qps: 10.0,
+                avg_ms,
+                max_ms: avg_ms,
+                wrong: 0,
+                first_wrong: None,
+            },
+        }
+    }
+
+    /// A plan run with the report's insert figures scaled down 10x and its select shape.
+    fn plan(p: u8, noindex_ms: f64) -> PlanRun {
+        let mut seed_rows: Vec<InsertRun> = seed::INSERTS
+            .iter()
+            .filter(|r| r.0 == p)
+            .map(|r| insert(p, r.1, r.2.map(|q| q / 10.0)))
+            .collect();
+        if p == 1 {
+            // The direct reference, a little faster than through the proxy.
+            let direct: Vec<InsertRun> = seed_rows
+                .iter()
+                .map(|i| InsertRun {
+                    path: "direct".into(),
+                    average_qps: i.average_qps * 1.05,
+                    ..i.clone()
+                })
+                .collect();
+            seed_rows.extend(direct);
+        }
+        PlanRun {
+            shape: PlanShape::of(p).unwrap(),
+            inserts: seed_rows,
+            selects: vec![select(p, false, noindex_ms), select(p, true, 2.0)],
+            index_found_on: vec![],
+            not_run: None,
+        }
+    }
+
+    fn finding(runs: &[PlanRun], n: char) -> Finding {
+        conclusions(runs)
+            .into_iter()
+            .find(|c| c.claim.starts_with(n))
+            .unwrap()
+            .finding
+    }
+
+    #[test]
+    fn the_reports_own_shape_confirms_its_conclusions() {
+        let runs = vec![plan(1, 900.0), plan(2, 300.0), plan(3, 60.0)];
+        for c in conclusions(&runs) {
+            assert_eq!(c.finding, Finding::Confirmed, "{}: {}", c.claim, c.why);
+        }
+    }
+
+    #[test]
+    fn a_flat_instance_count_contradicts_growth_and_missing_plans_are_not_tested() {
+        let mut runs = vec![plan(1, 900.0), plan(2, 300.0), plan(3, 60.0)];
+        // Plan 3 no faster than plan 2 (what one shared machine gives).
+        runs[2].inserts = runs[1]
+            .inserts
+            .iter()
+            .map(|i| InsertRun {
+                plan: 3,
+                ..i.clone()
+            })
+            .collect();
+        assert_eq!(finding(&runs, '3'), Finding::Contradicted);
+
+        let mut refused = plan(2, 0.0);
+        refused.inserts.clear();
+        refused.selects.clear();
+        refused.not_run = Some("shoal refused to start: sharded".into());
+        let runs = vec![plan(1, 900.0), refused];
+        let c = conclusions(&runs);
+        let c4 = c.iter().find(|c| c.claim.starts_with('4')).unwrap();
+        assert_eq!(c4.finding, Finding::NotTested);
+        assert!(
+            c4.why.contains("plan 2: shoal refused to start"),
+            "{}",
+            c4.why
+        );
+        assert_eq!(finding(&runs, '1'), Finding::NotTested);
+    }
+
+    #[test]
+    fn markdown_puts_the_seed_beside_ours() {
+        let runs = vec![plan(1, 900.0)];
+        let ctx = Context {
+            started: "2026-11-30T00:00:00Z".into(),
+            machine: "test".into(),
+            command_line: "shoal-bench mycat".into(),
+            args: <crate::mycat::MycatArgs as clap::FromArgMatches>::from_arg_matches(
+                &<crate::mycat::MycatArgs as clap::Args>::augment_args(clap::Command::new("t"))
+                    .get_matches_from(["t"]),
+            )
+            .unwrap(),
+        };
+        let md = markdown(&ctx, &runs);
+        assert!(md.contains("| 1 | shoal | 100 | 2034 |"), "{md}");
+        assert!(md.contains("| 1 | mycat | 100 | 20344 | 20532 |"));
+        assert!(
+            md.contains("| 3 | report (mycat) | 100000000 | 4761904 | 1000 | 10 | yes | 3.27 |")
+        );
+        assert!(
+            md.contains("| 1 | 100 / 100 | 19554 | 1.00 | -12% | 1955 | 1.00 | -12% |"),
+            "{md}"
+        );
+    }
+}

@@ -235,7 +235,6 @@ struct Resolved {
     pid: Option<u32>,
 }
 
-#[allow(clippy::too_many_arguments)]
 fn measure(
     args: &OverheadArgs,
     externals: &[ExternalTarget],

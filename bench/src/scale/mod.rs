@@ -4,7 +4,7 @@
 //! time Shoal's process spent per statement (from /proc, as `overhead` measures it). Single-shard
 //! statements should cost Shoal the same at any count; a scatter's cost grows with the count.
 
-mod report;
+pub mod report;
 
 use std::path::PathBuf;
 
@@ -141,9 +141,11 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
     let md = report::write_all(&results, &ctx, &steps)?;
     println!("{md}");
     eprintln!("scale: results in {}", results.path().display());
+    // Wrong answers and misplaced rows fail the run, and so does a single-shard cost that grows
+    // with the shard count (the sweep's one target: at most 1.2x).
     let failed = steps.iter().any(|s| {
         s.phases.iter().any(|p| p.wrong > 0) || s.placement.as_ref().is_some_and(|p| !p.ok())
-    });
+    }) || report::point_cpu_ratio(&steps).is_some_and(|(_, _, r)| r > 1.2);
     Ok(if failed {
         Verdict::Fail
     } else if steps.iter().any(|s| s.not_run.is_some()) {
