@@ -62,15 +62,27 @@ pub struct MycatArgs {
     /// Skip plan 1's direct (no proxy) reference run.
     #[arg(long)]
     pub no_direct: bool,
-    /// Shoal's backend connections per server (`pool.max`).
-    #[arg(long, default_value_t = 64)]
-    pub pool_max: usize,
+    /// Shoal's backend connections per server (`pool.max`). Default: the highest concurrency
+    /// (at least 64), so that no session waits for a backend connection. Sessions that keep
+    /// sending statements keep their connection, so with a smaller pool the sessions beyond it
+    /// wait until the busy ones finish (up to the 120 s acquire timeout, then error 1040).
+    #[arg(long)]
+    pub pool_max: Option<usize>,
     /// The shoal binary (default: `target/release/shoal`, built first).
     #[arg(long)]
     pub shoal_bin: Option<PathBuf>,
     /// Results go to `<out>/mycat-<UTC timestamp>/`.
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
+}
+
+impl MycatArgs {
+    pub fn effective_pool_max(&self) -> usize {
+        self.pool_max.unwrap_or_else(|| {
+            let most = self.concurrency.iter().copied().max().unwrap_or(0);
+            most.max(self.select_threads).max(64)
+        })
+    }
 }
 
 /// One plan's topology.
@@ -280,7 +292,7 @@ async fn run_plan(
     .await?;
     let mut layout = Layout::from_cluster(&cluster, shape.databases_per_primary, "testdb");
     layout.schema = SCHEMA.into();
-    layout.pool_max = args.pool_max;
+    layout.pool_max = args.effective_pool_max();
     if plan != 1 {
         // Plan 1 is the report's unsharded reference: one datanode, the table not listed.
         layout.sharded = vec![ShardedTable {

@@ -236,7 +236,7 @@ pub fn markdown(ctx: &Context, runs: &[PlanRun]) -> String {
         a.select_threads,
         a.noindex_selects,
         a.selects,
-        a.pool_max
+        a.effective_pool_max()
     );
     let _ = writeln!(md, "## Plans\n");
     let plan_rows: Vec<Vec<String>> = runs
@@ -592,11 +592,11 @@ fn missing_plans(runs: &[PlanRun], plans: &[u8]) -> String {
         .iter()
         .filter(|&&p| plan_qps(runs, p).is_none())
         .map(|p| {
-            let why = runs
-                .iter()
-                .find(|r| r.shape.plan == *p)
-                .and_then(|r| r.not_run.clone())
-                .unwrap_or_else(|| "not asked for".into());
+            let why = match runs.iter().find(|r| r.shape.plan == *p) {
+                Some(r) if r.not_run.is_some() => "not run (Shoal refused its config, see Plans)",
+                Some(_) => "ran without the figures needed",
+                None => "not asked for",
+            };
             format!("plan {p}: {why}")
         })
         .collect();
@@ -949,7 +949,7 @@ mod tests {
         let c4 = c.iter().find(|c| c.claim.starts_with('4')).unwrap();
         assert_eq!(c4.finding, Finding::NotTested);
         assert!(
-            c4.why.contains("plan 2: shoal refused to start"),
+            c4.why.contains("plan 2: not run (Shoal refused"),
             "{}",
             c4.why
         );
