@@ -182,7 +182,6 @@ impl PlanRun {
 pub async fn run(args: MycatArgs) -> Result<Verdict, BenchError> {
     validate(&args)?;
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let results = ResultsDir::create(&args.out, "mycat")?;
     let bin = {
         let explicit = args.shoal_bin.clone();
         tokio::task::spawn_blocking(move || targets::shoal_release_bin(explicit.as_deref()))
@@ -210,6 +209,8 @@ pub async fn run(args: MycatArgs) -> Result<Verdict, BenchError> {
         command_line,
         args: args.clone(),
     };
+    // Created only now, so that a run that fails or is interrupted leaves no empty directory.
+    let results = ResultsDir::create(&args.out, "mycat")?;
     let md = report::write_all(&results, &ctx, &runs)?;
     println!("{md}");
     eprintln!("mycat: results in {}", results.path().display());

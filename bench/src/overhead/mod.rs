@@ -193,7 +193,6 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
     } else {
         None
     };
-    let results = ResultsDir::create(&args.out, "overhead")?;
 
     eprintln!("overhead: starting a MariaDB primary");
     let mut databases = vec!["sbtest".to_string()];
@@ -208,14 +207,7 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
     .await?;
     let handle = tokio::runtime::Handle::current();
     let outcome = tokio::task::spawn_blocking(move || {
-        let result = measure(
-            &args,
-            &externals,
-            &cluster,
-            shoal_bin.as_deref(),
-            &results,
-            &handle,
-        );
+        let result = measure(&args, &externals, &cluster, shoal_bin.as_deref(), &handle);
         drop(cluster);
         result
     })
@@ -240,7 +232,6 @@ fn measure(
     externals: &[ExternalTarget],
     cluster: &Cluster,
     shoal_bin: Option<&Path>,
-    results: &ResultsDir,
     rt: &tokio::runtime::Handle,
 ) -> Result<Verdict, OverheadError> {
     let primary = cluster.primary(0);
@@ -422,7 +413,8 @@ fn measure(
     }
     let md = report::markdown(&header, &cells, &ratios, &names);
     println!("{md}");
-    write_results(results, args, &md, &samples, &cells, &names, &not_run)?;
+    let results = ResultsDir::create(&args.out, "overhead")?;
+    write_results(&results, args, &md, &samples, &cells, &names, &not_run)?;
     eprintln!("overhead: results in {}", results.path().display());
     Ok(if !ratios.iter().all(|r| r.met) {
         Verdict::Fail

@@ -87,7 +87,6 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
         ));
     }
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let results = ResultsDir::create(&args.out, "scale")?;
     let bin = {
         let explicit = args.shoal_bin.clone();
         tokio::task::spawn_blocking(move || targets::shoal_release_bin(explicit.as_deref()))
@@ -138,6 +137,8 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
         command_line,
         args: args.clone(),
     };
+    // Created only now, so that a run that fails or is interrupted leaves no empty directory.
+    let results = ResultsDir::create(&args.out, "scale")?;
     let md = report::write_all(&results, &ctx, &steps)?;
     println!("{md}");
     eprintln!("scale: results in {}", results.path().display());
