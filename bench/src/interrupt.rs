@@ -2,11 +2,28 @@
 //! statements and runs, so it unwinds through its normal error path and the `Drop`s of what it
 //! started (clusters, Shoal, HAProxy) stop them; a second one exits at once.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::BenchError;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Helper processes running now (Shoal, HAProxy: each in its own process group, so a terminal's
+/// Ctrl-C does not reach them); killed before a forced exit skips their `Drop`. MariaDB servers
+/// need no entry: the kernel kills them with this process (`PR_SET_PDEATHSIG`).
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+pub fn register_child(pid: u32) {
+    CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+}
+
+pub fn unregister_child(pid: u32) {
+    CHILDREN
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|&p| p != pid);
+}
 
 /// Installs the handlers (needs a tokio runtime). Call once, from `main`.
 pub fn install() {
@@ -30,6 +47,12 @@ pub fn install() {
                     "shoal-bench: interrupted, stopping what was started (again to exit now)"
                 );
             } else {
+                for &pid in CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                    // SAFETY: kill(2) on a child we spawned and have not reaped (still listed).
+                    unsafe {
+                        libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                    }
+                }
                 std::process::exit(130);
             }
         }

@@ -43,6 +43,7 @@ impl ProxyProcess {
             .stderr(log_file)
             .spawn()
             .map_err(|e| OverheadError::Tool(format!("cannot start {name}: {e}")))?;
+        crate::interrupt::register_child(child.id());
         let mut proc = ProxyProcess { name, port, child };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -77,10 +78,14 @@ impl ProxyProcess {
             .try_wait()
             .map_err(OverheadError::io("try_wait"))?
         {
-            Some(status) => Err(OverheadError::Tool(format!(
-                "{} exited with {status} during the benchmark",
-                self.name
-            ))),
+            Some(status) => Err({
+                // Reaped: its pid may be reused, so it must not be killed by pid any more.
+                crate::interrupt::unregister_child(self.child.id());
+                OverheadError::Tool(format!(
+                    "{} exited with {status} during the benchmark",
+                    self.name
+                ))
+            }),
             None => Ok(()),
         }
     }
@@ -88,6 +93,7 @@ impl ProxyProcess {
 
 impl Drop for ProxyProcess {
     fn drop(&mut self) {
+        crate::interrupt::unregister_child(self.child.id());
         // SAFETY: kill(2) on a child we spawned and have not reaped.
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
