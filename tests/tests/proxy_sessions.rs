@@ -725,6 +725,61 @@ async fn many_clients_on_a_small_pool_each_get_their_own_answers() {
     }
 }
 
+/// A session that gives its connection back because others wait, and at once needs one again
+/// (its next statement already arrived), queues behind the waiting sessions: it used to take the
+/// connection straight back, so clients that never pause starved the rest until their acquire
+/// timeout. Two clients pipeline hundreds of statements on a one-connection pool; a third
+/// client's statements must still be served.
+#[tokio::test]
+async fn pipelining_clients_do_not_starve_others_on_a_small_pool() {
+    let backend = shared_backend();
+    let db = unique_name("fair");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &["--acquire-timeout-ms", "1500"]);
+    const PIPELINED: usize = 300;
+    let mut greedy = Vec::new();
+    for _ in 0..2 {
+        let (mut raw, reply) =
+            RawConn::login(&shoal.addr(), &backend.user, &backend.password, Some(&db))
+                .await
+                .expect("connect");
+        assert!(matches!(reply, Reply::Ok), "login: {reply:?}");
+        greedy.push(tokio::spawn(async move {
+            // Every statement is written before any reply is read: the proxy always finds the
+            // next one already waiting when it finishes one.
+            let mut burst = Vec::new();
+            for _ in 0..PIPELINED {
+                let sql = b"DO SLEEP(0.01)";
+                burst.extend_from_slice(&((sql.len() + 1) as u32).to_le_bytes()[..3]);
+                burst.push(0);
+                burst.push(COM_QUERY);
+                burst.extend_from_slice(sql);
+            }
+            raw.write_raw(&burst).await.expect("write burst");
+            for i in 0..PIPELINED {
+                let reply = raw.read_packet().await.expect("reply");
+                assert_eq!(
+                    reply.first(),
+                    Some(&0),
+                    "pipelined statement {i}: {reply:?}"
+                );
+            }
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut c = shoal.conn(&backend, Some(&db)).await;
+    for i in 0..5u64 {
+        let v: Option<u64> = c
+            .query_first(format!("SELECT {i}"))
+            .await
+            .unwrap_or_else(|e| panic!("statement {i} of the patient client: {e}"));
+        assert_eq!(v, Some(i));
+    }
+    for g in greedy {
+        g.await.expect("pipelining client");
+    }
+}
+
 /// Session variables that change what a statement returns stay with the client that set them.
 #[tokio::test]
 async fn result_changing_session_variables_stay_with_their_client() {

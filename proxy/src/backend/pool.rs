@@ -6,12 +6,13 @@
 //! are not pinned to (see `reclaim_requested`). Connections are told apart by the wire capabilities their responses
 //! depend on, so a response can always be forwarded byte for byte.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mysql_common::constants::CapabilityFlags;
-use tokio::sync::Notify;
+use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
 use crate::backend::conn::{BackendConn, wire_capabilities};
@@ -33,14 +34,25 @@ struct PoolState {
     idle: Vec<BackendConn>,
     /// Connections that exist (idle, in use, or being opened).
     total: usize,
+    /// Sessions waiting for a connection, first come first served: a connection given back
+    /// goes straight to the oldest waiter, so busy sessions that give back and take again at
+    /// once cannot starve the ones queued behind them.
+    waiting: VecDeque<oneshot::Sender<Handoff>>,
+}
+
+/// What a waiting session is handed.
+enum Handoff {
+    /// A connection someone gave back.
+    Conn(Box<BackendConn>),
+    /// A free slot (a connection was closed): the waiter opens a new one in it.
+    Slot,
 }
 
 pub struct BackendPool {
     spec: BackendSpec,
     settings: PoolSettings,
     state: Mutex<PoolState>,
-    /// Signalled when a connection is returned or a slot frees up.
-    available: Notify,
+    /// `state.waiting.len()`, readable without the lock (sessions check it between commands).
     waiters: AtomicUsize,
 }
 
@@ -94,8 +106,8 @@ impl BackendPool {
             state: Mutex::new(PoolState {
                 idle: Vec::new(),
                 total: 0,
+                waiting: VecDeque::new(),
             }),
-            available: Notify::new(),
             waiters: AtomicUsize::new(0),
         })
     }
@@ -122,16 +134,32 @@ impl BackendPool {
     fn forget_one(&self) {
         let mut s = self.state.lock().unwrap();
         s.total = s.total.saturating_sub(1);
-        drop(s);
-        self.available.notify_one();
+        while let Some(waiter) = s.waiting.pop_front() {
+            if waiter.send(Handoff::Slot).is_ok() {
+                // The slot is the waiter's now.
+                s.total += 1;
+                break;
+            }
+        }
+        self.waiters.store(s.waiting.len(), Ordering::Relaxed);
     }
 
     fn put_idle(&self, mut c: BackendConn) {
         c.last_used = Instant::now();
         let mut s = self.state.lock().unwrap();
+        while let Some(waiter) = s.waiting.pop_front() {
+            match waiter.send(Handoff::Conn(Box::new(c))) {
+                Ok(()) => {
+                    self.waiters.store(s.waiting.len(), Ordering::Relaxed);
+                    return;
+                }
+                // That waiter gave up: try the next one.
+                Err(Handoff::Conn(back)) => c = *back,
+                Err(Handoff::Slot) => unreachable!("sent a connection"),
+            }
+        }
+        self.waiters.store(0, Ordering::Relaxed);
         s.idle.push(c);
-        drop(s);
-        self.available.notify_one();
     }
 
     async fn open(self: &Arc<Self>, want: &Wanted<'_>) -> Result<PooledConn> {
@@ -168,14 +196,13 @@ impl BackendPool {
     pub async fn acquire(self: &Arc<Self>, want: Wanted<'_>) -> Result<PooledConn> {
         let deadline = Instant::now() + self.settings.acquire_timeout;
         let wire = want.wire & wire_capabilities();
-        loop {
-            let notified = self.available.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let taken = {
-                let mut s = self.state.lock().unwrap();
-                let pick = s
-                    .idle
+        let taken = {
+            let mut s = self.state.lock().unwrap();
+            // Waiters whose session went away (cancelled acquire) hold no place.
+            s.waiting.retain(|w| !w.is_closed());
+            // Nobody may take an idle connection or a new slot ahead of a queued session.
+            let pick = if s.waiting.is_empty() {
+                s.idle
                     .iter()
                     .position(|c| c.id == want.prefer && c.wire_matches(wire))
                     .or_else(|| {
@@ -183,67 +210,96 @@ impl BackendPool {
                             c.wire_matches(wire) && c.state.schema.as_deref() == want.schema
                         })
                     })
-                    .or_else(|| s.idle.iter().rposition(|c| c.wire_matches(wire)));
-                if let Some(i) = pick {
-                    Some(Ok(s.idle.remove(i)))
-                } else if s.total < self.settings.max_size {
-                    s.total += 1;
-                    Some(Err(None))
-                } else if !s.idle.is_empty() {
-                    // Full of connections with other wire capabilities: replace one.
-                    Some(Err(Some(s.idle.remove(0))))
-                } else {
-                    None
-                }
+                    .or_else(|| s.idle.iter().rposition(|c| c.wire_matches(wire)))
+            } else {
+                None
             };
-            match taken {
-                Some(Ok(mut c)) => {
-                    if c.closed_by_server() {
-                        debug!(
-                            backend_id = c.id,
-                            "dropping idle backend connection closed by the server"
-                        );
-                        self.forget_one();
-                        continue;
+            if let Some(i) = pick {
+                Ok(Handoff::Conn(Box::new(s.idle.remove(i))))
+            } else if s.waiting.is_empty() && s.total < self.settings.max_size {
+                s.total += 1;
+                Ok(Handoff::Slot)
+            } else if s.waiting.is_empty() && !s.idle.is_empty() {
+                // Full of connections with other wire capabilities: replace one (its slot
+                // is reused: a BackendConn dropped outside a PooledConn frees nothing).
+                drop(s.idle.remove(0));
+                Ok(Handoff::Slot)
+            } else {
+                let (tx, rx) = oneshot::channel();
+                s.waiting.push_back(tx);
+                self.waiters.store(s.waiting.len(), Ordering::Relaxed);
+                Err(rx)
+            }
+        };
+        let handoff = match taken {
+            Ok(h) => h,
+            Err(mut rx) => {
+                // Sessions holding connections notice `waiters` between commands (idle
+                // ones within their housekeeping tick) and give theirs back.
+                let wait = deadline.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(wait, &mut rx).await {
+                    Ok(Ok(h)) => h,
+                    Ok(Err(_)) => unreachable!("the pool never drops a waiter's sender"),
+                    Err(_) => {
+                        // A hand-off may have raced the deadline: take it rather than lose it.
+                        rx.close();
+                        match rx.try_recv() {
+                            Ok(h) => h,
+                            Err(_) => {
+                                self.prune_waiters();
+                                warn!(
+                                    max_size = self.settings.max_size,
+                                    "backend pool exhausted: acquire timed out"
+                                );
+                                return Err(Error::pool_timeout(
+                                    self.settings.acquire_timeout.as_millis() as u64,
+                                    self.settings.max_size,
+                                ));
+                            }
+                        }
                     }
-                    if c.last_used.elapsed() >= self.settings.validate_after && !c.ping().await {
-                        debug!(
-                            backend_id = c.id,
-                            "dropping idle backend connection that failed ping"
-                        );
-                        self.forget_one();
-                        continue;
-                    }
-                    return Ok(PooledConn {
-                        conn: Some(c),
-                        pool: self.clone(),
-                    });
-                }
-                Some(Err(replaced)) => {
-                    drop(replaced);
-                    return self.open(&want).await;
-                }
-                None => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        warn!(
-                            max_size = self.settings.max_size,
-                            "backend pool exhausted: acquire timed out"
-                        );
-                        return Err(Error::pool_timeout(
-                            self.settings.acquire_timeout.as_millis() as u64,
-                            self.settings.max_size,
-                        ));
-                    }
-                    // Idle sessions notice `waiters` within their housekeeping tick and give
-                    // back what they hold; look again every few milliseconds.
-                    self.waiters.fetch_add(1, Ordering::Relaxed);
-                    let wait = (deadline - now).min(Duration::from_millis(20));
-                    let _ = tokio::time::timeout(wait, notified).await;
-                    self.waiters.fetch_sub(1, Ordering::Relaxed);
                 }
             }
+        };
+        match handoff {
+            Handoff::Conn(c) => {
+                let mut c = *c;
+                // A connection that cannot serve is replaced in its slot (dropping a bare
+                // BackendConn frees no slot), so this session keeps its place.
+                if c.closed_by_server() {
+                    debug!(
+                        backend_id = c.id,
+                        "replacing idle backend connection closed by the server"
+                    );
+                    drop(c);
+                    return self.open(&want).await;
+                }
+                if !c.wire_matches(wire) {
+                    drop(c);
+                    return self.open(&want).await;
+                }
+                if c.last_used.elapsed() >= self.settings.validate_after && !c.ping().await {
+                    debug!(
+                        backend_id = c.id,
+                        "replacing idle backend connection that failed ping"
+                    );
+                    drop(c);
+                    return self.open(&want).await;
+                }
+                Ok(PooledConn {
+                    conn: Some(c),
+                    pool: self.clone(),
+                })
+            }
+            Handoff::Slot => self.open(&want).await,
         }
+    }
+
+    /// Drops the queue entries of waiters that gave up.
+    fn prune_waiters(&self) {
+        let mut s = self.state.lock().unwrap();
+        s.waiting.retain(|w| !w.is_closed());
+        self.waiters.store(s.waiting.len(), Ordering::Relaxed);
     }
 
     /// Replaces a checked-out connection with a freshly opened one (same slot), for when its
