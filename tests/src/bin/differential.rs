@@ -61,7 +61,7 @@ struct RunArgs {
     #[arg(long, default_value_t = 600)]
     rows: usize,
     /// `shoal`: Shoal started here over the sharded layout on two local MariaDB instances;
-    /// `copy`: an unsharded copy (the harness checked against itself); `HOST:PORT`: a running
+    /// `copy`: an unsharded copy in another physical order (the harness checked against itself); `HOST:PORT`: a running
     /// proxy serving the logical schema, which gets the tables and rows through itself.
     #[arg(long, default_value = "shoal")]
     subject: String,
@@ -119,7 +119,10 @@ fn main() -> ExitCode {
             sql,
         }) => match Topology::load(&config) {
             Ok(t) => {
-                print!("{}", Router::new(Arc::new(t)).explain_text(Some(&schema), &sql));
+                print!(
+                    "{}",
+                    Router::new(Arc::new(t)).explain_text(Some(&schema), &sql)
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -171,11 +174,15 @@ async fn run(args: RunArgs) -> ExitCode {
     let (name, mut subject, router) = match args.subject.as_str() {
         "copy" => {
             let mut copy = diff::connect(cluster.opts(0, Some(diff::COPY_DB)), "the copy").await;
-            if let Err(e) = data::load_logical(&mut copy, &plan.data).await {
+            if let Err(e) = data::load_logical_as(&mut copy, &plan.data, Some(seed ^ 1)).await {
                 eprintln!("loading the copy: {e}");
                 return ExitCode::from(2);
             }
-            ("unsharded copy".to_string(), copy, None)
+            (
+                "unsharded copy (MyISAM, rows shuffled)".to_string(),
+                copy,
+                None,
+            )
         }
         "shoal" => {
             let (yaml, topo) = diff::sharded_topology(&cluster);

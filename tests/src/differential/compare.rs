@@ -195,9 +195,8 @@ pub fn compare(oracle: &Answer, subject: &Answer, check: &Check) -> Result<(), S
         // A LIMIT/OFFSET may take any members of the tie group it cuts.
         let cut = (check.limited && i == last) || (check.offset && i == 0);
         if !cut {
-            same_multiset(a.rows, b.rows).map_err(|row| {
-                format!("ORDER BY tie group {i} differs (as multisets): {row}")
-            })?;
+            same_multiset(a.rows, b.rows)
+                .map_err(|row| format!("ORDER BY tie group {i} differs (as multisets): {row}"))?;
         }
     }
     Ok(())
@@ -308,13 +307,32 @@ mod tests {
             order: vec![(0, Norm::Ci)],
             ..Check::default()
         };
-        let a = ans(&[&[Some("a"), Some("1")], &[Some("A "), Some("2")], &[Some("b"), Some("3")]]);
-        let b = ans(&[&[Some("A "), Some("2")], &[Some("a"), Some("1")], &[Some("b"), Some("3")]]);
+        let a = ans(&[
+            &[Some("a"), Some("1")],
+            &[Some("A "), Some("2")],
+            &[Some("b"), Some("3")],
+        ]);
+        let b = ans(&[
+            &[Some("A "), Some("2")],
+            &[Some("a"), Some("1")],
+            &[Some("b"), Some("3")],
+        ]);
         assert!(compare(&a, &b, &order).is_ok());
-        let c = ans(&[&[Some("b"), Some("3")], &[Some("a"), Some("1")], &[Some("A "), Some("2")]]);
+        let c = ans(&[
+            &[Some("b"), Some("3")],
+            &[Some("a"), Some("1")],
+            &[Some("A "), Some("2")],
+        ]);
         assert!(compare(&a, &c, &order).is_err(), "tie groups out of order");
-        let d = ans(&[&[Some("a"), Some("1")], &[Some("A "), Some("9")], &[Some("b"), Some("3")]]);
-        assert!(compare(&a, &d, &order).is_err(), "a changed value inside a tie group");
+        let d = ans(&[
+            &[Some("a"), Some("1")],
+            &[Some("A "), Some("9")],
+            &[Some("b"), Some("3")],
+        ]);
+        assert!(
+            compare(&a, &d, &order).is_err(),
+            "a changed value inside a tie group"
+        );
     }
 
     #[test]

@@ -183,7 +183,7 @@ impl Dataset {
             .map(|(i, code)| {
                 vec![
                     s(code),
-                    s(&format!("Country {}", code.to_uppercase())),
+                    s(format!("Country {}", code.to_uppercase())),
                     maybe(rng.pct(10), s(REGIONS[i % REGIONS.len()])),
                     maybe(rng.pct(10), Lit::Dec(random_dec(&mut rng, 0, 25, 2))),
                 ]
@@ -246,7 +246,11 @@ impl Dataset {
 
 /// The id of the `i`-th order: every 17th above 2^63 (BIGINT UNSIGNED order and sums).
 pub fn order_id(i: u64) -> u64 {
-    if i % 17 == 0 { (1u64 << 63) + i } else { i }
+    if i.is_multiple_of(17) {
+        (1u64 << 63) + i
+    } else {
+        i
+    }
 }
 
 pub fn order_row(rng: &mut Rng, id: u64) -> Vec<Lit> {
@@ -258,12 +262,15 @@ pub fn order_row_for(rng: &mut Rng, id: u64, user: Lit) -> Vec<Lit> {
     let country = match rng.below(10) {
         0 => Lit::Null,
         1 => s("zz"),
-        2 => s(&rng.pick(COUNTRY_CODES).to_uppercase()),
-        3 => s(&format!("{} ", rng.pick(COUNTRY_CODES))),
+        2 => s(rng.pick(COUNTRY_CODES).to_uppercase()),
+        3 => s(format!("{} ", rng.pick(COUNTRY_CODES))),
         _ => s(rng.pick(COUNTRY_CODES)),
     };
     let amount = if rng.pct(20) {
-        Lit::Dec(rng.pick(&["0.00", "10.00", "10.50", "-3.25", "99.99"]).to_string())
+        Lit::Dec(
+            rng.pick(&["0.00", "10.00", "10.50", "-3.25", "99.99"])
+                .to_string(),
+        )
     } else {
         Lit::Dec(random_dec(rng, -500, 99_999, 2))
     };
@@ -276,10 +283,11 @@ pub fn order_row_for(rng: &mut Rng, id: u64, user: Lit) -> Vec<Lit> {
         maybe(rng.pct(8), amount),
         maybe(rng.pct(10), Lit::UInt(rng.range(0, 20) as u64)),
         maybe(rng.pct(10), Lit::Int(rng.range(-1000, 1000))),
-        maybe(rng.pct(5),
-            s(&random_date(rng, DAY_2023_01_01, DAY_2026_12_31)),
+        maybe(
+            rng.pct(5),
+            s(random_date(rng, DAY_2023_01_01, DAY_2026_12_31)),
         ),
-        maybe(rng.pct(10), s(&random_datetime(rng))),
+        maybe(rng.pct(10), s(random_datetime(rng))),
     ]
 }
 
@@ -291,20 +299,21 @@ pub fn item_row(rng: &mut Rng, id: u64, order: &Lit, user: &Lit) -> Vec<Lit> {
         maybe(rng.pct(5), s(rng.pick(SKUS))),
         maybe(rng.pct(5), Lit::Int(rng.range(-3, 50))),
         maybe(rng.pct(5), Lit::Dec(random_dec(rng, 0, 2_000, 4))),
-        maybe(rng.pct(30), s(&random_datetime(rng))),
+        maybe(rng.pct(30), s(random_datetime(rng))),
     ]
 }
 
 pub fn account_row(rng: &mut Rng, id: i64) -> Vec<Lit> {
     vec![
         Lit::Int(id),
-        maybe(rng.pct(3), s(&email(rng))),
+        maybe(rng.pct(3), s(email(rng))),
         maybe(rng.pct(5), s(rng.pick(NAMES))),
         maybe(rng.pct(5), Lit::Dec(random_dec(rng, -10_000, 1_000_000, 2))),
-        maybe(rng.pct(10),
+        maybe(
+            rng.pct(10),
             Lit::Int(rng.range(-9_000_000_000_000_000, 9_000_000_000_000_000)),
         ),
-        maybe(rng.pct(10), s(&random_date(rng, -3_650, 12_000))),
+        maybe(rng.pct(10), s(random_date(rng, -3_650, 12_000))),
     ]
 }
 
@@ -325,7 +334,7 @@ pub fn event_row(rng: &mut Rng, id: i64) -> Vec<Lit> {
         maybe(rng.pct(5), s(rng.pick(KINDS))),
         maybe(rng.pct(10), s(rng.pick(PAYLOADS))),
         maybe(rng.pct(10), Lit::Dec(random_dec(rng, -100, 10_000, 3))),
-        maybe(rng.pct(10), s(&random_datetime(rng))),
+        maybe(rng.pct(10), s(random_datetime(rng))),
         maybe(rng.pct(10), Lit::UInt(rng.range(0, 255) as u64)),
     ]
 }
@@ -339,7 +348,7 @@ pub fn ledger_row(rng: &mut Rng, id: u64) -> Vec<Lit> {
         maybe(rng.pct(5), s(rng.pick(LEDGER_ACCOUNTS))),
         Lit::Dec(random_dec(rng, 0, 5_000, 2)),
         maybe(rng.pct(30), Lit::Dec(random_dec(rng, 0, 5_000, 2))),
-        maybe(rng.pct(10), s(&format!("{day} {:02}:00:00", rng.below(24)))),
+        maybe(rng.pct(10), s(format!("{day} {:02}:00:00", rng.below(24)))),
     ]
 }
 
@@ -366,13 +375,28 @@ pub const LOAD_CHUNK: usize = 40;
 /// INSERTs: the oracle, an unsharded copy, or the sharded side through Shoal (where the DDL and
 /// the INSERTs are Shoal's to execute).
 pub async fn load_logical(conn: &mut Conn, data: &Dataset) -> Result<(), String> {
+    load_logical_as(conn, data, None).await
+}
+
+/// Like [`load_logical`], but with `Some(seed)` the tables are MyISAM and every table's rows are
+/// inserted in an order shuffled by `seed`: the same contents in another physical order, so
+/// scans, ORDER BY ties and GROUP BY representatives come out differently than on the oracle,
+/// as they do from shards. The harness must still find no difference.
+pub async fn load_logical_as(
+    conn: &mut Conn,
+    data: &Dataset,
+    shuffle: Option<u64>,
+) -> Result<(), String> {
     let tables: Vec<&Table> = TABLES
         .iter()
         .copied()
         .filter(|t| data.tables.contains_key(t.name))
         .collect();
     for table in &tables {
-        let ddl = table.create_sql(table.name);
+        let mut ddl = table.create_sql(table.name);
+        if shuffle.is_some() {
+            ddl = ddl.replace("ENGINE=InnoDB", "ENGINE=MyISAM");
+        }
         conn.query_drop(format!("DROP TABLE IF EXISTS `{}`", table.name))
             .await
             .map_err(|e| format!("DROP TABLE {}: {e}", table.name))?;
@@ -381,7 +405,15 @@ pub async fn load_logical(conn: &mut Conn, data: &Dataset) -> Result<(), String>
             .map_err(|e| format!("{ddl}: {e}"))?;
     }
     for table in &tables {
-        for sql in data.inserts(table, LOAD_CHUNK) {
+        let mut rows = data.rows(table.name).to_vec();
+        if let Some(seed) = shuffle {
+            let mut rng = Rng::new(seed);
+            for i in (1..rows.len()).rev() {
+                rows.swap(i, rng.below(i + 1));
+            }
+        }
+        for chunk in rows.chunks(LOAD_CHUNK) {
+            let sql = insert_sql(table, chunk);
             conn.query_drop(&sql)
                 .await
                 .map_err(|e| format!("loading {}: {e}\n  {}", table.name, clip(&sql)))?;

@@ -102,6 +102,9 @@ pub struct Report {
     pub text: usize,
     pub prepared: usize,
     pub matches: usize,
+    /// Matches whose rows did not come back byte-for-byte in the oracle's order and spelling
+    /// (accepted because the SQL leaves that open).
+    pub reordered: usize,
     pub families: BTreeMap<String, FamilyCount>,
     pub mismatches: Vec<Finding>,
     /// Errors from the subject that are not refusals, where the oracle answered.
@@ -151,6 +154,11 @@ impl fmt::Display for Report {
             self.errors.len(),
             self.oracle_errors.len(),
             self.both_failed,
+        )?;
+        writeln!(
+            f,
+            "  matches in another row order or collation-equal spelling: {}",
+            self.reordered
         )?;
         writeln!(
             f,
@@ -280,12 +288,15 @@ async fn select(
             Ok(()) => {
                 family.matched += 1;
                 report.matches += 1;
+                if o.rows != s.rows {
+                    report.reordered += 1;
+                }
             }
-            Err(why) => report.mismatches.push(finding(
-                why,
-                show_answer(&o, 20),
-                show_answer(&s, 20),
-            )),
+            Err(why) => {
+                report
+                    .mismatches
+                    .push(finding(why, show_answer(&o, 20), show_answer(&s, 20)))
+            }
         },
         (Ok(o), Err(e)) => match server_error(&e) {
             Some((code, msg)) if is_refusal(code, &q.sql, router) => {
@@ -343,10 +354,7 @@ async fn write(
         Err(e) => {
             match server_error(&e) {
                 Some((code, msg)) if is_refusal(code, &w.sql, router) => {
-                    *report
-                        .refusals
-                        .entry(format!("{code}: {msg}"))
-                        .or_default() += 1;
+                    *report.refusals.entry(format!("{code}: {msg}")).or_default() += 1;
                 }
                 _ => {
                     // Whatever the oracle says, the two now differ unless it fails alike.
@@ -391,7 +399,12 @@ async fn write(
 }
 
 /// Compares every table in full, as multisets of rows.
-pub async fn compare_tables(report: &mut Report, stage: &str, oracle: &mut Conn, subject: &mut Conn) {
+pub async fn compare_tables(
+    report: &mut Report,
+    stage: &str,
+    oracle: &mut Conn,
+    subject: &mut Conn,
+) {
     for table in schema::TABLES {
         let sql = format!("SELECT * FROM {}", table.name);
         report.tables_compared += 1;

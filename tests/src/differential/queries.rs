@@ -122,126 +122,469 @@ pub fn hand_written() -> Vec<Query> {
         multiset("hand:route", "SELECT * FROM orders WHERE user_id = 7"),
         multiset("hand:route", "SELECT * FROM orders WHERE user_id = -3"),
         multiset("hand:route", "SELECT * FROM orders WHERE user_id IS NULL"),
-        multiset("hand:route", "SELECT * FROM orders WHERE user_id IN (1, -3, 7, NULL)"),
-        multiset("hand:route", "SELECT * FROM orders WHERE user_id = 1 OR user_id = 2"),
+        multiset(
+            "hand:route",
+            "SELECT * FROM orders WHERE user_id IN (1, -3, 7, NULL)",
+        ),
+        multiset(
+            "hand:route",
+            "SELECT * FROM orders WHERE user_id = 1 OR user_id = 2",
+        ),
         multiset("hand:route", "SELECT * FROM orders WHERE user_id <=> NULL"),
         multiset("hand:route", "SELECT * FROM orders WHERE user_id = '7'"),
-        multiset("hand:route", "SELECT * FROM account WHERE email = 'USER3@EX.IO '"),
-        multiset("hand:route", "SELECT * FROM account WHERE email IN ('user1@ex.io', 'User2@Ex.io')"),
+        multiset(
+            "hand:route",
+            "SELECT * FROM account WHERE email = 'USER3@EX.IO '",
+        ),
+        multiset(
+            "hand:route",
+            "SELECT * FROM account WHERE email IN ('user1@ex.io', 'User2@Ex.io')",
+        ),
         multiset("hand:route", "SELECT * FROM account WHERE email IS NULL"),
-        multiset("hand:route", "SELECT * FROM events WHERE id BETWEEN 950 AND 2100"),
+        multiset(
+            "hand:route",
+            "SELECT * FROM events WHERE id BETWEEN 950 AND 2100",
+        ),
         multiset("hand:route", "SELECT * FROM events WHERE id < 0"),
-        multiset("hand:route", "SELECT * FROM events WHERE id >= 3000 AND id < 4000"),
-        multiset("hand:route", "SELECT * FROM events WHERE id > 4000 OR id = 17"),
-        multiset("hand:route", "SELECT * FROM ledger WHERE day BETWEEN '2024-03-01' AND '2024-06-30'"),
-        multiset("hand:route", "SELECT * FROM ledger WHERE day < '2024-01-01'"),
-        multiset("hand:route", "SELECT * FROM ledger WHERE day >= '2026-01-01'"),
-        multiset("hand:route", "SELECT * FROM ledger WHERE day = '2024-02-29'"),
-        multiset("hand:route", "SELECT * FROM ledger WHERE day > '2024-12-31' AND day <= '2025-02-01'"),
+        multiset(
+            "hand:route",
+            "SELECT * FROM events WHERE id >= 3000 AND id < 4000",
+        ),
+        multiset(
+            "hand:route",
+            "SELECT * FROM events WHERE id > 4000 OR id = 17",
+        ),
+        multiset(
+            "hand:route",
+            "SELECT * FROM ledger WHERE day BETWEEN '2024-03-01' AND '2024-06-30'",
+        ),
+        multiset(
+            "hand:route",
+            "SELECT * FROM ledger WHERE day < '2024-01-01'",
+        ),
+        multiset(
+            "hand:route",
+            "SELECT * FROM ledger WHERE day >= '2026-01-01'",
+        ),
+        multiset(
+            "hand:route",
+            "SELECT * FROM ledger WHERE day = '2024-02-29'",
+        ),
+        multiset(
+            "hand:route",
+            "SELECT * FROM ledger WHERE day > '2024-12-31' AND day <= '2025-02-01'",
+        ),
         // Collation: equality under general_ci and PAD SPACE.
-        multiset("hand:collation", "SELECT id, status FROM orders WHERE status = 'new'"),
-        multiset("hand:collation", "SELECT id, tag FROM orders WHERE tag = 'x'"),
-        multiset("hand:collation", "SELECT id, tag FROM orders WHERE tag IN ('X', 'zz ')"),
-        multiset("hand:collation", "SELECT id, status FROM orders WHERE status = ''"),
-        multiset("hand:collation", "SELECT id, name FROM account WHERE name = 'o''neil'"),
+        multiset(
+            "hand:collation",
+            "SELECT id, status FROM orders WHERE status = 'new'",
+        ),
+        multiset(
+            "hand:collation",
+            "SELECT id, tag FROM orders WHERE tag = 'x'",
+        ),
+        multiset(
+            "hand:collation",
+            "SELECT id, tag FROM orders WHERE tag IN ('X', 'zz ')",
+        ),
+        multiset(
+            "hand:collation",
+            "SELECT id, status FROM orders WHERE status = ''",
+        ),
+        multiset(
+            "hand:collation",
+            "SELECT id, name FROM account WHERE name = 'o''neil'",
+        ),
         // Aggregates, including over no rows.
-        multiset("hand:aggregate", "SELECT COUNT(*), COUNT(user_id), SUM(amount), MIN(amount), MAX(amount), AVG(amount) FROM orders"),
-        multiset("hand:aggregate", "SELECT COUNT(*), COUNT(user_id), SUM(amount), MIN(amount), MAX(amount), AVG(amount) FROM orders WHERE user_id = -999999"),
-        multiset("hand:aggregate", "SELECT COUNT(*), SUM(qty), AVG(qty), MIN(created), MAX(updated) FROM orders WHERE amount > 1000000"),
-        multiset("hand:aggregate", "SELECT COUNT(*), SUM(id), AVG(id), MAX(id) FROM orders"),
-        multiset("hand:aggregate", "SELECT SUM(delta), AVG(delta), MIN(delta), MAX(delta) FROM orders"),
+        multiset(
+            "hand:aggregate",
+            "SELECT COUNT(*), COUNT(user_id), SUM(amount), MIN(amount), MAX(amount), AVG(amount) FROM orders",
+        ),
+        multiset(
+            "hand:aggregate",
+            "SELECT COUNT(*), COUNT(user_id), SUM(amount), MIN(amount), MAX(amount), AVG(amount) FROM orders WHERE user_id = -999999",
+        ),
+        multiset(
+            "hand:aggregate",
+            "SELECT COUNT(*), SUM(qty), AVG(qty), MIN(created), MAX(updated) FROM orders WHERE amount > 1000000",
+        ),
+        multiset(
+            "hand:aggregate",
+            "SELECT COUNT(*), SUM(id), AVG(id), MAX(id) FROM orders",
+        ),
+        multiset(
+            "hand:aggregate",
+            "SELECT SUM(delta), AVG(delta), MIN(delta), MAX(delta) FROM orders",
+        ),
         with_norm(
-            multiset("hand:aggregate", "SELECT MIN(status), MAX(status), MIN(tag), MAX(tag) FROM orders"),
+            multiset(
+                "hand:aggregate",
+                "SELECT MIN(status), MAX(status), MIN(tag), MAX(tag) FROM orders",
+            ),
             &[(0, CI), (1, CI), (2, BIN), (3, BIN)],
         ),
-        multiset("hand:aggregate", "SELECT SUM(price), AVG(price), COUNT(sku), SUM(qty) FROM order_item"),
-        multiset("hand:aggregate", "SELECT COUNT(*), AVG(score), SUM(score), MIN(born), MAX(balance) FROM account"),
-        multiset("hand:aggregate", "SELECT AVG(amount), SUM(n), AVG(n), COUNT(payload) FROM events"),
-        multiset("hand:aggregate", "SELECT SUM(debit), SUM(credit), COUNT(credit), AVG(credit) FROM ledger"),
-        multiset("hand:aggregate", "SELECT COUNT(*) FROM ledger WHERE day BETWEEN '2025-01-01' AND '2025-03-31'"),
+        multiset(
+            "hand:aggregate",
+            "SELECT SUM(price), AVG(price), COUNT(sku), SUM(qty) FROM order_item",
+        ),
+        multiset(
+            "hand:aggregate",
+            "SELECT COUNT(*), AVG(score), SUM(score), MIN(born), MAX(balance) FROM account",
+        ),
+        multiset(
+            "hand:aggregate",
+            "SELECT AVG(amount), SUM(n), AVG(n), COUNT(payload) FROM events",
+        ),
+        multiset(
+            "hand:aggregate",
+            "SELECT SUM(debit), SUM(credit), COUNT(credit), AVG(credit) FROM ledger",
+        ),
+        multiset(
+            "hand:aggregate",
+            "SELECT COUNT(*) FROM ledger WHERE day BETWEEN '2025-01-01' AND '2025-03-31'",
+        ),
         multiset("hand:aggregate", "SELECT COUNT(*), SUM(vat) FROM country"),
         // GROUP BY / HAVING.
-        ordered("hand:group", "SELECT user_id, COUNT(*), SUM(amount), AVG(amount) FROM orders GROUP BY user_id ORDER BY user_id", &[(0, X)], true),
-        with_norm(multiset("hand:group", "SELECT status, COUNT(*) FROM orders GROUP BY status"), &[(0, CI)]),
+        ordered(
+            "hand:group",
+            "SELECT user_id, COUNT(*), SUM(amount), AVG(amount) FROM orders GROUP BY user_id ORDER BY user_id",
+            &[(0, X)],
+            true,
+        ),
         with_norm(
-            ordered("hand:group", "SELECT status, COUNT(*) FROM orders GROUP BY status HAVING COUNT(*) > 20 ORDER BY status DESC", &[(0, CI)], true),
+            multiset(
+                "hand:group",
+                "SELECT status, COUNT(*) FROM orders GROUP BY status",
+            ),
             &[(0, CI)],
         ),
         with_norm(
-            ordered("hand:group", "SELECT tag, MIN(amount), MAX(amount) FROM orders GROUP BY tag ORDER BY tag", &[(0, BIN)], true),
+            ordered(
+                "hand:group",
+                "SELECT status, COUNT(*) FROM orders GROUP BY status HAVING COUNT(*) > 20 ORDER BY status DESC",
+                &[(0, CI)],
+                true,
+            ),
+            &[(0, CI)],
+        ),
+        with_norm(
+            ordered(
+                "hand:group",
+                "SELECT tag, MIN(amount), MAX(amount) FROM orders GROUP BY tag ORDER BY tag",
+                &[(0, BIN)],
+                true,
+            ),
             &[(0, BIN)],
         ),
         with_norm(
-            ordered("hand:group", "SELECT country, COUNT(*) FROM orders GROUP BY country ORDER BY country LIMIT 3", &[(0, CI)], true),
+            ordered(
+                "hand:group",
+                "SELECT country, COUNT(*) FROM orders GROUP BY country ORDER BY country LIMIT 3",
+                &[(0, CI)],
+                true,
+            ),
             &[(0, CI)],
         ),
-        ordered("hand:group", "SELECT created, COUNT(*) FROM orders GROUP BY created ORDER BY created DESC LIMIT 5, 5", &[(0, X)], true),
-        multiset("hand:group", "SELECT user_id, COUNT(*) FROM orders GROUP BY user_id HAVING SUM(amount) > 10000"),
-        multiset("hand:group", "SELECT user_id, COUNT(*), MAX(amount) FROM orders GROUP BY user_id HAVING COUNT(*) >= 15 AND MAX(amount) > 50000"),
-        with_norm(multiset("hand:group", "SELECT kind, COUNT(*), AVG(amount) FROM events GROUP BY kind"), &[(0, CI)]),
+        ordered(
+            "hand:group",
+            "SELECT created, COUNT(*) FROM orders GROUP BY created ORDER BY created DESC LIMIT 5, 5",
+            &[(0, X)],
+            true,
+        ),
+        multiset(
+            "hand:group",
+            "SELECT user_id, COUNT(*) FROM orders GROUP BY user_id HAVING SUM(amount) > 10000",
+        ),
+        multiset(
+            "hand:group",
+            "SELECT user_id, COUNT(*), MAX(amount) FROM orders GROUP BY user_id HAVING COUNT(*) >= 15 AND MAX(amount) > 50000",
+        ),
         with_norm(
-            ordered("hand:group", "SELECT account, SUM(debit), COUNT(credit) FROM ledger GROUP BY account ORDER BY account", &[(0, CI)], true),
+            multiset(
+                "hand:group",
+                "SELECT kind, COUNT(*), AVG(amount) FROM events GROUP BY kind",
+            ),
             &[(0, CI)],
         ),
-        with_norm(multiset("hand:group", "SELECT email, COUNT(*), SUM(balance) FROM account GROUP BY email"), &[(0, CI)]),
-        multiset("hand:group", "SELECT day, COUNT(*) FROM ledger GROUP BY day HAVING COUNT(*) > 1"),
-        with_norm(multiset("hand:group", "SELECT user_id, status, COUNT(*) FROM orders GROUP BY user_id, status"), &[(1, CI)]),
+        with_norm(
+            ordered(
+                "hand:group",
+                "SELECT account, SUM(debit), COUNT(credit) FROM ledger GROUP BY account ORDER BY account",
+                &[(0, CI)],
+                true,
+            ),
+            &[(0, CI)],
+        ),
+        with_norm(
+            multiset(
+                "hand:group",
+                "SELECT email, COUNT(*), SUM(balance) FROM account GROUP BY email",
+            ),
+            &[(0, CI)],
+        ),
+        multiset(
+            "hand:group",
+            "SELECT day, COUNT(*) FROM ledger GROUP BY day HAVING COUNT(*) > 1",
+        ),
+        with_norm(
+            multiset(
+                "hand:group",
+                "SELECT user_id, status, COUNT(*) FROM orders GROUP BY user_id, status",
+            ),
+            &[(1, CI)],
+        ),
         // DISTINCT.
-        with_norm(multiset("hand:distinct", "SELECT DISTINCT status FROM orders"), &[(0, CI)]),
-        with_norm(ordered("hand:distinct", "SELECT DISTINCT tag FROM orders ORDER BY tag", &[(0, BIN)], true), &[(0, BIN)]),
-        ordered("hand:distinct", "SELECT DISTINCT user_id FROM orders ORDER BY user_id DESC", &[(0, X)], true),
-        with_norm(multiset("hand:distinct", "SELECT DISTINCT country, status FROM orders"), &[(0, CI), (1, CI)]),
-        multiset("hand:distinct", "SELECT DISTINCT created FROM orders WHERE user_id IN (1, 2, 3)"),
-        multiset("hand:distinct", "SELECT COUNT(DISTINCT user_id) FROM orders"),
+        with_norm(
+            multiset("hand:distinct", "SELECT DISTINCT status FROM orders"),
+            &[(0, CI)],
+        ),
+        with_norm(
+            ordered(
+                "hand:distinct",
+                "SELECT DISTINCT tag FROM orders ORDER BY tag",
+                &[(0, BIN)],
+                true,
+            ),
+            &[(0, BIN)],
+        ),
+        ordered(
+            "hand:distinct",
+            "SELECT DISTINCT user_id FROM orders ORDER BY user_id DESC",
+            &[(0, X)],
+            true,
+        ),
+        with_norm(
+            multiset(
+                "hand:distinct",
+                "SELECT DISTINCT country, status FROM orders",
+            ),
+            &[(0, CI), (1, CI)],
+        ),
+        multiset(
+            "hand:distinct",
+            "SELECT DISTINCT created FROM orders WHERE user_id IN (1, 2, 3)",
+        ),
+        multiset(
+            "hand:distinct",
+            "SELECT COUNT(DISTINCT user_id) FROM orders",
+        ),
         // ORDER BY, ties, NULLs, LIMIT/OFFSET past the end.
-        ordered("hand:order", "SELECT id, amount FROM orders ORDER BY amount DESC, id LIMIT 10", &[(1, X), (0, X)], true),
-        ordered("hand:order", "SELECT id, status FROM orders ORDER BY status, id", &[(1, CI), (0, X)], true),
-        ordered("hand:order", "SELECT id, status, amount FROM orders ORDER BY status LIMIT 20", &[(1, CI)], false),
-        ordered("hand:order", "SELECT id, status, amount FROM orders ORDER BY status DESC", &[(1, CI)], false),
-        ordered("hand:order", "SELECT id, tag FROM orders ORDER BY tag DESC LIMIT 5 OFFSET 7", &[(1, BIN)], false),
-        ordered("hand:order", "SELECT id, created FROM orders ORDER BY created, id LIMIT 100000, 10", &[(1, X), (0, X)], true),
-        ordered("hand:order", "SELECT id FROM orders ORDER BY id LIMIT 0", &[(0, X)], true),
-        ordered("hand:order", "SELECT id, updated FROM orders ORDER BY updated DESC, id DESC LIMIT 3", &[(1, X), (0, X)], true),
-        ordered("hand:order", "SELECT id, user_id FROM orders ORDER BY user_id, id", &[(1, X), (0, X)], true),
-        ordered("hand:order", "SELECT user_id, id, amount FROM orders ORDER BY user_id DESC, amount", &[(0, X), (2, X)], false),
-        ordered("hand:order", "SELECT id, email FROM account ORDER BY email, id LIMIT 15", &[(1, CI), (0, X)], true),
-        ordered("hand:order", "SELECT id, amount FROM events ORDER BY amount, id LIMIT 50, 20", &[(1, X), (0, X)], true),
-        ordered("hand:order", "SELECT id, day FROM ledger ORDER BY day DESC, id LIMIT 25", &[(1, X), (0, X)], true),
-        ordered("hand:order", "SELECT id, day, account FROM ledger WHERE day BETWEEN '2024-02-01' AND '2024-09-30' ORDER BY account, day", &[(2, CI), (1, X)], false),
-        ordered("hand:order", "SELECT id, score FROM account ORDER BY score DESC LIMIT 100000", &[(1, X)], false),
-        ordered("hand:order", "SELECT id, kind, at FROM events ORDER BY kind, at DESC, id", &[(1, CI), (2, X), (0, X)], true),
+        ordered(
+            "hand:order",
+            "SELECT id, amount FROM orders ORDER BY amount DESC, id LIMIT 10",
+            &[(1, X), (0, X)],
+            true,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, status FROM orders ORDER BY status, id",
+            &[(1, CI), (0, X)],
+            true,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, status, amount FROM orders ORDER BY status LIMIT 20",
+            &[(1, CI)],
+            false,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, status, amount FROM orders ORDER BY status DESC",
+            &[(1, CI)],
+            false,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, tag FROM orders ORDER BY tag DESC LIMIT 5 OFFSET 7",
+            &[(1, BIN)],
+            false,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, created FROM orders ORDER BY created, id LIMIT 100000, 10",
+            &[(1, X), (0, X)],
+            true,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id FROM orders ORDER BY id LIMIT 0",
+            &[(0, X)],
+            true,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, updated FROM orders ORDER BY updated DESC, id DESC LIMIT 3",
+            &[(1, X), (0, X)],
+            true,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, user_id FROM orders ORDER BY user_id, id",
+            &[(1, X), (0, X)],
+            true,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT user_id, id, amount FROM orders ORDER BY user_id DESC, amount",
+            &[(0, X), (2, X)],
+            false,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, email FROM account ORDER BY email, id LIMIT 15",
+            &[(1, CI), (0, X)],
+            true,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, amount FROM events ORDER BY amount, id LIMIT 50, 20",
+            &[(1, X), (0, X)],
+            true,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, day FROM ledger ORDER BY day DESC, id LIMIT 25",
+            &[(1, X), (0, X)],
+            true,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, day, account FROM ledger WHERE day BETWEEN '2024-02-01' AND '2024-09-30' ORDER BY account, day",
+            &[(2, CI), (1, X)],
+            false,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, score FROM account ORDER BY score DESC LIMIT 100000",
+            &[(1, X)],
+            false,
+        ),
+        ordered(
+            "hand:order",
+            "SELECT id, kind, at FROM events ORDER BY kind, at DESC, id",
+            &[(1, CI), (2, X), (0, X)],
+            true,
+        ),
         // Joins with the global table and the ER child.
-        ordered("hand:join_global", "SELECT o.id, o.country, c.name, c.vat FROM orders o JOIN country c ON o.country = c.code ORDER BY o.id LIMIT 30", &[(0, X)], true),
-        multiset("hand:join_global", "SELECT o.id, c.region FROM orders o LEFT JOIN country c ON o.country = c.code WHERE o.user_id = 5"),
-        with_norm(multiset("hand:join_global", "SELECT c.region, COUNT(*), SUM(o.amount) FROM orders o JOIN country c ON o.country = c.code GROUP BY c.region"), &[(0, CI)]),
-        multiset("hand:join_global", "SELECT l.id, c.code FROM ledger l JOIN country c ON c.code = l.account"),
-        multiset("hand:join_er", "SELECT o.id, i.id, i.sku, i.qty FROM orders o JOIN order_item i ON o.user_id = i.user_id AND o.id = i.order_id WHERE o.user_id = 9"),
-        ordered("hand:join_er", "SELECT o.user_id, COUNT(*), SUM(i.price) FROM orders o JOIN order_item i ON o.user_id = i.user_id AND o.id = i.order_id GROUP BY o.user_id ORDER BY o.user_id", &[(0, X)], true),
-        multiset("hand:join_er", "SELECT o.id, i.id FROM orders o LEFT JOIN order_item i ON o.user_id = i.user_id AND o.id = i.order_id WHERE o.user_id IN (3, 4)"),
-        multiset("hand:join_er", "SELECT o.id, i.id, i.price FROM orders o JOIN order_item i ON o.user_id = i.user_id AND o.id = i.order_id"),
-        ordered("hand:join_er", "SELECT i.id, i.sku, c.name FROM order_item i JOIN orders o ON o.user_id = i.user_id AND o.id = i.order_id JOIN country c ON c.code = o.country ORDER BY i.id LIMIT 40", &[(0, X)], true),
+        ordered(
+            "hand:join_global",
+            "SELECT o.id, o.country, c.name, c.vat FROM orders o JOIN country c ON o.country = c.code ORDER BY o.id LIMIT 30",
+            &[(0, X)],
+            true,
+        ),
+        multiset(
+            "hand:join_global",
+            "SELECT o.id, c.region FROM orders o LEFT JOIN country c ON o.country = c.code WHERE o.user_id = 5",
+        ),
+        with_norm(
+            multiset(
+                "hand:join_global",
+                "SELECT c.region, COUNT(*), SUM(o.amount) FROM orders o JOIN country c ON o.country = c.code GROUP BY c.region",
+            ),
+            &[(0, CI)],
+        ),
+        multiset(
+            "hand:join_global",
+            "SELECT l.id, c.code FROM ledger l JOIN country c ON c.code = l.account",
+        ),
+        multiset(
+            "hand:join_er",
+            "SELECT o.id, i.id, i.sku, i.qty FROM orders o JOIN order_item i ON o.user_id = i.user_id AND o.id = i.order_id WHERE o.user_id = 9",
+        ),
+        ordered(
+            "hand:join_er",
+            "SELECT o.user_id, COUNT(*), SUM(i.price) FROM orders o JOIN order_item i ON o.user_id = i.user_id AND o.id = i.order_id GROUP BY o.user_id ORDER BY o.user_id",
+            &[(0, X)],
+            true,
+        ),
+        multiset(
+            "hand:join_er",
+            "SELECT o.id, i.id FROM orders o LEFT JOIN order_item i ON o.user_id = i.user_id AND o.id = i.order_id WHERE o.user_id IN (3, 4)",
+        ),
+        multiset(
+            "hand:join_er",
+            "SELECT o.id, i.id, i.price FROM orders o JOIN order_item i ON o.user_id = i.user_id AND o.id = i.order_id",
+        ),
+        ordered(
+            "hand:join_er",
+            "SELECT i.id, i.sku, c.name FROM order_item i JOIN orders o ON o.user_id = i.user_id AND o.id = i.order_id JOIN country c ON c.code = o.country ORDER BY i.id LIMIT 40",
+            &[(0, X)],
+            true,
+        ),
         // Expressions and table-less statements.
-        multiset("hand:expr", "SELECT id, amount * 2, amount + delta, qty IS NULL FROM orders WHERE user_id = 8"),
+        multiset(
+            "hand:expr",
+            "SELECT id, amount * 2, amount + delta, qty IS NULL FROM orders WHERE user_id = 8",
+        ),
         multiset("hand:expr", "SELECT 1 + 1, 'x', NULL"),
-        multiset("hand:expr", "SELECT COUNT(*) FROM orders WHERE amount BETWEEN 10 AND 10.5 OR status IS NULL"),
+        multiset(
+            "hand:expr",
+            "SELECT COUNT(*) FROM orders WHERE amount BETWEEN 10 AND 10.5 OR status IS NULL",
+        ),
         // Constructs a sharding proxy cannot answer exactly by running them per shard: refused
         // by Shoal (counted as refusals), answered by the unsharded copies.
-        multiset("hand:hard", "SELECT GROUP_CONCAT(id ORDER BY id) FROM orders WHERE user_id = 4"),
-        multiset("hand:hard", "SELECT id FROM orders WHERE amount > (SELECT AVG(amount) FROM orders)"),
-        multiset("hand:hard", "SELECT o.id, a.id FROM orders o JOIN account a ON o.user_id = a.id"),
+        multiset(
+            "hand:hard",
+            "SELECT GROUP_CONCAT(id ORDER BY id) FROM orders WHERE user_id = 4",
+        ),
+        multiset(
+            "hand:hard",
+            "SELECT id FROM orders WHERE amount > (SELECT AVG(amount) FROM orders)",
+        ),
+        multiset(
+            "hand:hard",
+            "SELECT o.id, a.id FROM orders o JOIN account a ON o.user_id = a.id",
+        ),
         multiset("hand:hard", "SELECT COUNT(DISTINCT status) FROM orders"),
-        multiset("hand:hard", "SELECT id, ROW_NUMBER() OVER (ORDER BY id) FROM events WHERE id < 100"),
-        multiset("hand:hard", "SELECT id FROM orders UNION SELECT id FROM events"),
+        multiset(
+            "hand:hard",
+            "SELECT id, ROW_NUMBER() OVER (ORDER BY id) FROM events WHERE id < 100",
+        ),
+        multiset(
+            "hand:hard",
+            "SELECT id FROM orders UNION SELECT id FROM events",
+        ),
     ];
     // The prepared protocol, routed by bound values.
     q.extend([
-        prepared("hand:prepared", "SELECT * FROM orders WHERE user_id = ?", vec![Value::Int(7)]),
-        prepared("hand:prepared", "SELECT * FROM orders WHERE user_id IS NULL OR user_id = ?", vec![Value::Int(-2)]),
-        prepared("hand:prepared", "SELECT * FROM account WHERE email = ?", vec![Value::Bytes(b"USER3@ex.io ".to_vec())]),
-        prepared("hand:prepared", "SELECT * FROM events WHERE id BETWEEN ? AND ?", vec![Value::Int(990), Value::Int(1010)]),
-        prepared("hand:prepared", "SELECT id, day FROM ledger WHERE day BETWEEN ? AND ?", vec![Value::Bytes(b"2024-04-01".to_vec()), Value::Bytes(b"2024-05-31".to_vec())]),
-        prepared("hand:prepared", "SELECT COUNT(*), SUM(amount), AVG(amount) FROM orders WHERE user_id IN (?, ?)", vec![Value::Int(1), Value::Int(2)]),
-        prepared("hand:prepared", "SELECT COUNT(*), SUM(amount), MIN(created) FROM orders WHERE user_id = ?", vec![Value::Int(123_456)]),
+        prepared(
+            "hand:prepared",
+            "SELECT * FROM orders WHERE user_id = ?",
+            vec![Value::Int(7)],
+        ),
+        prepared(
+            "hand:prepared",
+            "SELECT * FROM orders WHERE user_id IS NULL OR user_id = ?",
+            vec![Value::Int(-2)],
+        ),
+        prepared(
+            "hand:prepared",
+            "SELECT * FROM account WHERE email = ?",
+            vec![Value::Bytes(b"USER3@ex.io ".to_vec())],
+        ),
+        prepared(
+            "hand:prepared",
+            "SELECT * FROM events WHERE id BETWEEN ? AND ?",
+            vec![Value::Int(990), Value::Int(1010)],
+        ),
+        prepared(
+            "hand:prepared",
+            "SELECT id, day FROM ledger WHERE day BETWEEN ? AND ?",
+            vec![
+                Value::Bytes(b"2024-04-01".to_vec()),
+                Value::Bytes(b"2024-05-31".to_vec()),
+            ],
+        ),
+        prepared(
+            "hand:prepared",
+            "SELECT COUNT(*), SUM(amount), AVG(amount) FROM orders WHERE user_id IN (?, ?)",
+            vec![Value::Int(1), Value::Int(2)],
+        ),
+        prepared(
+            "hand:prepared",
+            "SELECT COUNT(*), SUM(amount), MIN(created) FROM orders WHERE user_id = ?",
+            vec![Value::Int(123_456)],
+        ),
     ]);
     let mut order = prepared(
         "hand:prepared",
@@ -380,10 +723,7 @@ fn predicate(rng: &mut Rng, sql: &mut Sql, data: &Dataset, table: &Table, alias:
             sql.raw(")");
         }
         5 => {
-            let (a, b) = (
-                non_null(rng, data, table, c),
-                non_null(rng, data, table, c),
-            );
+            let (a, b) = (non_null(rng, data, table, c), non_null(rng, data, table, c));
             // Sorted bounds mostly; reversed ones select nothing, which is worth asking too.
             let (a, b) = if rng.pct(85) && b < a && same_variant(&a, &b) {
                 (b, a)
@@ -580,7 +920,11 @@ fn filter(rng: &mut Rng, data: &Dataset, prepared: bool, sorted: bool) -> Query 
     } else {
         Check::default()
     };
-    sql.finish(if sorted { "order_limit" } else { "filter" }, prepared, check)
+    sql.finish(
+        if sorted { "order_limit" } else { "filter" },
+        prepared,
+        check,
+    )
 }
 
 /// Aggregate expressions over `table` (1 to 6 of COUNT(*), COUNT(c), SUM, MIN, MAX, AVG), with
@@ -887,7 +1231,10 @@ pub fn writes(seed: u64, rounds: usize, data: &Dataset) -> Vec<Write> {
                 data::item_row(&mut rng, next_item, &o[0], &o[1])
             })
             .collect();
-        push("insert_child", data::insert_sql(&schema::ORDER_ITEM, &items));
+        push(
+            "insert_child",
+            data::insert_sql(&schema::ORDER_ITEM, &items),
+        );
         let (u1, u2) = (rng.range(-5, 60), rng.range(-5, 60));
         push(
             "update",
@@ -1008,7 +1355,10 @@ pub fn writes(seed: u64, rounds: usize, data: &Dataset) -> Vec<Write> {
         );
         push(
             "delete_scatter",
-            format!("DELETE FROM events WHERE kind = '{}'", rng.pick(data::KINDS)),
+            format!(
+                "DELETE FROM events WHERE kind = '{}'",
+                rng.pick(data::KINDS)
+            ),
         );
         // Hash on a general_ci string.
         let rows: Vec<Vec<Lit>> = (0..4)

@@ -89,8 +89,16 @@ pub const ORDERS: Table = Table {
     cols: &[
         col("id", "BIGINT UNSIGNED NOT NULL", Kind::UInt),
         col("user_id", "INT NULL", Kind::Int),
-        col("country", "VARCHAR(8) COLLATE utf8mb4_general_ci NULL", Kind::Ci),
-        col("status", "VARCHAR(16) COLLATE utf8mb4_general_ci NULL", Kind::Ci),
+        col(
+            "country",
+            "VARCHAR(8) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
+        col(
+            "status",
+            "VARCHAR(16) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
         col("tag", "VARCHAR(16) COLLATE utf8mb4_bin NULL", Kind::Bin),
         col("amount", "DECIMAL(10,2) NULL", Kind::Dec),
         col("qty", "SMALLINT UNSIGNED NULL", Kind::UInt),
@@ -123,8 +131,16 @@ pub const ACCOUNT: Table = Table {
     name: "account",
     cols: &[
         col("id", "INT NOT NULL", Kind::Int),
-        col("email", "VARCHAR(40) COLLATE utf8mb4_general_ci NULL", Kind::Ci),
-        col("name", "VARCHAR(24) COLLATE utf8mb4_general_ci NULL", Kind::Ci),
+        col(
+            "email",
+            "VARCHAR(40) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
+        col(
+            "name",
+            "VARCHAR(24) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
         col("balance", "DECIMAL(14,2) NULL", Kind::Dec),
         col("score", "BIGINT NULL", Kind::Int),
         col("born", "DATE NULL", Kind::Date),
@@ -138,7 +154,11 @@ pub const EVENTS: Table = Table {
     name: "events",
     cols: &[
         col("id", "INT NOT NULL", Kind::Int),
-        col("kind", "VARCHAR(12) COLLATE utf8mb4_general_ci NULL", Kind::Ci),
+        col(
+            "kind",
+            "VARCHAR(12) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
         col("payload", "VARCHAR(24) COLLATE utf8mb4_bin NULL", Kind::Bin),
         col("amount", "DECIMAL(8,3) NULL", Kind::Dec),
         col("at", "DATETIME NULL", Kind::DateTime),
@@ -155,7 +175,11 @@ pub const LEDGER: Table = Table {
     cols: &[
         col("id", "INT UNSIGNED NOT NULL", Kind::UInt),
         col("day", "DATE NOT NULL", Kind::Date),
-        col("account", "VARCHAR(16) COLLATE utf8mb4_general_ci NULL", Kind::Ci),
+        col(
+            "account",
+            "VARCHAR(16) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
         col("debit", "DECIMAL(12,2) NOT NULL", Kind::Dec),
         col("credit", "DECIMAL(12,2) NULL", Kind::Dec),
         col("at", "DATETIME NULL", Kind::DateTime),
@@ -168,9 +192,21 @@ pub const LEDGER: Table = Table {
 pub const COUNTRY: Table = Table {
     name: "country",
     cols: &[
-        col("code", "VARCHAR(4) COLLATE utf8mb4_general_ci NOT NULL", Kind::Ci),
-        col("name", "VARCHAR(32) COLLATE utf8mb4_general_ci NULL", Kind::Ci),
-        col("region", "VARCHAR(12) COLLATE utf8mb4_general_ci NULL", Kind::Ci),
+        col(
+            "code",
+            "VARCHAR(4) COLLATE utf8mb4_general_ci NOT NULL",
+            Kind::Ci,
+        ),
+        col(
+            "name",
+            "VARCHAR(32) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
+        col(
+            "region",
+            "VARCHAR(12) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
         col("vat", "DECIMAL(5,2) NULL", Kind::Dec),
     ],
     pk: "code",
