@@ -58,11 +58,12 @@ async fn an_unsharded_copy_matches_and_a_corrupted_copy_does_not() {
     data::load_logical_as(&mut copy, &plan.data, Some(plan.seed ^ 1))
         .await
         .unwrap();
+    let copy_opts = cluster.opts(0, Some(diff::COPY_DB));
     let report = diff::run(
         &plan,
         "unsharded copy, shuffled",
         &mut oracle,
-        &mut copy,
+        copy_opts.clone(),
         None,
     )
     .await;
@@ -107,7 +108,7 @@ async fn an_unsharded_copy_matches_and_a_corrupted_copy_does_not() {
         .await
         .unwrap();
     assert_eq!(copy.affected_rows(), 1);
-    let report = diff::run(&plan, "corrupted copy", &mut oracle, &mut copy, None).await;
+    let report = diff::run(&plan, "corrupted copy", &mut oracle, copy_opts, None).await;
     println!("{report}");
     let contents: Vec<_> = report
         .mismatches
@@ -194,15 +195,7 @@ async fn shoal_sharded_answers_like_one_mariadb_rows_placed_by_the_router() {
     loader.load(&plan.data).await.unwrap();
     loader.disconnect().await;
     let opts = shoal.opts_as(schema::USER, schema::PASSWORD, Some(schema::SCHEMA));
-    let mut subject = diff::connect(opts, "Shoal").await;
-    let report = diff::run(
-        &plan,
-        "Shoal, sharded",
-        &mut oracle,
-        &mut subject,
-        Some(&router),
-    )
-    .await;
+    let report = diff::run(&plan, "Shoal, sharded", &mut oracle, opts, Some(&router)).await;
     assert_clean(&report);
 }
 
@@ -215,15 +208,16 @@ async fn shoal_sharded_answers_like_one_mariadb_rows_loaded_through_shoal() {
     let plan = plan();
     let mut oracle = diff::load_oracle(&cluster, &plan.data).await;
     let opts = shoal.opts_as(schema::USER, schema::PASSWORD, Some(schema::SCHEMA));
-    let mut subject = diff::connect(opts, "Shoal").await;
+    let mut subject = diff::connect(opts.clone(), "Shoal").await;
     data::load_logical(&mut subject, &plan.data)
         .await
         .unwrap_or_else(|e| panic!("loading through Shoal: {e}\nShoal log:\n{}", shoal.log()));
+    drop(subject);
     let report = diff::run(
         &plan,
         "Shoal, sharded, loaded through Shoal",
         &mut oracle,
-        &mut subject,
+        opts,
         Some(&router),
     )
     .await;

@@ -161,7 +161,8 @@ async fn run(args: RunArgs) -> ExitCode {
         "seed {seed} (rerun with --seed {seed}), {} generated SELECTs, {} orders",
         args.count, args.rows
     );
-    let plan = Plan::new(seed, args.count, args.rows);
+    let mut plan = Plan::new(seed, args.count, args.rows);
+    plan.progress = true;
     println!(
         "{} rows, {} SELECTs, {} writes; starting two MariaDB instances...",
         plan.data.total_rows(),
@@ -171,16 +172,17 @@ async fn run(args: RunArgs) -> ExitCode {
     let cluster = diff::start_cluster().await;
     let mut oracle = diff::load_oracle(&cluster, &plan.data).await;
     let mut _shoal = None;
-    let (name, mut subject, router) = match args.subject.as_str() {
+    let (name, subject, router) = match args.subject.as_str() {
         "copy" => {
             let mut copy = diff::connect(cluster.opts(0, Some(diff::COPY_DB)), "the copy").await;
             if let Err(e) = data::load_logical_as(&mut copy, &plan.data, Some(seed ^ 1)).await {
                 eprintln!("loading the copy: {e}");
                 return ExitCode::from(2);
             }
+            let _ = copy.disconnect().await;
             (
                 "unsharded copy (MyISAM, rows shuffled)".to_string(),
-                copy,
+                cluster.opts(0, Some(diff::COPY_DB)),
                 None,
             )
         }
@@ -198,7 +200,7 @@ async fn run(args: RunArgs) -> ExitCode {
                 }
             };
             let opts = shoal.opts_as(schema::USER, schema::PASSWORD, Some(schema::SCHEMA));
-            let mut conn = diff::connect(opts, "Shoal").await;
+            let mut conn = diff::connect(opts.clone(), "Shoal").await;
             let loaded = match args.load.as_str() {
                 "direct" => {
                     let mut loader = match DirectLoader::connect(topo.clone(), schema::SCHEMA).await
@@ -222,7 +224,8 @@ async fn run(args: RunArgs) -> ExitCode {
             }
             let name = format!("Shoal {} (sharded, loaded {})", shoal.addr(), args.load);
             _shoal = Some(shoal);
-            (name, conn, Some(Router::new(topo)))
+            let _ = conn.disconnect().await;
+            (name, opts, Some(Router::new(topo)))
         }
         addr => {
             let opts = match addr_opts(addr, &args.user, &args.password, Some(&args.schema)) {
@@ -232,7 +235,7 @@ async fn run(args: RunArgs) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let mut conn = match Conn::new(opts).await {
+            let mut conn = match Conn::new(opts.clone()).await {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("cannot connect to {addr}: {e}");
@@ -253,10 +256,11 @@ async fn run(args: RunArgs) -> ExitCode {
                 },
                 None => None,
             };
-            (addr.to_string(), conn, router)
+            let _ = conn.disconnect().await;
+            (addr.to_string(), opts, router)
         }
     };
-    let report = diff::run(&plan, &name, &mut oracle, &mut subject, router.as_ref()).await;
+    let report = diff::run(&plan, &name, &mut oracle, subject, router.as_ref()).await;
     println!("{report}");
     if report.failures() == 0 {
         ExitCode::SUCCESS

@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
@@ -40,6 +41,8 @@ use queries::{Query, Write};
 /// Everything one run does, generated from its seed.
 pub struct Plan {
     pub seed: u64,
+    /// Print a line to stderr every 200 statements (the command does; tests do not).
+    pub progress: bool,
     pub data: Dataset,
     pub selects: Vec<Query>,
     pub writes: Vec<Write>,
@@ -55,6 +58,7 @@ impl Plan {
         let writes = queries::writes(seed, 3, &data);
         Plan {
             seed,
+            progress: false,
             data,
             selects,
             writes,
@@ -234,7 +238,7 @@ pub async fn run(
     plan: &Plan,
     subject_name: &str,
     oracle: &mut Conn,
-    subject: &mut Conn,
+    subject_opts: Opts,
     router: Option<&Router>,
 ) -> Report {
     let mut report = Report {
@@ -242,22 +246,68 @@ pub async fn run(
         subject: subject_name.to_string(),
         ..Report::default()
     };
-    compare_tables(&mut report, "after load", oracle, subject).await;
-    for q in &plan.selects {
-        select(&mut report, q, oracle, subject, router).await;
+    let mut subject = Subject {
+        conn: connect(subject_opts.clone(), subject_name).await,
+        opts: subject_opts,
+    };
+    compare_tables(&mut report, "after load", oracle, &mut subject).await;
+    for (i, q) in plan.selects.iter().enumerate() {
+        if plan.progress && i % 200 == 0 {
+            eprintln!(
+                "  SELECT {i}/{}: {} match, {} failures so far",
+                plan.selects.len(),
+                report.matches,
+                report.failures()
+            );
+        }
+        select(&mut report, q, oracle, &mut subject, router).await;
     }
     for w in &plan.writes {
-        write(&mut report, w, oracle, subject, router).await;
+        write(&mut report, w, oracle, &mut subject, router).await;
     }
-    compare_tables(&mut report, "after writes", oracle, subject).await;
+    compare_tables(&mut report, "after writes", oracle, &mut subject).await;
+    let _ = subject.conn.disconnect().await;
     report
+}
+
+/// How long the subject may take to answer one statement: longer is a hang, reported as a
+/// failure of that statement (the connection is replaced and the run goes on).
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The subject's connection, and how to replace it after a hang.
+pub struct Subject {
+    conn: Conn,
+    opts: Opts,
+}
+
+impl Subject {
+    async fn fetch(
+        &mut self,
+        sql: &str,
+        params: Option<&[mysql_async::Value]>,
+    ) -> Result<Answer, mysql_async::Error> {
+        match tokio::time::timeout(STATEMENT_TIMEOUT, fetch(&mut self.conn, sql, params)).await {
+            Ok(r) => r,
+            Err(_) => {
+                // The old connection is mid-statement: drop it, go on with a fresh one.
+                if let Ok(Ok(c)) =
+                    tokio::time::timeout(STATEMENT_TIMEOUT, Conn::new(self.opts.clone())).await
+                {
+                    self.conn = c;
+                }
+                Err(mysql_async::Error::Other(
+                    format!("no answer within {STATEMENT_TIMEOUT:?} (hang)").into(),
+                ))
+            }
+        }
+    }
 }
 
 async fn select(
     report: &mut Report,
     q: &Query,
     oracle: &mut Conn,
-    subject: &mut Conn,
+    subject: &mut Subject,
     router: Option<&Router>,
 ) {
     report.selects += 1;
@@ -274,7 +324,7 @@ async fn select(
     let family = report.families.entry(q.family.to_string()).or_default();
     family.run += 1;
     let o = fetch(oracle, sql, params).await;
-    let s = fetch(subject, sql, params).await;
+    let s = subject.fetch(sql, params).await;
     let finding = |why: String, o: String, s: String| Finding {
         family: q.family.to_string(),
         sql: sql.to_string(),
@@ -335,7 +385,7 @@ async fn write(
     report: &mut Report,
     w: &Write,
     oracle: &mut Conn,
-    subject: &mut Conn,
+    subject: &mut Subject,
     router: Option<&Router>,
 ) {
     report.writes += 1;
@@ -348,7 +398,7 @@ async fn write(
         subject: s,
     };
     // The subject first: a write it refuses is not applied to the oracle either.
-    let s = fetch(subject, &w.sql, None).await;
+    let s = subject.fetch(&w.sql, None).await;
     let s = match s {
         Ok(s) => s,
         Err(e) => {
@@ -403,7 +453,7 @@ pub async fn compare_tables(
     report: &mut Report,
     stage: &str,
     oracle: &mut Conn,
-    subject: &mut Conn,
+    subject: &mut Subject,
 ) {
     for table in schema::TABLES {
         let sql = format!("SELECT * FROM {}", table.name);
@@ -418,7 +468,7 @@ pub async fn compare_tables(
         };
         let (o, s) = (
             fetch(oracle, &sql, None).await,
-            fetch(subject, &sql, None).await,
+            subject.fetch(&sql, None).await,
         );
         match (o, s) {
             (Ok(o), Ok(s)) => match compare::compare(&o, &s, &Check::default()) {
