@@ -77,6 +77,9 @@ struct RunArgs {
     password: String,
     #[arg(long, default_value = schema::SCHEMA)]
     schema: String,
+    /// Seconds the subject may take per statement before it counts as a hang.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
     /// With `--subject HOST:PORT`: its config, so that its refusals are recognised as such.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -163,6 +166,7 @@ async fn run(args: RunArgs) -> ExitCode {
     );
     let mut plan = Plan::new(seed, args.count, args.rows);
     plan.progress = true;
+    plan.timeout = std::time::Duration::from_secs(args.timeout.max(1));
     println!(
         "{} rows, {} SELECTs, {} writes; starting two MariaDB instances...",
         plan.data.total_rows(),

@@ -43,6 +43,9 @@ pub struct Plan {
     pub seed: u64,
     /// Print a line to stderr every 200 statements (the command does; tests do not).
     pub progress: bool,
+    /// How long the subject may take to answer one statement: longer is a hang, reported as a
+    /// failure of that statement (the connection is replaced and the run goes on).
+    pub timeout: Duration,
     pub data: Dataset,
     pub selects: Vec<Query>,
     pub writes: Vec<Write>,
@@ -59,6 +62,7 @@ impl Plan {
         Plan {
             seed,
             progress: false,
+            timeout: Duration::from_secs(60),
             data,
             selects,
             writes,
@@ -249,6 +253,7 @@ pub async fn run(
     let mut subject = Subject {
         conn: connect(subject_opts.clone(), subject_name).await,
         opts: subject_opts,
+        timeout: plan.timeout,
     };
     compare_tables(&mut report, "after load", oracle, &mut subject).await;
     for (i, q) in plan.selects.iter().enumerate() {
@@ -270,14 +275,11 @@ pub async fn run(
     report
 }
 
-/// How long the subject may take to answer one statement: longer is a hang, reported as a
-/// failure of that statement (the connection is replaced and the run goes on).
-pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// The subject's connection, and how to replace it after a hang.
 pub struct Subject {
     conn: Conn,
     opts: Opts,
+    timeout: Duration,
 }
 
 impl Subject {
@@ -286,17 +288,17 @@ impl Subject {
         sql: &str,
         params: Option<&[mysql_async::Value]>,
     ) -> Result<Answer, mysql_async::Error> {
-        match tokio::time::timeout(STATEMENT_TIMEOUT, fetch(&mut self.conn, sql, params)).await {
+        match tokio::time::timeout(self.timeout, fetch(&mut self.conn, sql, params)).await {
             Ok(r) => r,
             Err(_) => {
                 // The old connection is mid-statement: drop it, go on with a fresh one.
                 if let Ok(Ok(c)) =
-                    tokio::time::timeout(STATEMENT_TIMEOUT, Conn::new(self.opts.clone())).await
+                    tokio::time::timeout(self.timeout, Conn::new(self.opts.clone())).await
                 {
                     self.conn = c;
                 }
                 Err(mysql_async::Error::Other(
-                    format!("no answer within {STATEMENT_TIMEOUT:?} (hang)").into(),
+                    format!("no answer within {:?} (hang)", self.timeout).into(),
                 ))
             }
         }
