@@ -59,7 +59,9 @@ impl ShoalProcess {
         panic!("shoal did not start: {last_failure}");
     }
 
-    fn try_start(args: &[String]) -> Result<ShoalProcess, String> {
+    /// One attempt at [`Self::start`]: `Err` with the reason and Shoal's log when it exits
+    /// before accepting (a refused config, a port taken meanwhile).
+    pub fn try_start(args: &[String]) -> Result<ShoalProcess, String> {
         let bin = shoal_bin();
         let port = free_port();
         let log_path = scratch_dir().join(format!("shoal-{port}-{}.log", unique_suffix()));

@@ -1,0 +1,585 @@
+//! The differential test: the same generated rows in one unsharded MariaDB database (the
+//! oracle) and in a subject (Shoal over a sharded layout, or, to prove the harness itself, an
+//! unsharded copy), the same statements on both, and every answer compared.
+//!
+//! - [`schema`]: the tables and the sharded layout (2 MariaDB instances, 6 datanodes; mod, hash
+//!   on a string, range, date with table-per-shard, a global table, an ER child);
+//! - [`data`]: seeded rows and the loaders (logical INSERTs on one connection, or placed
+//!   directly on the datanodes by the router's own plans);
+//! - [`queries`]: hand-written and seed-generated SELECTs, and writes;
+//! - [`compare`]: running a statement and comparing two answers as far as the SQL fixes them.
+//!
+//! A subject's error is a *refusal* (counted per message, not a failure) when it is
+//! `ER_NOT_SUPPORTED_YET` (1235) or the very error the router's plan for the statement refuses
+//! with; any other error while the oracle answered is a failure, like a mismatch.
+//!
+//! The same run as a command: `cargo run -p shoal-tests --bin differential -- --help`.
+
+pub mod compare;
+pub mod data;
+pub mod queries;
+pub mod schema;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts};
+use shoal_bench::cluster::{Cluster, ClusterSpec};
+use shoal_router::config::Config;
+use shoal_router::plan::{RoutePlan, Router};
+use shoal_router::topology::Topology;
+
+use crate::shoal::ShoalProcess;
+use compare::{Answer, Check, fetch, show_answer};
+use data::Dataset;
+use queries::{Query, Write};
+
+/// Everything one run does, generated from its seed.
+pub struct Plan {
+    pub seed: u64,
+    /// Print a line to stderr every 200 statements (the command does; tests do not).
+    pub progress: bool,
+    /// How long the subject may take to answer one statement: longer is a hang, reported as a
+    /// failure of that statement (the connection is replaced and the run goes on).
+    pub timeout: Duration,
+    pub data: Dataset,
+    pub selects: Vec<Query>,
+    pub writes: Vec<Write>,
+}
+
+impl Plan {
+    /// `count` generated SELECTs on top of the hand-written ones; `rows` orders (the other
+    /// tables scale with it).
+    pub fn new(seed: u64, count: usize, rows: usize) -> Plan {
+        let data = Dataset::generate(seed, rows);
+        let mut selects = queries::hand_written();
+        selects.extend(queries::generate(seed, count, &data));
+        let writes = queries::writes(seed, 3, &data);
+        Plan {
+            seed,
+            progress: false,
+            timeout: Duration::from_secs(60),
+            data,
+            selects,
+            writes,
+        }
+    }
+}
+
+/// One failure, with what it takes to reproduce it.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    pub family: String,
+    pub sql: String,
+    /// The bound values, when it ran through the prepared protocol.
+    pub params: Option<String>,
+    pub why: String,
+    pub oracle: String,
+    pub subject: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "  [{}] {}", self.family, self.sql)?;
+        if let Some(p) = &self.params {
+            writeln!(f, "    prepared, params {p}")?;
+        }
+        writeln!(f, "    {}", self.why)?;
+        writeln!(f, "    oracle:\n{}", self.oracle)?;
+        write!(f, "    subject:\n{}", self.subject)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FamilyCount {
+    pub run: usize,
+    pub matched: usize,
+    pub refused: usize,
+}
+
+/// What a run found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub seed: u64,
+    pub subject: String,
+    pub selects: usize,
+    pub text: usize,
+    pub prepared: usize,
+    pub matches: usize,
+    /// Matches whose rows did not come back byte-for-byte in the oracle's order and spelling
+    /// (accepted because the SQL leaves that open).
+    pub reordered: usize,
+    pub families: BTreeMap<String, FamilyCount>,
+    pub mismatches: Vec<Finding>,
+    /// Errors from the subject that are not refusals, where the oracle answered.
+    pub errors: Vec<Finding>,
+    /// Statements the oracle itself rejected: harness bugs.
+    pub oracle_errors: Vec<Finding>,
+    /// Statements both sides rejected with the same error code.
+    pub both_failed: usize,
+    /// Refusals per construct (`code: message`), SELECTs and writes together.
+    pub refusals: BTreeMap<String, usize>,
+    pub writes: usize,
+    pub writes_applied: usize,
+    /// Tables compared in full (after the load and after the writes) and found identical.
+    pub tables_identical: usize,
+    pub tables_compared: usize,
+}
+
+impl Report {
+    pub fn failures(&self) -> usize {
+        self.mismatches.len() + self.errors.len() + self.oracle_errors.len()
+    }
+
+    pub fn refused(&self) -> usize {
+        self.refusals.values().sum()
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "differential run, seed {}, subject {}",
+            self.seed, self.subject
+        )?;
+        writeln!(
+            f,
+            "  SELECTs: {} ({} text, {} prepared): {} match, {} mismatch, {} refused, {} subject errors, {} oracle errors, {} failed alike",
+            self.selects,
+            self.text,
+            self.prepared,
+            self.matches,
+            self.mismatches
+                .iter()
+                .filter(|m| !m.family.starts_with("write") && m.family != "contents")
+                .count(),
+            self.families.values().map(|c| c.refused).sum::<usize>(),
+            self.errors.len(),
+            self.oracle_errors.len(),
+            self.both_failed,
+        )?;
+        writeln!(
+            f,
+            "  matches in another row order or collation-equal spelling: {}",
+            self.reordered
+        )?;
+        writeln!(
+            f,
+            "  writes: {} statements, {} applied to both",
+            self.writes, self.writes_applied
+        )?;
+        writeln!(
+            f,
+            "  table contents: {} of {} comparisons identical",
+            self.tables_identical, self.tables_compared
+        )?;
+        writeln!(f, "  per family (run / match / refused):")?;
+        for (name, c) in &self.families {
+            writeln!(
+                f,
+                "    {name:<22} {:>6} {:>6} {:>6}",
+                c.run, c.matched, c.refused
+            )?;
+        }
+        if !self.refusals.is_empty() {
+            writeln!(f, "  refusals per construct:")?;
+            for (what, n) in &self.refusals {
+                writeln!(f, "    {n:>5}  {what}")?;
+            }
+        }
+        const SHOWN: usize = 25;
+        for (title, list) in [
+            ("mismatches", &self.mismatches),
+            ("subject errors", &self.errors),
+            ("oracle errors (harness bugs)", &self.oracle_errors),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            writeln!(f, "  {} {title}:", list.len())?;
+            for m in list.iter().take(SHOWN) {
+                writeln!(f, "{m}")?;
+            }
+            if list.len() > SHOWN {
+                writeln!(f, "  ... and {} more", list.len() - SHOWN)?;
+            }
+        }
+        writeln!(
+            f,
+            "  RESULT: {}",
+            if self.failures() == 0 {
+                "no mismatches".to_string()
+            } else {
+                format!("{} failures", self.failures())
+            }
+        )
+    }
+}
+
+/// Whether the subject's error `code` for `sql` is a refusal (see the module docs).
+fn is_refusal(code: u16, sql: &str, router: Option<&Router>) -> bool {
+    code == 1235
+        || router.is_some_and(|r| {
+            matches!(r.route(Some(schema::SCHEMA), sql, &[]), RoutePlan::Refuse(e) if e.code() == code)
+        })
+}
+
+fn server_error(e: &mysql_async::Error) -> Option<(u16, String)> {
+    match e {
+        mysql_async::Error::Server(s) => Some((s.code, s.message.clone())),
+        _ => None,
+    }
+}
+
+/// Runs a whole plan: compares the loaded tables, every SELECT, the writes, and the tables
+/// again. `router`: the subject's router, to recognise its refusals (None for plain copies).
+pub async fn run(
+    plan: &Plan,
+    subject_name: &str,
+    oracle: &mut Conn,
+    subject_opts: Opts,
+    router: Option<&Router>,
+) -> Report {
+    let mut report = Report {
+        seed: plan.seed,
+        subject: subject_name.to_string(),
+        ..Report::default()
+    };
+    let mut subject = Subject {
+        conn: connect(subject_opts.clone(), subject_name).await,
+        opts: subject_opts,
+        timeout: plan.timeout,
+    };
+    compare_tables(&mut report, "after load", oracle, &mut subject).await;
+    for (i, q) in plan.selects.iter().enumerate() {
+        if plan.progress && i % 200 == 0 {
+            eprintln!(
+                "  SELECT {i}/{}: {} match, {} failures so far",
+                plan.selects.len(),
+                report.matches,
+                report.failures()
+            );
+        }
+        select(&mut report, q, oracle, &mut subject, router).await;
+    }
+    for w in &plan.writes {
+        write(&mut report, w, oracle, &mut subject, router).await;
+    }
+    compare_tables(&mut report, "after writes", oracle, &mut subject).await;
+    let _ = subject.conn.disconnect().await;
+    report
+}
+
+/// The subject's connection, and how to replace it after a hang.
+pub struct Subject {
+    conn: Conn,
+    opts: Opts,
+    timeout: Duration,
+}
+
+impl Subject {
+    async fn fetch(
+        &mut self,
+        sql: &str,
+        params: Option<&[mysql_async::Value]>,
+    ) -> Result<Answer, mysql_async::Error> {
+        match tokio::time::timeout(self.timeout, fetch(&mut self.conn, sql, params)).await {
+            Ok(r) => r,
+            Err(_) => {
+                // The old connection is mid-statement: drop it, go on with a fresh one.
+                if let Ok(Ok(c)) =
+                    tokio::time::timeout(self.timeout, Conn::new(self.opts.clone())).await
+                {
+                    self.conn = c;
+                }
+                Err(mysql_async::Error::Other(
+                    format!("no answer within {:?} (hang)", self.timeout).into(),
+                ))
+            }
+        }
+    }
+}
+
+async fn select(
+    report: &mut Report,
+    q: &Query,
+    oracle: &mut Conn,
+    subject: &mut Subject,
+    router: Option<&Router>,
+) {
+    report.selects += 1;
+    let (sql, params) = match &q.prepared {
+        Some((sql, params)) => {
+            report.prepared += 1;
+            (sql.as_str(), Some(params.as_slice()))
+        }
+        None => {
+            report.text += 1;
+            (q.sql.as_str(), None)
+        }
+    };
+    let family = report.families.entry(q.family.to_string()).or_default();
+    family.run += 1;
+    let o = fetch(oracle, sql, params).await;
+    let s = subject.fetch(sql, params).await;
+    let finding = |why: String, o: String, s: String| Finding {
+        family: q.family.to_string(),
+        sql: sql.to_string(),
+        params: params.map(|p| format!("{p:?}")),
+        why,
+        oracle: o,
+        subject: s,
+    };
+    match (o, s) {
+        (Ok(o), Ok(s)) => match compare::compare(&o, &s, &q.check) {
+            Ok(()) => {
+                family.matched += 1;
+                report.matches += 1;
+                if o.rows != s.rows {
+                    report.reordered += 1;
+                }
+            }
+            Err(why) => {
+                report
+                    .mismatches
+                    .push(finding(why, show_answer(&o, 20), show_answer(&s, 20)))
+            }
+        },
+        (Ok(o), Err(e)) => match server_error(&e) {
+            Some((code, msg)) if is_refusal(code, &q.sql, router) => {
+                family.refused += 1;
+                *report.refusals.entry(format!("{code}: {msg}")).or_default() += 1;
+            }
+            _ => report.errors.push(finding(
+                "the subject failed where the oracle answered".into(),
+                show_answer(&o, 5),
+                format!("      {e}\n"),
+            )),
+        },
+        (Err(oe), s) => {
+            let same = match (&s, server_error(&oe)) {
+                (Err(se), Some((code, _))) => server_error(se).is_some_and(|(c, _)| c == code),
+                _ => false,
+            };
+            if same {
+                report.both_failed += 1;
+            } else {
+                let shown = match s {
+                    Ok(a) => show_answer(&a, 5),
+                    Err(e) => format!("      {e}\n"),
+                };
+                report.oracle_errors.push(finding(
+                    "the oracle rejected the statement".into(),
+                    format!("      {oe}\n"),
+                    shown,
+                ));
+            }
+        }
+    }
+}
+
+async fn write(
+    report: &mut Report,
+    w: &Write,
+    oracle: &mut Conn,
+    subject: &mut Subject,
+    router: Option<&Router>,
+) {
+    report.writes += 1;
+    let finding = |why: String, o: String, s: String| Finding {
+        family: format!("write:{}", w.family),
+        sql: data::clip(&w.sql),
+        params: None,
+        why,
+        oracle: o,
+        subject: s,
+    };
+    // The subject first: a write it refuses is not applied to the oracle either.
+    let s = subject.fetch(&w.sql, None).await;
+    let s = match s {
+        Ok(s) => s,
+        Err(e) => {
+            match server_error(&e) {
+                Some((code, msg)) if is_refusal(code, &w.sql, router) => {
+                    *report.refusals.entry(format!("{code}: {msg}")).or_default() += 1;
+                }
+                _ => {
+                    // Whatever the oracle says, the two now differ unless it fails alike.
+                    let o = fetch(oracle, &w.sql, None).await;
+                    match o {
+                        Err(oe)
+                            if server_error(&oe).map(|x| x.0) == server_error(&e).map(|x| x.0) =>
+                        {
+                            report.both_failed += 1
+                        }
+                        o => report.errors.push(finding(
+                            "the subject failed the write".into(),
+                            match o {
+                                Ok(a) => format!("      OK, {} rows affected\n", a.affected),
+                                Err(oe) => format!("      {oe}\n"),
+                            },
+                            format!("      {e}\n"),
+                        )),
+                    }
+                }
+            }
+            return;
+        }
+    };
+    match fetch(oracle, &w.sql, None).await {
+        Ok(o) => {
+            report.writes_applied += 1;
+            if o.affected != s.affected {
+                report.mismatches.push(finding(
+                    "affected rows differ".into(),
+                    format!("      {} rows affected\n", o.affected),
+                    format!("      {} rows affected\n", s.affected),
+                ));
+            }
+        }
+        Err(oe) => report.oracle_errors.push(finding(
+            "the oracle rejected a write the subject applied".into(),
+            format!("      {oe}\n"),
+            format!("      OK, {} rows affected\n", s.affected),
+        )),
+    }
+}
+
+/// Compares every table in full, as multisets of rows.
+pub async fn compare_tables(
+    report: &mut Report,
+    stage: &str,
+    oracle: &mut Conn,
+    subject: &mut Subject,
+) {
+    for table in schema::TABLES {
+        let sql = format!("SELECT * FROM {}", table.name);
+        report.tables_compared += 1;
+        let finding = |why: String, o: String, s: String| Finding {
+            family: "contents".into(),
+            sql: format!("{sql}  -- {stage}"),
+            params: None,
+            why,
+            oracle: o,
+            subject: s,
+        };
+        let (o, s) = (
+            fetch(oracle, &sql, None).await,
+            subject.fetch(&sql, None).await,
+        );
+        match (o, s) {
+            (Ok(o), Ok(s)) => match compare::compare(&o, &s, &Check::default()) {
+                Ok(()) => report.tables_identical += 1,
+                Err(why) => report.mismatches.push(finding(
+                    format!("table {} differs: {why}", table.name),
+                    show_answer(&o, 5),
+                    show_answer(&s, 5),
+                )),
+            },
+            (o, s) => {
+                let show = |r: Result<Answer, mysql_async::Error>| match r {
+                    Ok(a) => show_answer(&a, 5),
+                    Err(e) => format!("      {e}\n"),
+                };
+                report.errors.push(finding(
+                    format!("table {} could not be read on both sides", table.name),
+                    show(o),
+                    show(s),
+                ));
+            }
+        }
+    }
+}
+
+/// Databases the harness uses on each instance: the datanodes' and, on the first, the oracle's
+/// and an unsharded copy's.
+pub const ORACLE_DB: &str = "diff_oracle";
+pub const COPY_DB: &str = "diff_copy";
+
+/// Two MariaDB primaries with the datanode databases, the oracle and the copy database.
+pub async fn start_cluster() -> Cluster {
+    let mut databases: Vec<String> = schema::DATANODE_DATABASES
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    databases.extend([ORACLE_DB.to_string(), COPY_DB.to_string()]);
+    Cluster::start(ClusterSpec {
+        primaries: 2,
+        databases,
+        ..ClusterSpec::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("cannot start two MariaDB instances: {e}"))
+}
+
+/// The sharded config over the cluster's two primaries, and its topology.
+pub fn sharded_topology(cluster: &Cluster) -> (String, Arc<Topology>) {
+    let p: Vec<String> = cluster.primaries().iter().map(|i| i.addr()).collect();
+    let yaml = schema::sharded_config([&p[0], &p[1]], cluster.user(), cluster.password());
+    let cfg = Config::from_yaml_str(&yaml).expect("the harness's config parses");
+    let topo = Topology::build(&cfg).expect("the harness's config validates");
+    (yaml, Arc::new(topo))
+}
+
+pub async fn connect(opts: Opts, what: &str) -> Conn {
+    Conn::new(opts)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {what}: {e}"))
+}
+
+/// Loads the oracle database on the first instance.
+pub async fn load_oracle(cluster: &Cluster, data: &Dataset) -> Conn {
+    let mut oracle = connect(cluster.opts(0, Some(ORACLE_DB)), "the oracle").await;
+    data::load_logical(&mut oracle, data)
+        .await
+        .unwrap_or_else(|e| panic!("loading the oracle: {e}"));
+    oracle
+}
+
+/// The part of Shoal's startup refusal that says this build cannot execute sharded configs.
+pub const SHARDED_REFUSAL: &str = "serves unsharded schemas only";
+
+pub enum ShoalStart {
+    Running(ShoalProcess),
+    /// This build of Shoal refuses configs with sharded, global or child tables at startup:
+    /// the line of its log that says so.
+    RefusesSharded(String),
+}
+
+/// Starts Shoal with the config at `config`. Any startup failure other than the known
+/// "sharded configs not served yet" refusal fails the caller.
+pub fn start_shoal(config: &Path) -> ShoalStart {
+    let args = vec!["--config".to_string(), config.display().to_string()];
+    let mut last = String::new();
+    // A free port can be taken before Shoal binds it; a retry with a fresh one is harmless.
+    for _ in 0..3 {
+        match ShoalProcess::try_start(&args) {
+            Ok(p) => return ShoalStart::Running(p),
+            Err(failure) if failure.contains(SHARDED_REFUSAL) => {
+                let line = failure
+                    .lines()
+                    .find(|l| l.contains(SHARDED_REFUSAL))
+                    .unwrap_or(SHARDED_REFUSAL)
+                    .trim()
+                    .to_string();
+                return ShoalStart::RefusesSharded(line);
+            }
+            Err(failure) => last = failure,
+        }
+    }
+    panic!("shoal did not start: {last}");
+}
+
+/// Drops every table of the harness from a plain database (a rerun starts from nothing).
+pub async fn drop_tables(conn: &mut Conn) {
+    for t in schema::TABLES.iter().rev() {
+        let _ = conn
+            .query_drop(format!("DROP TABLE IF EXISTS `{}`", t.name))
+            .await;
+    }
+}
