@@ -229,9 +229,17 @@ pub fn ints_equal_to_double(d: f64) -> Option<(i128, i128)> {
     if d.abs() < EXACT_INT_DOUBLE {
         return (d.fract() == 0.0).then_some((d as i128, d as i128));
     }
-    // Integers within one ulp of `d` (the exact set is within half an ulp, ties to even).
+    // Integers within one ulp of `d` (the exact set is within half an ulp, ties to even); when
+    // there are few, exactly those that convert to `d` (`as` rounds to nearest, ties to even,
+    // as the server's conversion does).
     let e = ulp(d);
-    Some(((d - e) as i128, (d + e) as i128))
+    let (lo, hi) = ((d - e) as i128, (d + e) as i128);
+    if e > 65536.0 {
+        return Some((lo, hi));
+    }
+    let mut hit = (lo..=hi).filter(|&n| n as f64 == d);
+    let first = hit.next()?;
+    Some((first, hit.last().unwrap_or(first)))
 }
 
 /// Floors of the decimals whose conversion to double can equal `d`, as an inclusive range.
