@@ -398,8 +398,12 @@ impl ShardRule {
     }
 
     fn unplaced(&self, v: &ShardValue) -> RuleError {
+        let why = match self.kind {
+            Kind::List(_) => format!("{v} is not listed"),
+            _ => format!("no range holds {v}"),
+        };
         RouterError::no_shard(format!(
-            "rule {:?}: no shard holds {v} and the rule has no default",
+            "rule {:?}: {why} and the rule has no default",
             self.name
         ))
     }
