@@ -414,6 +414,16 @@ impl ShardRule {
             ShardValue::Int(i) => *i,
             ShardValue::Decimal(s) => self.exact(v, s)?.round(0).num().floor,
             ShardValue::Str(s) => self.exact(v, s)?.round(0).num().floor,
+            // MariaDB stores a DOUBLE of 2^63 or more as 9223372036854775807 in a signed BIGINT
+            // without an error, as itself in an unsigned one: the column's sign decides.
+            ShardValue::Double(d)
+                if d.is_finite() && d.round_ties_even() >= 9.223_372_036_854_775_808e18 =>
+            {
+                return Err(RouterError::wrong_value(format!(
+                    "rule {:?}: where the DOUBLE {v} is stored depends on whether the column is signed: write it as an integer",
+                    self.name
+                )));
+            }
             ShardValue::Double(d) if d.is_finite() && d.abs() < 1e30 => d.round_ties_even() as i128,
             ShardValue::Double(_) => return Err(self.out_of_range(v)),
             ShardValue::Null => return Err(RouterError::wrong_value("NULL is not a number")),
