@@ -12,7 +12,7 @@
 //! `!`, XOR and executable comments as MariaDB does are a separate family, reported apart
 //! (`SHOAL_ORACLE_STRICT_SYNTAX=1` makes their violations fail the test too).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use mysql_async::prelude::Queryable;
@@ -1077,6 +1077,20 @@ async fn router_prunes_and_places_as_mariadb_evaluates() {
         println!(
             "syntax family violations (need MariaDB's reading of ||, &&, !, XOR, executable comments):"
         );
+        let mut by_construct: BTreeMap<&str, usize> = BTreeMap::new();
+        for v in &c.syntax_violations {
+            let first = v.lines().next().unwrap_or("");
+            let kind = if first.starts_with("cache") || first.starts_with("shuffled") {
+                "plan cache"
+            } else {
+                ["/*M!", "/*!", "||", "&&", "XOR", "!"]
+                    .into_iter()
+                    .find(|k| first.contains(k))
+                    .unwrap_or("other")
+            };
+            *by_construct.entry(kind).or_default() += 1;
+        }
+        println!("  by construct: {by_construct:?}");
         for v in c.syntax_violations.iter().take(40) {
             println!("  {v}");
         }

@@ -416,9 +416,7 @@ impl ShardRule {
             ShardValue::Str(s) => self.exact(v, s)?.round(0).num().floor,
             // MariaDB stores a DOUBLE of 2^63 or more as 9223372036854775807 in a signed BIGINT
             // without an error, as itself in an unsigned one: the column's sign decides.
-            ShardValue::Double(d)
-                if d.is_finite() && d.round_ties_even() >= 9.223_372_036_854_775_808e18 =>
-            {
+            ShardValue::Double(d) if d.is_finite() && d.round_ties_even() >= 2f64.powi(63) => {
                 return Err(RouterError::wrong_value(format!(
                     "rule {:?}: where the DOUBLE {v} is stored depends on whether the column is signed: write it as an integer",
                     self.name

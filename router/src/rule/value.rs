@@ -239,7 +239,7 @@ pub fn ints_equal_to_double(d: f64) -> Option<(i128, i128)> {
     }
     let mut hit = (lo..=hi).filter(|&n| n as f64 == d);
     let first = hit.next()?;
-    Some((first, hit.last().unwrap_or(first)))
+    Some((first, hit.next_back().unwrap_or(first)))
 }
 
 /// Floors of the decimals whose conversion to double can equal `d`, as an inclusive range.
