@@ -6,8 +6,8 @@
 //! SELECT, UPDATE and DELETE with that WHERE. Plans are compared warm, cold and in a shuffled
 //! order. A refusal is safe (counted); anything else is a violation, listed when the test fails.
 //!
-//! Knobs: `SHOAL_ORACLE_PREDICATES` (generated predicates per table, default 120),
-//! `SHOAL_ORACLE_VALUES` (extra random values per table, default 12), `SHOAL_ORACLE_SEED`
+//! Knobs: `SHOAL_ORACLE_PREDICATES` (generated predicates per table, default 60),
+//! `SHOAL_ORACLE_VALUES` (extra random values per table, default 4), `SHOAL_ORACLE_SEED`
 //! (default: from the clock; printed). Predicates only right once the router reads `||`, `&&`,
 //! `!`, XOR and executable comments as MariaDB does are a separate family, reported apart
 //! (`SHOAL_ORACLE_STRICT_SYNTAX=1` makes their violations fail the test too).
@@ -838,8 +838,8 @@ async fn router_prunes_and_places_as_mariadb_evaluates() {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(1)
         });
-    let n_preds = env_usize("SHOAL_ORACLE_PREDICATES", 120);
-    let n_extra = env_usize("SHOAL_ORACLE_VALUES", 12);
+    let n_preds = env_usize("SHOAL_ORACLE_PREDICATES", 60);
+    let n_extra = env_usize("SHOAL_ORACLE_VALUES", 4);
     let strict_syntax = std::env::var("SHOAL_ORACLE_STRICT_SYNTAX").is_ok_and(|v| v == "1");
     println!(
         "router oracle: seed {seed} (SHOAL_ORACLE_SEED={seed} repeats this run), {n_preds} predicates and {n_extra} extra values per table"
@@ -871,7 +871,9 @@ async fn router_prunes_and_places_as_mariadb_evaluates() {
         .unwrap_or_else(|e| panic!("create table {t}: {e:?}"));
         let pool = values(case.kind, &mut rng, n_extra);
 
-        // 1. Place every spelling of every value, text and bound.
+        // 1. Place every spelling of every value, text and bound (one transaction: one sync).
+        let started = std::time::Instant::now();
+        conn.query_drop("BEGIN").await.expect("begin");
         for l in &pool {
             for prepared in [false, true] {
                 if prepared && l.param.is_none() {
@@ -939,6 +941,8 @@ async fn router_prunes_and_places_as_mariadb_evaluates() {
             }
         }
 
+        conn.query_drop("COMMIT").await.expect("commit");
+
         // 2. Every stored value (as the column compares) lives on one datanode.
         let groups: Vec<(Option<String>, String, String)> = conn
             .query(format!(
@@ -952,6 +956,7 @@ async fn router_prunes_and_places_as_mariadb_evaluates() {
             ));
         }
 
+        let placed = started.elapsed();
         // 3. Predicates: MariaDB's matching rows must be on the router's targets.
         let (plain, syntax) = hand_written(case.kind, "k");
         let mut preds: Vec<(Pred, bool)> = plain
@@ -1020,8 +1025,13 @@ async fn router_prunes_and_places_as_mariadb_evaluates() {
                 }
             }
         }
+        println!(
+            "{t}: placed in {placed:?}, predicates in {:?}",
+            started.elapsed() - placed
+        );
     }
 
+    let shuffle_start = std::time::Instant::now();
     // 4. The same statements in a shuffled order through a fresh router: identical plans. First
     // the plain family alone, then everything mixed (a plain statement planned differently after
     // a syntax-family one is a violation of the syntax family: the cache shape misread it).
@@ -1054,6 +1064,7 @@ async fn router_prunes_and_places_as_mariadb_evaluates() {
         }
     }
 
+    println!("shuffled checks took {:?}", shuffle_start.elapsed());
     conn.query_drop(format!("DROP DATABASE `{db}`"))
         .await
         .expect("drop database");
