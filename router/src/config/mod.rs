@@ -292,7 +292,8 @@ impl Algorithm {
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum KeyType {
-    /// Integer column: numbers, and strings holding numbers (`'42'` routes like 42).
+    /// Integer column (any size, signed or unsigned): numbers, and strings holding numbers
+    /// (`'42'` routes like 42). Stored values are rounded as MariaDB rounds them.
     Integer,
     /// DECIMAL column (range rule only): bounds are exact over fractional values.
     Decimal,
@@ -340,6 +341,12 @@ pub struct RuleConfig {
     /// date: units per shard (default 1).
     #[serde(default)]
     pub interval: Option<u32>,
+    /// range with `key_type: decimal`: the DECIMAL column's scale (digits after the point).
+    /// MariaDB rounds a stored value to it (999999.995 is stored as 1000000.00 in DECIMAL(10,2)),
+    /// so an INSERT goes where the rounded value lives. Without it, an INSERT whose floor depends
+    /// on the scale is refused.
+    #[serde(default)]
+    pub scale: Option<u32>,
     /// range, list, date: shard for values no entry covers; without it such values are errors.
     #[serde(default)]
     pub default: Option<usize>,

@@ -40,6 +40,7 @@ impl Values<'_> {
                     Some(p) => p.to_string(),
                     None => format!("-{d}"),
                 })),
+                Literal::Double(d) => Some(Literal::Double(-d)),
                 // `-'5'` is numeric in MySQL: not a value we route on.
                 Literal::Str(_) => None,
             },
@@ -47,12 +48,33 @@ impl Values<'_> {
     }
 }
 
+/// The value as MariaDB types it: a number written with an exponent is a DOUBLE.
 pub(crate) fn shard_value(l: &Literal) -> ShardValue<'_> {
     match l {
         Literal::Null => ShardValue::Null,
         Literal::Int(i) => ShardValue::Int(*i),
+        Literal::Decimal(d) if d.contains(['e', 'E']) => match d.parse::<f64>() {
+            Ok(f) => ShardValue::Double(f),
+            // Not a number MariaDB reads (`1e400` is an error there): the rule refuses it.
+            Err(_) => ShardValue::Str(d),
+        },
         Literal::Decimal(d) => ShardValue::Decimal(d),
+        Literal::Double(f) => ShardValue::Double(*f),
         Literal::Str(s) => ShardValue::Str(s),
+    }
+}
+
+/// When one value of an `IN` list or a `BETWEEN` is compared with a number column as a double,
+/// MariaDB may compare them all as doubles: read every number as one.
+fn widen<'a>(g: &GroupT, vals: &mut [ShardValue<'a>]) {
+    if g.rule.compares_numerically() && vals.iter().any(ShardValue::is_approximate) {
+        for v in vals.iter_mut() {
+            if matches!(v, ShardValue::Int(_) | ShardValue::Decimal(_))
+                && let Some(d) = v.as_double()
+            {
+                *v = ShardValue::Double(d);
+            }
+        }
     }
 }
 
@@ -61,19 +83,25 @@ fn shards(g: &GroupT, e: &RouteExpr, v: &Values) -> Option<BTreeSet<usize>> {
     match e {
         RouteExpr::All => None,
         RouteExpr::Eq(vals) => {
+            let lits = vals
+                .iter()
+                .map(|x| v.value(x))
+                .collect::<Option<Vec<_>>>()?;
+            let mut svs: Vec<ShardValue> = lits.iter().map(shard_value).collect();
+            widen(g, &mut svs);
             let mut set = BTreeSet::new();
-            for x in vals {
-                let lit = v.value(x)?;
-                if lit == Literal::Null {
-                    continue; // `= NULL` matches no row
-                }
-                set.insert(g.rule.route(&shard_value(&lit)).ok()?);
+            for sv in &svs {
+                // `= NULL` matches no row: route_eq gives no shard.
+                set.extend(g.rule.route_eq(sv)?);
             }
             Some(set)
         }
         RouteExpr::NullSafe(x) => {
             let lit = v.value(x)?;
-            Some(BTreeSet::from([g.rule.route(&shard_value(&lit)).ok()?]))
+            if lit == Literal::Null {
+                return Some(BTreeSet::from([g.rule.route(&ShardValue::Null).ok()?]));
+            }
+            Some(g.rule.route_eq(&shard_value(&lit))?.into_iter().collect())
         }
         RouteExpr::IsNull => Some(BTreeSet::from([g.rule.route(&ShardValue::Null).ok()?])),
         RouteExpr::Range(lo, hi) => {
@@ -102,6 +130,13 @@ fn shards(g: &GroupT, e: &RouteExpr, v: &Values) -> Option<BTreeSet<usize>> {
                 }
             }
             let (a, b) = (sv(&lo), sv(&hi));
+            let mut both = [bound_value(&a), bound_value(&b)];
+            if let [Some(x), Some(y)] = &mut both {
+                let mut pair = [*x, *y];
+                widen(g, &mut pair);
+                both = [Some(pair[0]), Some(pair[1])];
+            }
+            let (a, b) = (rebound(&a, both[0]), rebound(&b, both[1]));
             let r = g.rule.route_range(a.as_ref(), b.as_ref())?;
             Some(r.into_iter().collect())
         }
@@ -124,6 +159,21 @@ fn shards(g: &GroupT, e: &RouteExpr, v: &Values) -> Option<BTreeSet<usize>> {
             }
             Some(acc)
         }
+    }
+}
+
+fn bound_value<'a>(b: &Bound<ShardValue<'a>>) -> Option<ShardValue<'a>> {
+    match b {
+        Bound::Included(v) | Bound::Excluded(v) => Some(*v),
+        Bound::Unbounded => None,
+    }
+}
+
+fn rebound<'a>(b: &Bound<ShardValue<'a>>, v: Option<ShardValue<'a>>) -> Bound<ShardValue<'a>> {
+    match (b, v) {
+        (Bound::Included(_), Some(v)) => Bound::Included(v),
+        (Bound::Excluded(_), Some(v)) => Bound::Excluded(v),
+        (b, _) => *b,
     }
 }
 

@@ -28,6 +28,7 @@ fn lit(l: &Literal) -> String {
         Literal::Null => "NULL".into(),
         Literal::Int(i) => i.to_string(),
         Literal::Decimal(d) => d.clone(),
+        Literal::Double(d) => format!("{d:e}"),
         Literal::Str(s) => format!("'{}'", s.replace('\'', "''")),
     }
 }

@@ -26,8 +26,12 @@ use crate::sql::StatementKind;
 use crate::sql::stmt::Literal;
 use crate::topology::DatanodeId;
 
-/// A value bound to a `?` parameter of a prepared statement. Dates and times are passed as
-/// strings in MySQL's literal format (`'2024-01-31 12:00:00'`); binary strings lossily as UTF-8.
+/// A value bound to a `?` parameter of a prepared statement, typed as the client bound it
+/// (the type decides how MariaDB compares and stores it): integer types (signed or unsigned) as
+/// `Int`, DOUBLE and FLOAT as `Double` (FLOAT widened exactly), DECIMAL and string types as
+/// `Str` (MariaDB reads a bound DECIMAL like a numeric string), NULL as `Null`. Dates and times
+/// are passed as strings in MySQL's literal format (`'2024-01-31 12:00:00'`); binary strings
+/// lossily as UTF-8.
 pub type ParamValue = Literal;
 
 /// What to do with a statement.

@@ -77,11 +77,32 @@ fn num(s: &str, min_len: usize, max_len: usize) -> Option<i64> {
 /// are `None`.
 pub(crate) fn parse_datetime(s: &str) -> Option<DateTime> {
     let s = s.trim_matches(' ');
+    // MariaDB's compact spellings: `YYYYMMDD` and `YYYYMMDD[T]hhmmss` (checked on 10.11; the
+    // two-digit-year forms are not read, so they are refused).
+    let b = s.as_bytes();
+    if b.iter().all(u8::is_ascii_digit) && (b.len() == 8 || b.len() == 14) {
+        let time = (b.len() == 14).then(|| format!("{}:{}:{}", &s[8..10], &s[10..12], &s[12..14]));
+        let date = format!("{}-{}-{}", &s[..4], &s[4..6], &s[6..8]);
+        return parse_datetime(&match time {
+            Some(t) => format!("{date} {t}"),
+            None => date,
+        });
+    }
+    if b.len() == 15
+        && b[8] == b'T'
+        && s[..8]
+            .bytes()
+            .chain(s[9..].bytes())
+            .all(|c| c.is_ascii_digit())
+    {
+        return parse_datetime(&format!("{}{}", &s[..8], &s[9..]));
+    }
     let (date, time) = match s.find([' ', 'T']) {
         Some(i) => (&s[..i], Some(s[i + 1..].trim_start_matches(' '))),
         None => (s, None),
     };
-    let mut parts = date.split('-');
+    // Any of these delimits the date's parts, as in MariaDB ('2024/01/31', '2024.01.31').
+    let mut parts = date.split(['-', '/', '.']);
     let year = num(parts.next()?, 4, 4)?;
     let month = num(parts.next()?, 1, 2)?;
     let day = num(parts.next()?, 1, 2)?;
@@ -186,10 +207,22 @@ impl DateRule {
         shards: usize,
         v: &ShardValue,
     ) -> Result<usize, RuleError> {
-        let ShardValue::Str(s) = v else {
-            return Err(RouterError::wrong_value(format!(
-                "rule {rule:?} shards by date: write the value as a quoted date 'YYYY-MM-DD', not {v}"
-            )));
+        let digits;
+        let s = match v {
+            ShardValue::Str(s) => *s,
+            // A number YYYYMMDD or YYYYMMDDhhmmss is a date to a DATE/DATETIME column.
+            ShardValue::Int(i)
+                if (10_000_000..100_000_000).contains(i)
+                    || (10_000_000_000_000..100_000_000_000_000).contains(i) =>
+            {
+                digits = i.to_string();
+                &digits
+            }
+            _ => {
+                return Err(RouterError::wrong_value(format!(
+                    "rule {rule:?} shards by date: write the value as a quoted date 'YYYY-MM-DD', not {v}"
+                )));
+            }
         };
         let Some(dt) = parse_datetime(s) else {
             return Err(RouterError::wrong_value(format!(
@@ -334,6 +367,12 @@ mod tests {
         assert_eq!(p("2024-02-29 00:00:00"), Some((2024, 2, 29, true)));
         assert_eq!(p("2024-02-29 00:00:00.000"), Some((2024, 2, 29, true)));
         assert_eq!(p("2024-02-29T10:30"), Some((2024, 2, 29, false)));
+        assert_eq!(p("2024/02/29"), Some((2024, 2, 29, true)));
+        assert_eq!(p("2024.2.29"), Some((2024, 2, 29, true)));
+        assert_eq!(p("20240229"), Some((2024, 2, 29, true)));
+        assert_eq!(p("20240229103000"), Some((2024, 2, 29, false)));
+        assert_eq!(p("20240229T103000"), Some((2024, 2, 29, false)));
+        assert_eq!(p("20230229"), None);
         assert_eq!(p("2024-02-29 23:59:59.999999"), Some((2024, 2, 29, false)));
         for bad in [
             "2023-02-29",
@@ -341,8 +380,8 @@ mod tests {
             "2024-00-10",
             "0000-00-00",
             "24-01-01",
-            "2024/01/01",
-            "20240101",
+            "2024011",
+            "240101",
             "2024-01-01 24:00:00",
             "2024-01-01 10",
             "abc",

@@ -3,9 +3,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::collation::{Collation, collation_key};
-use super::value::Num;
 use super::value::parse_number;
-use super::{NumBound, ParamIssue, ShardValue, integer_span, to_number};
+use super::{NumBound, ParamIssue, ShardValue, integer_span};
 use crate::config::{KeyType, RuleConfig, Scalar};
 use crate::error::{RouterError, RuleError};
 
@@ -102,47 +101,51 @@ impl ListRule {
         }
     }
 
-    pub(crate) fn route(&self, rule: &str, v: &ShardValue) -> Result<usize, RuleError> {
-        let (found, default) = match self {
-            ListRule::Integer { map, default } => {
-                let n = to_number(v).map_err(|e| e.context(format!("rule {rule:?}")))?;
-                // A fractional value equals no listed integer.
-                let hit = if n.integral {
-                    map.get(&n.floor).copied()
-                } else {
-                    None
-                };
-                (hit, *default)
-            }
-            ListRule::String {
-                map,
-                default,
-                collation,
-            } => {
-                let ShardValue::Str(s) = v else {
-                    return Err(RouterError::wrong_value(format!(
-                        "rule {rule:?} lists strings: compare the column with a quoted string, not {v}"
-                    )));
-                };
-                (
-                    map.get(collation_key(*collation, s).as_ref()).copied(),
-                    *default,
-                )
-            }
-        };
-        found.or(default).ok_or_else(|| {
-            RouterError::no_shard(format!(
-                "rule {rule:?}: {v} is not listed and the rule has no default"
-            ))
-        })
+    pub(crate) fn is_integer(&self) -> bool {
+        matches!(self, ListRule::Integer { .. })
     }
 
-    /// Reads a range bound; `None` for string lists, which cannot narrow ranges.
-    pub(crate) fn number(&self, v: &ShardValue) -> Option<Num> {
+    /// The shard of an integer key value: its entry, else the default.
+    pub(crate) fn shard_of_int(&self, n: i128) -> Option<usize> {
         match self {
-            ListRule::Integer { .. } => to_number(v).ok(),
+            ListRule::Integer { map, default } => map.get(&n).copied().or(*default),
             ListRule::String { .. } => None,
         }
+    }
+
+    /// The shard of a string key value (an integer is stored in a string column as its digits).
+    pub(crate) fn route(&self, rule: &str, v: &ShardValue) -> Result<usize, RuleError> {
+        let ListRule::String {
+            map,
+            default,
+            collation,
+        } = self
+        else {
+            return Err(RouterError::wrong_value(format!(
+                "rule {rule:?} lists integers: {v} is not one"
+            )));
+        };
+        let digits;
+        let s = match v {
+            ShardValue::Str(s) => *s,
+            ShardValue::Int(i) => {
+                digits = i.to_string();
+                &digits
+            }
+            _ => {
+                return Err(RouterError::wrong_value(format!(
+                    "rule {rule:?} lists strings: compare the column with a quoted string, not {v}"
+                )));
+            }
+        };
+        map.get(collation_key(*collation, s).as_ref())
+            .copied()
+            .or(*default)
+            .ok_or_else(|| {
+                RouterError::no_shard(format!(
+                    "rule {rule:?}: {v} is not listed and the rule has no default"
+                ))
+            })
     }
 
     pub(crate) fn shards_between(&self, lo: NumBound, hi: NumBound) -> Option<Vec<usize>> {

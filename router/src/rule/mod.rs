@@ -15,18 +15,41 @@ pub use crate::config::{Algorithm, DateUnit, KeyType, NullPolicy};
 use crate::error::RouterError;
 pub use crate::error::RuleError;
 use collation::{Collation, collation_key};
-use value::{Num, parse_number};
+use value::{Exact, Num, parse_exact, parse_number};
 
-/// A literal or bound parameter value of the shard key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A literal or bound parameter value of the shard key, typed as MariaDB types it (the type
+/// decides how MariaDB compares it with the column and what it stores).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ShardValue<'a> {
     Null,
     /// Any integer literal (the signed and unsigned 64-bit ranges fit).
     Int(i128),
-    /// A non-integer number as written, e.g. `"12.50"` or `"1e3"`.
+    /// An exact non-integer number as written (a DECIMAL literal), e.g. `"12.50"`.
     Decimal(&'a str),
+    /// An approximate number: a literal with an exponent (`1e3`) or a DOUBLE/FLOAT parameter.
+    /// MariaDB compares it with a number column as doubles and stores it rounded half to even.
+    Double(f64),
     /// A string literal (dates arrive as strings too).
     Str(&'a str),
+}
+
+impl ShardValue<'_> {
+    /// Compared with a number column as a double (a DOUBLE, or a string: MariaDB compares a
+    /// string with a number as doubles).
+    pub fn is_approximate(&self) -> bool {
+        matches!(self, ShardValue::Double(_) | ShardValue::Str(_))
+    }
+
+    /// The value as a double, for a comparison MariaDB makes in doubles; `None` when it is not a
+    /// clean number.
+    pub fn as_double(&self) -> Option<f64> {
+        match self {
+            ShardValue::Int(i) => Some(*i as f64),
+            ShardValue::Decimal(s) | ShardValue::Str(s) => value::parse_double(s),
+            ShardValue::Double(d) => d.is_finite().then_some(*d),
+            ShardValue::Null => None,
+        }
+    }
 }
 
 impl std::fmt::Display for ShardValue<'_> {
@@ -35,6 +58,7 @@ impl std::fmt::Display for ShardValue<'_> {
             ShardValue::Null => f.write_str("NULL"),
             ShardValue::Int(i) => write!(f, "{i}"),
             ShardValue::Decimal(d) => f.write_str(d),
+            ShardValue::Double(d) => write!(f, "{d:e}"),
             ShardValue::Str(s) => write!(f, "'{}'", s.replace('\'', "''")),
         }
     }
@@ -45,6 +69,8 @@ impl std::fmt::Display for ShardValue<'_> {
 pub struct ShardRule {
     name: String,
     shards: usize,
+    /// DECIMAL keys: the column's scale, when configured.
+    scale: Option<u32>,
     null: NullPolicy,
     kind: Kind,
 }
@@ -135,6 +161,14 @@ impl ShardRule {
         forbid(alg != Algorithm::Date && cfg.unit.is_some(), "unit")?;
         forbid(alg != Algorithm::Date && cfg.interval.is_some(), "interval")?;
         forbid(alg == Algorithm::Date && cfg.key_type.is_some(), "key_type")?;
+        forbid(
+            cfg.scale.is_some()
+                && !(alg == Algorithm::Range && cfg.key_type == Some(KeyType::Decimal)),
+            "scale",
+        )?;
+        if cfg.scale.is_some_and(|s| s > 38) {
+            return Err(ParamIssue::at("scale", "a DECIMAL scale is at most 38"));
+        }
         let key_type = |allowed: &[KeyType], default: KeyType| -> Result<KeyType, ParamIssue> {
             let k = cfg.key_type.unwrap_or(default);
             if allowed.contains(&k) {
@@ -198,6 +232,7 @@ impl ShardRule {
         Ok(ShardRule {
             name: cfg.name.clone(),
             shards,
+            scale: cfg.scale,
             null: cfg.null_shard,
             kind,
         })
@@ -222,9 +257,13 @@ impl ShardRule {
         self.shards
     }
 
-    /// Exactly one shard index in `0..shard_count()` for every value, NULL included, or an error
-    /// saying why (a string that is not a date for a date rule, a value no range covers and no
-    /// default, a NULL when `null_shard: error`).
+    /// The shard of the row MariaDB stores when this value is inserted into the key column:
+    /// exactly one shard index in `0..shard_count()`, or an error saying why there is none (a
+    /// string MariaDB would truncate or reject, a value out of every integer column's range, a
+    /// string that is not a date for a date rule, a value no range covers and no default, a NULL
+    /// when `null_shard: error`). Numbers are rounded as MariaDB rounds them on INSERT: exact
+    /// values and numeric strings half away from zero (4.5 and '4.5' are stored as 5), DOUBLEs
+    /// half to even (2.5e0 is stored as 2), DECIMAL keys to the configured `scale`.
     pub fn route(&self, v: &ShardValue) -> Result<usize, RuleError> {
         if let ShardValue::Null = v {
             return match self.null {
@@ -235,29 +274,196 @@ impl ShardRule {
                 ))),
             };
         }
-        let n = self.shards as u64;
         match &self.kind {
-            Kind::Mod => {
-                let num = self.number(v)?;
-                Ok(num.floor.rem_euclid(i128::from(n)) as usize)
+            Kind::Mod | Kind::Hash(KeyType::Integer | KeyType::Decimal, _) => {
+                let n = self.stored_integer(v)?;
+                self.int_shard(n).ok_or_else(|| self.unplaced(v))
             }
-            Kind::Hash(k, c) => Ok((self.stable_hash(*k, *c, v)? % n) as usize),
-            Kind::Consistent(k, c) => Ok(hash::jump_consistent(
-                self.stable_hash(*k, *c, v)?,
-                self.shards,
-            )),
+            Kind::Consistent(KeyType::Integer | KeyType::Decimal, _) => {
+                let n = self.stored_integer(v)?;
+                self.int_shard(n).ok_or_else(|| self.unplaced(v))
+            }
+            Kind::Hash(KeyType::String, c) | Kind::Consistent(KeyType::String, c) => {
+                let h = self.string_hash(*c, v)?;
+                Ok(self.hash_shard(h))
+            }
             Kind::Range(r) => {
-                let num = self.number(v)?;
-                r.shard_of(num.floor).ok_or_else(|| {
-                    RouterError::no_shard(format!(
-                        "rule {:?}: no range holds {v} and the rule has no default",
-                        self.name
-                    ))
-                })
+                let floor = if r.decimal() {
+                    self.stored_decimal_floor(v)?
+                } else {
+                    self.stored_integer(v)?
+                };
+                r.shard_of(floor).ok_or_else(|| self.unplaced(v))
             }
-            Kind::Date(d) => d.route(&self.name, self.shards, v),
+            Kind::List(l) if l.is_integer() => {
+                let n = self.stored_integer(v)?;
+                l.shard_of_int(n).ok_or_else(|| self.unplaced(v))
+            }
             Kind::List(l) => l.route(&self.name, v),
+            Kind::Date(d) => d.route(&self.name, self.shards, v),
         }
+    }
+
+    /// Whether MariaDB compares the key column with numbers (every rule but string keys and
+    /// dates).
+    pub fn compares_numerically(&self) -> bool {
+        match &self.kind {
+            Kind::Mod | Kind::Range(_) => true,
+            Kind::Hash(k, _) | Kind::Consistent(k, _) => *k != KeyType::String,
+            Kind::List(l) => l.is_integer(),
+            Kind::Date(_) => false,
+        }
+    }
+
+    /// The shards that can hold rows whose key MariaDB finds equal to `v` (`key = v`), ascending
+    /// without duplicates, possibly none; `None` when any shard can (the caller scatters). A
+    /// DOUBLE or a string compared with a number column is compared as a double: every integer
+    /// that converts to the same double matches (9007199254740993 = 9007199254740992e0).
+    pub fn route_eq(&self, v: &ShardValue) -> Option<Vec<usize>> {
+        if let ShardValue::Null = v {
+            return Some(Vec::new());
+        }
+        if !self.compares_numerically() {
+            return match (&self.kind, v) {
+                (_, ShardValue::Str(_)) => self.route(v).ok().map(|s| vec![s]),
+                _ => None,
+            };
+        }
+        let decimal = matches!(&self.kind, Kind::Range(r) if r.decimal());
+        let (lo, hi) = match v {
+            ShardValue::Int(i) => (*i, *i),
+            ShardValue::Decimal(s) => {
+                let n = parse_number(s)?;
+                if !n.integral && !decimal {
+                    return Some(Vec::new()); // no integer equals 4.5
+                }
+                (n.floor, n.floor)
+            }
+            ShardValue::Double(_) | ShardValue::Str(_) => {
+                let d = v.as_double()?;
+                if decimal {
+                    value::floors_near_double(d)
+                } else {
+                    match value::ints_equal_to_double(d) {
+                        Some(span) => span,
+                        None => return Some(Vec::new()),
+                    }
+                }
+            }
+            ShardValue::Null => return Some(Vec::new()),
+        };
+        self.int_span_shards(lo, hi)
+    }
+
+    /// Shards holding the integers (floors, for DECIMAL keys) in `[lo, hi]`; `None` for all.
+    fn int_span_shards(&self, lo: i128, hi: i128) -> Option<Vec<usize>> {
+        /// Beyond this many values a hashed span is sent everywhere.
+        const ENUMERATE: i128 = 64;
+        let mut out = match &self.kind {
+            Kind::Range(r) => r.shards_between(
+                NumBound::Included(Num::int(lo)),
+                NumBound::Included(Num::int(hi)),
+            ),
+            Kind::List(l) => l.shards_between(
+                NumBound::Included(Num::int(lo)),
+                NumBound::Included(Num::int(hi)),
+            )?,
+            _ if hi.saturating_sub(lo) < ENUMERATE => {
+                (lo..=hi).filter_map(|n| self.int_shard(n)).collect()
+            }
+            _ => return None,
+        };
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
+    }
+
+    /// The shard of an integer key value (mod, hash, consistent, integer lists); `None` when
+    /// no shard takes it.
+    fn int_shard(&self, n: i128) -> Option<usize> {
+        match &self.kind {
+            Kind::Mod => Some(n.rem_euclid(self.shards as i128) as usize),
+            Kind::Hash(..) | Kind::Consistent(..) => Some(self.hash_shard(hash::hash_int(n))),
+            Kind::Range(r) => r.shard_of(n),
+            Kind::List(l) => l.shard_of_int(n),
+            Kind::Date(_) => None,
+        }
+    }
+
+    fn hash_shard(&self, h: u64) -> usize {
+        match self.kind {
+            Kind::Consistent(..) => hash::jump_consistent(h, self.shards),
+            _ => (h % self.shards as u64) as usize,
+        }
+    }
+
+    fn unplaced(&self, v: &ShardValue) -> RuleError {
+        let why = match self.kind {
+            Kind::List(_) => format!("{v} is not listed"),
+            _ => format!("no range holds {v}"),
+        };
+        RouterError::no_shard(format!(
+            "rule {:?}: {why} and the rule has no default",
+            self.name
+        ))
+    }
+
+    /// The integer MariaDB stores for `v` in an integer column.
+    fn stored_integer(&self, v: &ShardValue) -> Result<i128, RuleError> {
+        let n = match v {
+            ShardValue::Int(i) => *i,
+            ShardValue::Decimal(s) => self.exact(v, s)?.round(0).num().floor,
+            ShardValue::Str(s) => self.exact(v, s)?.round(0).num().floor,
+            // MariaDB stores a DOUBLE of 2^63 or more as 9223372036854775807 in a signed BIGINT
+            // without an error, as itself in an unsigned one: the column's sign decides.
+            ShardValue::Double(d) if d.is_finite() && d.round_ties_even() >= 2f64.powi(63) => {
+                return Err(RouterError::wrong_value(format!(
+                    "rule {:?}: where the DOUBLE {v} is stored depends on whether the column is signed: write it as an integer",
+                    self.name
+                )));
+            }
+            ShardValue::Double(d) if d.is_finite() && d.abs() < 1e30 => d.round_ties_even() as i128,
+            ShardValue::Double(_) => return Err(self.out_of_range(v)),
+            ShardValue::Null => return Err(RouterError::wrong_value("NULL is not a number")),
+        };
+        if n < i128::from(i64::MIN) || n > i128::from(u64::MAX) {
+            return Err(self.out_of_range(v));
+        }
+        Ok(n)
+    }
+
+    /// The floor of the value MariaDB stores for `v` in a DECIMAL column of the rule's scale.
+    fn stored_decimal_floor(&self, v: &ShardValue) -> Result<i128, RuleError> {
+        let e = match v {
+            ShardValue::Int(i) => return Ok(*i),
+            ShardValue::Decimal(s) | ShardValue::Str(s) => self.exact(v, s)?,
+            ShardValue::Double(d) => Exact::of_double(*d).ok_or_else(|| self.out_of_range(v))?,
+            ShardValue::Null => return Err(RouterError::wrong_value("NULL is not a number")),
+        };
+        match self.scale {
+            Some(scale) => Ok(e.round(scale as usize).num().floor),
+            None if e.floor_depends_on_scale() => Err(RouterError::wrong_value(format!(
+                "rule {:?}: where {v} is stored depends on the DECIMAL column's scale: set `scale` on the rule",
+                self.name
+            ))),
+            None => Ok(e.num().floor),
+        }
+    }
+
+    fn exact(&self, v: &ShardValue, s: &str) -> Result<Exact, RuleError> {
+        parse_exact(s).ok_or_else(|| {
+            RouterError::wrong_value(format!(
+                "rule {:?}: {v} is not a number the rule can route (MariaDB would truncate it)",
+                self.name
+            ))
+        })
+    }
+
+    fn out_of_range(&self, v: &ShardValue) -> RuleError {
+        RouterError::wrong_value(format!(
+            "rule {:?}: {v} is out of range for an integer shard key",
+            self.name
+        ))
     }
 
     /// The shards of an `IN` list: the union of its members' shards, ascending, without
@@ -289,45 +495,31 @@ impl ShardRule {
         match &self.kind {
             Kind::Mod | Kind::Hash(..) | Kind::Consistent(..) => None,
             Kind::Range(r) => {
-                let lo = map_bound(lo, |v| self.number(v).ok())?;
-                let hi = map_bound(hi, |v| self.number(v).ok())?;
+                let lo = numeric_bound(lo, true, r.decimal())?;
+                let hi = numeric_bound(hi, false, r.decimal())?;
                 Some(r.shards_between(lo, hi))
             }
-            Kind::List(l) => {
-                let lo = map_bound(lo, |v| l.number(v))?;
-                let hi = map_bound(hi, |v| l.number(v))?;
+            Kind::List(l) if l.is_integer() => {
+                let lo = numeric_bound(lo, true, false)?;
+                let hi = numeric_bound(hi, false, false)?;
                 l.shards_between(lo, hi)
             }
+            Kind::List(_) => None,
             Kind::Date(d) => d.shards_between(self.shards, lo, hi),
         }
     }
 
-    fn number(&self, v: &ShardValue) -> Result<Num, RuleError> {
-        to_number(v).map_err(|m| m.context(format!("rule {:?}", self.name)))
-    }
-
-    fn stable_hash(&self, k: KeyType, c: Collation, v: &ShardValue) -> Result<u64, RuleError> {
-        match (k, v) {
-            (KeyType::String, ShardValue::Str(s)) => Ok(hash::hash_str(&collation_key(c, s))),
-            (KeyType::String, _) => Err(RouterError::wrong_value(format!(
+    fn string_hash(&self, c: Collation, v: &ShardValue) -> Result<u64, RuleError> {
+        match v {
+            ShardValue::Str(s) => Ok(hash::hash_str(&collation_key(c, s))),
+            // MariaDB stores an integer in a string column as its decimal digits.
+            ShardValue::Int(i) => Ok(hash::hash_str(&collation_key(c, &i.to_string()))),
+            _ => Err(RouterError::wrong_value(format!(
                 "rule {:?} shards a string column: compare it with a quoted string, not {v} (MySQL \
                  compares a string column with a number numerically, so '042' and '42' would both match)",
                 self.name
             ))),
-            _ => Ok(hash::hash_int(self.number(v)?.floor)),
         }
-    }
-}
-
-/// The number a value stands for on a numeric column: integers as they are, decimals and numeric
-/// strings parsed (`'42'` is 42).
-pub(crate) fn to_number(v: &ShardValue) -> Result<Num, RuleError> {
-    match v {
-        ShardValue::Int(i) => Ok(Num::int(*i)),
-        ShardValue::Decimal(s) | ShardValue::Str(s) => parse_number(s).ok_or_else(|| {
-            RouterError::wrong_value(format!("{v} is not a number the rule can route"))
-        }),
-        ShardValue::Null => Err(RouterError::wrong_value("NULL is not a number")),
     }
 }
 
@@ -339,13 +531,44 @@ pub(crate) enum NumBound {
     Excluded(Num),
 }
 
-fn map_bound(b: Bound<&ShardValue>, f: impl Fn(&ShardValue) -> Option<Num>) -> Option<NumBound> {
-    Some(match b {
-        Bound::Unbounded => NumBound::Unbounded,
-        Bound::Included(ShardValue::Null) | Bound::Excluded(ShardValue::Null) => return None,
-        Bound::Included(v) => NumBound::Included(f(v)?),
-        Bound::Excluded(v) => NumBound::Excluded(f(v)?),
-    })
+/// A range bound on a number column as MariaDB compares it; `None` when the bound cannot be
+/// read (the caller scatters). Exact values (integers, decimals) are bounds as they are; a
+/// DOUBLE or a string is compared as a double, so the bound widens to every integer (or, for
+/// DECIMAL keys, every floor) whose double is on the bound.
+fn numeric_bound(b: Bound<&ShardValue>, lower: bool, decimal: bool) -> Option<NumBound> {
+    let v = match b {
+        Bound::Unbounded => return Some(NumBound::Unbounded),
+        Bound::Included(v) | Bound::Excluded(v) => v,
+    };
+    let exact = |n: Num| match b {
+        Bound::Excluded(_) => NumBound::Excluded(n),
+        _ => NumBound::Included(n),
+    };
+    match v {
+        ShardValue::Null => None,
+        ShardValue::Int(i) => Some(exact(Num::int(*i))),
+        ShardValue::Decimal(s) => Some(exact(parse_number(s)?)),
+        ShardValue::Double(_) | ShardValue::Str(_) => {
+            let d = v.as_double()?;
+            let n = if decimal {
+                let (a, b) = value::floors_near_double(d);
+                if lower { a } else { b }
+            } else if d.abs() < value::EXACT_INT_DOUBLE {
+                if lower {
+                    d.ceil() as i128
+                } else {
+                    d.floor() as i128
+                }
+            } else {
+                let (a, b) = value::ints_equal_to_double(d)?;
+                if lower { a } else { b }
+            };
+            if n == i128::MIN || n == i128::MAX {
+                return Some(NumBound::Unbounded);
+            }
+            Some(NumBound::Included(Num::int(n)))
+        }
+    }
 }
 
 /// Integers a column of integers can hold inside the bounds, as an inclusive `[lo, hi]` with

@@ -79,6 +79,11 @@ impl RangeRule {
         })
     }
 
+    /// A DECIMAL key (fractions between the integer bounds).
+    pub(crate) fn decimal(&self) -> bool {
+        self.key == KeyType::Decimal
+    }
+
     pub(crate) fn entries_by_config_order(&self) -> &[usize] {
         &self.config_shards
     }

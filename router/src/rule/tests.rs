@@ -14,7 +14,7 @@ fn build_err(yaml: &str, shards: usize) -> String {
     ShardRule::build(&cfg, shards).unwrap_err().to_string()
 }
 
-use ShardValue::{Decimal, Int, Null, Str};
+use ShardValue::{Decimal, Double, Int, Null, Str};
 
 fn r(rule: &ShardRule, v: ShardValue) -> usize {
     rule.route(&v).unwrap_or_else(|e| panic!("{v}: {e}"))
@@ -38,12 +38,29 @@ fn mod_rule() {
     assert_eq!(r(&m, Int(i64::MIN.into())), 0);
     assert_eq!(r(&m, Int(i64::MAX.into())), 3);
     assert_eq!(r(&m, Int(u64::MAX.into())), 3);
-    // Numeric strings and decimals route like the number (floor for fractions).
+    // Numeric strings and decimals route like the integer MariaDB stores for them (verified on
+    // MariaDB 10.11: exact values and strings round half away from zero, DOUBLEs half to even).
     assert_eq!(r(&m, Str("42")), r(&m, Int(42)));
     assert_eq!(r(&m, Str(" 042 ")), r(&m, Int(42)));
     assert_eq!(r(&m, Decimal("42.00")), r(&m, Int(42)));
-    assert_eq!(r(&m, Decimal("42.5")), r(&m, Int(42)));
+    assert_eq!(r(&m, Decimal("42.5")), r(&m, Int(43)));
+    assert_eq!(r(&m, Decimal("42.49")), r(&m, Int(42)));
     assert_eq!(r(&m, Decimal("-0.5")), r(&m, Int(-1)));
+    assert_eq!(r(&m, Decimal("-0.4")), r(&m, Int(0)));
+    assert_eq!(r(&m, Str("4.5")), r(&m, Int(5)));
+    assert_eq!(r(&m, Str("2.5e0")), r(&m, Int(3)));
+    assert_eq!(r(&m, Double(2.5)), r(&m, Int(2)));
+    assert_eq!(r(&m, Double(3.5)), r(&m, Int(4)));
+    assert_eq!(r(&m, Double(-2.5)), r(&m, Int(-2)));
+    assert_eq!(
+        r(&m, Double(9007199254740993.0)),
+        r(&m, Int(9007199254740992))
+    );
+    // Out of every integer column's range, or not a clean number: MariaDB rejects or truncates.
+    assert!(m.route(&Str("1e30")).is_err());
+    assert!(m.route(&Int(i128::from(u64::MAX) + 1)).is_err());
+    assert!(m.route(&Str("4.5x")).is_err());
+    assert!(m.route(&Str("")).is_err());
     // NULL: shard 0 by default.
     assert_eq!(r(&m, Null), 0);
     let e = m.route(&Str("abc")).unwrap_err();
@@ -99,8 +116,11 @@ fn hash_rule_strings_are_collation_equal() {
     assert_eq!(r(&h, Str("aBc ")), a);
     assert_eq!(a, (hash::hash_str("ABC") % 8) as usize);
     assert_eq!(r(&h, Str("Ärger")), r(&h, Str("ärger ")));
-    // A number compared with a string column matches several spellings: refused.
-    let e = h.route(&Int(42)).unwrap_err();
+    // An integer is stored in a string column as its digits.
+    assert_eq!(r(&h, Int(42)), r(&h, Str("42")));
+    // A number compared with a string column matches several spellings: any shard.
+    assert_eq!(h.route_eq(&Int(42)), None);
+    let e = h.route(&Decimal("4.5")).unwrap_err();
     assert_eq!(e.code(), codes::ER_TRUNCATED_WRONG_VALUE.0);
     assert!(r(&h, Str("")) < 8);
 }
@@ -130,8 +150,10 @@ fn range_rule_route() {
     assert_eq!(r(&g, Int(199)), 1);
     assert_eq!(r(&g, Int(300)), 2);
     assert_eq!(r(&g, Int(u64::MAX.into())), 2);
-    assert_eq!(r(&g, Decimal("99.99")), 0);
+    assert_eq!(r(&g, Decimal("99.49")), 0);
+    assert_eq!(r(&g, Decimal("99.5")), 1); // stored as 100
     assert_eq!(r(&g, Decimal("-0.5")), 3);
+    assert_eq!(r(&g, Decimal("-0.4")), 0); // stored as 0
     assert_eq!(r(&g, Str("150")), 1);
     assert_eq!(r(&g, Null), 0);
     // 200..300 is in no interval and there is no default.
@@ -215,7 +237,26 @@ fn range_rule_decimal_keys() {
     assert_eq!(rr(&g, Included(Int(100)), Unbounded), Some(vec![1]));
     assert_eq!(rr(&g, Unbounded, Excluded(Int(100))), Some(vec![0]));
     assert_eq!(rr(&g, Unbounded, Included(Decimal("99.99"))), Some(vec![0]));
-    assert_eq!(r(&g, Decimal("99.99")), 0);
+    // Where 99.99 is stored depends on the column's scale (DECIMAL(5,1) stores 100.0).
+    assert!(g.route(&Decimal("99.99")).is_err());
+    assert_eq!(r(&g, Decimal("99.49")), 0);
+    assert_eq!(r(&g, Decimal("-0.5")), 0);
+    let s2 = rule(
+        "{name: r, algorithm: range, key_type: decimal, scale: 2, ranges: [{to: 100, shard: 0}, {from: 100, shard: 1}]}",
+        2,
+    );
+    assert_eq!(r(&s2, Decimal("99.99")), 0);
+    assert_eq!(r(&s2, Decimal("99.995")), 1);
+    assert_eq!(r(&s2, Str("99.995")), 1);
+    assert_eq!(r(&s2, Double(99.995)), 1); // shortest digits 99.995, then rounded
+    assert_eq!(r(&s2, Double(99.994)), 0);
+    assert!(
+        build_err(
+            "{name: r, algorithm: range, scale: 2, ranges: [{to: 100, shard: 0}]}",
+            1
+        )
+        .contains("scale")
+    );
     let i = rule(
         "{name: r, algorithm: range, ranges: [{to: 100, shard: 0}, {from: 100, shard: 1}]}",
         2,
@@ -287,7 +328,9 @@ fn date_rule_route() {
     );
     let e = d.route(&Str("2024-02-30")).unwrap_err();
     assert_eq!((e.code(), e.sqlstate()), codes::ER_TRUNCATED_WRONG_VALUE);
-    assert!(d.route(&Int(20240101)).is_err());
+    // A number YYYYMMDD is a date to a DATE column (as MariaDB stores it).
+    assert_eq!(r(&d, Int(20240101)), r(&d, Str("2024-01-01")));
+    assert!(d.route(&Int(2024)).is_err());
     let dd = rule(&QUARTER.replace('}', ", default: 0}"), 4);
     assert_eq!(r(&dd, Str("2023-12-31")), 0);
     assert_eq!(r(&dd, Str("2031-06-01")), 0);
@@ -414,7 +457,8 @@ fn list_rule_strings() {
     assert_eq!(r(&l, Str("rome")), 2);
     assert_eq!(r(&l, Str(" paris")), 2); // leading spaces matter
     assert_eq!(r(&l, Null), 0);
-    assert!(l.route(&Int(10)).is_err());
+    assert_eq!(r(&l, Int(10)), 1); // stored as '10'
+    assert_eq!(l.route_eq(&Int(10)), None); // matches '10', '010', ' 10', ...
     assert_eq!(
         l.route_range(Included(&Str("a")), Included(&Str("z"))),
         None
@@ -433,7 +477,8 @@ fn list_rule_integers() {
     assert_eq!(r(&l, Decimal("4.0")), 1);
     assert_eq!(r(&l, Int(-1)), 2);
     assert!(l.route(&Int(6)).is_err());
-    assert!(l.route(&Decimal("4.5")).is_err());
+    assert_eq!(r(&l, Decimal("4.5")), 1); // stored as 5
+    assert_eq!(l.route_eq(&Decimal("4.5")), Some(vec![])); // equals no integer
     assert_eq!(rr(&l, Included(Int(1)), Included(Int(3))), Some(vec![0]));
     assert_eq!(rr(&l, Included(Int(3)), Included(Int(4))), Some(vec![0, 1]));
     assert_eq!(rr(&l, Excluded(Int(3)), Unbounded), Some(vec![1]));
@@ -541,5 +586,43 @@ fn date_exclusive_lower_bound_keeps_fractional_seconds() {
             Included(Str("2024-01-03"))
         ),
         Some(vec![1, 2])
+    );
+}
+
+/// MariaDB compares an integer column with a DOUBLE (or a string) as doubles: every integer that
+/// converts to the same double matches (checked on MariaDB 10.11: `k IN (9007199254740993e0)`
+/// matches 9007199254740992 and 9007199254740993).
+#[test]
+fn doubles_compare_as_doubles() {
+    let m = rule("{name: m, algorithm: mod}", 4);
+    // 9007199254740992 and 9007199254740993 (ties to even) both convert to 2^53.
+    assert_eq!(m.route_eq(&Double(9007199254740993.0)), Some(vec![0, 1]));
+    assert_eq!(m.route_eq(&Str("9007199254740993")), Some(vec![0, 1]));
+    assert_eq!(m.route_eq(&Double(9007199254740994.0)), Some(vec![2]));
+    let h = rule("{name: h, algorithm: hash}", 4);
+    let both: Vec<usize> = {
+        let mut v = vec![r(&h, Int(9007199254740992)), r(&h, Int(9007199254740993))];
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    assert!(
+        both.iter()
+            .all(|s| h.route_eq(&Double(9007199254740992.0)).unwrap().contains(s))
+    );
+    assert_eq!(m.route_eq(&Double(4.0)), Some(vec![0]));
+    assert_eq!(m.route_eq(&Double(4.5)), Some(vec![]));
+    assert_eq!(m.route_eq(&Str("4.5")), Some(vec![]));
+    assert_eq!(m.route_eq(&Str(" 5 ")), Some(vec![1]));
+    assert_eq!(m.route_eq(&Str("5abc")), None);
+    let g = rule(RANGE, 4);
+    assert_eq!(g.route_eq(&Str("1e2")), Some(vec![1]));
+    assert_eq!(
+        g.route_range(Included(&Double(99.5)), Unbounded),
+        g.route_range(Included(&Int(100)), Unbounded)
+    );
+    assert_eq!(
+        g.route_range(Unbounded, Excluded(&Str("99.5"))),
+        g.route_range(Unbounded, Included(&Int(99)))
     );
 }

@@ -5,14 +5,37 @@
 //! plan cache they are valid for every statement of the same shape.
 
 /// A literal value, owned.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Literal {
     Null,
     Int(i128),
     /// A non-integer number as written (`12.50`, `1e3`), or an integer too large for i128.
+    /// As in MariaDB, a number written with an exponent (`1e3`, `4.5E0`) is a DOUBLE, any other
+    /// an exact DECIMAL: the router compares and stores the two differently.
     Decimal(String),
     Str(String),
+    /// A DOUBLE or FLOAT value (a prepared statement's MYSQL_TYPE_DOUBLE/FLOAT parameter; a FLOAT
+    /// widened to f64 exactly). Compared with a number column as a double, stored rounded half
+    /// to even.
+    Double(f64),
 }
+
+/// Doubles are equal when their bits are (so `Eq` holds, NaN included).
+impl PartialEq for Literal {
+    fn eq(&self, other: &Literal) -> bool {
+        match (self, other) {
+            (Literal::Null, Literal::Null) => true,
+            (Literal::Int(a), Literal::Int(b)) => a == b,
+            (Literal::Decimal(a), Literal::Decimal(b)) | (Literal::Str(a), Literal::Str(b)) => {
+                a == b
+            }
+            (Literal::Double(a), Literal::Double(b)) => a.to_bits() == b.to_bits(),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Literal {}
 
 /// Where a value comes from when the plan is evaluated.
 #[derive(Debug, Clone, PartialEq, Eq)]
