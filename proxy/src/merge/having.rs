@@ -48,6 +48,12 @@ fn lit(l: &Literal) -> Result<Lit> {
     Ok(match l {
         Literal::Null => Lit::Null,
         Literal::Int(i) => Lit::Num(Dec::new(*i, 0)),
+        Literal::Double(f) => Lit::Double(*f),
+        // An exponent makes the literal a DOUBLE in MySQL, compared as one.
+        Literal::Decimal(s) if s.contains(['e', 'E']) => match s.parse::<f64>() {
+            Ok(f) => Lit::Double(f),
+            Err(_) => return Err(refuse(format!("HAVING with the number {s}"))),
+        },
         Literal::Decimal(s) => match Dec::parse(s.as_bytes()) {
             Some(d) => Lit::Num(d),
             None => match s.parse::<f64>() {
