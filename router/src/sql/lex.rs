@@ -151,7 +151,11 @@ pub fn tokenize_with(
                     });
                 }
                 let body = i + if maria { 4 } else { 3 };
-                let digits = b[body..].iter().take(6).take_while(|d| d.is_ascii_digit()).count();
+                let digits = b[body..]
+                    .iter()
+                    .take(6)
+                    .take_while(|d| d.is_ascii_digit())
+                    .count();
                 if digits >= 5 {
                     let v: u32 = sql[body..body + digits].parse().unwrap_or(u32::MAX);
                     let runs = v <= version && (maria || !(50700..=99999).contains(&v));

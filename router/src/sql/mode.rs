@@ -126,9 +126,11 @@ impl SqlMode {
         SqlMode { bits }
     }
 
-    /// One character for the plan-cache key.
+    /// One character for the plan-cache key: the flags that change how the router reads text
+    /// (IGNORE_SPACE does not: spaces before `(` never change a plan, only whether MariaDB
+    /// accepts a built-in function call).
     pub(crate) fn key_char(self) -> char {
-        (b'@' + self.bits) as char
+        (b'@' + (self.bits & !Self::IGNORE_SPACE)) as char
     }
 }
 
