@@ -533,7 +533,18 @@ pub fn token_at(tokens: &[Token], off: usize) -> Option<usize> {
 /// Byte ranges of the statements in a multi-statement text, split at top-level `;`
 /// (comments and strings respected). Empty statements are dropped.
 pub fn split_statements(sql: &str) -> Result<Vec<std::ops::Range<usize>>, LexError> {
-    let toks = tokenize(sql)?;
+    split_statements_in(sql, SqlMode::default(), DEFAULT_SERVER_VERSION)
+}
+
+/// [`split_statements`] as a session in sql_mode `mode` on a server of version `version`
+/// reads the text (`'a\'; b'` is one string, or a string and more, by NO_BACKSLASH_ESCAPES).
+pub fn split_statements_in(
+    sql: &str,
+    mode: SqlMode,
+    version: u32,
+) -> Result<Vec<std::ops::Range<usize>>, LexError> {
+    let mut toks = Vec::new();
+    tokenize_with(sql, mode, version, &mut toks)?;
     let mut out = Vec::new();
     let mut start = 0usize;
     let mut has_tok = false;
@@ -605,6 +616,55 @@ mod tests {
         assert_eq!(unquote_string(r"'a\'b''c\n'"), "a'b'c\n");
         assert_eq!(kinds("a<=>b")[1], (Punct, "<=>"));
         assert_eq!(kinds("t.5a")[2], (Word, "5a"));
+    }
+
+    fn texts_with(sql: &str, mode: SqlMode, version: u32) -> Result<Vec<&str>, LexError> {
+        let mut out = Vec::new();
+        tokenize_with(sql, mode, version, &mut out)?;
+        Ok(out.iter().map(|t| t.text(sql)).collect())
+    }
+
+    /// Each case checked against MariaDB 10.11.19 (`SELECT 1 <comment>`).
+    #[test]
+    fn versioned_comments_as_mariadb_gates_them() {
+        let d = SqlMode::default();
+        let t = |sql| texts_with(sql, d, 101119).unwrap();
+        assert_eq!(t("1 /*!100000 +1 */"), ["1", "+", "1"]);
+        assert_eq!(t("1 /*!10000 +1 */"), ["1", "+", "1"]);
+        assert_eq!(t("1 /*!50700 +1 */"), ["1"]);
+        assert_eq!(t("1 /*!99999 +1 */"), ["1"]);
+        assert_eq!(t("1 /*M!50700 +1 */"), ["1", "+", "1"]);
+        assert_eq!(t("1 /*!50699 +1 */"), ["1", "+", "1"]);
+        assert_eq!(t("1 /*M!999999 +1 */"), ["1"]);
+        assert_eq!(t("1 /*!999999 +1 */"), ["1"]);
+        assert_eq!(t("1 /*M!101119 +1 */"), ["1", "+", "1"]);
+        assert_eq!(t("1 /*M!101120 +1 */"), ["1"]);
+        assert_eq!(t("1 /*!1000 +1 */"), ["1", "1000", "+", "1"]);
+        assert_eq!(t("1 /*!1000000 +1 */"), ["1", "0", "+", "1"]);
+        assert_eq!(t("1 /*+ +1 */"), ["1"]);
+        assert_eq!(t("1 /*m!+1 */"), ["1"]);
+        assert_eq!(t("1 /*!100000 +1 /* x */ +2 */"), ["1", "+", "1", "+", "2"]);
+        assert_eq!(t("1 /*!999999 +1 /* x */ +2 */ + 4"), ["1", "+", "4"]);
+        assert_eq!(t("1 /*!999999 +1 /* x /* y */ +2 */ + 4"), ["1", "+", "4"]);
+        assert_eq!(t("1 /* a /* b */ + 8"), ["1", "+", "8"]);
+        assert_eq!(t("1 /*! + '*/' */"), ["1", "+", "'*/'"]);
+        // The skipped comment ends inside the string: MariaDB then meets an unterminated one.
+        assert!(texts_with("1 /*!999999 + '*/' */", d, 101119).is_err());
+        assert!(texts_with("1 /*! +1 /*! +2 */ +4 */", d, 101119).is_err());
+        assert!(texts_with("1 /*! +1", d, 101119).is_err());
+    }
+
+    #[test]
+    fn sql_mode_changes_quotes_and_escapes() {
+        let ansi = SqlMode::from_bits(SqlMode::ANSI_QUOTES);
+        let mut out = Vec::new();
+        tokenize_with(r#"SELECT "a""b" FROM t"#, ansi, 101100, &mut out).unwrap();
+        assert_eq!(out[1].kind, TokKind::QuotedIdent);
+        assert_eq!(out[1].ident_value(r#"SELECT "a""b" FROM t"#), r#"a"b"#);
+        let nbe = SqlMode::from_bits(SqlMode::NO_BACKSLASH_ESCAPES);
+        let sql = r"SELECT 'a\'; SELECT 2";
+        assert_eq!(split_statements_in(sql, nbe, 101100).unwrap().len(), 2);
+        assert!(split_statements(sql).is_err());
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub mod mode;
 pub mod normalize;
 pub mod stmt;
 
-pub use classify::{DdlKind, SetAssignment, SetStatement, StatementKind, VarScope, classify};
-pub use lex::split_statements;
+pub use classify::{
+    DdlKind, SetAssignment, SetStatement, StatementKind, VarScope, classify, classify_in,
+};
+pub use lex::{split_statements, split_statements_in};
 pub use mode::{DEFAULT_SERVER_VERSION, SqlMode};
