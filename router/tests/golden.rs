@@ -7,6 +7,8 @@
 //! === what this case checks
 //! schema: shop            (optional, default `shop`; `schema: -` for none)
 //! params: 1, 'x', NULL    (optional: values bound to `?` placeholders)
+//! sql_mode: ANSI_QUOTES   (optional: the session's @@sql_mode, default MariaDB 10.11's)
+//! server_version: 101106  (optional: the backends' version, default DEFAULT_SERVER_VERSION)
 //! SELECT ...              (one or more lines of SQL)
 //! ---
 //! single                  (the expected plan as rendered by `shoal_router::plan::render`)
@@ -28,6 +30,7 @@ use std::sync::Arc;
 use shoal_router::config::Config;
 use shoal_router::plan::{ParamValue, Router, render};
 use shoal_router::sql::stmt::Literal;
+use shoal_router::sql::{DEFAULT_SERVER_VERSION, SqlMode};
 use shoal_router::topology::Topology;
 
 struct Case {
@@ -35,6 +38,8 @@ struct Case {
     schema: Option<String>,
     params: Vec<ParamValue>,
     params_line: Option<String>,
+    sql_mode: Option<String>,
+    server_version: Option<u32>,
     sql: String,
     expected: String,
 }
@@ -77,6 +82,8 @@ fn parse_file(text: &str) -> Vec<Case> {
         let mut schema = Some("shop".to_string());
         let mut params = Vec::new();
         let mut params_line = None;
+        let mut sql_mode = None;
+        let mut server_version = None;
         let mut sql = Vec::new();
         let mut expected = Vec::new();
         let mut in_expected = false;
@@ -92,6 +99,11 @@ fn parse_file(text: &str) -> Vec<Case> {
                 let p = line["params: ".len()..].trim();
                 params = parse_params(p);
                 params_line = Some(p.to_string());
+            } else if sql.is_empty() && line.starts_with("sql_mode: ") {
+                sql_mode = Some(line["sql_mode: ".len()..].trim().to_string());
+            } else if sql.is_empty() && line.starts_with("server_version: ") {
+                let v = line["server_version: ".len()..].trim();
+                server_version = Some(v.parse().expect("server_version: a number like 101106"));
             } else {
                 sql.push(line);
             }
@@ -101,6 +113,8 @@ fn parse_file(text: &str) -> Vec<Case> {
             schema,
             params,
             params_line,
+            sql_mode,
+            server_version,
             sql: sql.join("\n"),
             expected: expected.join("\n").trim_end().to_string(),
         });
@@ -120,6 +134,12 @@ fn write_file(path: &Path, cases: &[Case], actual: &[String]) {
         if let Some(p) = &c.params_line {
             out.push_str(&format!("params: {p}\n"));
         }
+        if let Some(m) = &c.sql_mode {
+            out.push_str(&format!("sql_mode: {m}\n"));
+        }
+        if let Some(v) = c.server_version {
+            out.push_str(&format!("server_version: {v}\n"));
+        }
         out.push_str(&c.sql);
         out.push_str("\n---\n");
         out.push_str(a);
@@ -131,7 +151,8 @@ fn write_file(path: &Path, cases: &[Case], actual: &[String]) {
 #[test]
 fn golden_route_plans() {
     let topo = topology();
-    let warm = Router::with_cache_capacity(topo.clone(), 64);
+    // One warm router per server version (the version is the router's, not the session's).
+    let mut warm: std::collections::HashMap<u32, Router> = std::collections::HashMap::new();
     let update = std::env::var("SHOAL_GOLDEN_UPDATE").is_ok_and(|v| v == "1");
     let only = std::env::var("SHOAL_GOLDEN_CASE").ok();
     let mut files: Vec<PathBuf> = fs::read_dir(dir())
@@ -155,11 +176,32 @@ fn golden_route_plans() {
                 continue;
             }
             total += 1;
-            let fresh = Router::new(topo.clone());
-            let cold = render(&topo, &fresh.route(c.schema.as_deref(), &c.sql, &c.params));
-            let cached = render(&topo, &warm.route(c.schema.as_deref(), &c.sql, &c.params));
+            let version = c.server_version.unwrap_or(DEFAULT_SERVER_VERSION);
+            let mode = c
+                .sql_mode
+                .as_deref()
+                .map(SqlMode::parse)
+                .unwrap_or_default();
+            let fresh = Router::new(topo.clone()).with_server_version(version);
+            let warm = warm.entry(version).or_insert_with(|| {
+                Router::with_cache_capacity(topo.clone(), 64).with_server_version(version)
+            });
+            let schema = c.schema.as_deref();
+            let cold = render(&topo, &fresh.route_in(schema, mode, &c.sql, &c.params));
+            let cached = render(&topo, &warm.route_in(schema, mode, &c.sql, &c.params));
             // A second time through the same router: from its cache.
-            let again = render(&topo, &fresh.route(c.schema.as_deref(), &c.sql, &c.params));
+            let again = render(&topo, &fresh.route_in(schema, mode, &c.sql, &c.params));
+            let uncached = render(
+                &topo,
+                &fresh.route_uncached_in(schema, mode, &c.sql, &c.params),
+            );
+            if cold != uncached {
+                failures.push(format!(
+                    "{}: `{}`\n  plan differs from uncached planning:\n--- cold\n{cold}\n--- uncached\n{uncached}",
+                    f.display(),
+                    c.comment
+                ));
+            }
             if cold != cached || cold != again {
                 failures.push(format!(
                     "{}: `{}`\n  plan differs with a warm cache:\n--- cold\n{cold}\n--- warm\n{cached}\n--- again\n{again}",

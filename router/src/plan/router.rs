@@ -14,8 +14,9 @@ use crate::error::{RouterError, codes};
 use crate::sql::StatementKind;
 use crate::sql::analyze::{self, AnalyzeError, Source};
 use crate::sql::classify::classify_tokens;
-use crate::sql::lex::{Token, tokenize_into};
+use crate::sql::lex::{TokKind, Token, tokenize_with};
 use crate::sql::normalize;
+use crate::sql::{DEFAULT_SERVER_VERSION, SqlMode};
 use crate::topology::Topology;
 
 /// MySQL statements Shoal does not run (refused as unsupported, not as syntax errors).
@@ -54,6 +55,8 @@ pub const DEFAULT_CACHE_CAPACITY: usize = 4096;
 pub struct Router {
     topo: Arc<Topology>,
     cache: PlanCache,
+    /// The backends' version, which gates `/*!NNNNN ... */` comments.
+    server_version: u32,
 }
 
 impl Router {
@@ -65,7 +68,24 @@ impl Router {
         Router {
             topo,
             cache: PlanCache::new(capacity),
+            server_version: DEFAULT_SERVER_VERSION,
         }
+    }
+
+    /// The backends' MariaDB version as `major * 10000 + minor * 100 + patch` (101106 for
+    /// 10.11.6, from the handshake's server version): versioned comments `/*!NNNNN ... */` and
+    /// `/*M!NNNNNN ... */` are code or comment as that server reads them. Default
+    /// [`DEFAULT_SERVER_VERSION`].
+    pub fn with_server_version(mut self, version: u32) -> Self {
+        if version != self.server_version {
+            self.server_version = version;
+            self.cache = PlanCache::new(self.cache.stats().capacity);
+        }
+        self
+    }
+
+    pub fn server_version(&self) -> u32 {
+        self.server_version
     }
 
     pub fn topology(&self) -> &Arc<Topology> {
@@ -77,13 +97,26 @@ impl Router {
     }
 
     /// The plan for `sql` in logical schema `current` (the session's `USE`), with `params` bound
-    /// to its `?` placeholders (empty for text-protocol statements).
+    /// to its `?` placeholders (empty for text-protocol statements), read in MariaDB's default
+    /// sql_mode.
     pub fn route(&self, current: Option<&str>, sql: &str, params: &[ParamValue]) -> RoutePlan {
+        self.route_in(current, SqlMode::default(), sql, params)
+    }
+
+    /// Like [`Self::route`], for a session whose sql_mode is `mode` ([`SqlMode::parse`] of its
+    /// `@@sql_mode`): `||`, `"x"`, backslashes and `NOT` read as that session's server reads them.
+    pub fn route_in(
+        &self,
+        current: Option<&str>,
+        mode: SqlMode,
+        sql: &str,
+        params: &[ParamValue],
+    ) -> RoutePlan {
         let mut toks = Vec::new();
-        if let Err(e) = tokenize_into(sql, &mut toks) {
+        if let Err(e) = tokenize_with(sql, mode, self.server_version, &mut toks) {
             return RoutePlan::Refuse(parse_error(&format!("{} at offset {}", e.what, e.offset)));
         }
-        self.route_tokens(current, sql, &toks, params)
+        self.route_tokens(current, mode, sql, &toks, params)
     }
 
     /// Like [`Self::route`], without the plan cache: parses and plans every time (benchmarks,
@@ -94,15 +127,29 @@ impl Router {
         sql: &str,
         params: &[ParamValue],
     ) -> RoutePlan {
+        self.route_uncached_in(current, SqlMode::default(), sql, params)
+    }
+
+    /// [`Self::route_in`] without the plan cache.
+    pub fn route_uncached_in(
+        &self,
+        current: Option<&str>,
+        mode: SqlMode,
+        sql: &str,
+        params: &[ParamValue],
+    ) -> RoutePlan {
         let mut toks = Vec::new();
-        if let Err(e) = tokenize_into(sql, &mut toks) {
+        if let Err(e) = tokenize_with(sql, mode, self.server_version, &mut toks) {
             return RoutePlan::Refuse(parse_error(&format!("{} at offset {}", e.what, e.offset)));
         }
         if !classify_tokens(sql, &toks).is_dml() {
-            return self.route_tokens(current, sql, &toks, params);
+            return self.route_tokens(current, mode, sql, &toks, params);
         }
-        let shape = normalize::shape(sql, &toks);
-        let template = self.build(current, sql, &toks, &shape);
+        if let Some(refusal) = unreadable(mode, sql, &toks) {
+            return refusal;
+        }
+        let shape = normalize::shape_with_prefix(sql, &toks, current.unwrap_or(""), mode);
+        let template = self.build(current, mode, sql, &toks, &shape);
         let values = Values {
             text: Text {
                 sql,
@@ -123,6 +170,7 @@ impl Router {
     fn route_tokens(
         &self,
         current: Option<&str>,
+        mode: SqlMode,
         sql: &str,
         toks: &[Token],
         params: &[ParamValue],
@@ -136,11 +184,11 @@ impl Router {
         use StatementKind as K;
         match kind {
             K::Select | K::Insert | K::Replace | K::Update | K::Delete => {
-                self.dml(current, sql, toks, params)
+                self.dml(current, mode, sql, toks, params)
             }
             K::Empty => RoutePlan::Refuse(RouterError::new(1065, "42000", "Query was empty")),
-            K::ExplainRoute => self.explain_route(current, sql, toks),
-            K::Explain => self.explain(current, sql, toks, params),
+            K::ExplainRoute => self.explain_route(current, mode, sql, toks),
+            K::Explain => self.explain(current, mode, sql, toks, params),
             K::Show => ddl::plan_show(&self.topo, current, &text),
             K::Ddl(k) => ddl::plan_ddl(&self.topo, current, &text, k),
             K::Call => {
@@ -196,12 +244,18 @@ impl Router {
     fn dml(
         &self,
         current: Option<&str>,
+        mode: SqlMode,
         sql: &str,
         toks: &[Token],
         params: &[ParamValue],
     ) -> RoutePlan {
-        let mut shape = normalize::shape_with_prefix(sql, toks, current.unwrap_or(""));
+        if let Some(refusal) = unreadable(mode, sql, toks) {
+            return refusal;
+        }
+        let mut shape = normalize::shape_with_prefix(sql, toks, current.unwrap_or(""), mode);
         let key = std::mem::take(&mut shape.key);
+        // The cache compares whole keys (never a hash alone): a hit was planned from a statement
+        // with these tokens in this sql_mode, differing at most in literal values.
         let cached = self
             .cache
             .get(&key)
@@ -209,7 +263,7 @@ impl Router {
         let template = match cached {
             Some(t) => t,
             None => {
-                let t = Arc::new(self.build(current, sql, toks, &shape));
+                let t = Arc::new(self.build(current, mode, sql, toks, &shape));
                 self.cache.put(key, t.clone());
                 t
             }
@@ -229,11 +283,12 @@ impl Router {
     fn build(
         &self,
         current: Option<&str>,
+        mode: SqlMode,
         sql: &str,
         toks: &[Token],
         shape: &normalize::Shape,
     ) -> Template {
-        let src = Source::new(sql, toks, shape);
+        let src = Source::with_mode(sql, toks, shape, mode);
         match analyze::analyze(&src) {
             Ok(dml) => planner::build(&self.topo, current, sql, toks, &shape.slot_tokens, &dml),
             Err(e) => Template {
@@ -250,12 +305,18 @@ impl Router {
     }
 
     /// `EXPLAIN ROUTE <sql>`: the plan of the rest of the text.
-    fn explain_route(&self, current: Option<&str>, sql: &str, toks: &[Token]) -> RoutePlan {
+    fn explain_route(
+        &self,
+        current: Option<&str>,
+        mode: SqlMode,
+        sql: &str,
+        toks: &[Token],
+    ) -> RoutePlan {
         let Some(t) = toks.get(2) else {
             return RoutePlan::Refuse(parse_error("EXPLAIN ROUTE needs a statement"));
         };
         let inner = &sql[t.start as usize..];
-        let plan = self.route(current, inner, &[]);
+        let plan = self.route_in(current, mode, inner, &[]);
         RoutePlan::Local(LocalAnswer::ExplainRoute {
             rows: explain::rows(&self.topo, &plan),
         })
@@ -266,6 +327,7 @@ impl Router {
     fn explain(
         &self,
         current: Option<&str>,
+        mode: SqlMode,
         sql: &str,
         toks: &[Token],
         params: &[ParamValue],
@@ -305,7 +367,7 @@ impl Router {
         }
         let prefix_end = toks[i].start as usize;
         let inner = &sql[prefix_end..];
-        match self.route(current, inner, params) {
+        match self.route_in(current, mode, inner, params) {
             RoutePlan::Single(mut t) => {
                 t.sql = format!("{}{}", &sql[..prefix_end], t.sql);
                 RoutePlan::Single(t)
@@ -319,6 +381,28 @@ impl Router {
             )),
         }
     }
+}
+
+/// DML the router cannot read exactly as the session's server does, refused whole.
+fn unreadable(mode: SqlMode, sql: &str, toks: &[Token]) -> Option<RoutePlan> {
+    if mode.foreign_grammar() {
+        return Some(RoutePlan::Refuse(refuse(
+            "statements in sql_mode ORACLE or MSSQL (MariaDB reads them with another grammar)",
+        )));
+    }
+    // Lifted string values are decoded with backslash escapes; under NO_BACKSLASH_ESCAPES a
+    // backslash is an ordinary character, so such a literal is refused rather than misread.
+    if mode.no_backslash_escapes()
+        && toks.iter().any(|t| {
+            matches!(t.kind, TokKind::Str | TokKind::DqStr | TokKind::Variable)
+                && t.text(sql).contains('\\')
+        })
+    {
+        return Some(RoutePlan::Refuse(refuse(
+            "a string literal containing a backslash under sql_mode NO_BACKSLASH_ESCAPES",
+        )));
+    }
+    None
 }
 
 fn pins_match(t: &Template, sql: &str, toks: &[Token], slot_tokens: &[u32]) -> bool {

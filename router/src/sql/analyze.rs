@@ -8,11 +8,12 @@ use sqlparser::ast::{
     ObjectName, ObjectNamePart, Query, Select, SetExpr, Statement, TableFactor, TableWithJoins,
     UnaryOperator, Visit, Visitor,
 };
-use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Location;
 
-use super::lex::{LineIndex, TokKind, Token, token_at, unquote_string};
+use super::dialect::MariaDbDialect;
+use super::lex::{LineIndex, TokKind, Token, glued, unquote_string};
+use super::mode::SqlMode;
 use super::normalize::{NO_SLOT, Shape};
 use super::stmt::*;
 
@@ -27,27 +28,46 @@ pub enum AnalyzeError {
     NotDml,
 }
 
-/// The statement text with its tokens and shape.
+/// The statement text with its tokens and shape, and the text the parser reads.
 pub struct Source<'a> {
     pub sql: &'a str,
     pub toks: &'a [Token],
     pub shape: &'a Shape,
+    /// The tokens rendered for sqlparser (see [`parse_text`]).
+    parse: String,
+    /// `(offset in parse, token index)` of every rendered token, by offset.
+    parse_starts: Vec<(u32, u32)>,
     lines: LineIndex,
 }
 
 impl<'a> Source<'a> {
+    /// `toks` read in MariaDB's default sql_mode.
     pub fn new(sql: &'a str, toks: &'a [Token], shape: &'a Shape) -> Self {
+        Self::with_mode(sql, toks, shape, SqlMode::default())
+    }
+
+    /// `toks` as [`super::lex::tokenize_with`] read them under `mode`.
+    pub fn with_mode(sql: &'a str, toks: &'a [Token], shape: &'a Shape, mode: SqlMode) -> Self {
+        let (parse, parse_starts) = parse_text(sql, toks, mode);
+        let lines = LineIndex::new(&parse);
         Source {
             sql,
             toks,
             shape,
-            lines: LineIndex::new(sql),
+            parse,
+            parse_starts,
+            lines,
         }
     }
 
+    /// The token at a sqlparser location (a position in the parse text).
     fn tok_at(&self, loc: Location) -> Option<u32> {
-        let off = self.lines.offset(self.sql, loc.line, loc.column)?;
-        token_at(self.toks, off).map(|i| i as u32)
+        let off = self.lines.offset(&self.parse, loc.line, loc.column)? as u32;
+        let i = self
+            .parse_starts
+            .binary_search_by_key(&off, |&(o, _)| o)
+            .ok()?;
+        Some(self.parse_starts[i].1)
     }
 
     fn ident_tok(&self, id: &sp::Ident) -> Option<u32> {
@@ -95,52 +115,73 @@ impl<'a> Source<'a> {
     }
 }
 
-/// Text handed to sqlparser: the statement with same-length substitutions for MySQL forms it
-/// does not parse (`LOCK IN SHARE MODE`, infix `MOD`), so that its positions stay ours.
-fn parse_text(src: &Source) -> Option<String> {
-    let mut edits: Vec<(usize, usize, &str)> = Vec::new();
-    let t = src.toks;
-    for i in 0..t.len() {
-        if src.kw_at(i, "LOCK")
-            && src.kw_at(i + 1, "IN")
-            && src.kw_at(i + 2, "SHARE")
-            && src.kw_at(i + 3, "MODE")
+/// The text handed to sqlparser: the tokens, as MariaDB read them, rendered one after the
+/// other separated by a space (none where [`glued`]), exactly as the shape key renders them
+/// (`normalize`), so that statements with one key parse alike. Comments are gone (executed
+/// comments' code stays, skipped versioned comments are gone), and forms sqlparser would read
+/// differently from MariaDB are rewritten: `||` is `OR` unless PIPES_AS_CONCAT, `&&` is
+/// `AND`, `"x"` under ANSI_QUOTES is `` `x` ``, infix `MOD` is `%`, and `LOCK IN SHARE MODE`
+/// (which sqlparser does not parse and which does not change a route) is dropped. Returns the
+/// text and the offset of each rendered token.
+fn parse_text(sql: &str, toks: &[Token], mode: SqlMode) -> (String, Vec<(u32, u32)>) {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut starts = Vec::with_capacity(toks.len());
+    let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_kw(sql, k));
+    let mut i = 0;
+    let mut prev: Option<&Token> = None;
+    while i < toks.len() {
+        let t = &toks[i];
+        if kw(i, "LOCK") && kw(i + 1, "IN") && kw(i + 2, "SHARE") && kw(i + 3, "MODE") {
+            i += 4;
+            continue;
+        }
+        if let Some(p) = prev
+            && !glued(p, t)
         {
-            edits.push((t[i].start as usize, t[i + 3].end as usize, ""));
+            out.push(' ');
         }
-        if src.kw_at(i, "MOD") && i > 0 && !src.punct_at(i + 1, "(") {
-            let prev = &t[i - 1];
-            let operand_before = matches!(
-                prev.kind,
-                TokKind::Word
-                    | TokKind::QuotedIdent
-                    | TokKind::Int
-                    | TokKind::Decimal
-                    | TokKind::Placeholder
-                    | TokKind::Str
-            ) || prev.is_punct(src.sql, ")");
-            if operand_before {
-                edits.push((t[i].start as usize, t[i].end as usize, "%"));
+        starts.push((out.len() as u32, i as u32));
+        let text = t.text(sql);
+        match t.kind {
+            TokKind::Punct if text == "||" && !mode.pipes_as_concat() => out.push_str("OR"),
+            TokKind::Punct if text == "&&" => out.push_str("AND"),
+            TokKind::QuotedIdent if text.starts_with('"') => {
+                out.push('`');
+                out.push_str(&t.ident_value(sql).replace('`', "``"));
+                out.push('`');
             }
+            TokKind::Word if text.eq_ignore_ascii_case("MOD") && is_infix_mod(sql, toks, i) => {
+                out.push('%')
+            }
+            _ => out.push_str(text),
         }
+        prev = Some(t);
+        i += 1;
     }
-    if edits.is_empty() {
-        return None;
+    (out, starts)
+}
+
+/// `a MOD b` (sqlparser parses only `%`), not the function `MOD(a, b)`.
+fn is_infix_mod(sql: &str, toks: &[Token], i: usize) -> bool {
+    if i == 0 || toks.get(i + 1).is_some_and(|t| t.is_punct(sql, "(")) {
+        return false;
     }
-    let mut s = src.sql.to_string();
-    for (a, b, rep) in edits {
-        let pad = " ".repeat(b - a - rep.len());
-        s.replace_range(a..b, &format!("{rep}{pad}"));
-    }
-    Some(s)
+    let prev = &toks[i - 1];
+    matches!(
+        prev.kind,
+        TokKind::Word
+            | TokKind::QuotedIdent
+            | TokKind::Int
+            | TokKind::Decimal
+            | TokKind::Placeholder
+            | TokKind::Str
+    ) || prev.is_punct(sql, ")")
 }
 
 /// Parse and describe one DML statement.
 pub fn analyze(src: &Source) -> Result<Dml, AnalyzeError> {
-    let patched = parse_text(src);
-    let text = patched.as_deref().unwrap_or(src.sql);
-    let mut stmts = Parser::new(&MySqlDialect {})
-        .try_with_sql(text)
+    let mut stmts = Parser::new(&MariaDbDialect::default())
+        .try_with_sql(&src.parse)
         .and_then(|mut p| p.parse_statements())
         .map_err(|e| AnalyzeError::Parse(e.to_string()))?;
     if stmts.len() > 1 {
@@ -866,9 +907,10 @@ impl Builder<'_> {
                 op: BinaryOperator::And,
                 right,
             } => and(self.pred(left), self.pred(right)),
+            // Rows where `a XOR b` holds are among those where `a OR b` does.
             Expr::BinaryOp {
                 left,
-                op: BinaryOperator::Or,
+                op: BinaryOperator::Or | BinaryOperator::Xor,
                 right,
             } => {
                 let (l, r) = (self.pred(left), self.pred(right));

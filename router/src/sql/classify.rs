@@ -167,6 +167,16 @@ pub fn classify(sql: &str) -> StatementKind {
     }
 }
 
+/// [`classify`] for a session in sql_mode `mode` against a server of version `version` (see
+/// [`super::lex::tokenize_with`]): `/*!NNNNN SET ... */` is a SET only where that server runs it.
+pub fn classify_in(sql: &str, mode: super::SqlMode, version: u32) -> StatementKind {
+    let mut toks = Vec::new();
+    match super::lex::tokenize_with(sql, mode, version, &mut toks) {
+        Ok(()) => classify_tokens(sql, &toks),
+        Err(_) => first_word_fallback(sql),
+    }
+}
+
 fn first_word_fallback(sql: &str) -> StatementKind {
     let w: String = sql
         .trim_start()
@@ -487,6 +497,25 @@ mod tests {
         assert_eq!(classify("/* only */ "), K::Empty);
         assert_eq!(classify("LOCK TABLES t READ"), K::LockTables);
         assert_eq!(classify("PREPARE s FROM 'SELECT 1'"), K::Prepare);
+    }
+
+    #[test]
+    fn versioned_comments_count_where_the_server_runs_them() {
+        use crate::sql::SqlMode;
+        let sql = "/*!100000 SET autocommit = 0 */";
+        assert!(matches!(
+            classify_in(sql, SqlMode::default(), 101106),
+            StatementKind::Set(_)
+        ));
+        assert_eq!(
+            classify_in(sql, SqlMode::default(), 50700),
+            StatementKind::Empty
+        );
+        // MySQL 5.7+ versions are skipped by MariaDB.
+        assert_eq!(
+            classify("/*!80000 SET autocommit = 0 */"),
+            StatementKind::Empty
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! A small MySQL tokenizer of our own.
+//! A small MariaDB tokenizer of our own.
 //!
 //! sqlparser's tokenizer allocates a `String` per token and gives line/column positions; the hot
 //! path (plan-cache lookups, statement classification, splicing) only needs byte ranges and
@@ -7,16 +7,18 @@
 //! comments `/*! ... */` (and MariaDB's `/*M! ... */`) whose content is code, backslash escapes
 //! and doubled quotes in strings, backtick identifiers.
 
+pub use super::mode::{DEFAULT_SERVER_VERSION, SqlMode};
+
 /// What a token is. Keywords are `Word`s; compare them with [`Token::is_kw`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokKind {
     /// Bare word: keyword or unquoted identifier (also `_utf8mb4` introducers).
     Word,
-    /// Backtick-quoted identifier.
+    /// Backtick-quoted identifier (or `"`-quoted under ANSI_QUOTES).
     QuotedIdent,
     /// `'...'` string.
     Str,
-    /// `"..."` string (MySQL's default sql_mode treats it as a string).
+    /// `"..."` string (without ANSI_QUOTES; with it, `"..."` is a [`TokKind::QuotedIdent`]).
     DqStr,
     /// Integer literal (digits only).
     Int,
@@ -64,11 +66,13 @@ impl Token {
         )
     }
 
-    /// Identifier name without quotes (backticks undoubled).
+    /// Identifier name without quotes (the quote undoubled: backtick, or `"` under
+    /// ANSI_QUOTES).
     pub fn ident_value(&self, sql: &str) -> String {
         let t = self.text(sql);
         if self.kind == TokKind::QuotedIdent && t.len() >= 2 {
-            t[1..t.len() - 1].replace("``", "`")
+            let q = &t[..1];
+            t[1..t.len() - 1].replace(&format!("{q}{q}"), q)
         } else {
             t.to_string()
         }
@@ -82,8 +86,8 @@ pub struct LexError {
     pub what: &'static str,
 }
 
-/// Tokenize `sql`, skipping whitespace and comments (the content of executable comments is
-/// tokenized as code).
+/// Tokenize `sql` as MariaDB 10.11 reads it in its default sql_mode, skipping whitespace and
+/// comments (executable comments are gated with [`DEFAULT_SERVER_VERSION`]).
 pub fn tokenize(sql: &str) -> Result<Vec<Token>, LexError> {
     let mut out = Vec::with_capacity(sql.len() / 4 + 4);
     tokenize_into(sql, &mut out)?;
@@ -92,12 +96,34 @@ pub fn tokenize(sql: &str) -> Result<Vec<Token>, LexError> {
 
 /// Like [`tokenize`], reusing `out`'s allocation.
 pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
+    tokenize_with(sql, SqlMode::default(), DEFAULT_SERVER_VERSION, out)
+}
+
+/// Tokenize `sql` as MariaDB with server version `version` (e.g. 101106 for 10.11.6) reads it
+/// under sql_mode `mode`.
+///
+/// Comments follow MariaDB's lexer (`sql_lex.cc`, checked against a 10.11 server):
+/// - `/*! ... */` and `/*M! ... */` are code;
+/// - `/*!NNNNN` / `/*M!NNNNN` with 5 digits, or 6 if a sixth digit follows, are code when the
+///   number is at most `version` and (for `/*!`) outside MySQL's 50700..=99999 range, else the
+///   comment is skipped up to its `*/`, one level of nested `/* */` allowed; fewer than 5
+///   digits are not a version, they are code;
+/// - inside executed comment code, `/* */` is an ordinary comment and `/*!` is refused (MariaDB
+///   reports a syntax error);
+/// - other `/* */` comments (optimizer hints `/*+ ... */` included) end at the first `*/`.
+pub fn tokenize_with(
+    sql: &str,
+    mode: SqlMode,
+    version: u32,
+    out: &mut Vec<Token>,
+) -> Result<(), LexError> {
     out.clear();
     let b = sql.as_bytes();
     let n = b.len();
     let mut i = 0usize;
-    // Depth of open executable comments: their closing `*/` is skipped like whitespace.
-    let mut exec_depth = 0u32;
+    // Inside an executed comment: its closing `*/` is skipped like whitespace.
+    let mut in_exec = false;
+    let nbe = mode.no_backslash_escapes();
     while i < n {
         let c = b[i];
         match c {
@@ -109,35 +135,58 @@ pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
                 i = skip_line(b, i)
             }
             b'/' if b.get(i + 1) == Some(&b'*') => {
-                let exec = b.get(i + 2) == Some(&b'!')
-                    || (b.get(i + 2) == Some(&b'M') && b.get(i + 3) == Some(&b'!'));
-                if exec {
-                    i += if b[i + 2] == b'M' { 4 } else { 3 };
-                    // Version number: MySQL uses 5 digits, MariaDB 5 or 6.
-                    let mut d = 0;
-                    while i < n && d < 6 && b[i].is_ascii_digit() {
-                        i += 1;
-                        d += 1;
+                let maria = b.get(i + 2) == Some(&b'M') && b.get(i + 3) == Some(&b'!');
+                let exec = maria || b.get(i + 2) == Some(&b'!');
+                if !exec {
+                    i = skip_comment(b, i + 2, 0).ok_or(LexError {
+                        offset: i,
+                        what: "unterminated comment",
+                    })?;
+                    continue;
+                }
+                if in_exec {
+                    return Err(LexError {
+                        offset: i,
+                        what: "executable comment inside an executable comment",
+                    });
+                }
+                let body = i + if maria { 4 } else { 3 };
+                let digits = b[body..]
+                    .iter()
+                    .take(6)
+                    .take_while(|d| d.is_ascii_digit())
+                    .count();
+                if digits >= 5 {
+                    let v: u32 = sql[body..body + digits].parse().unwrap_or(u32::MAX);
+                    let runs = v <= version && (maria || !(50700..=99999).contains(&v));
+                    if runs {
+                        in_exec = true;
+                        i = body + digits;
+                    } else {
+                        i = skip_comment(b, body + digits, 1).ok_or(LexError {
+                            offset: i,
+                            what: "unterminated comment",
+                        })?;
                     }
-                    exec_depth += 1;
                 } else {
-                    match find(b, i + 2, b"*/") {
-                        Some(e) => i = e + 2,
-                        None => {
-                            return Err(LexError {
-                                offset: i,
-                                what: "unterminated comment",
-                            });
-                        }
-                    }
+                    in_exec = true;
+                    i = body;
                 }
             }
-            b'*' if exec_depth > 0 && b.get(i + 1) == Some(&b'/') => {
-                exec_depth -= 1;
+            b'*' if in_exec && b.get(i + 1) == Some(&b'/') => {
+                in_exec = false;
                 i += 2;
             }
+            b'"' if mode.ansi_quotes() => {
+                let e = skip_quoted_ident(b, i).ok_or(LexError {
+                    offset: i,
+                    what: "unterminated quoted identifier",
+                })?;
+                push(out, TokKind::QuotedIdent, i, e);
+                i = e;
+            }
             b'\'' | b'"' => {
-                let e = skip_string(b, i, c).ok_or(LexError {
+                let e = skip_string(b, i, c, nbe).ok_or(LexError {
                     offset: i,
                     what: "unterminated string",
                 })?;
@@ -150,7 +199,7 @@ pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
                 i = e;
             }
             b'`' => {
-                let e = skip_backtick(b, i).ok_or(LexError {
+                let e = skip_quoted_ident(b, i).ok_or(LexError {
                     offset: i,
                     what: "unterminated quoted identifier",
                 })?;
@@ -168,13 +217,13 @@ pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
                 }
                 match b.get(e) {
                     Some(b'`') => {
-                        e = skip_backtick(b, e).ok_or(LexError {
+                        e = skip_quoted_ident(b, e).ok_or(LexError {
                             offset: e,
                             what: "unterminated quoted identifier",
                         })?
                     }
                     Some(&q @ (b'\'' | b'"')) => {
-                        e = skip_string(b, e, q).ok_or(LexError {
+                        e = skip_string(b, e, q, nbe).ok_or(LexError {
                             offset: e,
                             what: "unterminated string",
                         })?
@@ -201,7 +250,7 @@ pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
             _ if (c == b'x' || c == b'X' || c == b'b' || c == b'B')
                 && b.get(i + 1) == Some(&b'\'') =>
             {
-                let e = skip_string(b, i + 1, b'\'').ok_or(LexError {
+                let e = skip_string(b, i + 1, b'\'', nbe).ok_or(LexError {
                     offset: i,
                     what: "unterminated string",
                 })?;
@@ -223,7 +272,38 @@ pub fn tokenize_into(sql: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
             }
         }
     }
+    if in_exec {
+        return Err(LexError {
+            offset: n,
+            what: "unterminated executable comment",
+        });
+    }
     Ok(())
+}
+
+/// End (exclusive) of a `/* */` comment whose body starts at `i`: MariaDB's `consume_comment`,
+/// which lets `nest` levels of `/*` open inside (versioned comments that are skipped get one).
+fn skip_comment(b: &[u8], mut i: usize, nest: u32) -> Option<usize> {
+    while i < b.len() {
+        if nest > 0 && b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+            i = skip_comment(b, i + 2, nest - 1)?;
+            continue;
+        }
+        if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
+            return Some(i + 2);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// True when `cur` must follow `prev` with no space when the statement is rendered from its
+/// tokens (shape keys, the parser's text): a word glued to a string (`N'x'`, `_utf8mb4'x'`)
+/// may read differently with a space between them.
+pub fn glued(prev: &Token, cur: &Token) -> bool {
+    prev.end == cur.start
+        && prev.kind == TokKind::Word
+        && matches!(cur.kind, TokKind::Str | TokKind::DqStr)
 }
 
 fn push(out: &mut Vec<Token>, kind: TokKind, s: usize, e: usize) {
@@ -251,23 +331,13 @@ fn skip_line(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-fn find(b: &[u8], from: usize, pat: &[u8]) -> Option<usize> {
-    if from > b.len() {
-        return None;
-    }
-    b[from..]
-        .windows(pat.len())
-        .position(|w| w == pat)
-        .map(|p| p + from)
-}
-
-/// End (exclusive) of a string starting at `i` with quote `q`: backslash escapes and doubled
-/// quotes.
-fn skip_string(b: &[u8], i: usize, q: u8) -> Option<usize> {
+/// End (exclusive) of a string starting at `i` with quote `q`: doubled quotes, and backslash
+/// escapes unless NO_BACKSLASH_ESCAPES (`no_escapes`).
+fn skip_string(b: &[u8], i: usize, q: u8, no_escapes: bool) -> Option<usize> {
     let mut j = i + 1;
     while j < b.len() {
         let c = b[j];
-        if c == b'\\' {
+        if c == b'\\' && !no_escapes {
             j += 2;
         } else if c == q {
             if b.get(j + 1) == Some(&q) {
@@ -282,11 +352,14 @@ fn skip_string(b: &[u8], i: usize, q: u8) -> Option<usize> {
     None
 }
 
-fn skip_backtick(b: &[u8], i: usize) -> Option<usize> {
+/// End (exclusive) of an identifier quoted with the byte at `i` (backtick, or `"` under
+/// ANSI_QUOTES); the quote doubled stands for itself.
+fn skip_quoted_ident(b: &[u8], i: usize) -> Option<usize> {
+    let q = b[i];
     let mut j = i + 1;
     while j < b.len() {
-        if b[j] == b'`' {
-            if b.get(j + 1) == Some(&b'`') {
+        if b[j] == q {
+            if b.get(j + 1) == Some(&q) {
                 j += 2;
             } else {
                 return Some(j + 1);
@@ -460,7 +533,18 @@ pub fn token_at(tokens: &[Token], off: usize) -> Option<usize> {
 /// Byte ranges of the statements in a multi-statement text, split at top-level `;`
 /// (comments and strings respected). Empty statements are dropped.
 pub fn split_statements(sql: &str) -> Result<Vec<std::ops::Range<usize>>, LexError> {
-    let toks = tokenize(sql)?;
+    split_statements_in(sql, SqlMode::default(), DEFAULT_SERVER_VERSION)
+}
+
+/// [`split_statements`] as a session in sql_mode `mode` on a server of version `version`
+/// reads the text (`'a\'; b'` is one string, or a string and more, by NO_BACKSLASH_ESCAPES).
+pub fn split_statements_in(
+    sql: &str,
+    mode: SqlMode,
+    version: u32,
+) -> Result<Vec<std::ops::Range<usize>>, LexError> {
+    let mut toks = Vec::new();
+    tokenize_with(sql, mode, version, &mut toks)?;
     let mut out = Vec::new();
     let mut start = 0usize;
     let mut has_tok = false;
@@ -532,6 +616,55 @@ mod tests {
         assert_eq!(unquote_string(r"'a\'b''c\n'"), "a'b'c\n");
         assert_eq!(kinds("a<=>b")[1], (Punct, "<=>"));
         assert_eq!(kinds("t.5a")[2], (Word, "5a"));
+    }
+
+    fn texts_with(sql: &str, mode: SqlMode, version: u32) -> Result<Vec<&str>, LexError> {
+        let mut out = Vec::new();
+        tokenize_with(sql, mode, version, &mut out)?;
+        Ok(out.iter().map(|t| t.text(sql)).collect())
+    }
+
+    /// Each case checked against MariaDB 10.11.19 (`SELECT 1 <comment>`).
+    #[test]
+    fn versioned_comments_as_mariadb_gates_them() {
+        let d = SqlMode::default();
+        let t = |sql| texts_with(sql, d, 101119).unwrap();
+        assert_eq!(t("1 /*!100000 +1 */"), ["1", "+", "1"]);
+        assert_eq!(t("1 /*!10000 +1 */"), ["1", "+", "1"]);
+        assert_eq!(t("1 /*!50700 +1 */"), ["1"]);
+        assert_eq!(t("1 /*!99999 +1 */"), ["1"]);
+        assert_eq!(t("1 /*M!50700 +1 */"), ["1", "+", "1"]);
+        assert_eq!(t("1 /*!50699 +1 */"), ["1", "+", "1"]);
+        assert_eq!(t("1 /*M!999999 +1 */"), ["1"]);
+        assert_eq!(t("1 /*!999999 +1 */"), ["1"]);
+        assert_eq!(t("1 /*M!101119 +1 */"), ["1", "+", "1"]);
+        assert_eq!(t("1 /*M!101120 +1 */"), ["1"]);
+        assert_eq!(t("1 /*!1000 +1 */"), ["1", "1000", "+", "1"]);
+        assert_eq!(t("1 /*!1000000 +1 */"), ["1", "0", "+", "1"]);
+        assert_eq!(t("1 /*+ +1 */"), ["1"]);
+        assert_eq!(t("1 /*m!+1 */"), ["1"]);
+        assert_eq!(t("1 /*!100000 +1 /* x */ +2 */"), ["1", "+", "1", "+", "2"]);
+        assert_eq!(t("1 /*!999999 +1 /* x */ +2 */ + 4"), ["1", "+", "4"]);
+        assert_eq!(t("1 /*!999999 +1 /* x /* y */ +2 */ + 4"), ["1", "+", "4"]);
+        assert_eq!(t("1 /* a /* b */ + 8"), ["1", "+", "8"]);
+        assert_eq!(t("1 /*! + '*/' */"), ["1", "+", "'*/'"]);
+        // The skipped comment ends inside the string: MariaDB then meets an unterminated one.
+        assert!(texts_with("1 /*!999999 + '*/' */", d, 101119).is_err());
+        assert!(texts_with("1 /*! +1 /*! +2 */ +4 */", d, 101119).is_err());
+        assert!(texts_with("1 /*! +1", d, 101119).is_err());
+    }
+
+    #[test]
+    fn sql_mode_changes_quotes_and_escapes() {
+        let ansi = SqlMode::from_bits(SqlMode::ANSI_QUOTES);
+        let mut out = Vec::new();
+        tokenize_with(r#"SELECT "a""b" FROM t"#, ansi, 101100, &mut out).unwrap();
+        assert_eq!(out[1].kind, TokKind::QuotedIdent);
+        assert_eq!(out[1].ident_value(r#"SELECT "a""b" FROM t"#), r#"a"b"#);
+        let nbe = SqlMode::from_bits(SqlMode::NO_BACKSLASH_ESCAPES);
+        let sql = r"SELECT 'a\'; SELECT 2";
+        assert_eq!(split_statements_in(sql, nbe, 101100).unwrap().len(), 2);
+        assert!(split_statements(sql).is_err());
     }
 
     #[test]

@@ -1,15 +1,21 @@
 //! SQL analysis: the only module that touches sqlparser.
 //!
-//! - [`lex`]: our tokenizer (byte offsets, MySQL comment rules);
+//! - [`lex`]: our tokenizer (byte offsets, MariaDB comment rules, sql_mode-aware);
+//! - [`mode`]: the sql_mode flags and server version that change how text reads;
 //! - [`classify()`]: statement kind by leading keywords, for the session layer and the planner;
 //! - [`normalize`]: statement shapes (literals lifted out) for the plan cache;
 //! - [`analyze`]: sqlparser's AST turned into our [`stmt::Dml`] description.
 
 pub mod analyze;
 pub mod classify;
+mod dialect;
 pub mod lex;
+pub mod mode;
 pub mod normalize;
 pub mod stmt;
 
-pub use classify::{DdlKind, SetAssignment, SetStatement, StatementKind, VarScope, classify};
-pub use lex::split_statements;
+pub use classify::{
+    DdlKind, SetAssignment, SetStatement, StatementKind, VarScope, classify, classify_in,
+};
+pub use lex::{split_statements, split_statements_in};
+pub use mode::{DEFAULT_SERVER_VERSION, SqlMode};

@@ -1,0 +1,182 @@
+//! sqlparser's MySQL dialect with MariaDB's operator precedence where they differ.
+//!
+//! sqlparser binds `XOR` tighter than comparisons (`a = 1 AND b = 2 XOR c = 3` would read
+//! `a = 1 AND b = (2 XOR c) = 3`); MariaDB's grammar puts it between `AND` and `OR`
+//! (`%left OR_SYM OR2_SYM`, `%left XOR`, `%left AND_SYM AND_AND_SYM`). sqlparser's MySQL
+//! dialect also refuses the prefix `!`. Everything else is the MySQL dialect's: this wrapper
+//! answers sqlparser's `dialect_of!(MySqlDialect)` checks as the MySQL dialect does.
+//!
+//! `||` never reaches the parser as an operator of its own: [`super::analyze`] renders it as
+//! `OR` unless sql_mode has PIPES_AS_CONCAT, and `&&` as `AND`.
+//!
+//! `NOT` and `!` bind tighter than `AND`, `XOR` and `OR` in every sql_mode, more or less tightly
+//! than comparisons depending on HIGH_NOT_PRECEDENCE and on which of the two it is. The
+//! planner reads no predicate under a `NOT` or `!` (they prune nothing), so the only thing that
+//! matters for routing is where the operand of `NOT`/`!` ends relative to `AND`/`XOR`/`OR`,
+//! and that is the same in every reading: at the next of those three.
+
+use std::any::TypeId;
+
+use sqlparser::ast::{Expr, Statement};
+use sqlparser::dialect::{BindPlaceholderStyle, Dialect, MySqlDialect};
+use sqlparser::keywords::Keyword;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::Token;
+
+/// Between sqlparser's `OR` (5) and `AND` (10).
+const XOR_PRECEDENCE: u8 = 7;
+
+#[derive(Debug, Default)]
+pub(crate) struct MariaDbDialect {
+    my: MySqlDialect,
+}
+
+impl Dialect for MariaDbDialect {
+    fn dialect(&self) -> TypeId {
+        TypeId::of::<MySqlDialect>()
+    }
+
+    fn get_next_precedence(&self, parser: &Parser) -> Option<Result<u8, ParserError>> {
+        match &parser.peek_token_ref().token {
+            Token::Word(w) if w.keyword == Keyword::XOR => Some(Ok(XOR_PRECEDENCE)),
+            _ => self.my.get_next_precedence(parser),
+        }
+    }
+
+    fn supports_bang_not_operator(&self) -> bool {
+        true
+    }
+
+    // The MySQL dialect's answers, one by one (a wrapper gets the trait defaults otherwise).
+    fn supports_string_literal_table_alias(&self, explicit: bool) -> bool {
+        self.my.supports_string_literal_table_alias(explicit)
+    }
+    fn is_identifier_start(&self, ch: char) -> bool {
+        self.my.is_identifier_start(ch)
+    }
+    fn is_identifier_part(&self, ch: char) -> bool {
+        self.my.is_identifier_part(ch)
+    }
+    fn is_delimited_identifier_start(&self, ch: char) -> bool {
+        self.my.is_delimited_identifier_start(ch)
+    }
+    fn identifier_quote_style(&self, identifier: &str) -> Option<char> {
+        self.my.identifier_quote_style(identifier)
+    }
+    fn ordered_bind_placeholder_style(&self) -> Option<BindPlaceholderStyle> {
+        self.my.ordered_bind_placeholder_style()
+    }
+    fn supports_string_literal_backslash_escape(&self) -> bool {
+        self.my.supports_string_literal_backslash_escape()
+    }
+    fn supports_string_literal_concatenation(&self) -> bool {
+        self.my.supports_string_literal_concatenation()
+    }
+    fn ignores_wildcard_escapes(&self) -> bool {
+        self.my.ignores_wildcard_escapes()
+    }
+    fn supports_numeric_prefix(&self) -> bool {
+        self.my.supports_numeric_prefix()
+    }
+    fn supports_literal_prefix_in_qualified_name(&self) -> bool {
+        self.my.supports_literal_prefix_in_qualified_name()
+    }
+    fn supports_bitwise_shift_operators(&self) -> bool {
+        self.my.supports_bitwise_shift_operators()
+    }
+    fn supports_singular_value_keyword(&self) -> bool {
+        self.my.supports_singular_value_keyword()
+    }
+    fn supports_multiline_comment_hints(&self) -> bool {
+        self.my.supports_multiline_comment_hints()
+    }
+    fn parse_infix(
+        &self,
+        parser: &mut Parser,
+        expr: &Expr,
+        precedence: u8,
+    ) -> Option<Result<Expr, ParserError>> {
+        self.my.parse_infix(parser, expr, precedence)
+    }
+    fn parse_statement(&self, parser: &mut Parser) -> Option<Result<Statement, ParserError>> {
+        self.my.parse_statement(parser)
+    }
+    fn require_interval_qualifier(&self) -> bool {
+        self.my.require_interval_qualifier()
+    }
+    fn supports_limit_comma(&self) -> bool {
+        self.my.supports_limit_comma()
+    }
+    fn supports_create_table_select(&self) -> bool {
+        self.my.supports_create_table_select()
+    }
+    fn supports_insert_set(&self) -> bool {
+        self.my.supports_insert_set()
+    }
+    fn supports_user_host_grantee(&self) -> bool {
+        self.my.supports_user_host_grantee()
+    }
+    fn is_table_factor_alias(&self, explicit: bool, kw: &Keyword, parser: &mut Parser) -> bool {
+        self.my.is_table_factor_alias(explicit, kw, parser)
+    }
+    fn supports_table_hints(&self) -> bool {
+        self.my.supports_table_hints()
+    }
+    fn requires_single_line_comment_whitespace(&self) -> bool {
+        self.my.requires_single_line_comment_whitespace()
+    }
+    fn supports_hash_comment(&self) -> bool {
+        self.my.supports_hash_comment()
+    }
+    fn supports_match_against(&self) -> bool {
+        self.my.supports_match_against()
+    }
+    fn supports_select_modifiers(&self) -> bool {
+        self.my.supports_select_modifiers()
+    }
+    fn supports_set_names(&self) -> bool {
+        self.my.supports_set_names()
+    }
+    fn supports_comma_separated_set_assignments(&self) -> bool {
+        self.my.supports_comma_separated_set_assignments()
+    }
+    fn supports_alter_column_position(&self) -> bool {
+        self.my.supports_alter_column_position()
+    }
+    fn supports_update_order_by(&self) -> bool {
+        self.my.supports_update_order_by()
+    }
+    fn supports_data_type_signed_suffix(&self) -> bool {
+        self.my.supports_data_type_signed_suffix()
+    }
+    fn supports_data_type_zerofill_suffix(&self) -> bool {
+        self.my.supports_data_type_zerofill_suffix()
+    }
+    fn supports_cross_join_constraint(&self) -> bool {
+        self.my.supports_cross_join_constraint()
+    }
+    fn supports_double_ampersand_operator(&self) -> bool {
+        self.my.supports_double_ampersand_operator()
+    }
+    fn supports_binary_kw_as_cast(&self) -> bool {
+        self.my.supports_binary_kw_as_cast()
+    }
+    fn supports_table_partitions(&self) -> bool {
+        self.my.supports_table_partitions()
+    }
+    fn supports_comment_optimizer_hint(&self) -> bool {
+        self.my.supports_comment_optimizer_hint()
+    }
+    fn supports_constraint_keyword_without_name(&self) -> bool {
+        self.my.supports_constraint_keyword_without_name()
+    }
+    fn supports_key_column_option(&self) -> bool {
+        self.my.supports_key_column_option()
+    }
+    fn supports_group_by_with_modifier(&self) -> bool {
+        self.my.supports_group_by_with_modifier()
+    }
+    fn supports_left_associative_joins_without_parens(&self) -> bool {
+        self.my.supports_left_associative_joins_without_parens()
+    }
+}
