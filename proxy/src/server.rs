@@ -6,13 +6,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use mysql_common::constants::CapabilityFlags;
+use shoal_router::plan::Router;
+use shoal_router::sql::SqlMode;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tracing::{error, info, warn};
 
 use crate::backend::conn::{BackendConn, wire_capabilities};
 use crate::backend::pool::BackendPool;
-use crate::config::ProxyConfig;
+use crate::config::{ProxyConfig, Routing};
 use crate::error::Error;
 use crate::session::{self, Shared};
 use crate::wire::handshake::server_capabilities;
@@ -36,10 +38,10 @@ pub struct Proxy {
 impl Proxy {
     /// Binds the listen address and asks the backend who it is (version and capabilities are
     /// announced to clients as the backend's own).
-    pub async fn bind(config: ProxyConfig) -> std::io::Result<Proxy> {
+    pub async fn bind(mut config: ProxyConfig) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind(&config.listen).await?;
         let spec = config.backend.clone();
-        let (version, backend_caps) = match BackendConn::connect(
+        let (version, backend_caps, default_sql_mode) = match BackendConn::connect(
             &spec,
             typical_client_wire(),
             spec.database.as_deref(),
@@ -48,12 +50,34 @@ impl Proxy {
         )
         .await
         {
-            Ok(c) => (c.info.version.clone(), c.info.capabilities),
+            Ok(mut c) => {
+                // Statements are planned as the backend reads them: its sql_mode decides what
+                // `||` and `"x"` mean for sessions that never set their own.
+                let mode = match c.query_value("SELECT @@SESSION.sql_mode").await {
+                    Ok(Some(m)) => SqlMode::parse(&m),
+                    _ => SqlMode::default(),
+                };
+                (c.info.version.clone(), c.info.capabilities, mode)
+            }
             Err(e) => {
                 warn!(backend = %spec.addr(), error = %e, "backend not reachable at startup; clients will get errors until it is");
-                (b"5.7.99-shoal".to_vec(), CapabilityFlags::all())
+                (
+                    b"5.7.99-shoal".to_vec(),
+                    CapabilityFlags::all(),
+                    SqlMode::default(),
+                )
             }
         };
+        // Executable comments are gated by the backend's version, as the backend gates them.
+        if let Some(r) = config.routing.as_mut()
+            && let Some(v) = mariadb_version(&version)
+        {
+            *r = Arc::new(Routing {
+                router: Arc::new(Router::new(r.topology.clone()).with_server_version(v)),
+                topology: r.topology.clone(),
+                hosts: r.hosts.clone(),
+            });
+        }
         let missing_wire = wire_capabilities() & !backend_caps;
         let mut capabilities = server_capabilities() & !missing_wire;
         if !backend_caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS) {
@@ -82,6 +106,7 @@ impl Proxy {
             pool,
             pools,
             server_version: version,
+            default_sql_mode,
             capabilities,
             shutdown: shutdown_rx,
             stopping: std::sync::atomic::AtomicBool::new(false),
@@ -217,5 +242,30 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The version number executable comments are compared with (`10.11.6-MariaDB` -> 101106),
+/// from the version string a backend announces (MariaDB before 11 may prefix `5.5.5-`).
+fn mariadb_version(announced: &[u8]) -> Option<u32> {
+    let s = std::str::from_utf8(announced).ok()?;
+    let s = s.strip_prefix("5.5.5-").unwrap_or(s);
+    let mut parts = s.split(|c: char| !c.is_ascii_digit());
+    let major: u32 = parts.next()?.parse().ok()?;
+    let minor: u32 = parts.next()?.parse().ok()?;
+    let patch: u32 = parts.next()?.parse().ok()?;
+    (minor < 100 && patch < 100).then_some(major * 10_000 + minor * 100 + patch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mariadb_version;
+
+    #[test]
+    fn reads_backend_versions() {
+        assert_eq!(mariadb_version(b"10.11.6-MariaDB-0+deb12u1"), Some(101106));
+        assert_eq!(mariadb_version(b"5.5.5-10.6.12-MariaDB"), Some(100612));
+        assert_eq!(mariadb_version(b"8.0.36"), Some(80036));
+        assert_eq!(mariadb_version(b"garbage"), None);
     }
 }

@@ -644,3 +644,54 @@ async fn prepared_statements_route_by_bound_values() {
     let one: Option<i64> = c.exec_first("SELECT ?", (1,)).await.unwrap();
     assert_eq!(one, Some(1));
 }
+
+/// Statements are planned as the backend reads them under the session's sql_mode: `"id"` is a
+/// string in the default mode (no pruning: every shard) and the column under ANSI_QUOTES (one
+/// shard); `||` is OR by default and concatenation under PIPES_AS_CONCAT.
+#[tokio::test]
+async fn the_session_sql_mode_decides_how_statements_route() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    c.query_drop(
+        "INSERT INTO orders (id, user_name, amount) VALUES (1, 'a', 1), (2, 'b', 2), (6, 'c', 3)",
+    )
+    .await
+    .unwrap();
+    let route = |rows: Vec<Row>| -> Vec<String> {
+        rows.iter()
+            .map(|r| r.get::<String, _>(0).unwrap())
+            .filter(|dn| dn != "(merge)")
+            .collect()
+    };
+    let quoted = "EXPLAIN ROUTE SELECT * FROM orders WHERE \"id\" = 6";
+    assert_eq!(route(c.query(quoted).await.unwrap()).len(), 4);
+    let n: Option<i64> = c
+        .query_first("SELECT COUNT(*) FROM orders WHERE id = 1 AND id = 1 || id = 2")
+        .await
+        .unwrap();
+    assert_eq!(n, Some(2), "|| is OR in the default sql_mode");
+
+    c.query_drop("SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')")
+        .await
+        .unwrap();
+    assert_eq!(route(c.query(quoted).await.unwrap()), vec!["dn3"]);
+    let n: Option<i64> = c
+        .query_first("SELECT COUNT(*) FROM orders WHERE \"id\" = 6")
+        .await
+        .unwrap();
+    assert_eq!(n, Some(1));
+
+    c.query_drop("SET SESSION sql_mode = 'PIPES_AS_CONCAT'")
+        .await
+        .unwrap();
+    let v: Option<String> = c
+        .query_first("SELECT user_name || 'x' FROM orders WHERE id = 6")
+        .await
+        .unwrap();
+    assert_eq!(
+        v.as_deref(),
+        Some("cx"),
+        "|| concatenates under PIPES_AS_CONCAT"
+    );
+}

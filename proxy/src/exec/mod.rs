@@ -149,6 +149,7 @@ impl Session {
 
     /// A COM_QUERY: plan it, then run the plan.
     async fn query_routed(&mut self, routing: &Arc<Routing>, reply_seq: u8) -> Result<()> {
+        let mode = self.sql_mode();
         let (plan, effects, diag) = {
             let p = self.client.packet_payload();
             let Ok(sql) = std::str::from_utf8(&p[1..]) else {
@@ -161,9 +162,11 @@ impl Session {
             let plan = if diag.is_some() {
                 None
             } else {
-                // The session's sql_mode (`self.want.var("sql_mode")`) goes here once the
-                // router plans with it (ANSI_QUOTES, NO_BACKSLASH_ESCAPES change the lexing).
-                Some(routing.router.route(self.logical.as_deref(), sql, &[]))
+                Some(
+                    routing
+                        .router
+                        .route_in(self.logical.as_deref(), mode, sql, &[]),
+                )
             };
             (plan, effects, diag)
         };

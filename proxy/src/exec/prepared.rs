@@ -268,13 +268,18 @@ impl Session {
         // Plan without values, for where to read the statement's metadata; where values are
         // needed to plan at all (an INSERT's shard key), with stand-in values: only the
         // metadata is read there, every EXECUTE is planned with its own values.
-        let mut plan = routing.router.route(self.logical.as_deref(), &sql, &[]);
+        let mode = self.sql_mode();
+        let mut plan = routing
+            .router
+            .route_in(self.logical.as_deref(), mode, &sql, &[]);
         for stand_in in [ParamValue::Int(0), ParamValue::Str("0".into())] {
             if !matches!(plan, RoutePlan::Refuse(_)) {
                 break;
             }
             let values = vec![stand_in; params as usize];
-            let retry = routing.router.route(self.logical.as_deref(), &sql, &values);
+            let retry = routing
+                .router
+                .route_in(self.logical.as_deref(), mode, &sql, &values);
             if !matches!(retry, RoutePlan::Refuse(_)) {
                 plan = retry;
             }
@@ -389,7 +394,10 @@ impl Session {
         }
         let sql = stmt.sql.clone();
         let values: Vec<ParamValue> = params.iter().map(literal).collect();
-        let plan = routing.router.route(self.logical.as_deref(), &sql, &values);
+        let mode = self.sql_mode();
+        let plan = routing
+            .router
+            .route_in(self.logical.as_deref(), mode, &sql, &values);
         let req = Request::Execute {
             stmt: id,
             params: &params,

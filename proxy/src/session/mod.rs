@@ -39,6 +39,8 @@ pub struct Shared {
     /// Version string announced to clients (the backend's own, so drivers enable the same
     /// features they would against it directly).
     pub server_version: Vec<u8>,
+    /// The backends' sql_mode at startup: what sessions that never set one are planned with.
+    pub default_sql_mode: shoal_router::sql::SqlMode,
     /// Capabilities offered to clients: ours, limited to what the backend supports.
     pub capabilities: CapabilityFlags,
     pub shutdown: watch::Receiver<bool>,
@@ -97,6 +99,9 @@ pub struct Session {
     /// With the router: the logical schema the client is in (`USE`), the connections held per
     /// datanode, and the BEGIN of an explicit transaction, sent to each datanode on first touch.
     pub(crate) logical: Option<String>,
+    /// The last sql_mode value the session set and what it means for the router (parsed once
+    /// per change, not per statement).
+    mode_seen: (String, shoal_router::sql::SqlMode),
     pub(crate) conns: ConnSet,
     pub(crate) txn_begin: Option<String>,
     /// Client prepared statements with the router (Shoal's ids).
@@ -145,6 +150,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
             on_backend: false,
         },
         logical: None,
+        mode_seen: (String::new(), shoal_router::sql::SqlMode::default()),
         conns: ConnSet::default(),
         txn_begin: None,
         statements: Default::default(),
@@ -847,6 +853,20 @@ impl Session {
             self.want.apply(&out.tracked);
             if let Some(b) = self.backend.as_mut() {
                 b.state.apply(&out.tracked);
+            }
+        }
+    }
+
+    /// The sql_mode statements of this session are read with: the one it set, else the
+    /// backends' default.
+    pub(crate) fn sql_mode(&mut self) -> shoal_router::sql::SqlMode {
+        match self.want.var("sql_mode") {
+            None => self.shared.default_sql_mode,
+            Some(v) => {
+                if self.mode_seen.0 != v {
+                    self.mode_seen = (v.to_string(), shoal_router::sql::SqlMode::parse(v));
+                }
+                self.mode_seen.1
             }
         }
     }
