@@ -5,12 +5,19 @@
 use mysql_common::constants::CapabilityFlags;
 use shoal_router::plan::{MergeSpec, Target};
 
+use shoal_router::topology::DatanodeId;
+
+use super::connset::ConnSet;
 use super::prepared::Request;
 use super::reader::{ResultStream, Row};
+use super::unsupported;
+use crate::backend::conn::BackendConn;
+use crate::backend::pool::{PooledConn, Wanted};
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::merge::{Column, Merger, Protocol, Step, columns_agree, parse_column};
 use crate::session::Session;
+use crate::session::align_to;
 use crate::wire::messages::{err_payload, ok_payload, put_lenenc};
 use crate::wire::packet::FLUSH_THRESHOLD;
 
@@ -26,19 +33,39 @@ impl Session {
         for t in &targets {
             self.touch(routing, t.datanode).await?;
         }
-        let mut payloads = Vec::with_capacity(targets.len());
-        for t in &targets {
+        // One connection carries one result at a time, and the merge reads shards side by
+        // side: a second target on a datanode (table-per-shard) gets a connection of its own
+        // for this statement. Outside a transaction that reads what the held one would.
+        let mut extra: Vec<(PooledConn, bool)> = Vec::new();
+        let mut place: Vec<Place> = Vec::with_capacity(targets.len());
+        for (k, t) in targets.iter().enumerate() {
             let i = self.conns.position(t.datanode).expect("touched");
-            payloads.push(self.request_payload(i, t, req).await?);
+            if !targets[..k].iter().any(|o| o.datanode == t.datanode) {
+                place.push(Place::Held(i));
+                continue;
+            }
+            if self.txn_begin.is_some()
+                || self.conns.in_transaction()
+                || matches!(req, Request::Execute { .. })
+            {
+                return Err(unsupported(
+                    "a read over several tables of one datanode (table-per-shard) inside a                      transaction or as a prepared statement",
+                ));
+            }
+            place.push(Place::Extra(extra.len()));
+            extra.push((self.extra_connection(routing, t.datanode).await?, false));
         }
-        let idx: Vec<usize> = targets
-            .iter()
-            .map(|t| self.conns.position(t.datanode).expect("touched"))
-            .collect();
+        let mut payloads = Vec::with_capacity(targets.len());
+        for (t, p) in targets.iter().zip(&place) {
+            payloads.push(match p {
+                Place::Held(i) => self.request_payload(*i, t, req).await?,
+                Place::Extra(_) => super::query_payload(t),
+            });
+        }
         let binary = matches!(req, Request::Execute { .. });
         let mut failure: Option<Error> = None;
-        for (payload, &i) in payloads.iter().zip(&idx) {
-            let conn = &mut self.conns.held[i].conn;
+        for (payload, p) in payloads.iter().zip(&place) {
+            let conn = conn_at(&mut self.conns, &mut extra, *p);
             let mut seq = 0;
             conn.io.write_packet(&mut seq, payload);
             if let Err(e) = conn.io.flush().await {
@@ -50,15 +77,18 @@ impl Session {
             return Err(self.scatter_broken(&targets, e));
         }
         // Column definitions of every shard; a shard's error is the statement's.
-        let mut streams: Vec<ResultStream> = idx
+        let mut streams: Vec<ResultStream> = place
             .iter()
-            .map(|&i| ResultStream::new(&self.conns.held[i].conn, binary))
+            .map(|p| ResultStream::new(conn_at(&mut self.conns, &mut extra, *p), binary))
             .collect();
         let mut columns: Vec<Vec<Vec<u8>>> = Vec::with_capacity(targets.len());
         let mut first_err: Option<Error> = None;
         let mut open = vec![false; targets.len()];
-        for (k, &i) in idx.iter().enumerate() {
-            match streams[k].columns(&mut self.conns.held[i].conn).await {
+        for (k, p) in place.iter().enumerate() {
+            match streams[k]
+                .columns(conn_at(&mut self.conns, &mut extra, *p))
+                .await
+            {
                 Ok(defs) => {
                     open[k] = true;
                     columns.push(defs);
@@ -102,7 +132,9 @@ impl Session {
         let mut merger = match merger {
             Ok(m) => m,
             Err(e) => {
-                self.drain_open(&idx, &open, &mut streams).await?;
+                self.drain_open(&place, &mut extra, &open, &mut streams)
+                    .await?;
+                release_extra(extra);
                 return Err(e);
             }
         };
@@ -148,8 +180,8 @@ impl Session {
                     }
                 }
                 Step::Need(k) => {
-                    let i = idx[k];
-                    match streams[k].next_row(&mut self.conns.held[i].conn).await {
+                    let conn = conn_at(&mut self.conns, &mut extra, place[k]);
+                    match streams[k].next_row(conn).await {
                         Ok(Row::Data(row)) => match merger.feed_row(k, &row) {
                             Ok(()) => {}
                             Err(e @ Error::Reply { .. }) => {
@@ -182,9 +214,13 @@ impl Session {
         // rest so their connections can serve the next statement.
         if let Some(e) = broken {
             // Every connection of the statement is somewhere in its response: drop them all.
+            // Extra connections are dropped too (closed, never pooled mid-response).
+            drop(extra);
             error = Some(self.scatter_broken(&targets, e));
         } else {
-            self.drain_open(&idx, &open, &mut streams).await?;
+            self.drain_open(&place, &mut extra, &open, &mut streams)
+                .await?;
+            release_extra(extra);
         }
         if let Some(e) = error {
             let p = match e.as_reply() {
@@ -215,23 +251,43 @@ impl Session {
     /// Reads the rest of every shard response still open.
     async fn drain_open(
         &mut self,
-        idx: &[usize],
+        place: &[Place],
+        extra: &mut [(PooledConn, bool)],
         open: &[bool],
         streams: &mut [ResultStream],
     ) -> Result<()> {
         let mut broken = Vec::new();
-        for (k, &i) in idx.iter().enumerate() {
+        for (k, p) in place.iter().enumerate() {
             if open[k]
-                && let Err(e) = streams[k].drain(&mut self.conns.held[i].conn).await
+                && let Err(e) = streams[k].drain(conn_at(&mut self.conns, extra, *p)).await
             {
                 tracing::debug!(error = %e, "shard connection broke while draining");
-                broken.push(self.conns.held[i].dn);
+                match p {
+                    Place::Held(i) => broken.push(self.conns.held[*i].dn),
+                    // Closed on release below: a broken connection is never pooled.
+                    Place::Extra(j) => extra[*j].1 = true,
+                }
             }
         }
         for dn in broken {
             self.conns.remove(dn);
         }
         Ok(())
+    }
+
+    /// A connection of `dn`'s pool in the session's state, for one statement.
+    async fn extra_connection(&mut self, routing: &Routing, dn: DatanodeId) -> Result<PooledConn> {
+        let node = &routing.topology.datanodes[dn];
+        let mut conn = self.shared.pools[node.datahost]
+            .acquire(Wanted {
+                wire: self.caps,
+                prefer: 0,
+                schema: Some(&node.database),
+                multi_statements: self.want.multi_statements,
+            })
+            .await?;
+        align_to(&self.want, Some(&node.database), &mut conn).await?;
+        Ok(conn)
     }
 
     /// A shard connection broke mid-statement: every connection of the statement is in an
@@ -246,5 +302,33 @@ impl Session {
             self.txn_begin = None;
         }
         Error::lost_backend()
+    }
+}
+
+/// Where a target's result comes from: the session's connection to its datanode, or one taken
+/// for this statement only.
+#[derive(Clone, Copy)]
+enum Place {
+    Held(usize),
+    Extra(usize),
+}
+
+fn conn_at<'a>(
+    conns: &'a mut ConnSet,
+    extra: &'a mut [(PooledConn, bool)],
+    p: Place,
+) -> &'a mut BackendConn {
+    match p {
+        Place::Held(i) => &mut conns.held[i].conn,
+        Place::Extra(j) => &mut extra[j].0,
+    }
+}
+
+/// Gives back the statement's own connections; a broken one is closed instead.
+fn release_extra(extra: Vec<(PooledConn, bool)>) {
+    for (c, broken) in extra {
+        if !broken {
+            c.release();
+        }
     }
 }
