@@ -177,7 +177,10 @@ impl Session {
                 routing,
                 dn,
                 None,
-                Expect::Results { binary: false },
+                Expect::Results {
+                    binary: false,
+                    cursor: false,
+                },
                 reply_seq,
             )
             .await?;
@@ -192,7 +195,10 @@ impl Session {
                     routing,
                     t.datanode,
                     sql,
-                    Expect::Results { binary: false },
+                    Expect::Results {
+                        binary: false,
+                        cursor: false,
+                    },
                     reply_seq,
                 )
                 .await?;
@@ -207,7 +213,10 @@ impl Session {
                     routing,
                     dn,
                     text,
-                    Expect::Results { binary: false },
+                    Expect::Results {
+                        binary: false,
+                        cursor: false,
+                    },
                     reply_seq,
                 )
                 .await?;

@@ -537,7 +537,10 @@ impl Session {
             routing,
             dn,
             payload,
-            Expect::Results { binary: true },
+            Expect::Results {
+                binary: true,
+                cursor: false,
+            },
             reply_seq,
         )
         .await

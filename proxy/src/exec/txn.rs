@@ -97,7 +97,10 @@ impl Session {
                     routing,
                     dn,
                     None,
-                    Expect::Results { binary: false },
+                    Expect::Results {
+                        binary: false,
+                        cursor: false,
+                    },
                     reply_seq,
                 )
                 .await?;
@@ -109,7 +112,10 @@ impl Session {
                     routing,
                     dn,
                     None,
-                    Expect::Results { binary: false },
+                    Expect::Results {
+                        binary: false,
+                        cursor: false,
+                    },
                     reply_seq,
                 )
                 .await?;

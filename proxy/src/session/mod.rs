@@ -558,7 +558,13 @@ impl Session {
                     self.pins.sticky = true;
                 }
                 let out = self
-                    .forward(Expect::Results { binary: false }, reply_seq)
+                    .forward(
+                        Expect::Results {
+                            binary: false,
+                            cursor: false,
+                        },
+                        reply_seq,
+                    )
                     .await?;
                 if let Some(out) = out
                     && out
@@ -633,7 +639,15 @@ impl Session {
                     return Err(Error::unknown_statement(id, name(cmd)));
                 }
                 let expect = match cmd {
-                    COM_STMT_EXECUTE => Expect::Results { binary: true },
+                    COM_STMT_EXECUTE => Expect::Results {
+                        binary: true,
+                        // The flags byte after the statement id; CURSOR_TYPE_READ_ONLY is 1.
+                        cursor: self
+                            .client
+                            .packet_payload()
+                            .get(5)
+                            .is_some_and(|f| f & 1 != 0),
+                    },
                     COM_STMT_FETCH => Expect::Rows,
                     _ => Expect::Single,
                 };

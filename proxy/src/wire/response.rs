@@ -21,8 +21,12 @@ use crate::wire::packet::MAX_FRAME;
 /// What kind of response the command that was just sent produces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
-    /// COM_QUERY / COM_STMT_EXECUTE: OK, ERR, or result sets (possibly several).
-    Results { binary: bool },
+    /// COM_QUERY / COM_STMT_EXECUTE: OK, ERR, or result sets (possibly several). `cursor`:
+    /// a COM_STMT_EXECUTE that asked for a cursor (CURSOR_TYPE_READ_ONLY), the only case where
+    /// SERVER_STATUS_CURSOR_EXISTS after the column definitions means the rows come by
+    /// COM_STMT_FETCH. MariaDB also sets that flag on every result a procedure or function
+    /// sends while one of its own cursors is open (or was), and the rows follow as usual.
+    Results { binary: bool, cursor: bool },
     /// COM_STMT_PREPARE: prepare-OK and parameter/column definitions, or ERR.
     Prepare,
     /// COM_FIELD_LIST: column definitions up to an EOF, or ERR.
@@ -50,9 +54,9 @@ pub enum Event<'a> {
     /// One column definition (of a result set, a prepared statement or a field list).
     ColumnDef(&'a [u8]),
     /// The EOF packet after column definitions; only without CLIENT_DEPRECATE_EOF, where the
-    /// last [`Event::ColumnDef`] is followed directly by rows. With SERVER_STATUS_CURSOR_EXISTS
-    /// (binary protocol) a cursor was opened and the response ends here: rows come through
-    /// COM_STMT_FETCH.
+    /// last [`Event::ColumnDef`] is followed directly by rows. When the execute asked for a
+    /// cursor and the status has SERVER_STATUS_CURSOR_EXISTS, a cursor was opened and the
+    /// response ends here: rows come through COM_STMT_FETCH.
     ColumnsDone { status: u16 },
     /// One row, text or binary protocol, as sent.
     Row(&'a [u8]),
@@ -184,8 +188,10 @@ impl ResponseReader {
             }
             State::ColumnsEof => {
                 let status = self.eof(first, payload, "column definitions")?;
-                let binary = matches!(self.expect, Expect::Results { binary: true });
-                self.state = if binary && status & CURSOR_EXISTS != 0 {
+                let asked = matches!(self.expect, Expect::Results { cursor: true, .. });
+                // A procedure's results carry MORE_RESULTS; an execute's cursor never does.
+                let opened = status & CURSOR_EXISTS != 0 && status & MORE_RESULTS == 0;
+                self.state = if asked && opened {
                     State::Done
                 } else {
                     State::Rows
@@ -492,7 +498,10 @@ mod tests {
     #[test]
     fn result_set_with_and_without_deprecate_eof() {
         let got = run(
-            Expect::Results { binary: false },
+            Expect::Results {
+                binary: false,
+                cursor: false,
+            },
             false,
             &result_set(false, 2, 2),
         );
@@ -509,7 +518,10 @@ mod tests {
             ]
         );
         let got = run(
-            Expect::Results { binary: false },
+            Expect::Results {
+                binary: false,
+                cursor: false,
+            },
             true,
             &result_set(true, 2, 2),
         );
@@ -519,7 +531,10 @@ mod tests {
     #[test]
     fn empty_result_set() {
         let got = run(
-            Expect::Results { binary: false },
+            Expect::Results {
+                binary: false,
+                cursor: false,
+            },
             true,
             &result_set(true, 0, 2),
         );
@@ -533,7 +548,14 @@ mod tests {
             let mut v = result_set(deprecate, 1, AUTOCOMMIT | MORE_RESULTS);
             v.extend(result_set(deprecate, 2, AUTOCOMMIT | MORE_RESULTS));
             v.push(ok(0x00, 0, AUTOCOMMIT, b""));
-            let got = run(Expect::Results { binary: false }, deprecate, &v);
+            let got = run(
+                Expect::Results {
+                    binary: false,
+                    cursor: false,
+                },
+                deprecate,
+                &v,
+            );
             assert_eq!(got.iter().filter(|e| *e == "row").count(), 3);
             assert_eq!(got.last().unwrap(), "ok 0 2");
         }
@@ -546,7 +568,14 @@ mod tests {
             ok(0x00, 3, AUTOCOMMIT | MORE_RESULTS, b""),
             err_payload(1146, b"42S02", "Table 'db.x' doesn't exist"),
         ];
-        let got = run(Expect::Results { binary: false }, true, &v);
+        let got = run(
+            Expect::Results {
+                binary: false,
+                cursor: false,
+            },
+            true,
+            &v,
+        );
         assert_eq!(got, ["ok 1 a", "ok 3 a", "err 1146"]);
     }
 
@@ -559,7 +588,14 @@ mod tests {
             b"70100",
             "Query execution was interrupted",
         ));
-        let got = run(Expect::Results { binary: false }, false, &v);
+        let got = run(
+            Expect::Results {
+                binary: false,
+                cursor: false,
+            },
+            false,
+            &v,
+        );
         assert_eq!(got.last().unwrap(), "err 1317");
     }
 
@@ -586,7 +622,13 @@ mod tests {
         big.extend_from_slice(&(MAX_FRAME as u64 + 10).to_le_bytes());
         big.resize(MAX_FRAME, b'x');
         for deprecate in [false, true] {
-            let mut r = ResponseReader::new(Expect::Results { binary: false }, caps(deprecate));
+            let mut r = ResponseReader::new(
+                Expect::Results {
+                    binary: false,
+                    cursor: false,
+                },
+                caps(deprecate),
+            );
             r.next(&[1]).unwrap();
             r.next(&coldef("a", 252)).unwrap();
             if !deprecate {
@@ -620,7 +662,14 @@ mod tests {
             vec![0x00, 0x04],
             eof(2),
         ];
-        let got = run(Expect::Results { binary: true }, false, &v);
+        let got = run(
+            Expect::Results {
+                binary: true,
+                cursor: false,
+            },
+            false,
+            &v,
+        );
         assert_eq!(
             got,
             ["count 1", "col", "cols-done 2", "row", "row", "done 2"]
@@ -631,7 +680,14 @@ mod tests {
             text_row(&[None]),
             ok(0xFE, 0, 2, b""),
         ];
-        let got = run(Expect::Results { binary: false }, true, &v);
+        let got = run(
+            Expect::Results {
+                binary: false,
+                cursor: false,
+            },
+            true,
+            &v,
+        );
         assert_eq!(got, ["count 1", "col", "row", "done 2 ok"]);
     }
 
@@ -641,11 +697,25 @@ mod tests {
         // CURSOR_EXISTS; the rows come with COM_STMT_FETCH.
         let cursor = AUTOCOMMIT | CURSOR_EXISTS;
         let v = vec![vec![1], coldef("a", 3), eof(cursor)];
-        let got = run(Expect::Results { binary: true }, false, &v);
+        let got = run(
+            Expect::Results {
+                binary: true,
+                cursor: true,
+            },
+            false,
+            &v,
+        );
         assert_eq!(got, ["count 1", "col", "cols-done 42"]);
         // Under DEPRECATE_EOF the cursor is announced by the 0xFE OK right after definitions.
         let v = vec![vec![1], coldef("a", 3), ok(0xFE, 0, cursor, b"")];
-        let got = run(Expect::Results { binary: true }, true, &v);
+        let got = run(
+            Expect::Results {
+                binary: true,
+                cursor: true,
+            },
+            true,
+            &v,
+        );
         assert_eq!(got, ["count 1", "col", "done 42 ok"]);
         // The fetch: rows, then an EOF (LAST_ROW_SENT when exhausted); never more results.
         let last_row = StatusFlags::SERVER_STATUS_LAST_ROW_SENT.bits();
@@ -658,9 +728,69 @@ mod tests {
     }
 
     #[test]
+    fn procedure_results_flagged_cursor_exists_still_have_rows() {
+        // CALL p1() by COM_STMT_EXECUTE (no cursor asked) of a procedure that walks a cursor
+        // and SELECTs in its loop, as MariaDB 10.11 answers without DEPRECATE_EOF: each
+        // result's EOFs carry CURSOR_EXISTS | MORE_RESULTS (0x6a), the rows follow anyway.
+        let flagged = AUTOCOMMIT | CURSOR_EXISTS | MORE_RESULTS | 0x20;
+        let one = |id: u8| {
+            vec![
+                vec![1],
+                coldef("id", 3),
+                eof(flagged),
+                vec![0x00, 0x00, id, 0, 0, 0],
+                eof(flagged),
+            ]
+        };
+        let mut v = Vec::new();
+        for id in 1..=3 {
+            v.extend(one(id));
+        }
+        v.push(ok(0x00, 0, AUTOCOMMIT, b""));
+        for cursor in [false, true] {
+            let got = run(
+                Expect::Results {
+                    binary: true,
+                    cursor,
+                },
+                false,
+                &v,
+            );
+            assert_eq!(got.iter().filter(|e| *e == "row").count(), 3, "{got:?}");
+            assert_eq!(got.last().unwrap(), "ok 0 2");
+        }
+        // `SELECT f()` where f walked a cursor: the flag lingers without MORE_RESULTS; no
+        // cursor was asked, so the row still comes.
+        let lingering = AUTOCOMMIT | CURSOR_EXISTS;
+        let v = vec![
+            vec![1],
+            coldef("f()", 3),
+            eof(lingering),
+            vec![0x00, 0x00, 9, 0, 0, 0],
+            eof(lingering),
+        ];
+        let got = run(
+            Expect::Results {
+                binary: true,
+                cursor: false,
+            },
+            false,
+            &v,
+        );
+        assert_eq!(got, ["count 1", "col", "cols-done 42", "row", "done 42"]);
+    }
+
+    #[test]
     fn text_protocol_ignores_cursor_flag() {
         let v = vec![vec![1], coldef("a", 3), eof(CURSOR_EXISTS), eof(2)];
-        let got = run(Expect::Results { binary: false }, false, &v);
+        let got = run(
+            Expect::Results {
+                binary: false,
+                cursor: false,
+            },
+            false,
+            &v,
+        );
         assert_eq!(got, ["count 1", "col", "cols-done 40", "done 2"]);
     }
 
@@ -760,7 +890,10 @@ mod tests {
 
     #[test]
     fn protocol_violations_are_errors() {
-        let results = Expect::Results { binary: false };
+        let results = Expect::Results {
+            binary: false,
+            cursor: false,
+        };
         let mut r = ResponseReader::new(results, caps(true));
         // LOCAL INFILE request: the proxy never negotiates CLIENT_LOCAL_FILES.
         assert!(r.next(b"\xFBdata.csv").is_err());
@@ -784,7 +917,13 @@ mod tests {
     #[test]
     fn err_fields() {
         let p = err_payload(1062, b"23000", "Duplicate entry");
-        let mut r = ResponseReader::new(Expect::Results { binary: true }, caps(true));
+        let mut r = ResponseReader::new(
+            Expect::Results {
+                binary: true,
+                cursor: false,
+            },
+            caps(true),
+        );
         assert_eq!(
             r.next(&p).unwrap(),
             Event::Err {
