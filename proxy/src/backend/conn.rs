@@ -324,10 +324,7 @@ impl BackendConn {
         error: &mut Option<Error>,
     ) -> Result<()> {
         let expect = if cmd == COM_QUERY {
-            Expect::Results {
-                binary: false,
-                cursor: false,
-            }
+            Expect::Results { binary: false }
         } else {
             Expect::Single
         };
@@ -356,13 +353,7 @@ impl BackendConn {
         let mut seq = 0;
         self.io.write_packet(&mut seq, &payload);
         self.io.flush().await.map_err(io_err)?;
-        let mut reader = ResponseReader::new(
-            Expect::Results {
-                binary: false,
-                cursor: false,
-            },
-            self.caps,
-        );
+        let mut reader = ResponseReader::new(Expect::Results { binary: false }, self.caps);
         let mut value = None;
         let mut error = None;
         while !reader.finished() {

@@ -177,10 +177,7 @@ impl Session {
                 routing,
                 dn,
                 None,
-                Expect::Results {
-                    binary: false,
-                    cursor: false,
-                },
+                Expect::Results { binary: false },
                 reply_seq,
             )
             .await?;
@@ -195,10 +192,7 @@ impl Session {
                     routing,
                     t.datanode,
                     sql,
-                    Expect::Results {
-                        binary: false,
-                        cursor: false,
-                    },
+                    Expect::Results { binary: false },
                     reply_seq,
                 )
                 .await?;
@@ -213,10 +207,7 @@ impl Session {
                     routing,
                     dn,
                     text,
-                    Expect::Results {
-                        binary: false,
-                        cursor: false,
-                    },
+                    Expect::Results { binary: false },
                     reply_seq,
                 )
                 .await?;
@@ -413,7 +404,7 @@ impl Session {
         h.conn.last_used = Instant::now();
         match result {
             Ok(out) => {
-                if let Expect::Results { .. } = expect {
+                if let Expect::Results { .. } | Expect::CursorResults = expect {
                     self.diag.known = true;
                     self.diag.row_count = if out.error {
                         -1

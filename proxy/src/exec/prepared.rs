@@ -537,10 +537,7 @@ impl Session {
             routing,
             dn,
             payload,
-            Expect::Results {
-                binary: true,
-                cursor: false,
-            },
+            Expect::Results { binary: true },
             reply_seq,
         )
         .await

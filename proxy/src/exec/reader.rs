@@ -29,13 +29,7 @@ pub struct WriteDone {
 /// ERR (the response is then over), `Err(BackendIo)` if the connection broke. A result set in
 /// it is read and dropped.
 pub async fn read_write_result(conn: &mut BackendConn) -> Result<WriteDone> {
-    let mut reader = ResponseReader::new(
-        Expect::Results {
-            binary: false,
-            cursor: false,
-        },
-        conn.caps,
-    );
+    let mut reader = ResponseReader::new(Expect::Results { binary: false }, conn.caps);
     let mut done = WriteDone::default();
     let mut error = None;
     while !reader.finished() {
@@ -90,13 +84,7 @@ pub enum Row {
 impl ResultStream {
     pub fn new(conn: &BackendConn, binary: bool) -> Self {
         ResultStream {
-            reader: ResponseReader::new(
-                Expect::Results {
-                    binary,
-                    cursor: false,
-                },
-                conn.caps,
-            ),
+            reader: ResponseReader::new(Expect::Results { binary }, conn.caps),
         }
     }
 

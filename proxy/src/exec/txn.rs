@@ -97,10 +97,7 @@ impl Session {
                     routing,
                     dn,
                     None,
-                    Expect::Results {
-                        binary: false,
-                        cursor: false,
-                    },
+                    Expect::Results { binary: false },
                     reply_seq,
                 )
                 .await?;
@@ -112,10 +109,7 @@ impl Session {
                     routing,
                     dn,
                     None,
-                    Expect::Results {
-                        binary: false,
-                        cursor: false,
-                    },
+                    Expect::Results { binary: false },
                     reply_seq,
                 )
                 .await?;

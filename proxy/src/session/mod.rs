@@ -558,13 +558,7 @@ impl Session {
                     self.pins.sticky = true;
                 }
                 let out = self
-                    .forward(
-                        Expect::Results {
-                            binary: false,
-                            cursor: false,
-                        },
-                        reply_seq,
-                    )
+                    .forward(Expect::Results { binary: false }, reply_seq)
                     .await?;
                 if let Some(out) = out
                     && out
@@ -639,15 +633,17 @@ impl Session {
                     return Err(Error::unknown_statement(id, name(cmd)));
                 }
                 let expect = match cmd {
-                    COM_STMT_EXECUTE => Expect::Results {
-                        binary: true,
-                        // The flags byte after the statement id; CURSOR_TYPE_READ_ONLY is 1.
-                        cursor: self
+                    // The flags byte after the statement id; CURSOR_TYPE_READ_ONLY is 1.
+                    COM_STMT_EXECUTE
+                        if self
                             .client
                             .packet_payload()
                             .get(5)
-                            .is_some_and(|f| f & 1 != 0),
-                    },
+                            .is_some_and(|f| f & 1 != 0) =>
+                    {
+                        Expect::CursorResults
+                    }
+                    COM_STMT_EXECUTE => Expect::Results { binary: true },
                     COM_STMT_FETCH => Expect::Rows,
                     _ => Expect::Single,
                 };
@@ -763,7 +759,7 @@ impl Session {
         backend.last_used = Instant::now();
         match result {
             Ok(out) => {
-                if let Expect::Results { .. } = expect {
+                if let Expect::Results { .. } | Expect::CursorResults = expect {
                     self.diag.known = true;
                     self.diag.on_backend = true;
                     if out.error {

@@ -21,12 +21,14 @@ use crate::wire::packet::MAX_FRAME;
 /// What kind of response the command that was just sent produces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
-    /// COM_QUERY / COM_STMT_EXECUTE: OK, ERR, or result sets (possibly several). `cursor`:
-    /// a COM_STMT_EXECUTE that asked for a cursor (CURSOR_TYPE_READ_ONLY), the only case where
-    /// SERVER_STATUS_CURSOR_EXISTS after the column definitions means the rows come by
-    /// COM_STMT_FETCH. MariaDB also sets that flag on every result a procedure or function
-    /// sends while one of its own cursors is open (or was), and the rows follow as usual.
-    Results { binary: bool, cursor: bool },
+    /// COM_QUERY / COM_STMT_EXECUTE: OK, ERR, or result sets (possibly several). MariaDB sets
+    /// SERVER_STATUS_CURSOR_EXISTS on every result a procedure or function sends while one of
+    /// its own cursors is open (or was): the rows follow as usual, so the flag is ignored here.
+    Results { binary: bool },
+    /// COM_STMT_EXECUTE that asked for a cursor (CURSOR_TYPE_READ_ONLY): as `Results`, except
+    /// that CURSOR_EXISTS after the column definitions (without MORE_RESULTS, which only a
+    /// procedure's results have) ends the response: the rows come by COM_STMT_FETCH.
+    CursorResults,
     /// COM_STMT_PREPARE: prepare-OK and parameter/column definitions, or ERR.
     Prepare,
     /// COM_FIELD_LIST: column definitions up to an EOF, or ERR.
@@ -130,7 +132,9 @@ impl ResponseReader {
     /// negotiated `caps` (CLIENT_DEPRECATE_EOF and CLIENT_SESSION_TRACK change the bytes).
     pub fn new(expect: Expect, caps: CapabilityFlags) -> ResponseReader {
         let state = match expect {
-            Expect::Results { .. } | Expect::Prepare | Expect::Single => State::Start,
+            Expect::Results { .. } | Expect::CursorResults | Expect::Prepare | Expect::Single => {
+                State::Start
+            }
             Expect::FieldList => State::FieldDefs,
             Expect::Rows => State::Rows,
         };
@@ -188,7 +192,7 @@ impl ResponseReader {
             }
             State::ColumnsEof => {
                 let status = self.eof(first, payload, "column definitions")?;
-                let asked = matches!(self.expect, Expect::Results { cursor: true, .. });
+                let asked = self.expect == Expect::CursorResults;
                 // A procedure's results carry MORE_RESULTS; an execute's cursor never does.
                 let opened = status & CURSOR_EXISTS != 0 && status & MORE_RESULTS == 0;
                 self.state = if asked && opened {
@@ -498,10 +502,7 @@ mod tests {
     #[test]
     fn result_set_with_and_without_deprecate_eof() {
         let got = run(
-            Expect::Results {
-                binary: false,
-                cursor: false,
-            },
+            Expect::Results { binary: false },
             false,
             &result_set(false, 2, 2),
         );
@@ -518,10 +519,7 @@ mod tests {
             ]
         );
         let got = run(
-            Expect::Results {
-                binary: false,
-                cursor: false,
-            },
+            Expect::Results { binary: false },
             true,
             &result_set(true, 2, 2),
         );
@@ -531,10 +529,7 @@ mod tests {
     #[test]
     fn empty_result_set() {
         let got = run(
-            Expect::Results {
-                binary: false,
-                cursor: false,
-            },
+            Expect::Results { binary: false },
             true,
             &result_set(true, 0, 2),
         );
@@ -548,14 +543,7 @@ mod tests {
             let mut v = result_set(deprecate, 1, AUTOCOMMIT | MORE_RESULTS);
             v.extend(result_set(deprecate, 2, AUTOCOMMIT | MORE_RESULTS));
             v.push(ok(0x00, 0, AUTOCOMMIT, b""));
-            let got = run(
-                Expect::Results {
-                    binary: false,
-                    cursor: false,
-                },
-                deprecate,
-                &v,
-            );
+            let got = run(Expect::Results { binary: false }, deprecate, &v);
             assert_eq!(got.iter().filter(|e| *e == "row").count(), 3);
             assert_eq!(got.last().unwrap(), "ok 0 2");
         }
@@ -568,14 +556,7 @@ mod tests {
             ok(0x00, 3, AUTOCOMMIT | MORE_RESULTS, b""),
             err_payload(1146, b"42S02", "Table 'db.x' doesn't exist"),
         ];
-        let got = run(
-            Expect::Results {
-                binary: false,
-                cursor: false,
-            },
-            true,
-            &v,
-        );
+        let got = run(Expect::Results { binary: false }, true, &v);
         assert_eq!(got, ["ok 1 a", "ok 3 a", "err 1146"]);
     }
 
@@ -588,14 +569,7 @@ mod tests {
             b"70100",
             "Query execution was interrupted",
         ));
-        let got = run(
-            Expect::Results {
-                binary: false,
-                cursor: false,
-            },
-            false,
-            &v,
-        );
+        let got = run(Expect::Results { binary: false }, false, &v);
         assert_eq!(got.last().unwrap(), "err 1317");
     }
 
@@ -622,13 +596,7 @@ mod tests {
         big.extend_from_slice(&(MAX_FRAME as u64 + 10).to_le_bytes());
         big.resize(MAX_FRAME, b'x');
         for deprecate in [false, true] {
-            let mut r = ResponseReader::new(
-                Expect::Results {
-                    binary: false,
-                    cursor: false,
-                },
-                caps(deprecate),
-            );
+            let mut r = ResponseReader::new(Expect::Results { binary: false }, caps(deprecate));
             r.next(&[1]).unwrap();
             r.next(&coldef("a", 252)).unwrap();
             if !deprecate {
@@ -662,14 +630,7 @@ mod tests {
             vec![0x00, 0x04],
             eof(2),
         ];
-        let got = run(
-            Expect::Results {
-                binary: true,
-                cursor: false,
-            },
-            false,
-            &v,
-        );
+        let got = run(Expect::Results { binary: true }, false, &v);
         assert_eq!(
             got,
             ["count 1", "col", "cols-done 2", "row", "row", "done 2"]
@@ -680,14 +641,7 @@ mod tests {
             text_row(&[None]),
             ok(0xFE, 0, 2, b""),
         ];
-        let got = run(
-            Expect::Results {
-                binary: false,
-                cursor: false,
-            },
-            true,
-            &v,
-        );
+        let got = run(Expect::Results { binary: false }, true, &v);
         assert_eq!(got, ["count 1", "col", "row", "done 2 ok"]);
     }
 
@@ -697,25 +651,11 @@ mod tests {
         // CURSOR_EXISTS; the rows come with COM_STMT_FETCH.
         let cursor = AUTOCOMMIT | CURSOR_EXISTS;
         let v = vec![vec![1], coldef("a", 3), eof(cursor)];
-        let got = run(
-            Expect::Results {
-                binary: true,
-                cursor: true,
-            },
-            false,
-            &v,
-        );
+        let got = run(Expect::CursorResults, false, &v);
         assert_eq!(got, ["count 1", "col", "cols-done 42"]);
         // Under DEPRECATE_EOF the cursor is announced by the 0xFE OK right after definitions.
         let v = vec![vec![1], coldef("a", 3), ok(0xFE, 0, cursor, b"")];
-        let got = run(
-            Expect::Results {
-                binary: true,
-                cursor: true,
-            },
-            true,
-            &v,
-        );
+        let got = run(Expect::CursorResults, true, &v);
         assert_eq!(got, ["count 1", "col", "done 42 ok"]);
         // The fetch: rows, then an EOF (LAST_ROW_SENT when exhausted); never more results.
         let last_row = StatusFlags::SERVER_STATUS_LAST_ROW_SENT.bits();
@@ -747,15 +687,8 @@ mod tests {
             v.extend(one(id));
         }
         v.push(ok(0x00, 0, AUTOCOMMIT, b""));
-        for cursor in [false, true] {
-            let got = run(
-                Expect::Results {
-                    binary: true,
-                    cursor,
-                },
-                false,
-                &v,
-            );
+        for expect in [Expect::Results { binary: true }, Expect::CursorResults] {
+            let got = run(expect, false, &v);
             assert_eq!(got.iter().filter(|e| *e == "row").count(), 3, "{got:?}");
             assert_eq!(got.last().unwrap(), "ok 0 2");
         }
@@ -769,28 +702,14 @@ mod tests {
             vec![0x00, 0x00, 9, 0, 0, 0],
             eof(lingering),
         ];
-        let got = run(
-            Expect::Results {
-                binary: true,
-                cursor: false,
-            },
-            false,
-            &v,
-        );
+        let got = run(Expect::Results { binary: true }, false, &v);
         assert_eq!(got, ["count 1", "col", "cols-done 42", "row", "done 42"]);
     }
 
     #[test]
     fn text_protocol_ignores_cursor_flag() {
         let v = vec![vec![1], coldef("a", 3), eof(CURSOR_EXISTS), eof(2)];
-        let got = run(
-            Expect::Results {
-                binary: false,
-                cursor: false,
-            },
-            false,
-            &v,
-        );
+        let got = run(Expect::Results { binary: false }, false, &v);
         assert_eq!(got, ["count 1", "col", "cols-done 40", "done 2"]);
     }
 
@@ -890,10 +809,7 @@ mod tests {
 
     #[test]
     fn protocol_violations_are_errors() {
-        let results = Expect::Results {
-            binary: false,
-            cursor: false,
-        };
+        let results = Expect::Results { binary: false };
         let mut r = ResponseReader::new(results, caps(true));
         // LOCAL INFILE request: the proxy never negotiates CLIENT_LOCAL_FILES.
         assert!(r.next(b"\xFBdata.csv").is_err());
@@ -917,13 +833,7 @@ mod tests {
     #[test]
     fn err_fields() {
         let p = err_payload(1062, b"23000", "Duplicate entry");
-        let mut r = ResponseReader::new(
-            Expect::Results {
-                binary: true,
-                cursor: false,
-            },
-            caps(true),
-        );
+        let mut r = ResponseReader::new(Expect::Results { binary: true }, caps(true));
         assert_eq!(
             r.next(&p).unwrap(),
             Event::Err {
