@@ -162,6 +162,8 @@ schemas:
       - {{ name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: dn$1-4 }}
       - {{ name: order_item, type: child, parent: orders, join_key: order_id }}
       - {{ name: country, type: global, datanodes: dn$1-4 }}
+      - {{ name: events, type: sharded, shard_key: id, rule: by_id, datanodes: dn$1-4,
+          sequence: {{ datanode: dn_main, step: 5 }} }}
 ",
         h1 = s1.host,
         p1 = s1.port,
@@ -431,7 +433,10 @@ async fn shoal_answers_metadata_in_logical_names() {
     let db: Option<String> = c.query_first("SELECT DATABASE()").await.unwrap();
     assert_eq!(db.as_deref(), Some("shop"));
     let tables: Vec<String> = c.query("SHOW TABLES").await.unwrap();
-    assert_eq!(tables, vec!["country", "notes", "order_item", "orders"]);
+    assert_eq!(
+        tables,
+        vec!["country", "events", "notes", "order_item", "orders"]
+    );
     let like: Vec<String> = c.query("SHOW TABLES LIKE 'order%'").await.unwrap();
     assert_eq!(like, vec!["order_item", "orders"]);
     let route: Vec<Row> = c
@@ -643,4 +648,117 @@ async fn prepared_statements_route_by_bound_values() {
     c.close(insert).await.unwrap();
     let one: Option<i64> = c.exec_first("SELECT ?", (1,)).await.unwrap();
     assert_eq!(one, Some(1));
+}
+
+/// A sharded table with a global sequence: INSERTs that leave out the shard key get ids from
+/// segments of `shoal_sequence` on dn_main, unique across two Shoal processes sharing it; the
+/// OK and `LAST_INSERT_ID()` report the first id, multi-row INSERTs get consecutive ids.
+#[tokio::test]
+async fn global_sequence_fills_the_shard_key_across_two_shoal_processes() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    c.query_drop(
+        "CREATE TABLE events (id BIGINT PRIMARY KEY, note VARCHAR(20), src INT) ENGINE=InnoDB",
+    )
+    .await
+    .unwrap();
+
+    c.query_drop("INSERT INTO events (note) VALUES ('a')")
+        .await
+        .unwrap();
+    let first = c.last_insert_id().expect("an insert id in the OK");
+    assert_eq!(c.affected_rows(), 1);
+    let lid: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").await.unwrap();
+    assert_eq!(lid, Some(first));
+    let note: Option<String> = c
+        .query_first(format!("SELECT note FROM events WHERE id = {first}"))
+        .await
+        .unwrap();
+    assert_eq!(note.as_deref(), Some("a"));
+    assert_eq!(
+        l.ids_on(dn_of(first as i64), "events", "id").await,
+        vec![first as i64]
+    );
+
+    // Several rows: consecutive ids from the first, over several shards; more rows than a
+    // segment (step 5) holds.
+    c.query_drop("INSERT INTO events (note, src) VALUES ('b', 0), ('c', 0), ('d', 0), ('e', 0), ('f', 0), ('g', 0), ('h', 0)")
+        .await
+        .unwrap();
+    let multi = c.last_insert_id().expect("an insert id");
+    assert_eq!(c.affected_rows(), 7);
+    let lid: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").await.unwrap();
+    assert_eq!(lid, Some(multi));
+    let rows: Vec<(i64, String)> = c
+        .query("SELECT id, note FROM events WHERE src = 0 ORDER BY id")
+        .await
+        .unwrap();
+    let want: Vec<(i64, String)> = ["b", "c", "d", "e", "f", "g", "h"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (multi as i64 + i as i64, n.to_string()))
+        .collect();
+    assert_eq!(rows, want);
+
+    // Two Shoal processes, two clients each, inserting at once.
+    let config = scratch_dir().join(format!("{}.yaml", l.prefix));
+    let second = ShoalProcess::start(&["--config".to_string(), config.display().to_string()]);
+    let mut tasks = Vec::new();
+    for (p, shoal) in [&l.shoal, &second].into_iter().enumerate() {
+        for k in 0..2 {
+            let opts = shoal.opts_as("app", "app-secret", Some("shop"));
+            let src = (p * 2 + k + 1) as i64;
+            tasks.push(tokio::spawn(async move {
+                let mut c = Conn::new(opts).await.expect("connect");
+                let mut got = Vec::new();
+                for i in 0..15 {
+                    let sql = if i % 3 == 0 {
+                        format!("INSERT INTO events (src, note) VALUES ({src}, 'x'), ({src}, 'y')")
+                    } else {
+                        format!("INSERT INTO events (src, note) VALUES ({src}, 'z')")
+                    };
+                    c.query_drop(&sql).await.expect("insert");
+                    let first = c.last_insert_id().expect("insert id");
+                    for r in 0..c.affected_rows() {
+                        got.push(first as i64 + r as i64);
+                    }
+                }
+                got
+            }));
+        }
+    }
+    let mut given = Vec::new();
+    for t in tasks {
+        match t.await {
+            Ok(g) => given.extend(g),
+            Err(e) => panic!("{e}\n{}\n----\n{}", l.shoal.log(), second.log()),
+        }
+    }
+    let mut stored = Vec::new();
+    for n in 1..=4 {
+        for id in l.ids_on(n, "events", "id").await {
+            assert_eq!(dn_of(id), n, "id {id} on the wrong datanode");
+            stored.push(id);
+        }
+    }
+    stored.sort_unstable();
+    let before = stored.len();
+    stored.dedup();
+    assert_eq!(stored.len(), before, "an id given twice");
+    assert_eq!(stored.len(), 1 + 7 + 4 * (5 * 2 + 10));
+    given.sort_unstable();
+    let reported: std::collections::BTreeSet<i64> = given.iter().copied().collect();
+    assert_eq!(
+        reported.len(),
+        given.len(),
+        "the OKs reported overlapping ids"
+    );
+    assert!(reported.iter().all(|id| stored.binary_search(id).is_ok()));
+
+    // A sharded table without a sequence still refuses an INSERT without its key.
+    let (code, _, message) = server_error(
+        c.query_drop("INSERT INTO orders (user_name) VALUES ('x')")
+            .await,
+    );
+    assert_eq!(code, 1235, "{message}");
 }

@@ -20,6 +20,7 @@ mod local;
 mod prepared;
 mod reader;
 mod scatter;
+pub mod sequence;
 mod txn;
 mod write;
 
@@ -216,7 +217,23 @@ impl Session {
             }
             RoutePlan::Local(answer) => self.answer_local(routing, answer, reply_seq).await,
             RoutePlan::Session(kind) => self.session_statement(routing, kind, reply_seq).await,
-            RoutePlan::Refuse(e) => Err(refusal(&e)),
+            RoutePlan::Refuse(e) => {
+                // Off the hot path: only an INSERT the planner refused can need a sequence.
+                let fill = {
+                    let p = self.client.packet_payload();
+                    std::str::from_utf8(&p[1..]).ok().and_then(|sql| {
+                        shoal_router::plan::sequence::sequence_fill(
+                            &routing.topology,
+                            self.logical.as_deref(),
+                            sql,
+                        )
+                    })
+                };
+                match fill {
+                    Some(fill) => self.insert_with_sequence(routing, fill, reply_seq).await,
+                    None => Err(refusal(&e)),
+                }
+            }
             RoutePlan::Broadcast { targets } => {
                 let dml = {
                     let p = self.client.packet_payload();

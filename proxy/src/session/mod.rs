@@ -101,6 +101,8 @@ pub struct Session {
     pub(crate) txn_begin: Option<String>,
     /// Client prepared statements with the router (Shoal's ids).
     pub(crate) statements: crate::exec::Statements,
+    /// The first id an INSERT got from a global sequence, for its OK packet.
+    pub(crate) sequence_first: Option<u64>,
     /// The handshake id (what `CONNECTION_ID()` returns and `KILL` takes), and what other
     /// sessions see of this one.
     pub(crate) id: u32,
@@ -148,6 +150,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         conns: ConnSet::default(),
         txn_begin: None,
         statements: Default::default(),
+        sequence_first: None,
         id: connection_id,
         handle: Arc::new(kill::SessionHandle::default()),
     };
