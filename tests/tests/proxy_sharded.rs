@@ -162,6 +162,8 @@ schemas:
       - {{ name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: dn$1-4 }}
       - {{ name: order_item, type: child, parent: orders, join_key: order_id }}
       - {{ name: country, type: global, datanodes: dn$1-4 }}
+      - {{ name: logs, type: sharded, shard_key: id, rule: by_id, datanodes: dn$1-2,
+          tables_per_datanode: 2, physical_name: \"logs_{{index}}\" }}
       - {{ name: events, type: sharded, shard_key: id, rule: by_id, datanodes: dn$1-4,
           sequence: {{ datanode: dn_main, step: 5 }} }}
 ",
@@ -435,7 +437,7 @@ async fn shoal_answers_metadata_in_logical_names() {
     let tables: Vec<String> = c.query("SHOW TABLES").await.unwrap();
     assert_eq!(
         tables,
-        vec!["country", "events", "notes", "order_item", "orders"]
+        vec!["country", "events", "logs", "notes", "order_item", "orders"]
     );
     let like: Vec<String> = c.query("SHOW TABLES LIKE 'order%'").await.unwrap();
     assert_eq!(like, vec!["order_item", "orders"]);
@@ -761,4 +763,86 @@ async fn global_sequence_fills_the_shard_key_across_two_shoal_processes() {
             .await,
     );
     assert_eq!(code, 1235, "{message}");
+}
+
+/// Table metadata answers in logical names: SHOW CREATE TABLE and SHOW INDEX of a
+/// table-per-shard table name the logical table, not `logs_0`; DESCRIBE works; queries on
+/// information_schema.TABLES/COLUMNS (physical names) are refused.
+#[tokio::test]
+async fn table_metadata_in_logical_names() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    c.query_drop("CREATE TABLE logs (id INT PRIMARY KEY, msg VARCHAR(10), UNIQUE KEY u_msg (msg)) ENGINE=InnoDB")
+        .await
+        .unwrap();
+    // The physical tables exist: logs_0, logs_1 on dn1, logs_2, logs_3 on dn2.
+    let mut d1 = l.datanode(1).await;
+    let phys: Vec<String> = d1.query("SHOW TABLES LIKE 'logs%'").await.unwrap();
+    assert_eq!(phys, vec!["logs_0", "logs_1"]);
+
+    for sql in ["SHOW CREATE TABLE logs", "show create table shop.`logs`"] {
+        let row: (String, String) = c.query_first(sql).await.unwrap().unwrap();
+        assert_eq!(row.0, "logs", "{sql}");
+        assert!(
+            row.1.starts_with("CREATE TABLE `logs` ("),
+            "{sql}: {}",
+            row.1
+        );
+        assert!(!row.1.contains("logs_"), "{sql}: {}", row.1);
+        assert!(row.1.contains("UNIQUE KEY `u_msg`"), "{}", row.1);
+    }
+    let direct: (String, String) = d1
+        .query_first("SHOW CREATE TABLE logs_0")
+        .await
+        .unwrap()
+        .unwrap();
+    let got: (String, String) = c
+        .query_first("SHOW CREATE TABLE logs")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.1, direct.1.replacen("`logs_0`", "`logs`", 1));
+
+    let index: Vec<Row> = c.query("SHOW INDEX FROM logs").await.unwrap();
+    assert_eq!(index.len(), 2);
+    for r in &index {
+        assert_eq!(r.get::<String, _>(0).as_deref(), Some("logs"));
+    }
+    let keys: Vec<String> = index
+        .iter()
+        .map(|r| r.get::<String, _>(2).unwrap())
+        .collect();
+    assert_eq!(keys, vec!["PRIMARY", "u_msg"]);
+    let cols: Vec<Row> = c.query("DESCRIBE logs").await.unwrap();
+    let names: Vec<String> = cols
+        .iter()
+        .map(|r| r.get::<String, _>(0).unwrap())
+        .collect();
+    assert_eq!(names, vec!["id", "msg"]);
+    // Database-per-shard tables have their logical name on every datanode.
+    let row: (String, String) = c
+        .query_first("SHOW CREATE TABLE orders")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.0, "orders");
+
+    for sql in [
+        "SELECT table_name FROM information_schema.TABLES WHERE table_schema = 'shop'",
+        "SELECT column_name FROM information_schema.`COLUMNS` WHERE table_name = 'logs'",
+    ] {
+        let (code, _, message) = server_error(c.query_drop(sql).await);
+        assert_eq!(code, 1235, "{sql}: {message}");
+        assert!(message.contains("information_schema"), "{message}");
+    }
+    // The session goes on.
+    c.query_drop("INSERT INTO logs (id, msg) VALUES (6, 'six')")
+        .await
+        .unwrap();
+    let msg: Option<String> = c
+        .query_first("SELECT msg FROM logs WHERE id = 6")
+        .await
+        .unwrap();
+    assert_eq!(msg.as_deref(), Some("six"));
 }

@@ -17,6 +17,7 @@
 pub mod connset;
 pub use prepared::Statements;
 mod local;
+mod metadata;
 mod prepared;
 mod reader;
 mod scatter;
@@ -188,6 +189,14 @@ impl Session {
         match plan {
             RoutePlan::Single(t) => {
                 let same = self.is_client_text(&t.sql);
+                if !same
+                    && t.sql
+                        .get(..4)
+                        .is_some_and(|w| w.eq_ignore_ascii_case("SHOW"))
+                    && self.show_logical(routing, &t, reply_seq).await?
+                {
+                    return Ok(());
+                }
                 let sql = (!same).then_some(t.sql.as_str());
                 self.run_on(
                     routing,
@@ -201,6 +210,13 @@ impl Session {
                 Ok(())
             }
             RoutePlan::Any { sql } => {
+                if metadata::reads_schema_tables(&sql) {
+                    // Their rows name physical databases and tables, per datanode.
+                    return Err(refusal(&RouterError::unsupported(
+                        "information_schema.TABLES/COLUMNS on a sharded configuration \
+                         (use SHOW TABLES, SHOW COLUMNS, SHOW CREATE TABLE)",
+                    )));
+                }
                 let dn = self.any_datanode(routing);
                 let same = self.is_client_text(&sql);
                 let text = (!same).then_some(sql.as_str());
