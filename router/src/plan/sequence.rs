@@ -84,7 +84,18 @@ pub fn sequence_fill(topo: &Topology, current: Option<&str>, sql: &str) -> Optio
         let tok = toks.get(i as usize)?;
         (tok.kind == TokKind::Punct && tok.text(sql) == "(").then_some(tok.end as usize)
     };
-    let columns_at = open_at(target.name_tok? + 1)?;
+    let name_tok = target.name_tok?;
+    let columns_at = open_at(name_tok + 1)?;
+    // The `(` must open the column list (not `PARTITION (p0)` or anything else).
+    let first_col = toks.get(name_tok as usize + 2)?;
+    let first_text = match first_col.kind {
+        TokKind::QuotedIdent => first_col.text(sql).trim_matches('`'),
+        TokKind::Word => first_col.text(sql),
+        _ => return None,
+    };
+    if !first_text.eq_ignore_ascii_case(&ins.columns[0]) {
+        return None;
+    }
     let rows_at = ins
         .rows
         .iter()
@@ -159,6 +170,7 @@ schemas:
             "INSERT INTO items (name) VALUES ('a')",
             "UPDATE orders SET name = 'a'",
             "INSERT INTO nosuch (name) VALUES ('a')",
+            "INSERT INTO orders PARTITION (p0) (name) VALUES ('a')",
         ] {
             assert_eq!(sequence_fill(&topo, Some("shop"), sql), None, "{sql}");
         }
