@@ -158,6 +158,8 @@ pub struct Routing {
     pub topology: Arc<Topology>,
     /// Per datahost (index as in the topology): its primary, without a database.
     pub hosts: Vec<(BackendSpec, PoolSettings)>,
+    /// Segments of global sequences held by this process.
+    pub sequences: crate::exec::sequence::Sequences,
 }
 
 impl std::fmt::Debug for Routing {

@@ -116,6 +116,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
                 router: Arc::new(Router::new(topology.clone())),
                 topology,
                 hosts,
+                sequences: Default::default(),
             }))
         }
     };

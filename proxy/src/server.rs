@@ -14,7 +14,7 @@ use tracing::{error, info, warn};
 
 use crate::backend::conn::{BackendConn, wire_capabilities};
 use crate::backend::pool::BackendPool;
-use crate::config::{ProxyConfig, Routing};
+use crate::config::ProxyConfig;
 use crate::error::Error;
 use crate::session::{self, Shared};
 use crate::wire::handshake::server_capabilities;
@@ -69,14 +69,10 @@ impl Proxy {
             }
         };
         // Executable comments are gated by the backend's version, as the backend gates them.
-        if let Some(r) = config.routing.as_mut()
+        if let Some(r) = config.routing.as_mut().and_then(Arc::get_mut)
             && let Some(v) = mariadb_version(&version)
         {
-            *r = Arc::new(Routing {
-                router: Arc::new(Router::new(r.topology.clone()).with_server_version(v)),
-                topology: r.topology.clone(),
-                hosts: r.hosts.clone(),
-            });
+            r.router = Arc::new(Router::new(r.topology.clone()).with_server_version(v));
         }
         let missing_wire = wire_capabilities() & !backend_caps;
         let mut capabilities = server_capabilities() & !missing_wire;

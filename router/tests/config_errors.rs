@@ -344,3 +344,25 @@ fn absurd_sizes_are_refused() {
         &["datanodes[0].name", "more than 100000 names"],
     );
 }
+
+#[test]
+fn sequences_are_checked() {
+    let seq = |s: &str| {
+        error_of(
+            "datanodes: dn$1-4 }",
+            &format!("datanodes: dn$1-4, sequence: {s} }}"),
+        )
+    };
+    assert!(seq("{ datanode: dn9 }").contains("tables[0].sequence.datanode"));
+    assert!(seq("{ datanode: dn9 }").contains("unknown datanode"));
+    assert!(seq("{ datanode: dn1, step: 0 }").contains("tables[0].sequence.step"));
+    assert!(seq("{ datanode: \"dn1,dn2\" }").contains("tables[0].sequence.datanode"));
+    assert!(seq("{ datanode: dn$1-2 }").contains("exactly one datanode"));
+    assert!(seq("{ datanode: dn1, start: 5 }").contains("start"));
+    let global = error_of(
+        "{ name: country, type: global, datanodes: dn$1-4 }",
+        "{ name: country, type: global, datanodes: dn$1-4, sequence: { datanode: dn1 } }",
+    );
+    assert!(global.contains("tables[2].sequence"), "{global}");
+    assert!(global.contains("does not apply to a global table"));
+}

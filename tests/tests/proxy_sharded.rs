@@ -162,6 +162,10 @@ schemas:
       - {{ name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: dn$1-4 }}
       - {{ name: order_item, type: child, parent: orders, join_key: order_id }}
       - {{ name: country, type: global, datanodes: dn$1-4 }}
+      - {{ name: logs, type: sharded, shard_key: id, rule: by_id, datanodes: dn$1-2,
+          tables_per_datanode: 2, physical_name: \"logs_{{index}}\" }}
+      - {{ name: events, type: sharded, shard_key: id, rule: by_id, datanodes: dn$1-4,
+          sequence: {{ datanode: dn_main, step: 5 }} }}
 ",
         h1 = s1.host,
         p1 = s1.port,
@@ -431,7 +435,10 @@ async fn shoal_answers_metadata_in_logical_names() {
     let db: Option<String> = c.query_first("SELECT DATABASE()").await.unwrap();
     assert_eq!(db.as_deref(), Some("shop"));
     let tables: Vec<String> = c.query("SHOW TABLES").await.unwrap();
-    assert_eq!(tables, vec!["country", "notes", "order_item", "orders"]);
+    assert_eq!(
+        tables,
+        vec!["country", "events", "logs", "notes", "order_item", "orders"]
+    );
     let like: Vec<String> = c.query("SHOW TABLES LIKE 'order%'").await.unwrap();
     assert_eq!(like, vec!["order_item", "orders"]);
     let route: Vec<Row> = c
@@ -694,4 +701,199 @@ async fn the_session_sql_mode_decides_how_statements_route() {
         Some("cx"),
         "|| concatenates under PIPES_AS_CONCAT"
     );
+}
+
+/// A sharded table with a global sequence: INSERTs that leave out the shard key get ids from
+/// segments of `shoal_sequence` on dn_main, unique across two Shoal processes sharing it; the
+/// OK and `LAST_INSERT_ID()` report the first id, multi-row INSERTs get consecutive ids.
+#[tokio::test]
+async fn global_sequence_fills_the_shard_key_across_two_shoal_processes() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    c.query_drop(
+        "CREATE TABLE events (id BIGINT PRIMARY KEY, note VARCHAR(20), src INT) ENGINE=InnoDB",
+    )
+    .await
+    .unwrap();
+
+    c.query_drop("INSERT INTO events (note) VALUES ('a')")
+        .await
+        .unwrap();
+    let first = c.last_insert_id().expect("an insert id in the OK");
+    assert_eq!(c.affected_rows(), 1);
+    let lid: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").await.unwrap();
+    assert_eq!(lid, Some(first));
+    let note: Option<String> = c
+        .query_first(format!("SELECT note FROM events WHERE id = {first}"))
+        .await
+        .unwrap();
+    assert_eq!(note.as_deref(), Some("a"));
+    assert_eq!(
+        l.ids_on(dn_of(first as i64), "events", "id").await,
+        vec![first as i64]
+    );
+
+    // Several rows: consecutive ids from the first, over several shards; more rows than a
+    // segment (step 5) holds.
+    c.query_drop("INSERT INTO events (note, src) VALUES ('b', 0), ('c', 0), ('d', 0), ('e', 0), ('f', 0), ('g', 0), ('h', 0)")
+        .await
+        .unwrap();
+    let multi = c.last_insert_id().expect("an insert id");
+    assert_eq!(c.affected_rows(), 7);
+    let lid: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").await.unwrap();
+    assert_eq!(lid, Some(multi));
+    let rows: Vec<(i64, String)> = c
+        .query("SELECT id, note FROM events WHERE src = 0 ORDER BY id")
+        .await
+        .unwrap();
+    let want: Vec<(i64, String)> = ["b", "c", "d", "e", "f", "g", "h"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (multi as i64 + i as i64, n.to_string()))
+        .collect();
+    assert_eq!(rows, want);
+
+    // Two Shoal processes, two clients each, inserting at once.
+    let config = scratch_dir().join(format!("{}.yaml", l.prefix));
+    let second = ShoalProcess::start(&["--config".to_string(), config.display().to_string()]);
+    let mut tasks = Vec::new();
+    for (p, shoal) in [&l.shoal, &second].into_iter().enumerate() {
+        for k in 0..2 {
+            let opts = shoal.opts_as("app", "app-secret", Some("shop"));
+            let src = (p * 2 + k + 1) as i64;
+            tasks.push(tokio::spawn(async move {
+                let mut c = Conn::new(opts).await.expect("connect");
+                let mut got = Vec::new();
+                for i in 0..15 {
+                    let sql = if i % 3 == 0 {
+                        format!("INSERT INTO events (src, note) VALUES ({src}, 'x'), ({src}, 'y')")
+                    } else {
+                        format!("INSERT INTO events (src, note) VALUES ({src}, 'z')")
+                    };
+                    c.query_drop(&sql).await.expect("insert");
+                    let first = c.last_insert_id().expect("insert id");
+                    for r in 0..c.affected_rows() {
+                        got.push(first as i64 + r as i64);
+                    }
+                }
+                got
+            }));
+        }
+    }
+    let mut given = Vec::new();
+    for t in tasks {
+        match t.await {
+            Ok(g) => given.extend(g),
+            Err(e) => panic!("{e}\n{}\n----\n{}", l.shoal.log(), second.log()),
+        }
+    }
+    let mut stored = Vec::new();
+    for n in 1..=4 {
+        for id in l.ids_on(n, "events", "id").await {
+            assert_eq!(dn_of(id), n, "id {id} on the wrong datanode");
+            stored.push(id);
+        }
+    }
+    stored.sort_unstable();
+    let before = stored.len();
+    stored.dedup();
+    assert_eq!(stored.len(), before, "an id given twice");
+    assert_eq!(stored.len(), 1 + 7 + 4 * (5 * 2 + 10));
+    given.sort_unstable();
+    let reported: std::collections::BTreeSet<i64> = given.iter().copied().collect();
+    assert_eq!(
+        reported.len(),
+        given.len(),
+        "the OKs reported overlapping ids"
+    );
+    assert!(reported.iter().all(|id| stored.binary_search(id).is_ok()));
+
+    // A sharded table without a sequence still refuses an INSERT without its key.
+    let (code, _, message) = server_error(
+        c.query_drop("INSERT INTO orders (user_name) VALUES ('x')")
+            .await,
+    );
+    assert_eq!(code, 1235, "{message}");
+}
+
+/// Table metadata answers in logical names: SHOW CREATE TABLE and SHOW INDEX of a
+/// table-per-shard table name the logical table, not `logs_0`; DESCRIBE works; queries on
+/// information_schema.TABLES/COLUMNS (physical names) are refused.
+#[tokio::test]
+async fn table_metadata_in_logical_names() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    c.query_drop("CREATE TABLE logs (id INT PRIMARY KEY, msg VARCHAR(10), UNIQUE KEY u_msg (msg)) ENGINE=InnoDB")
+        .await
+        .unwrap();
+    // The physical tables exist: logs_0, logs_1 on dn1, logs_2, logs_3 on dn2.
+    let mut d1 = l.datanode(1).await;
+    let phys: Vec<String> = d1.query("SHOW TABLES LIKE 'logs%'").await.unwrap();
+    assert_eq!(phys, vec!["logs_0", "logs_1"]);
+
+    for sql in ["SHOW CREATE TABLE logs", "show create table shop.`logs`"] {
+        let row: (String, String) = c.query_first(sql).await.unwrap().unwrap();
+        assert_eq!(row.0, "logs", "{sql}");
+        assert!(
+            row.1.starts_with("CREATE TABLE `logs` ("),
+            "{sql}: {}",
+            row.1
+        );
+        assert!(!row.1.contains("logs_"), "{sql}: {}", row.1);
+        assert!(row.1.contains("UNIQUE KEY `u_msg`"), "{}", row.1);
+    }
+    let direct: (String, String) = d1
+        .query_first("SHOW CREATE TABLE logs_0")
+        .await
+        .unwrap()
+        .unwrap();
+    let got: (String, String) = c
+        .query_first("SHOW CREATE TABLE logs")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.1, direct.1.replacen("`logs_0`", "`logs`", 1));
+
+    let index: Vec<Row> = c.query("SHOW INDEX FROM logs").await.unwrap();
+    assert_eq!(index.len(), 2);
+    for r in &index {
+        assert_eq!(r.get::<String, _>(0).as_deref(), Some("logs"));
+    }
+    let keys: Vec<String> = index
+        .iter()
+        .map(|r| r.get::<String, _>(2).unwrap())
+        .collect();
+    assert_eq!(keys, vec!["PRIMARY", "u_msg"]);
+    let cols: Vec<Row> = c.query("DESCRIBE logs").await.unwrap();
+    let names: Vec<String> = cols
+        .iter()
+        .map(|r| r.get::<String, _>(0).unwrap())
+        .collect();
+    assert_eq!(names, vec!["id", "msg"]);
+    // Database-per-shard tables have their logical name on every datanode.
+    let row: (String, String) = c
+        .query_first("SHOW CREATE TABLE orders")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.0, "orders");
+
+    for sql in [
+        "SELECT table_name FROM information_schema.TABLES WHERE table_schema = 'shop'",
+        "SELECT column_name FROM information_schema.`COLUMNS` WHERE table_name = 'logs'",
+    ] {
+        let (code, _, message) = server_error(c.query_drop(sql).await);
+        assert_eq!(code, 1235, "{sql}: {message}");
+        assert!(message.contains("information_schema"), "{message}");
+    }
+    // The session goes on.
+    c.query_drop("INSERT INTO logs (id, msg) VALUES (6, 'six')")
+        .await
+        .unwrap();
+    let msg: Option<String> = c
+        .query_first("SELECT msg FROM logs WHERE id = 6")
+        .await
+        .unwrap();
+    assert_eq!(msg.as_deref(), Some("six"));
 }

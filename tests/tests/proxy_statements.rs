@@ -1111,3 +1111,164 @@ async fn client_found_rows_is_honoured_per_client() {
         );
     }
 }
+
+/// A procedure that walks a cursor (FETCH in a loop ended by a CONTINUE HANDLER FOR NOT FOUND)
+/// and SELECTs inside the loop: its result sets carry SERVER_STATUS_CURSOR_EXISTS although the
+/// client opened no cursor. Called through COM_STMT_EXECUTE it must answer as directly.
+#[tokio::test]
+async fn cursor_loop_procedure_answers_through_the_prepared_protocol() {
+    let backend = shared_backend();
+    let setup = [
+        "CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20))",
+        "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+        "CREATE PROCEDURE p1() BEGIN \
+           DECLARE done INT DEFAULT 0; DECLARE v INT; \
+           DECLARE cur CURSOR FOR SELECT id FROM t ORDER BY id; \
+           DECLARE CONTINUE HANDLER FOR NOT FOUND SET done = 1; \
+           OPEN cur; \
+           l: LOOP FETCH cur INTO v; IF done THEN LEAVE l; END IF; \
+             SELECT id, name FROM t WHERE id = v; \
+           END LOOP; \
+           CLOSE cur; SELECT COUNT(*) AS n FROM t; END",
+    ];
+    let (direct_db, shoal_db) = twin_dbs(&backend, &setup).await;
+    let shoal = ShoalProcess::quick(&backend, &shoal_db, &[]);
+    let mut direct = backend.conn(Some(&direct_db)).await;
+    let mut proxied = shoal.conn(&backend, Some(&shoal_db)).await;
+
+    async fn call(conn: &mut Conn, prepared: bool) -> Vec<Vec<Vec<Value>>> {
+        macro_rules! collect_sets {
+            ($result:expr) => {{
+                let mut result = $result;
+                let mut sets = Vec::new();
+                loop {
+                    let rows = result.collect::<Row>().await.expect("CALL result set");
+                    sets.push(rows.into_iter().map(Row::unwrap).collect());
+                    if result.is_empty() {
+                        break;
+                    }
+                }
+                sets
+            }};
+        }
+        if prepared {
+            collect_sets!(conn.exec_iter("CALL p1()", ()).await.expect("exec CALL"))
+        } else {
+            collect_sets!(conn.query_iter("CALL p1()").await.expect("query CALL"))
+        }
+    }
+    for prepared in [false, true] {
+        let want = call(&mut direct, prepared).await;
+        assert_eq!(want.len(), 4, "3 loop SELECTs and the count: {want:?}");
+        let got = within(
+            Duration::from_secs(20),
+            "CALL p1()",
+            call(&mut proxied, prepared),
+        )
+        .await;
+        assert_eq!(got, want, "prepared = {prepared}");
+        // The connection is still in step: the next statement gets its own answer.
+        let n: Option<i64> = proxied.query_first("SELECT 41 + 1").await.unwrap();
+        assert_eq!(n, Some(42));
+    }
+
+    // A client without CLIENT_DEPRECATE_EOF gets an EOF after each result's column
+    // definitions, which carries the procedure's CURSOR_EXISTS flag: the rows still follow.
+    let mut replies = Vec::new();
+    for (addr, db) in [
+        (format!("{}:{}", backend.host, backend.port), &direct_db),
+        (shoal.addr(), &shoal_db),
+    ] {
+        let (mut raw, reply) = RawConn::login(&addr, &backend.user, &backend.password, Some(db))
+            .await
+            .unwrap();
+        assert_eq!(reply, Reply::Ok);
+        let id = raw_prepare(&mut raw, "CALL p1()").await;
+        let mut exec = id.to_le_bytes().to_vec();
+        exec.push(0x00); // no cursor
+        exec.extend_from_slice(&1u32.to_le_bytes());
+        let first = raw.command_payload(COM_STMT_EXECUTE, &exec).await.unwrap();
+        let packets = within(
+            Duration::from_secs(20),
+            "raw CALL p1()",
+            whole_response(&mut raw, first),
+        )
+        .await;
+        assert_eq!(raw.command(COM_PING, b"").await.unwrap(), Reply::Ok);
+        // The two databases' names differ; column definitions name them.
+        let mut name = vec![db.len() as u8];
+        name.extend_from_slice(db.as_bytes());
+        let packets: Vec<Vec<u8>> = packets
+            .into_iter()
+            .map(|p| match p.windows(name.len()).position(|w| w == name) {
+                Some(at) => [&p[..at], b"\x02db", &p[at + name.len()..]].concat(),
+                None => p,
+            })
+            .collect();
+        replies.push(packets);
+    }
+    let cursor_flagged = replies[0]
+        .iter()
+        .filter(|p| p.first() == Some(&0xfe) && p.len() < 9)
+        .any(|p| u16::from_le_bytes([p[3], p[4]]) & SERVER_STATUS_CURSOR_EXISTS != 0);
+    assert!(
+        cursor_flagged,
+        "the backend no longer flags the procedure's results with CURSOR_EXISTS"
+    );
+    assert_eq!(replies[1], replies[0], "raw CALL through Shoal vs direct");
+}
+
+/// The packets of one COM_QUERY/COM_STMT_EXECUTE response without CLIENT_DEPRECATE_EOF,
+/// starting with `first`, up to the final OK or ERR.
+async fn whole_response(raw: &mut RawConn, first: Vec<u8>) -> Vec<Vec<u8>> {
+    const MORE_RESULTS: u16 = 0x0008;
+    let lenenc = |p: &[u8], i: &mut usize| {
+        let b = p[*i];
+        *i += match b {
+            0xfc => 3,
+            0xfd => 4,
+            0xfe => 9,
+            _ => 1,
+        };
+    };
+    let mut out = Vec::new();
+    let mut packet = first;
+    loop {
+        match packet[0] {
+            0xff => {
+                out.push(packet);
+                return out;
+            }
+            0x00 => {
+                let mut i = 1;
+                lenenc(&packet, &mut i);
+                lenenc(&packet, &mut i);
+                let status = u16::from_le_bytes([packet[i], packet[i + 1]]);
+                out.push(packet);
+                if status & MORE_RESULTS == 0 {
+                    return out;
+                }
+            }
+            n => {
+                out.push(packet);
+                for _ in 0..n {
+                    out.push(raw.read_packet().await.unwrap());
+                }
+                out.push(raw.read_packet().await.unwrap()); // EOF after the definitions
+                loop {
+                    let p = raw.read_packet().await.unwrap();
+                    let end = p[0] == 0xfe && p.len() < 9;
+                    let more = end && u16::from_le_bytes([p[3], p[4]]) & MORE_RESULTS != 0;
+                    out.push(p);
+                    if end && !more {
+                        return out;
+                    }
+                    if end {
+                        break;
+                    }
+                }
+            }
+        }
+        packet = raw.read_packet().await.unwrap();
+    }
+}

@@ -17,9 +17,11 @@
 pub mod connset;
 pub use prepared::Statements;
 mod local;
+mod metadata;
 mod prepared;
 mod reader;
 mod scatter;
+pub mod sequence;
 mod txn;
 mod write;
 
@@ -190,6 +192,14 @@ impl Session {
         match plan {
             RoutePlan::Single(t) => {
                 let same = self.is_client_text(&t.sql);
+                if !same
+                    && t.sql
+                        .get(..4)
+                        .is_some_and(|w| w.eq_ignore_ascii_case("SHOW"))
+                    && self.show_logical(routing, &t, reply_seq).await?
+                {
+                    return Ok(());
+                }
                 let sql = (!same).then_some(t.sql.as_str());
                 self.run_on(
                     routing,
@@ -203,6 +213,13 @@ impl Session {
                 Ok(())
             }
             RoutePlan::Any { sql } => {
+                if metadata::reads_schema_tables(&sql) {
+                    // Their rows name physical databases and tables, per datanode.
+                    return Err(refusal(&RouterError::unsupported(
+                        "information_schema.TABLES/COLUMNS on a sharded configuration \
+                         (use SHOW TABLES, SHOW COLUMNS, SHOW CREATE TABLE)",
+                    )));
+                }
                 let dn = self.any_datanode(routing);
                 let same = self.is_client_text(&sql);
                 let text = (!same).then_some(sql.as_str());
@@ -219,7 +236,23 @@ impl Session {
             }
             RoutePlan::Local(answer) => self.answer_local(routing, answer, reply_seq).await,
             RoutePlan::Session(kind) => self.session_statement(routing, kind, reply_seq).await,
-            RoutePlan::Refuse(e) => Err(refusal(&e)),
+            RoutePlan::Refuse(e) => {
+                // Off the hot path: only an INSERT the planner refused can need a sequence.
+                let fill = {
+                    let p = self.client.packet_payload();
+                    std::str::from_utf8(&p[1..]).ok().and_then(|sql| {
+                        shoal_router::plan::sequence::sequence_fill(
+                            &routing.topology,
+                            self.logical.as_deref(),
+                            sql,
+                        )
+                    })
+                };
+                match fill {
+                    Some(fill) => self.insert_with_sequence(routing, fill, reply_seq).await,
+                    None => Err(refusal(&e)),
+                }
+            }
             RoutePlan::Broadcast { targets } => {
                 let dml = {
                     let p = self.client.packet_payload();
@@ -407,7 +440,7 @@ impl Session {
         h.conn.last_used = Instant::now();
         match result {
             Ok(out) => {
-                if let Expect::Results { .. } = expect {
+                if let Expect::Results { .. } | Expect::CursorResults = expect {
                     self.diag.known = true;
                     self.diag.row_count = if out.error {
                         -1

@@ -150,6 +150,14 @@ impl Session {
             }
             warnings = warnings.saturating_add(d.warnings);
         }
+        if let Some(first) = self.sequence_first.take() {
+            // The ids came from a sequence: the first is what auto-increment would report.
+            last_insert_id = first;
+            for h in &mut self.conns.held {
+                // Their LAST_INSERT_ID is not the session's any more: realigned on next use.
+                h.conn.state.last_insert_id = u64::MAX;
+            }
+        }
         if last_insert_id != 0 {
             self.want.last_insert_id = last_insert_id;
         }

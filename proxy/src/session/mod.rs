@@ -106,6 +106,8 @@ pub struct Session {
     pub(crate) txn_begin: Option<String>,
     /// Client prepared statements with the router (Shoal's ids).
     pub(crate) statements: crate::exec::Statements,
+    /// The first id an INSERT got from a global sequence, for its OK packet.
+    pub(crate) sequence_first: Option<u64>,
     /// The handshake id (what `CONNECTION_ID()` returns and `KILL` takes), and what other
     /// sessions see of this one.
     pub(crate) id: u32,
@@ -154,6 +156,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         conns: ConnSet::default(),
         txn_begin: None,
         statements: Default::default(),
+        sequence_first: None,
         id: connection_id,
         handle: Arc::new(kill::SessionHandle::default()),
     };
@@ -639,6 +642,16 @@ impl Session {
                     return Err(Error::unknown_statement(id, name(cmd)));
                 }
                 let expect = match cmd {
+                    // The flags byte after the statement id; CURSOR_TYPE_READ_ONLY is 1.
+                    COM_STMT_EXECUTE
+                        if self
+                            .client
+                            .packet_payload()
+                            .get(5)
+                            .is_some_and(|f| f & 1 != 0) =>
+                    {
+                        Expect::CursorResults
+                    }
                     COM_STMT_EXECUTE => Expect::Results { binary: true },
                     COM_STMT_FETCH => Expect::Rows,
                     _ => Expect::Single,
@@ -755,7 +768,7 @@ impl Session {
         backend.last_used = Instant::now();
         match result {
             Ok(out) => {
-                if let Expect::Results { .. } = expect {
+                if let Expect::Results { .. } | Expect::CursorResults = expect {
                     self.diag.known = true;
                     self.diag.on_backend = true;
                     if out.error {

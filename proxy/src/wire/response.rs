@@ -21,8 +21,14 @@ use crate::wire::packet::MAX_FRAME;
 /// What kind of response the command that was just sent produces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
-    /// COM_QUERY / COM_STMT_EXECUTE: OK, ERR, or result sets (possibly several).
+    /// COM_QUERY / COM_STMT_EXECUTE: OK, ERR, or result sets (possibly several). MariaDB sets
+    /// SERVER_STATUS_CURSOR_EXISTS on every result a procedure or function sends while one of
+    /// its own cursors is open (or was): the rows follow as usual, so the flag is ignored here.
     Results { binary: bool },
+    /// COM_STMT_EXECUTE that asked for a cursor (CURSOR_TYPE_READ_ONLY): as `Results`, except
+    /// that CURSOR_EXISTS after the column definitions (without MORE_RESULTS, which only a
+    /// procedure's results have) ends the response: the rows come by COM_STMT_FETCH.
+    CursorResults,
     /// COM_STMT_PREPARE: prepare-OK and parameter/column definitions, or ERR.
     Prepare,
     /// COM_FIELD_LIST: column definitions up to an EOF, or ERR.
@@ -50,9 +56,9 @@ pub enum Event<'a> {
     /// One column definition (of a result set, a prepared statement or a field list).
     ColumnDef(&'a [u8]),
     /// The EOF packet after column definitions; only without CLIENT_DEPRECATE_EOF, where the
-    /// last [`Event::ColumnDef`] is followed directly by rows. With SERVER_STATUS_CURSOR_EXISTS
-    /// (binary protocol) a cursor was opened and the response ends here: rows come through
-    /// COM_STMT_FETCH.
+    /// last [`Event::ColumnDef`] is followed directly by rows. When the execute asked for a
+    /// cursor and the status has SERVER_STATUS_CURSOR_EXISTS, a cursor was opened and the
+    /// response ends here: rows come through COM_STMT_FETCH.
     ColumnsDone { status: u16 },
     /// One row, text or binary protocol, as sent.
     Row(&'a [u8]),
@@ -126,7 +132,9 @@ impl ResponseReader {
     /// negotiated `caps` (CLIENT_DEPRECATE_EOF and CLIENT_SESSION_TRACK change the bytes).
     pub fn new(expect: Expect, caps: CapabilityFlags) -> ResponseReader {
         let state = match expect {
-            Expect::Results { .. } | Expect::Prepare | Expect::Single => State::Start,
+            Expect::Results { .. } | Expect::CursorResults | Expect::Prepare | Expect::Single => {
+                State::Start
+            }
             Expect::FieldList => State::FieldDefs,
             Expect::Rows => State::Rows,
         };
@@ -184,8 +192,10 @@ impl ResponseReader {
             }
             State::ColumnsEof => {
                 let status = self.eof(first, payload, "column definitions")?;
-                let binary = matches!(self.expect, Expect::Results { binary: true });
-                self.state = if binary && status & CURSOR_EXISTS != 0 {
+                let asked = self.expect == Expect::CursorResults;
+                // A procedure's results carry MORE_RESULTS; an execute's cursor never does.
+                let opened = status & CURSOR_EXISTS != 0 && status & MORE_RESULTS == 0;
+                self.state = if asked && opened {
                     State::Done
                 } else {
                     State::Rows
@@ -641,11 +651,11 @@ mod tests {
         // CURSOR_EXISTS; the rows come with COM_STMT_FETCH.
         let cursor = AUTOCOMMIT | CURSOR_EXISTS;
         let v = vec![vec![1], coldef("a", 3), eof(cursor)];
-        let got = run(Expect::Results { binary: true }, false, &v);
+        let got = run(Expect::CursorResults, false, &v);
         assert_eq!(got, ["count 1", "col", "cols-done 42"]);
         // Under DEPRECATE_EOF the cursor is announced by the 0xFE OK right after definitions.
         let v = vec![vec![1], coldef("a", 3), ok(0xFE, 0, cursor, b"")];
-        let got = run(Expect::Results { binary: true }, true, &v);
+        let got = run(Expect::CursorResults, true, &v);
         assert_eq!(got, ["count 1", "col", "done 42 ok"]);
         // The fetch: rows, then an EOF (LAST_ROW_SENT when exhausted); never more results.
         let last_row = StatusFlags::SERVER_STATUS_LAST_ROW_SENT.bits();
@@ -655,6 +665,45 @@ mod tests {
         ];
         let got = run(Expect::Rows, false, &v);
         assert_eq!(got, ["row", "done ca"]);
+    }
+
+    #[test]
+    fn procedure_results_flagged_cursor_exists_still_have_rows() {
+        // CALL p1() by COM_STMT_EXECUTE (no cursor asked) of a procedure that walks a cursor
+        // and SELECTs in its loop, as MariaDB 10.11 answers without DEPRECATE_EOF: each
+        // result's EOFs carry CURSOR_EXISTS | MORE_RESULTS (0x6a), the rows follow anyway.
+        let flagged = AUTOCOMMIT | CURSOR_EXISTS | MORE_RESULTS | 0x20;
+        let one = |id: u8| {
+            vec![
+                vec![1],
+                coldef("id", 3),
+                eof(flagged),
+                vec![0x00, 0x00, id, 0, 0, 0],
+                eof(flagged),
+            ]
+        };
+        let mut v = Vec::new();
+        for id in 1..=3 {
+            v.extend(one(id));
+        }
+        v.push(ok(0x00, 0, AUTOCOMMIT, b""));
+        for expect in [Expect::Results { binary: true }, Expect::CursorResults] {
+            let got = run(expect, false, &v);
+            assert_eq!(got.iter().filter(|e| *e == "row").count(), 3, "{got:?}");
+            assert_eq!(got.last().unwrap(), "ok 0 2");
+        }
+        // `SELECT f()` where f walked a cursor: the flag lingers without MORE_RESULTS; no
+        // cursor was asked, so the row still comes.
+        let lingering = AUTOCOMMIT | CURSOR_EXISTS;
+        let v = vec![
+            vec![1],
+            coldef("f()", 3),
+            eof(lingering),
+            vec![0x00, 0x00, 9, 0, 0, 0],
+            eof(lingering),
+        ];
+        let got = run(Expect::Results { binary: true }, false, &v);
+        assert_eq!(got, ["count 1", "col", "cols-done 42", "row", "done 42"]);
     }
 
     #[test]

@@ -261,6 +261,20 @@ pub struct TableConfig {
     /// join key). Defaults to exactly that.
     #[serde(default)]
     pub parent_key: Option<String>,
+    /// sharded: fill the shard key from a global sequence when an INSERT leaves it out.
+    #[serde(default)]
+    pub sequence: Option<SequenceConfig>,
+}
+
+/// A global sequence (Mycat's): ids handed out in segments of `step` from the table
+/// `shoal_sequence` on `datanode`, one row per sequenced table, shared by every Shoal process.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SequenceConfig {
+    pub datanode: String,
+    /// Ids taken per round trip to the sequence table; default 1000.
+    #[serde(default)]
+    pub step: Option<u64>,
 }
 
 /// Shard algorithms.

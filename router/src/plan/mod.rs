@@ -16,6 +16,7 @@ mod placement;
 mod planner;
 mod render;
 mod router;
+pub mod sequence;
 
 pub use cache::CacheStats;
 pub use explain::{merge_steps, render, rows as explain_rows};

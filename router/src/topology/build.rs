@@ -5,8 +5,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{
-    ChildTable, Datanode, DatanodeId, GlobalTable, LogicalSchema, Shard, ShardedTable, TableDef,
-    Topology,
+    ChildTable, Datanode, DatanodeId, GlobalTable, LogicalSchema, Sequence, Shard, ShardedTable,
+    TableDef, Topology,
 };
 use crate::config::pattern::{self, PhysicalName};
 use crate::config::{Config, ConfigError, NamePatterns, RuleConfig, TableConfig, TableKind};
@@ -15,6 +15,9 @@ use crate::rule::ShardRule;
 
 /// A guard against typos like `tables_per_datanode: 1000000`.
 const MAX_SHARDS: usize = 100_000;
+const DEFAULT_SEQUENCE_STEP: u64 = 1000;
+/// A segment larger than this would let a restart skip more ids than anyone expects.
+const MAX_SEQUENCE_STEP: u64 = 1_000_000;
 
 pub(super) struct Builder<'a> {
     cfg: &'a Config,
@@ -370,6 +373,11 @@ impl<'a> Builder<'a> {
                 t.parent_key.is_some(),
                 TableKind::Child == t.kind,
             ),
+            (
+                "sequence",
+                t.sequence.is_some(),
+                TableKind::Sharded == t.kind,
+            ),
         ];
         for (name, is_set, allowed) in present {
             if is_set && !allowed {
@@ -470,11 +478,40 @@ impl<'a> Builder<'a> {
                 r
             }
         };
+        let sequence = match &t.sequence {
+            None => None,
+            Some(sc) => {
+                let datanode = self.datanode_list(
+                    &format!("{key}.sequence.datanode"),
+                    &NamePatterns(vec![sc.datanode.clone()]),
+                )?;
+                let step = sc.step.unwrap_or(DEFAULT_SEQUENCE_STEP);
+                if !(1..=MAX_SEQUENCE_STEP).contains(&step) {
+                    return Err(err(
+                        format!("{key}.sequence.step"),
+                        format!("must be between 1 and {MAX_SEQUENCE_STEP}"),
+                    ));
+                }
+                match datanode.as_slice() {
+                    [dn] => Some(Sequence {
+                        datanode: *dn,
+                        step,
+                    }),
+                    _ => {
+                        return Err(err(
+                            format!("{key}.sequence.datanode"),
+                            "names exactly one datanode",
+                        ));
+                    }
+                }
+            }
+        };
         Ok(ShardedTable {
             name: t.name.clone(),
             shard_key,
             rule,
             shards,
+            sequence,
         })
     }
 

@@ -76,6 +76,15 @@ pub struct ShardedTable {
     pub rule: Arc<ShardRule>,
     /// The rule returns an index into this.
     pub shards: Vec<Shard>,
+    /// Fills the shard key of INSERTs that leave it out.
+    pub sequence: Option<Sequence>,
+}
+
+/// A global sequence resolved: where its table lives and how many ids a segment holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sequence {
+    pub datanode: DatanodeId,
+    pub step: u64,
 }
 
 /// Where one shard of a table lives.

@@ -1,0 +1,247 @@
+//! Table metadata in logical names. `SHOW CREATE TABLE t` and `SHOW INDEX FROM t` run on the
+//! table's first physical table (the router plans them so); when that table's physical name
+//! differs (table-per-shard), its answer names it: the rows are rewritten back to the logical
+//! name here. `SHOW COLUMNS`/`DESCRIBE` name no table and are relayed as they are.
+//! `information_schema.TABLES`/`COLUMNS` would list physical schemas and tables: refused.
+
+use mysql_common::constants::CapabilityFlags;
+use shoal_router::plan::Target;
+use shoal_router::sql::lex::{TokKind, Token, tokenize_into};
+
+use super::query_payload;
+use super::reader::{ResultStream, Row};
+use crate::config::Routing;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::wire::messages::{ok_payload, put_lenenc, put_lenenc_bytes, read_lenenc_bytes};
+
+/// Which SHOW names the table in its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    CreateTable,
+    Index,
+}
+
+/// The table name of `SHOW CREATE TABLE [db.]t` / `SHOW {INDEX|INDEXES|KEYS} {FROM|IN} [db.]t`.
+fn shown_table(sql: &str) -> Option<(Shown, String)> {
+    let mut toks: Vec<Token> = Vec::new();
+    tokenize_into(sql, &mut toks).ok()?;
+    let word = |i: usize, w: &str| {
+        toks.get(i)
+            .is_some_and(|t| t.kind == TokKind::Word && t.text(sql).eq_ignore_ascii_case(w))
+    };
+    if !word(0, "SHOW") {
+        return None;
+    }
+    let (kind, mut at) = if word(1, "CREATE") && word(2, "TABLE") {
+        (Shown::CreateTable, 3)
+    } else if (word(1, "INDEX") || word(1, "INDEXES") || word(1, "KEYS"))
+        && (word(2, "FROM") || word(2, "IN"))
+    {
+        (Shown::Index, 3)
+    } else {
+        return None;
+    };
+    if toks.get(at + 1).is_some_and(|t| t.text(sql) == ".") {
+        at += 2;
+    }
+    let t = toks.get(at)?;
+    let name = match t.kind {
+        TokKind::Word => t.text(sql).to_string(),
+        TokKind::QuotedIdent => {
+            let s = t.text(sql);
+            s.get(1..s.len().saturating_sub(1))?.replace("``", "`")
+        }
+        _ => return None,
+    };
+    Some((kind, name))
+}
+
+/// Whether `sql` reads `information_schema.TABLES` or `information_schema.COLUMNS`.
+pub(super) fn reads_schema_tables(sql: &str) -> bool {
+    // Cheap test first: only statements naming the schema are lexed.
+    if !sql
+        .as_bytes()
+        .windows(18)
+        .any(|w| w.eq_ignore_ascii_case(b"information_schema"))
+    {
+        return false;
+    }
+    let mut toks: Vec<Token> = Vec::new();
+    if tokenize_into(sql, &mut toks).is_err() {
+        return false;
+    }
+    let ident = |t: &Token| -> String {
+        let s = t.text(sql);
+        match t.kind {
+            TokKind::QuotedIdent => s.trim_matches('`').to_ascii_lowercase(),
+            _ => s.to_ascii_lowercase(),
+        }
+    };
+    toks.windows(3).any(|w| {
+        matches!(w[0].kind, TokKind::Word | TokKind::QuotedIdent)
+            && ident(&w[0]) == "information_schema"
+            && w[1].text(sql) == "."
+            && matches!(ident(&w[2]).as_str(), "tables" | "columns")
+    })
+}
+
+impl Session {
+    /// Runs a SHOW that names its table in its rows with the physical name, if `t` is one:
+    /// `Ok(false)` when `t` is something else (the caller relays it).
+    pub(super) async fn show_logical(
+        &mut self,
+        routing: &Routing,
+        t: &Target,
+        reply_seq: u8,
+    ) -> Result<bool> {
+        let logical = {
+            let p = self.client.packet_payload();
+            let Ok(sql) = std::str::from_utf8(&p[1..]) else {
+                return Ok(false);
+            };
+            shown_table(sql)
+        };
+        let (Some((kind, logical)), Some((_, physical))) = (logical, shown_table(&t.sql)) else {
+            return Ok(false);
+        };
+        if logical == physical {
+            return Ok(false);
+        }
+        let i = self.touch(routing, t.datanode).await?;
+        let conn = &mut self.conns.held[i].conn;
+        let mut seq = 0;
+        conn.io.write_packet(&mut seq, &query_payload(t));
+        conn.io.flush().await.map_err(Error::BackendIo)?;
+        let mut stream = ResultStream::new(conn, false);
+        let defs = stream.columns(conn).await?;
+        // SHOW output is a handful of rows per table: read whole, then answered.
+        let mut rows = Vec::new();
+        loop {
+            match stream.next_row(conn).await? {
+                Row::End => break,
+                Row::Data(row) => rows.push(fields(&row)?),
+            }
+        }
+        let quoted = |n: &str| format!("`{}`", n.replace('`', "``"));
+        let (from, to) = (quoted(&physical), quoted(&logical));
+        for row in &mut rows {
+            if let Some(Some(table)) = row.first_mut()
+                && table.eq_ignore_ascii_case(physical.as_bytes())
+            {
+                *table = logical.as_bytes().to_vec();
+            }
+            if kind == Shown::CreateTable
+                && let Some(Some(ddl)) = row.get_mut(1)
+            {
+                // `CREATE TABLE `t_order_0003` (` -> the logical name; only that first name.
+                if let Some(at) = ddl.windows(from.len()).position(|w| w == from.as_bytes()) {
+                    ddl.splice(at..at + from.len(), to.bytes());
+                }
+            }
+        }
+        self.send_result(reply_seq, &defs, rows).await?;
+        Ok(true)
+    }
+
+    /// A text result set with the backend's column definitions and these rows.
+    async fn send_result(
+        &mut self,
+        reply_seq: u8,
+        defs: &[Vec<u8>],
+        rows: Vec<Vec<Option<Vec<u8>>>>,
+    ) -> Result<()> {
+        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        let status = self.status;
+        let mut seq = reply_seq;
+        let mut count = Vec::new();
+        put_lenenc(&mut count, defs.len() as u64);
+        self.client.write_packet(&mut seq, &count);
+        for d in defs {
+            self.client.write_packet(&mut seq, d);
+        }
+        let mut eof = vec![0xFE, 0, 0];
+        eof.extend_from_slice(&status.to_le_bytes());
+        if !deprecate_eof {
+            self.client.write_packet(&mut seq, &eof);
+        }
+        let n = rows.len() as u64;
+        let mut buf = Vec::new();
+        for row in rows {
+            buf.clear();
+            for v in row {
+                match v {
+                    Some(v) => put_lenenc_bytes(&mut buf, &v),
+                    None => buf.push(0xFB),
+                }
+            }
+            self.client.write_packet(&mut seq, &buf);
+        }
+        if deprecate_eof {
+            let mut ok = ok_payload(status);
+            ok[0] = 0xFE;
+            self.client.write_packet(&mut seq, &ok);
+        } else {
+            self.client.write_packet(&mut seq, &eof);
+        }
+        self.diag.known = true;
+        self.diag.row_count = -1;
+        self.diag.found_rows = n;
+        self.flush_client().await
+    }
+}
+
+/// The cells of a text row.
+fn fields(row: &[u8]) -> Result<Vec<Option<Vec<u8>>>> {
+    let mut b = row;
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        if b[0] == 0xFB {
+            b = &b[1..];
+            out.push(None);
+            continue;
+        }
+        let v = read_lenenc_bytes(&mut b)
+            .ok_or_else(|| crate::wire::response::protocol_error("malformed text row"))?;
+        out.push(Some(v.to_vec()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_tables() {
+        assert_eq!(
+            shown_table("SHOW CREATE TABLE t_order"),
+            Some((Shown::CreateTable, "t_order".into()))
+        );
+        assert_eq!(
+            shown_table("show create table shop.`t order`"),
+            Some((Shown::CreateTable, "t order".into()))
+        );
+        assert_eq!(
+            shown_table("SHOW KEYS IN t_order_0003 FROM db1"),
+            Some((Shown::Index, "t_order_0003".into()))
+        );
+        assert_eq!(shown_table("SHOW COLUMNS FROM t"), None);
+        assert_eq!(shown_table("SELECT 1"), None);
+    }
+
+    #[test]
+    fn schema_tables_are_recognised_on_tokens() {
+        assert!(reads_schema_tables(
+            "SELECT table_name FROM information_schema.TABLES WHERE table_schema = 'shop'"
+        ));
+        assert!(reads_schema_tables(
+            "select * from `INFORMATION_SCHEMA`.`columns`"
+        ));
+        assert!(!reads_schema_tables(
+            "SELECT * FROM information_schema.PROCESSLIST"
+        ));
+        assert!(!reads_schema_tables("SELECT 'information_schema.tables'"));
+        assert!(!reads_schema_tables("SELECT 1"));
+    }
+}

@@ -1,0 +1,156 @@
+//! Global sequences (Mycat's): an INSERT into a sharded table that leaves out its shard key,
+//! when the table has a `sequence`, gets its keys from a segment of ids taken from the
+//! `shoal_sequence` table on the sequence's datanode. A segment is taken with one atomic
+//! `UPDATE ... SET next_id = LAST_INSERT_ID(next_id + n)`, so several Shoal processes sharing
+//! the table never hand out the same id; ids left in a segment when a process stops are
+//! skipped, as auto-increment skips ids. The router splices the ids into the text
+//! ([`shoal_router::plan::sequence`]) and plans it like any INSERT; the client's OK carries
+//! the first id as its last insert id, and so does `LAST_INSERT_ID()` afterwards.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use shoal_router::plan::sequence::SequenceFill;
+use shoal_router::plan::{Merge, RoutePlan};
+
+use super::prepared::Request;
+use super::{refusal, unsupported};
+use crate::backend::pool::Wanted;
+use crate::backend::state::SessionState;
+use crate::config::Routing;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::wire::command::COM_QUERY;
+
+/// The ids this process holds, per sequence (`schema.table`): `next..end`.
+#[derive(Debug, Default)]
+pub struct Sequences {
+    segments: Mutex<HashMap<String, (u64, u64)>>,
+}
+
+impl Sequences {
+    /// `n` consecutive ids from the segment held for `name`, if it has that many left.
+    fn take(&self, name: &str, n: u64) -> Option<u64> {
+        let mut s = self.segments.lock().unwrap_or_else(|e| e.into_inner());
+        let seg = s.get_mut(name)?;
+        if seg.1 - seg.0 < n {
+            return None;
+        }
+        let first = seg.0;
+        seg.0 += n;
+        Some(first)
+    }
+
+    fn keep(&self, name: &str, next: u64, end: u64) {
+        let mut s = self.segments.lock().unwrap_or_else(|e| e.into_inner());
+        s.insert(name.to_string(), (next, end));
+    }
+}
+
+const TABLE: &str = "shoal_sequence";
+
+impl Session {
+    /// Runs the client's INSERT with its shard keys filled from the table's sequence.
+    pub(super) async fn insert_with_sequence(
+        &mut self,
+        routing: &Routing,
+        fill: SequenceFill,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let sql = {
+            let p = self.client.packet_payload();
+            String::from_utf8_lossy(&p[1..]).into_owned()
+        };
+        let first = self.next_ids(routing, &fill).await?;
+        let text = fill.apply(&sql, first);
+        let targets = match routing.router.route(self.logical.as_deref(), &text, &[]) {
+            RoutePlan::Single(t) => vec![t],
+            RoutePlan::Scatter {
+                targets,
+                merge: Merge::AffectedRows,
+            } => targets,
+            RoutePlan::Refuse(e) => return Err(refusal(&e)),
+            _ => return Err(unsupported("this INSERT with a sequence")),
+        };
+        self.sequence_first = Some(first);
+        let r = self
+            .run_writes(routing, targets, true, &Request::Text, reply_seq)
+            .await;
+        self.sequence_first = None;
+        r
+    }
+
+    /// The first of `fill.rows` consecutive ids of the table's sequence.
+    async fn next_ids(&mut self, routing: &Routing, fill: &SequenceFill) -> Result<u64> {
+        let name = format!("{}.{}", fill.schema, fill.table);
+        let n = fill.rows as u64;
+        if let Some(first) = routing.sequences.take(&name, n) {
+            return Ok(first);
+        }
+        // A fresh segment, large enough for this statement's rows (consecutive ids).
+        let k = fill.step.max(n);
+        let node = &routing.topology.datanodes[fill.datanode];
+        let pool = self.shared.pools[node.datahost].clone();
+        let mut conn = pool
+            .acquire(Wanted {
+                wire: self.caps,
+                prefer: 0,
+                schema: Some(&node.database),
+                multi_statements: false,
+            })
+            .await?;
+        // A pooled connection carries another session's schema and variables (autocommit
+        // among them): a clean state in the sequence's database.
+        crate::session::align_to(&SessionState::default(), Some(&node.database), &mut conn).await?;
+        let quoted = name.replace('\'', "''");
+        let update = format!(
+            "UPDATE {TABLE} SET next_id = LAST_INSERT_ID(next_id + {k}) WHERE name = '{quoted}'"
+        );
+        let read = "SELECT IF(ROW_COUNT() > 0, LAST_INSERT_ID(), NULL)";
+        let mut end = None;
+        for attempt in 0..2 {
+            match conn.command(COM_QUERY, update.as_bytes()).await {
+                Ok(_) => {
+                    if let Some(v) = conn.query_value(read).await? {
+                        end = Some(v);
+                        break;
+                    }
+                }
+                // ER_NO_SUCH_TABLE: made below on the first attempt.
+                Err(e) if attempt == 0 && e.as_reply().is_some_and(|r| r.0 == 1146) => {}
+                Err(e) => return Err(e),
+            }
+            if attempt == 0 {
+                // First use of this sequence: its row (and the table) are made here; a
+                // concurrent process doing the same is harmless.
+                let create = format!(
+                    "CREATE TABLE IF NOT EXISTS {TABLE} (name VARCHAR(255) NOT NULL PRIMARY KEY, \
+                     next_id BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB"
+                );
+                conn.command(COM_QUERY, create.as_bytes()).await?;
+                let insert = format!("INSERT IGNORE INTO {TABLE} VALUES ('{quoted}', 1)");
+                conn.command(COM_QUERY, insert.as_bytes()).await?;
+            }
+        }
+        let end: u64 = match end.as_deref().map(str::parse) {
+            Some(Ok(v)) => v,
+            _ => {
+                return Err(Error::reply(
+                    1105,
+                    b"HY000",
+                    format!(
+                        "sequence {name}: no row in {TABLE} on datanode {}",
+                        node.name
+                    ),
+                ));
+            }
+        };
+        conn.state.last_insert_id = end;
+        conn.release();
+        let first = end
+            .checked_sub(k)
+            .ok_or_else(|| Error::reply(1105, b"HY000", format!("sequence {name}: bad next_id")))?;
+        routing.sequences.keep(&name, first + n, end);
+        Ok(first)
+    }
+}
