@@ -94,9 +94,21 @@ pub enum Column {
 ///    a stable sort, ties keep arrival order);
 /// 6. skip `offset` rows, then keep at most `limit` rows;
 /// 7. drop the last `hidden_columns` columns (and their column definitions).
+///
+/// With `group_order` set, steps 1-2 stream: the shards' rows arrive sorted by `group_order`
+/// (the rewrite asks for it), so equal group keys are adjacent after a k-way merge and each
+/// group is folded and released as soon as the next key differs; memory holds one row per
+/// shard and one group (plus, when `order_by` is not a prefix of `group_order`, the groups
+/// awaiting the final sort: at most `offset + limit` of them under a LIMIT).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MergeSpec {
     pub aggregate: Option<Aggregation>,
+    /// Empty: shard rows arrive in any order and groups are hashed in memory (bounded). Else
+    /// (only with `aggregate`): every shard's rows are sorted by these keys, which are exactly
+    /// the aggregation keys, each once, in some order and direction (MariaDB's ORDER BY on the
+    /// grouped columns: NULL first ascending, strings by the column's collation). The merge
+    /// checks each shard's rows are in this order under its own comparison and fails if not.
+    pub group_order: Vec<SortKey>,
     pub having: Option<HavingSpec>,
     pub distinct: bool,
     pub order_by: Vec<SortKey>,
