@@ -88,8 +88,8 @@ fn spec_steps(s: &MergeSpec) -> Vec<String> {
         let keys: Vec<_> = a.keys.iter().map(col).collect();
         let cols: Vec<_> = a.columns.iter().map(fold).collect();
         let mut line = format!("group by [{}] fold [{}]", keys.join(", "), cols.join(", "));
-        if !s.group_order.is_empty() {
-            let keys: Vec<_> = s.group_order.iter().map(sort_key).collect();
+        if s.groups_sorted {
+            let keys: Vec<_> = s.group_order().iter().map(sort_key).collect();
             let _ = write!(line, " streaming, shards sorted by [{}]", keys.join(", "));
         }
         out.push(line);

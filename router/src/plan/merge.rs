@@ -242,9 +242,9 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
             .ok_or_else(|| refuse("HAVING clause that could not be located"))?;
         having_edit = Some(Edit::text(a, z, String::new()));
     }
-    if let Some(sorted) = sorted_groups(shape, ctx, &spec, hidden_n) {
-        spec.group_order = sorted.keys;
-        match sorted.edit {
+    if let Some(edit) = sorted_groups(shape, ctx, &spec, hidden_n) {
+        spec.groups_sorted = true;
+        match edit {
             SortEdit::None => {}
             SortEdit::Insert { after, pieces } => match &mut having_edit {
                 // The HAVING clause ends the statement's clauses: the ORDER BY takes its place.
@@ -509,12 +509,7 @@ fn having_has_aggregate(h: &HavingExpr) -> bool {
     }
 }
 
-/// The shard ORDER BY that makes groups arrive sorted, and the key order it gives.
-struct SortedGroups {
-    keys: Vec<SortKey>,
-    edit: SortEdit,
-}
-
+/// The shard ORDER BY that makes groups arrive sorted by [`MergeSpec::group_order`].
 enum SortEdit {
     /// The statement's own ORDER BY already sorts by the group keys.
     None,
@@ -608,7 +603,7 @@ fn sorted_groups(
     ctx: &Ctx,
     spec: &MergeSpec,
     hidden_n: usize,
-) -> Option<SortedGroups> {
+) -> Option<SortEdit> {
     let agg = spec.aggregate.as_ref()?;
     if agg.keys.is_empty() || agg.keys.len() != shape.group_by.len() {
         return None;
@@ -666,42 +661,27 @@ fn sorted_groups(
         }
         pieces
     };
-    let ascending: Vec<SortKey> = keys
-        .iter()
-        .map(|&(column, _)| SortKey {
-            column,
-            desc: false,
-        })
-        .collect();
     let Some((first, last)) = tail.order else {
-        return Some(SortedGroups {
-            keys: ascending,
-            edit: SortEdit::Insert {
-                after: tail.last,
-                pieces: by_keys(&keys),
-            },
+        return Some(SortEdit::Insert {
+            after: tail.last,
+            pieces: by_keys(&keys),
         });
     };
-    // The statement's ORDER BY names every group key once and nothing else: the shards
-    // already sort so, and the merged groups come out in the final order.
-    let mut seen = Vec::new();
-    let permutation = spec.order_by.iter().all(|o| {
-        let fresh = !seen.contains(&o.column);
-        seen.push(o.column);
-        fresh && keys.iter().any(|(c, _)| *c == o.column)
-    }) && seen.len() == keys.len();
-    if permutation {
-        return Some(SortedGroups {
-            keys: spec.order_by.clone(),
-            edit: SortEdit::None,
-        });
+    // The statement's ORDER BY names the group keys and nothing else: the shards already sort
+    // so, and the merged groups come out in the final order (the rule of `group_order`).
+    let covers = spec
+        .order_by
+        .iter()
+        .all(|o| keys.iter().any(|(c, _)| *c == o.column))
+        && keys
+            .iter()
+            .all(|(c, _)| spec.order_by.iter().any(|o| o.column == *c));
+    if covers {
+        return Some(SortEdit::None);
     }
-    Some(SortedGroups {
-        keys: ascending,
-        edit: SortEdit::Replace {
-            first,
-            last,
-            pieces: by_keys(&keys),
-        },
+    Some(SortEdit::Replace {
+        first,
+        last,
+        pieces: by_keys(&keys),
     })
 }
