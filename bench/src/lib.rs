@@ -1,5 +1,28 @@
 //! Shoal's bench crate: the local MariaDB launcher ([`cluster`]) used by tests, benchmarks and the
-//! demo, and (later) the load generator and experiments behind the `shoal-bench` binary.
+//! demo, the load generator ([`load`]) and the experiments behind the `shoal-bench` binary
+//! (`overhead`, `mycat`, `scale`), with their progress display and report writers.
 
 pub mod cluster;
+pub mod error;
+pub mod interrupt;
+pub mod load;
+pub mod mycat;
 pub mod overhead;
+pub mod placement;
+pub mod progress;
+pub mod results;
+pub mod scale;
+pub mod shoal_config;
+
+pub use error::BenchError;
+
+/// How a command ended, for its exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Everything asked for ran, and every check passed.
+    Pass,
+    /// What ran passed, but some parts could not run (e.g. Shoal refused a sharded config).
+    Incomplete,
+    /// A check failed (wrong answers, misplaced rows, a target ratio missed).
+    Fail,
+}

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use shoal_bench::Verdict;
 
 #[derive(Debug, Parser)]
 #[command(name = "shoal-bench", version, about = "Shoal's bench tools")]
@@ -17,8 +18,13 @@ enum Command {
     /// Start, inspect and stop local MariaDB backends (primaries and replicas).
     #[command(subcommand)]
     Cluster(shoal_bench::cluster::cli::ClusterCommand),
-    /// Proxy overhead: sysbench direct vs HAProxy (TCP) vs Shoal, interleaved, medians.
+    /// Proxy overhead: sysbench direct vs HAProxy (TCP) vs Shoal (and any other endpoint),
+    /// interleaved, medians.
     Overhead(shoal_bench::overhead::OverheadArgs),
+    /// The Mycat report's sharded-vs-single experiment (plans 1-3) through Shoal.
+    Mycat(shoal_bench::mycat::MycatArgs),
+    /// Shard-count sweep: inserts, point selects and a scatter aggregate at 1..21 datanodes.
+    Scale(shoal_bench::scale::ScaleArgs),
 }
 
 #[tokio::main]
@@ -31,20 +37,38 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    shoal_bench::interrupt::install();
     let outcome = match cli.command {
         Command::Cluster(cmd) => shoal_bench::cluster::cli::run(cmd)
             .await
+            .map(pass_or_fail)
             .map_err(|e| e.to_string()),
         Command::Overhead(args) => shoal_bench::overhead::run(args)
             .await
             .map_err(|e| e.to_string()),
+        Command::Mycat(args) => shoal_bench::mycat::run(args)
+            .await
+            .map_err(|e| e.to_string()),
+        Command::Scale(args) => shoal_bench::scale::run(args)
+            .await
+            .map_err(|e| e.to_string()),
     };
     match outcome {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
+        Ok(Verdict::Pass) => ExitCode::SUCCESS,
+        Ok(Verdict::Fail) => ExitCode::FAILURE,
+        Ok(Verdict::Incomplete) => {
+            eprintln!(
+                "shoal-bench: incomplete: some parts did not run (see \"not run\" in the report)"
+            );
+            ExitCode::from(3)
+        }
         Err(e) => {
             eprintln!("shoal-bench: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn pass_or_fail(ok: bool) -> Verdict {
+    if ok { Verdict::Pass } else { Verdict::Fail }
 }

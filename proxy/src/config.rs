@@ -1,7 +1,14 @@
 //! Runtime settings of the proxy: the datasource it serves, who may log in, and limits.
-//! Quick mode (`--backend mysql://...`) builds one of these from the command line.
+//! Quick mode (`--backend mysql://...`) builds one of these from the command line; a config
+//! file builds one from the router's [`Topology`] (see `config_file`). Defaults come from the
+//! router's config model, written once there.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use shoal_router::config::{PoolConfig, ServerConfig};
+use shoal_router::plan::Router;
+use shoal_router::topology::Topology;
 
 /// One backend MySQL/MariaDB server and the credentials the proxy uses on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,16 +131,41 @@ pub struct PoolSettings {
     pub connect_timeout: Duration,
 }
 
-impl Default for PoolSettings {
-    fn default() -> Self {
+impl PoolSettings {
+    /// The settings of a datahost's `pool:` section.
+    pub fn from_config(p: &PoolConfig) -> Self {
         PoolSettings {
-            min_size: 0,
-            max_size: 64,
-            acquire_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(300),
+            min_size: p.min as usize,
+            max_size: (p.max as usize).max(1),
+            acquire_timeout: p.acquire_timeout,
+            idle_timeout: p.idle_timeout,
             validate_after: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
         }
+    }
+}
+
+impl Default for PoolSettings {
+    /// A config file's defaults (an omitted `pool:` section).
+    fn default() -> Self {
+        PoolSettings::from_config(&PoolConfig::default())
+    }
+}
+
+/// Sharded serving: the router and one backend per datahost primary.
+pub struct Routing {
+    pub router: Arc<Router>,
+    pub topology: Arc<Topology>,
+    /// Per datahost (index as in the topology): its primary, without a database.
+    pub hosts: Vec<(BackendSpec, PoolSettings)>,
+}
+
+impl std::fmt::Debug for Routing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Routing")
+            .field("datanodes", &self.topology.datanodes.len())
+            .field("hosts", &self.hosts)
+            .finish()
     }
 }
 
@@ -157,6 +189,10 @@ pub struct ProxyConfig {
     /// Only the schemas in `schema_map` exist for clients (config files); quick mode shows the
     /// backend's databases as they are.
     pub only_mapped_schemas: bool,
+    /// Set when statements are planned by the router over several datanodes; `None` relays
+    /// every statement to `backend` (quick mode, and config files with one datanode and no
+    /// listed tables).
+    pub routing: Option<Arc<Routing>>,
 }
 
 impl ProxyConfig {
@@ -168,17 +204,19 @@ impl ProxyConfig {
             schemas: None,
             read_only: false,
         }];
+        let server = ServerConfig::default();
         ProxyConfig {
             listen,
             backend,
             users,
             pool: PoolSettings::default(),
-            max_connections: 1024,
-            client_idle_timeout: Duration::from_secs(8 * 3600),
-            shutdown_timeout: Duration::from_secs(30),
+            max_connections: server.max_connections as usize,
+            client_idle_timeout: server.client_idle_timeout,
+            shutdown_timeout: server.shutdown_timeout,
             max_packet: 1 << 30,
             schema_map: Vec::new(),
             only_mapped_schemas: false,
+            routing: None,
         }
     }
 

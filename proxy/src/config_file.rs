@@ -1,19 +1,21 @@
-//! `shoal --config FILE`: the router's configuration (see `shoal_router::config`), served for now
-//! as one datanode. Sharded execution comes with the router; until then the proxy serves the
-//! datanode the schemas default to, so that a configuration file already works end to end for
-//! unsharded schemas.
+//! `shoal --config FILE`: the router's configuration (see `shoal_router::config`). A file whose
+//! schemas list no tables and share one datanode is served as that datanode, every statement
+//! relayed without planning (as fast as quick mode); any other file is served by the router
+//! over all its datanodes.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::Duration;
 
+use shoal_router::plan::Router;
 use shoal_router::topology::{TableDef, Topology};
 
-use crate::config::{BackendSpec, PoolSettings, ProxyConfig, User};
+use crate::config::{BackendSpec, PoolSettings, ProxyConfig, Routing, User};
 
-/// The datanode served in single-datanode mode: the one every schema defaults to. A schema
-/// with listed (sharded, global, child) tables, or schemas on different datanodes, cannot be
-/// served exactly without the router, so they are refused rather than answered from one shard.
-fn served_datanode(t: &Topology) -> Result<usize, String> {
+/// The one datanode a file can be served from without the router: the one every schema
+/// defaults to, when no schema lists (sharded, global, child) tables. `Err` says why the
+/// router is needed.
+fn passthrough_datanode(t: &Topology) -> Result<usize, String> {
     let mut names: Vec<&String> = t.schemas.keys().collect();
     names.sort();
     let mut served: Option<usize> = None;
@@ -23,9 +25,7 @@ fn served_datanode(t: &Topology) -> Result<usize, String> {
             let mut listed: Vec<&str> = s.tables.values().map(|t| t.name()).collect();
             listed.sort_unstable();
             return Err(format!(
-                "schemas.{name}: lists sharded/global/child tables ({}); this version of Shoal \
-                 serves unsharded schemas only (sharded execution is not wired in yet). \
-                 `shoal --check --config FILE` validates such a file.",
+                "schemas.{name}: lists sharded/global/child tables ({})",
                 listed.join(", ")
             ));
         }
@@ -38,8 +38,7 @@ fn served_datanode(t: &Topology) -> Result<usize, String> {
             None => served = Some(dn),
             Some(other) if other != dn => {
                 return Err(format!(
-                    "schemas.{name}: on datanode {} while another schema is on {}; this \
-                     version of Shoal serves one datanode",
+                    "schemas.{name}: on datanode {} while another schema is on {}",
                     t.datanodes[dn].name, t.datanodes[other].name
                 ));
             }
@@ -49,24 +48,34 @@ fn served_datanode(t: &Topology) -> Result<usize, String> {
     served.ok_or_else(|| "the configuration has no schema to serve".to_string())
 }
 
-/// Builds the proxy's runtime settings from a validated topology. `listen` overrides
-/// `server.listen` when given on the command line.
-pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, String> {
-    let dn = &t.datanodes[served_datanode(t)?];
-    let host = &t.datahosts[dn.datahost];
+/// The primary of datahost `i`, starting in `database`.
+fn host_spec(t: &Topology, i: usize, database: Option<&str>) -> Result<BackendSpec, String> {
+    let host = &t.datahosts[i];
     let (h, port) = host.primary.host_port().ok_or_else(|| {
         format!(
             "datahosts.{}.primary.address: expected host:port",
             host.name
         )
     })?;
-    let backend = BackendSpec {
+    Ok(BackendSpec {
         host: h.to_string(),
         port,
         user: host.primary.user.clone(),
         password: host.primary.password.clone(),
-        database: Some(dn.database.clone()),
-    };
+        database: database.map(str::to_string),
+    })
+}
+
+/// Builds the proxy's runtime settings from a validated topology. `listen` overrides
+/// `server.listen` when given on the command line.
+pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, String> {
+    let passthrough = passthrough_datanode(t).ok();
+    // The datanode whose server version is announced to clients (and, without the router,
+    // the one served).
+    let first = passthrough.unwrap_or(0);
+    let dn = &t.datanodes[first];
+    let host = &t.datahosts[dn.datahost];
+    let backend = host_spec(t, dn.datahost, Some(&dn.database))?;
     let users = t
         .users
         .iter()
@@ -77,21 +86,38 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
             read_only: u.read_only,
         })
         .collect();
-    // Logical schemas served by this datanode are its physical database.
-    let mut schema_map: Vec<(String, String)> = t
-        .schemas
-        .values()
-        .filter(|s| s.default_datanode.map(|d| &t.datanodes[d]) == Some(dn))
-        .map(|s| (s.name.clone(), dn.database.clone()))
-        .collect();
+    // Without the router, logical schemas served by the datanode are its physical database;
+    // with it, the session keeps the logical name and each connection its datanode's database.
+    let mut schema_map: Vec<(String, String)> = match passthrough {
+        Some(_) => t
+            .schemas
+            .values()
+            .filter(|s| s.default_datanode.map(|d| &t.datanodes[d]) == Some(dn))
+            .map(|s| (s.name.clone(), dn.database.clone()))
+            .collect(),
+        None => t
+            .schemas
+            .values()
+            .map(|s| (s.name.clone(), s.name.clone()))
+            .collect(),
+    };
     schema_map.sort();
     let server = &t.server;
-    let pool = PoolSettings {
-        min_size: host.pool.min as usize,
-        max_size: (host.pool.max as usize).max(1),
-        acquire_timeout: host.pool.acquire_timeout,
-        idle_timeout: host.pool.idle_timeout,
-        ..PoolSettings::default()
+    let pool = PoolSettings::from_config(&host.pool);
+    let routing = match passthrough {
+        Some(_) => None,
+        None => {
+            let mut hosts = Vec::with_capacity(t.datahosts.len());
+            for (i, h) in t.datahosts.iter().enumerate() {
+                hosts.push((host_spec(t, i, None)?, PoolSettings::from_config(&h.pool)));
+            }
+            let topology = Arc::new(t.clone());
+            Some(Arc::new(Routing {
+                router: Arc::new(Router::new(topology.clone())),
+                topology,
+                hosts,
+            }))
+        }
     };
     let idle = if server.client_idle_timeout.is_zero() {
         Duration::from_secs(100 * 365 * 24 * 3600)
@@ -106,6 +132,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
     cfg.max_connections = (server.max_connections as usize).max(1);
     cfg.client_idle_timeout = idle;
     cfg.shutdown_timeout = server.shutdown_timeout;
+    cfg.routing = routing;
     Ok(cfg)
 }
 
@@ -175,18 +202,22 @@ pub fn describe(t: &Topology) -> String {
         let ro = if u.read_only { " (read-only)" } else { "" };
         let _ = writeln!(out, "  {}: schemas {}{ro}", u.name, u.schemas.join(", "));
     }
-    match served_datanode(t) {
+    match passthrough_datanode(t) {
         Ok(dn) => {
             let d = &t.datanodes[dn];
             let h = &t.datahosts[d.datahost];
             let _ = writeln!(
                 out,
-                "served by this version: datanode {} ({}/{})",
+                "served as one datanode: {} ({}/{}), statements relayed without planning",
                 d.name, h.primary.address, d.database
             );
         }
         Err(why) => {
-            let _ = writeln!(out, "not servable by this version yet: {why}");
+            let _ = writeln!(
+                out,
+                "served by the router over {} datanodes ({why})",
+                t.datanodes.len()
+            );
         }
     }
     out

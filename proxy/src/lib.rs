@@ -1,11 +1,13 @@
-//! Shoal proxy: a MySQL-protocol proxy. The request path, top to bottom:
+//! Shoal proxy: a MySQL-protocol sharding proxy. The request path, top to bottom:
 //! client -> [`wire`] (framing, handshake) -> [`session`] (commands, state, pinning) ->
-//! [`backend`] (pool, connections) -> MySQL.
+//! the router's plan -> [`exec`] (one arm per plan kind, [`merge`] for scatter reads) ->
+//! [`backend`] (pools, connections) -> MySQL/MariaDB.
 
 pub mod backend;
 pub mod config;
 pub mod config_file;
 pub mod error;
+pub mod exec;
 pub mod merge;
 pub mod server;
 pub mod session;

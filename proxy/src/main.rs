@@ -40,7 +40,7 @@ struct Cli {
     /// Backend connections kept open even when idle [default: 0].
     #[arg(long)]
     pool_min: Option<usize>,
-    /// How long a statement waits for a free backend connection, in milliseconds [default: 10000].
+    /// How long a statement waits for a free backend connection, in milliseconds [default: 5000, as in config files].
     #[arg(long)]
     acquire_timeout_ms: Option<u64>,
     /// Idle backend connections above --pool-min are closed after this many seconds [default: 300].
@@ -49,7 +49,7 @@ struct Cli {
     /// Clients silent for this many seconds are disconnected [default: 28800].
     #[arg(long)]
     client_idle_timeout_secs: Option<u64>,
-    /// On SIGTERM/SIGINT, how long running statements may take to finish, in seconds [default: 30].
+    /// On SIGTERM/SIGINT, how long running statements may take to finish, in seconds [default: 10, as in config files].
     #[arg(long)]
     shutdown_timeout_secs: Option<u64>,
     /// Worker threads (default: one per CPU core).

@@ -59,15 +59,33 @@ impl Proxy {
         if !backend_caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS) {
             capabilities.remove(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
         }
-        let pool = BackendPool::new(spec, config.pool.clone());
+        // With the router: one pool per datahost primary; the relay-only path uses the pool of
+        // its one datanode.
+        let (pool, pools) = match &config.routing {
+            Some(r) => {
+                let pools: Vec<Arc<BackendPool>> = r
+                    .hosts
+                    .iter()
+                    .map(|(spec, settings)| BackendPool::new(spec.clone(), settings.clone()))
+                    .collect();
+                let first = r.topology.datanodes[0].datahost;
+                (pools[first].clone(), pools)
+            }
+            None => {
+                let pool = BackendPool::new(spec, config.pool.clone());
+                (pool.clone(), vec![pool])
+            }
+        };
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             config: Arc::new(config),
             pool,
+            pools,
             server_version: version,
             capabilities,
             shutdown: shutdown_rx,
             stopping: std::sync::atomic::AtomicBool::new(false),
+            sessions: Default::default(),
         });
         Ok(Proxy {
             listener,
@@ -94,7 +112,9 @@ impl Proxy {
             shutdown_tx,
         } = self;
         let cfg = shared.config.clone();
-        tokio::spawn(shared.pool.clone().maintain(typical_client_wire()));
+        for pool in &shared.pools {
+            tokio::spawn(pool.clone().maintain(typical_client_wire()));
+        }
         {
             let tx = shutdown_tx.clone();
             tokio::spawn(async move {

@@ -110,10 +110,7 @@ fn check_prints_the_topology_or_the_offending_key() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("dn1: dh1/shop_db"), "{stdout}");
-    assert!(
-        stdout.contains("served by this version: datanode dn1"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("served as one datanode: dn1"), "{stdout}");
 
     let bad = dir.join("bad.yaml");
     std::fs::write(

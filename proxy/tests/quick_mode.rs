@@ -258,15 +258,24 @@ async fn sessions_sharing_one_backend_never_see_each_other() {
 async fn backend_death_mid_query_is_an_error_not_a_hang() {
     let s = setup(|_| {}).await;
     let mut c = s.connect().await;
-    let thread: u64 = c
-        .query_first("SELECT CONNECTION_ID()")
-        .await
-        .unwrap()
-        .unwrap();
     let admin_opts = s.cluster.admin_opts(0);
+    // CONNECTION_ID() through Shoal is Shoal's id: find the backend thread by its statement.
     let killer = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
         let mut admin = Conn::new(admin_opts).await.unwrap();
+        let mut thread = None;
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            thread = admin
+                .query_first::<u64, _>(
+                    "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(15)'",
+                )
+                .await
+                .unwrap();
+            if thread.is_some() {
+                break;
+            }
+        }
+        let thread = thread.expect("the sleep reached the backend");
         admin.query_drop(format!("KILL {thread}")).await.unwrap();
     });
     let res = tokio::time::timeout(Duration::from_secs(20), c.query_drop("SELECT SLEEP(15)")).await;

@@ -99,6 +99,16 @@ fn unknown_references_name_the_key() {
         "datahost: dh$1-3",
         &["datanodes[0]", "3 × 2 = 6"],
     );
+    // Two datahosts naming one server: dn1 (dh1/db1) and dn3 (dh2/db1) would be one database.
+    check(
+        "address: 127.0.0.1:3308",
+        "address: LOCALHOST:3307",
+        &[
+            "datanodes[0].database",
+            "\"dn1\" and \"dn3\"",
+            "read its rows twice",
+        ],
+    );
     check(
         "datanodes: dn$1-4 }\n      - { name: item",
         "datanodes: dn$1-5 }\n      - { name: item",

@@ -845,6 +845,97 @@ async fn the_pooled_connection_is_released_when_a_transaction_ends() {
     }
 }
 
+/// Quick mode: `CONNECTION_ID()` is the handshake id and `KILL QUERY <it>` stops that client's
+/// query (not whatever backend thread happens to carry the number).
+#[tokio::test]
+async fn kill_query_takes_the_handshake_id() {
+    let backend = shared_backend();
+    let db = unique_name("kill");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    let id: Option<u64> = a.query_first("SELECT CONNECTION_ID()").await.unwrap();
+    assert_eq!(id, Some(u64::from(a.id())));
+    let a_id = a.id();
+    let marker = format!("SELECT SLEEP(60) AS {db}");
+    let sql = marker.clone();
+    let sleeper = tokio::spawn(async move {
+        let r: Result<Option<i64>, _> = a.query_first(sql).await;
+        (a, r)
+    });
+    let mut direct = backend.conn(None).await;
+    let mut running = false;
+    for _ in 0..100 {
+        let n: Option<i64> = direct
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = ?",
+                (marker.clone(),),
+            )
+            .await
+            .unwrap();
+        if n == Some(1) {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(running, "the sleep never reached the backend");
+    b.query_drop(format!("KILL QUERY {a_id}")).await.unwrap();
+    let (mut a, r) = shoal_tests::within(
+        std::time::Duration::from_secs(30),
+        "the killed query",
+        sleeper,
+    )
+    .await
+    .unwrap();
+    match r {
+        Ok(v) => assert_eq!(v, Some(1), "SLEEP was not interrupted"),
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1317, "{e:?}"),
+        Err(e) => panic!("{e}"),
+    }
+    let one: Option<i64> = a.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+}
+
+/// Text that merely looks like session state (an e-mail address in a string, a column named
+/// `prepared_at`) does not pin the connection: on a one-connection pool, two clients alternate.
+#[tokio::test]
+async fn look_alike_text_does_not_pin_the_connection() {
+    let backend = shared_backend();
+    let db = unique_name("lookalike");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop(
+            "CREATE TABLE users (id INT PRIMARY KEY, email VARCHAR(40), prepared_at DATETIME)",
+        )
+        .await
+        .unwrap();
+    direct
+        .query_drop("INSERT INTO users VALUES (1, 'bob@example.com', NULL)")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick_with_pool(&backend, &db, 1, &["--acquire-timeout-ms", "3000"]);
+    let mut a = shoal.conn(&backend, Some(&db)).await;
+    let mut b = shoal.conn(&backend, Some(&db)).await;
+    for sql in [
+        "SELECT id FROM users WHERE email = 'bob@example.com'",
+        "SELECT prepared_at FROM users WHERE id = 1",
+    ] {
+        for round in 0..2 {
+            let _: Vec<Row> = a.query(sql).await.unwrap();
+            let n = b.query_first::<i64, _>("SELECT COUNT(*) FROM users").await;
+            assert_eq!(
+                n.unwrap_or_else(|e| panic!(
+                    "round {round}: after `{sql}` on A, B cannot get the connection: {e}"
+                )),
+                Some(1)
+            );
+        }
+    }
+}
+
 /// State changed by a statement in the middle of a multi-statement (USE, SET) is tracked like
 /// any other.
 #[tokio::test]

@@ -1,43 +1,34 @@
 //! `shoal-bench overhead`: what a proxy hop costs, measured in one interleaved run on this
 //! machine. sysbench `oltp_point_select` and `oltp_read_write` at 1, 8 and 32 threads against
-//! the backend directly, through HAProxy in TCP mode (the floor cost of any hop) and through
-//! Shoal in quick mode; rounds interleave the three targets so that drift in the machine's load
-//! hits them alike, and medians are reported. Alongside QPS and latency it reports the CPU time
-//! per query of the proxy process, the figure least disturbed by noisy neighbours.
+//! the backend directly, through HAProxy in TCP mode (the floor cost of any hop), through Shoal
+//! in quick mode, optionally through Shoal with a sharded config (`shoal-config`: the sysbench
+//! tables sharded by id over 4 datanodes) and through any other endpoint (`--target`); rounds
+//! interleave the targets so that drift in the machine's load hits them alike, and medians are
+//! reported. Alongside QPS and latency it reports the CPU time per query of the proxy process,
+//! the figure least disturbed by noisy neighbours.
 
 mod report;
 mod sysbench;
-mod targets;
+pub(crate) mod targets;
 
+use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use clap::Args;
+use serde_json::json;
 
-use crate::cluster::{Cluster, ClusterSpec, LaunchError};
+use crate::Verdict;
+use crate::cluster::{Cluster, ClusterSpec};
+use crate::interrupt;
+use crate::progress::Progress;
+use crate::results::{LineChart, ResultsDir, Series, utc_timestamp};
+use crate::shoal_config::{Layout, ShardedTable};
 use report::Sample;
 use sysbench::SysbenchTarget;
 use targets::ProxyProcess;
 
-#[derive(Debug, thiserror::Error)]
-pub enum OverheadError {
-    #[error("backend: {0}")]
-    Launch(#[from] LaunchError),
-    #[error("{0}")]
-    Tool(String),
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
-}
-
-impl OverheadError {
-    fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> OverheadError {
-        let what = what.into();
-        move |source| OverheadError::Io { what, source }
-    }
-}
+pub use crate::error::BenchError as OverheadError;
 
 #[derive(Debug, Clone, Args)]
 pub struct OverheadArgs {
@@ -57,9 +48,19 @@ pub struct OverheadArgs {
         default_value = "oltp_point_select,oltp_read_write"
     )]
     pub workloads: Vec<String>,
-    /// Targets to measure, in the order of the first round.
+    /// Targets to measure, in the order of the first round: direct, haproxy, shoal (quick mode),
+    /// shoal-config (Shoal with the sysbench tables sharded by id over 4 datanodes).
     #[arg(long, value_delimiter = ',', default_value = "direct,haproxy,shoal")]
     pub targets: Vec<String>,
+    /// Another endpoint to measure beside them, `NAME=HOST:PORT[:PID]` (repeatable): a proxy you
+    /// started yourself in front of the backend (see --backend-port), reached with user and
+    /// password `shoal`, database `sbtest`. With PID, its CPU per query is reported too.
+    #[arg(long = "target")]
+    pub extra_targets: Vec<String>,
+    /// Start the MariaDB backend on this port (default: a free one), so that a proxy given with
+    /// --target can be configured before the run.
+    #[arg(long)]
+    pub backend_port: Option<u16>,
     /// sysbench tables.
     #[arg(long, default_value_t = 4)]
     pub tables: u32,
@@ -79,26 +80,108 @@ pub struct OverheadArgs {
     /// Extra arguments for shoal's quick mode (repeat the flag for each).
     #[arg(long = "shoal-arg", allow_hyphen_values = true)]
     pub shoal_args: Vec<String>,
-    /// Directory for the result file `overhead-<UTC timestamp>.md`.
+    /// Results go to `<out>/overhead-<UTC timestamp>/` (report.md, CSV, JSON, SVG charts).
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
 }
 
-/// Runs the benchmark; prints and writes the report. Returns whether every target ratio was met.
-pub async fn run(mut args: OverheadArgs) -> Result<bool, OverheadError> {
+/// An endpoint given with `--target NAME=HOST:PORT[:PID]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalTarget {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    pub pid: Option<u32>,
+}
+
+impl ExternalTarget {
+    pub fn parse(spec: &str) -> Result<ExternalTarget, OverheadError> {
+        let bad = |why: &str| {
+            OverheadError::Tool(format!(
+                "--target {spec:?}: {why} (expected NAME=HOST:PORT[:PID])"
+            ))
+        };
+        let (name, rest) = spec.split_once('=').ok_or_else(|| bad("no '='"))?;
+        if name.is_empty() || BUILT_IN.contains(&name) {
+            return Err(bad("the name is empty or a built-in target's"));
+        }
+        let parts: Vec<&str> = rest.split(':').collect();
+        let (host, port, pid) = match parts.as_slice() {
+            [h, p] => (*h, *p, None),
+            [h, p, pid] => (*h, *p, Some(*pid)),
+            _ => return Err(bad("not HOST:PORT or HOST:PORT:PID")),
+        };
+        if host.is_empty() {
+            return Err(bad("empty host"));
+        }
+        Ok(ExternalTarget {
+            name: name.to_string(),
+            host: host.to_string(),
+            port: port.parse().map_err(|_| bad("bad port"))?,
+            pid: pid
+                .map(|p| p.parse().map_err(|_| bad("bad pid")))
+                .transpose()?,
+        })
+    }
+
+    /// Fails with an error naming the endpoint when nothing accepts connections there.
+    fn check_reachable(&self) -> Result<(), OverheadError> {
+        let unreachable = |detail: String| OverheadError::Unreachable {
+            endpoint: format!("target {} at {}:{}", self.name, self.host, self.port),
+            detail,
+        };
+        let addr = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| unreachable(e.to_string()))?
+            .next()
+            .ok_or_else(|| unreachable("no address".into()))?;
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            .map_err(|e| unreachable(e.to_string()))?;
+        if let Some(pid) = self.pid {
+            targets::cpu_seconds(pid).map_err(|e| {
+                OverheadError::Tool(format!("target {}: pid {pid}: {e}", self.name))
+            })?;
+        }
+        Ok(())
+    }
+}
+
+const BUILT_IN: [&str; 4] = ["direct", "haproxy", "shoal", "shoal-config"];
+
+/// Datanodes of the `shoal-config` target.
+const SHARDED_DATANODES: usize = 4;
+
+/// Runs the benchmark; prints and writes the report. Pass when every target ratio was met.
+pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
     if args.quick {
         args.duration = args.duration.min(5);
         args.rounds = 1;
         args.table_size = args.table_size.min(10_000);
     }
     for t in &args.targets {
-        if !["direct", "haproxy", "shoal"].contains(&t.as_str()) {
+        if !BUILT_IN.contains(&t.as_str()) {
             return Err(OverheadError::Tool(format!(
-                "unknown target {t:?} (direct, haproxy, shoal)"
+                "unknown target {t:?} (direct, haproxy, shoal, shoal-config; others with \
+                 --target NAME=HOST:PORT[:PID])"
             )));
         }
     }
-    let shoal_bin = if args.targets.iter().any(|t| t == "shoal") {
+    let externals = args
+        .extra_targets
+        .iter()
+        .map(|s| ExternalTarget::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    for e in &externals {
+        if args.targets.contains(&e.name) {
+            return Err(OverheadError::Tool(format!(
+                "target {} given twice",
+                e.name
+            )));
+        }
+        // Before anything starts: a wrong address should cost a second, not a prepare.
+        e.check_reachable()?;
+    }
+    let shoal_bin = if args.targets.iter().any(|t| t.starts_with("shoal")) {
         Some(
             tokio::task::spawn_blocking({
                 let explicit = args.shoal_bin.clone();
@@ -112,26 +195,45 @@ pub async fn run(mut args: OverheadArgs) -> Result<bool, OverheadError> {
     };
 
     eprintln!("overhead: starting a MariaDB primary");
+    let mut databases = vec!["sbtest".to_string()];
+    if args.targets.iter().any(|t| t == "shoal-config") {
+        databases.extend((1..=SHARDED_DATANODES).map(|i| format!("sbtest_{i}")));
+    }
     let cluster = Cluster::start(ClusterSpec {
-        databases: vec!["sbtest".into()],
+        databases,
+        base_port: args.backend_port,
         ..ClusterSpec::default()
     })
     .await?;
+    let handle = tokio::runtime::Handle::current();
     let outcome = tokio::task::spawn_blocking(move || {
-        let result = measure(&args, &cluster, shoal_bin.as_deref());
+        let result = measure(&args, &externals, &cluster, shoal_bin.as_deref(), &handle);
         drop(cluster);
         result
     })
     .await
-    .expect("benchmark task")?;
-    Ok(outcome)
+    .expect("benchmark task");
+    match outcome {
+        Err(_) if interrupt::interrupted() => Err(OverheadError::Interrupted),
+        other => other,
+    }
+}
+
+/// What one target is: where sysbench connects and whose CPU is read.
+struct Resolved {
+    name: String,
+    host: String,
+    port: u16,
+    pid: Option<u32>,
 }
 
 fn measure(
     args: &OverheadArgs,
+    externals: &[ExternalTarget],
     cluster: &Cluster,
     shoal_bin: Option<&Path>,
-) -> Result<bool, OverheadError> {
+    rt: &tokio::runtime::Handle,
+) -> Result<Verdict, OverheadError> {
     let primary = cluster.primary(0);
     let backend_pid = primary.pid;
     let direct = SysbenchTarget {
@@ -142,8 +244,10 @@ fn measure(
         db: "sbtest".into(),
     };
     eprintln!(
-        "overhead: sysbench prepare ({} tables x {} rows)",
-        args.tables, args.table_size
+        "overhead: sysbench prepare ({} tables x {} rows) on {}",
+        args.tables,
+        args.table_size,
+        primary.addr()
     );
     sysbench::prepare(&direct, args.tables, args.table_size)?;
 
@@ -151,51 +255,89 @@ fn measure(
     std::fs::create_dir_all(&work_dir)
         .map_err(OverheadError::io(format!("create {}", work_dir.display())))?;
     let mut proxies: Vec<(String, ProxyProcess)> = Vec::new();
+    let mut not_run: Vec<(String, String)> = Vec::new();
     if args.targets.iter().any(|t| t == "haproxy") {
         let hp = targets::start_haproxy(&work_dir, &primary.addr(), args.haproxy_threads)?;
         proxies.push(("haproxy".into(), hp));
     }
     if let Some(bin) = shoal_bin {
-        let url = format!(
-            "mysql://{}:{}@{}/sbtest",
-            direct.user,
-            direct.password,
-            primary.addr()
-        );
-        let shoal = targets::start_shoal(&work_dir, bin, &url, &args.shoal_args)?;
-        proxies.push(("shoal".into(), shoal));
+        if args.targets.iter().any(|t| t == "shoal") {
+            let url = format!(
+                "mysql://{}:{}@{}/sbtest",
+                direct.user,
+                direct.password,
+                primary.addr()
+            );
+            let shoal = targets::start_shoal(&work_dir, bin, &url, &args.shoal_args)?;
+            proxies.push(("shoal".into(), shoal));
+        }
+        if args.targets.iter().any(|t| t == "shoal-config") {
+            match start_sharded_shoal(args, cluster, bin, &work_dir, rt) {
+                Ok(p) => proxies.push(("shoal-config".into(), p)),
+                Err(e @ OverheadError::ExitedAtStart { .. }) => {
+                    let why = e.refusal_summary().unwrap_or_default();
+                    eprintln!("overhead: shoal-config NOT RUN: {why}");
+                    not_run.push(("shoal-config".into(), why));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
+    let mut resolved: Vec<Resolved> = Vec::new();
+    for t in &args.targets {
+        if t == "direct" {
+            resolved.push(Resolved {
+                name: t.clone(),
+                host: direct.host.clone(),
+                port: direct.port,
+                pid: None,
+            });
+        } else if let Some((_, p)) = proxies.iter().find(|(n, _)| n == t) {
+            resolved.push(Resolved {
+                name: t.clone(),
+                host: "127.0.0.1".into(),
+                port: p.port,
+                pid: Some(p.pid()),
+            });
+        }
+    }
+    for e in externals {
+        resolved.push(Resolved {
+            name: e.name.clone(),
+            host: e.host.clone(),
+            port: e.port,
+            pid: e.pid,
+        });
+    }
+    let names: Vec<String> = resolved.iter().map(|r| r.name.clone()).collect();
 
-    let total =
-        args.rounds as usize * args.workloads.len() * args.threads.len() * args.targets.len();
+    let total = args.rounds as usize * args.workloads.len() * args.threads.len() * resolved.len();
     eprintln!(
         "overhead: {total} runs of {} s (about {} min)",
         args.duration,
         (total as u64 * (args.duration as u64 + 2)).div_ceil(60)
     );
+    let progress = Progress::new("overhead", total as u64);
     let mut samples = Vec::new();
-    let mut done = 0;
     for round in 0..args.rounds as usize {
         for workload in &args.workloads {
             for &threads in &args.threads {
                 // Rotate the order each round so that no target always runs first (cold) or last.
-                let n = args.targets.len();
+                let n = resolved.len();
                 for k in 0..n {
-                    let target = &args.targets[(k + round) % n];
-                    let proxy = proxies
-                        .iter_mut()
-                        .find(|(name, _)| name == target)
-                        .map(|(_, p)| p);
-                    let endpoint = match &proxy {
-                        None => direct.clone(),
-                        Some(p) => SysbenchTarget {
-                            host: "127.0.0.1".into(),
-                            port: p.port,
-                            ..direct.clone()
-                        },
+                    interrupt::check()?;
+                    let target = &resolved[(k + round) % n];
+                    progress.stage(format!(
+                        "round {} {workload} {threads} thr {}",
+                        round + 1,
+                        target.name
+                    ));
+                    let endpoint = SysbenchTarget {
+                        host: target.host.clone(),
+                        port: target.port,
+                        ..direct.clone()
                     };
-                    let proxy_pid = proxy.as_ref().map(|p| p.pid());
-                    let proxy_before = proxy_pid.map(targets::cpu_seconds).transpose()?;
+                    let proxy_before = target.pid.map(targets::cpu_seconds).transpose()?;
                     let backend_before = targets::cpu_seconds(backend_pid)?;
                     let stats = sysbench::run(
                         &endpoint,
@@ -204,27 +346,36 @@ fn measure(
                         args.duration,
                         args.tables,
                         args.table_size,
-                    )?;
+                    )
+                    .map_err(|e| match e {
+                        OverheadError::Tool(msg) => OverheadError::Tool(format!(
+                            "target {} at {}:{}: {msg}",
+                            target.name, target.host, target.port
+                        )),
+                        other => other,
+                    })?;
                     let backend_cpu_s = targets::cpu_seconds(backend_pid)? - backend_before;
-                    let proxy_cpu_s = match (proxy_pid, proxy_before) {
+                    let proxy_cpu_s = match (target.pid, proxy_before) {
                         (Some(pid), Some(before)) => Some(targets::cpu_seconds(pid)? - before),
                         _ => None,
                     };
-                    if let Some(p) = proxy {
+                    if let Some((_, p)) = proxies.iter_mut().find(|(name, _)| *name == target.name)
+                    {
                         p.check_alive()?;
                     }
-                    done += 1;
-                    eprintln!(
-                        "overhead: [{done}/{total}] round {} {workload} {threads} thr {target}: {:.0} qps, avg {:.3} ms, errors {}",
+                    progress.inc(1);
+                    progress.println(format!(
+                        "round {} {workload} {threads} thr {}: {:.0} qps, avg {:.3} ms, errors {}",
                         round + 1,
+                        target.name,
                         stats.qps,
                         stats.avg_ms,
                         stats.errors
-                    );
+                    ));
                     samples.push(Sample {
                         workload: workload.clone(),
                         threads,
-                        target: target.clone(),
+                        target: target.name.clone(),
                         stats,
                         proxy_cpu_s,
                         backend_cpu_s,
@@ -233,62 +384,241 @@ fn measure(
             }
         }
     }
+    progress.finish();
     drop(proxies);
     let _ = std::fs::remove_dir_all(&work_dir);
 
     let cells = report::cells(&samples);
     let ratios = report::ratios(&cells, &args.workloads, &args.threads);
-    let header = format!(
-        "# Proxy overhead: direct vs HAProxy (TCP mode, nbthread {}) vs Shoal (quick mode)\n\n\
-         {} ({} CPUs), {} round(s) x {} s per run, sysbench {} tables x {} rows, \
-         --db-ps-mode=auto, medians over rounds.\n\
+    let mut header = format!(
+        "# Proxy overhead: {}\n\n\
+         {} on {}, {} round(s) x {} s per run, sysbench {} tables x {} rows, \
+         --db-ps-mode=auto, medians over rounds. HAProxy: TCP mode, nbthread {}; shoal: quick \
+         mode; shoal-config: the sysbench tables sharded by id (`mod`) over {SHARDED_DATANODES} \
+         datanodes on the same server.\n\
          Latency is per sysbench event: one query for oltp_point_select, one 18-query transaction \
          for oltp_read_write. CPU per query: utime+stime of the process from /proc over the run, \
          divided by the queries sysbench counted.\n",
-        args.haproxy_threads,
+        names.join(" vs "),
         utc_timestamp(SystemTime::now(), true),
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        crate::results::machine_line(),
         args.rounds,
         args.duration,
         args.tables,
-        args.table_size
+        args.table_size,
+        args.haproxy_threads,
     );
-    let md = report::markdown(&header, &cells, &ratios, &args.targets);
+    for (name, why) in &not_run {
+        header.push_str(&format!("\n**{name}: not run**: {why}\n"));
+    }
+    let md = report::markdown(&header, &cells, &ratios, &names);
     println!("{md}");
-    std::fs::create_dir_all(&args.out)
-        .map_err(OverheadError::io(format!("create {}", args.out.display())))?;
-    let file = args.out.join(format!(
-        "overhead-{}.md",
-        utc_timestamp(SystemTime::now(), false)
-    ));
-    std::fs::write(&file, &md).map_err(OverheadError::io(format!("write {}", file.display())))?;
-    eprintln!("overhead: results written to {}", file.display());
-    Ok(ratios.iter().all(|r| r.met))
+    let results = ResultsDir::create(&args.out, "overhead")?;
+    write_results(&results, args, &md, &samples, &cells, &names, &not_run)?;
+    eprintln!("overhead: results in {}", results.path().display());
+    Ok(if !ratios.iter().all(|r| r.met) {
+        Verdict::Fail
+    } else if !not_run.is_empty() {
+        Verdict::Incomplete
+    } else {
+        Verdict::Pass
+    })
 }
 
-/// `2026-11-30T03:04:05Z` (readable) or `20261130T030405Z` (for file names), without a date crate.
-fn utc_timestamp(now: SystemTime, readable: bool) -> String {
-    let secs = now
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let (hh, mm, ss) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    if readable {
-        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
-    } else {
-        format!("{y:04}{m:02}{d:02}T{hh:02}{mm:02}{ss:02}Z")
+/// Shoal serving the sysbench tables sharded by id over 4 datanodes (databases `sbtest_1..4` on
+/// the same server): each datanode gets the full prepared tables, then keeps only its own rows;
+/// the placement is then checked against shoal_router's rule before Shoal starts.
+fn start_sharded_shoal(
+    args: &OverheadArgs,
+    cluster: &Cluster,
+    bin: &Path,
+    work_dir: &Path,
+    rt: &tokio::runtime::Handle,
+) -> Result<ProxyProcess, OverheadError> {
+    let mut layout = Layout::from_cluster(cluster, SHARDED_DATANODES, "sbtest");
+    layout.schema = "sbtest".into();
+    layout.sharded = (1..=args.tables)
+        .map(|t| ShardedTable {
+            name: format!("sbtest{t}"),
+            key: "id".into(),
+        })
+        .collect();
+    let primary = cluster.primary(0);
+    for (i, dn) in layout.datanodes.iter().enumerate() {
+        let target = SysbenchTarget {
+            host: primary.host.clone(),
+            port: primary.port,
+            user: cluster.user().to_string(),
+            password: cluster.password().to_string(),
+            db: dn.database.clone(),
+        };
+        eprintln!("overhead: shoal-config: preparing {}", dn.database);
+        sysbench::prepare(&target, args.tables, args.table_size)?;
+        let statements: Vec<String> = (1..=args.tables)
+            .map(|t| format!("DELETE FROM sbtest{t} WHERE MOD(id, {SHARDED_DATANODES}) <> {i}"))
+            .collect();
+        rt.block_on(
+            crate::shoal_config::direct_endpoint(cluster, 0, &dn.database, &dn.database)
+                .execute(&statements),
+        )?;
     }
+    let port = targets::free_port()?;
+    let yaml = layout.yaml(&format!("127.0.0.1:{port}"));
+    let topology = crate::shoal_config::topology(&yaml)?;
+    for t in &layout.sharded {
+        let report = rt.block_on(crate::placement::check(
+            &topology,
+            "sbtest",
+            &t.name,
+            "id",
+            u64::from(args.table_size),
+        ))?;
+        if !report.ok() {
+            return Err(OverheadError::Tool(format!(
+                "shoal-config: {} is not laid out as the rule says: {}",
+                t.name,
+                report.summary()
+            )));
+        }
+    }
+    let config = work_dir.join("shoal-config.yaml");
+    std::fs::write(&config, &yaml)
+        .map_err(OverheadError::io(format!("write {}", config.display())))?;
+    targets::start_shoal_config(work_dir, bin, &config, port, "shoal-config.log")
+}
+
+fn write_results(
+    dir: &ResultsDir,
+    args: &OverheadArgs,
+    md: &str,
+    samples: &[Sample],
+    cells: &std::collections::BTreeMap<(String, u32, String), report::Cell>,
+    names: &[String],
+    not_run: &[(String, String)],
+) -> Result<(), OverheadError> {
+    dir.write("report.md", md)?;
+    let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
+    dir.write_csv(
+        "samples.csv",
+        &[
+            "workload",
+            "threads",
+            "target",
+            "queries",
+            "qps",
+            "avg_ms",
+            "p95_ms",
+            "errors",
+            "proxy_cpu_s",
+            "backend_cpu_s",
+        ],
+        &samples
+            .iter()
+            .map(|s| {
+                vec![
+                    s.workload.clone(),
+                    s.threads.to_string(),
+                    s.target.clone(),
+                    s.stats.queries.to_string(),
+                    format!("{:.2}", s.stats.qps),
+                    format!("{:.3}", s.stats.avg_ms),
+                    format!("{:.3}", s.stats.p95_ms),
+                    s.stats.errors.to_string(),
+                    f(s.proxy_cpu_s),
+                    format!("{:.3}", s.backend_cpu_s),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    )?;
+    dir.write_csv(
+        "medians.csv",
+        &[
+            "workload",
+            "threads",
+            "target",
+            "runs",
+            "qps",
+            "avg_ms",
+            "p95_ms",
+            "proxy_cpu_us_per_query",
+            "backend_cpu_us_per_query",
+            "errors",
+        ],
+        &cells
+            .iter()
+            .map(|((w, t, target), c)| {
+                vec![
+                    w.clone(),
+                    t.to_string(),
+                    target.clone(),
+                    c.runs.to_string(),
+                    format!("{:.2}", c.qps),
+                    format!("{:.3}", c.avg_ms),
+                    format!("{:.3}", c.p95_ms),
+                    f(c.proxy_cpu_us_per_query),
+                    format!("{:.2}", c.backend_cpu_us_per_query),
+                    c.errors.to_string(),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    )?;
+    dir.write_json(
+        "results.json",
+        &json!({
+            "experiment": "overhead",
+            "machine": crate::results::machine_line(),
+            "rounds": args.rounds,
+            "duration_s": args.duration,
+            "tables": args.tables,
+            "table_size": args.table_size,
+            "targets": names,
+            "not_run": not_run.iter().map(|(n, w)| json!({"target": n, "why": w})).collect::<Vec<_>>(),
+            "medians": cells.iter().map(|((w, t, target), c)| json!({
+                "workload": w, "threads": t, "target": target, "runs": c.runs, "qps": c.qps,
+                "avg_ms": c.avg_ms, "p95_ms": c.p95_ms,
+                "proxy_cpu_us_per_query": c.proxy_cpu_us_per_query,
+                "backend_cpu_us_per_query": c.backend_cpu_us_per_query, "errors": c.errors,
+            })).collect::<Vec<_>>(),
+        }),
+    )?;
+    for w in &args.workloads {
+        let series = |value: &dyn Fn(&report::Cell) -> Option<f64>| -> Vec<Series> {
+            names
+                .iter()
+                .map(|t| Series {
+                    name: t.clone(),
+                    points: args
+                        .threads
+                        .iter()
+                        .filter_map(|&th| {
+                            let c = cells.get(&(w.clone(), th, t.clone()))?;
+                            Some((f64::from(th), value(c)?))
+                        })
+                        .collect(),
+                })
+                .filter(|s| !s.points.is_empty())
+                .collect()
+        };
+        dir.write_chart(
+            &format!("qps-{w}.svg"),
+            &LineChart {
+                title: format!("{w}: QPS by client threads"),
+                x_label: "sysbench threads".into(),
+                y_label: "queries per second".into(),
+                series: series(&|c| Some(c.qps)),
+            },
+        )?;
+        dir.write_chart(
+            &format!("cpu-{w}.svg"),
+            &LineChart {
+                title: format!("{w}: proxy CPU per query by client threads"),
+                x_label: "sysbench threads".into(),
+                y_label: "proxy CPU us per query".into(),
+                series: series(&|c| c.proxy_cpu_us_per_query),
+            },
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -296,10 +626,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn timestamps_are_utc_calendar_dates() {
-        let t = UNIX_EPOCH + Duration::from_secs(1_796_008_445); // 2026-11-30T03:14:05Z
-        assert_eq!(utc_timestamp(t, true), "2026-11-30T03:14:05Z");
-        assert_eq!(utc_timestamp(t, false), "20261130T031405Z");
-        assert_eq!(utc_timestamp(UNIX_EPOCH, true), "1970-01-01T00:00:00Z");
+    fn external_targets_parse_with_and_without_pid() {
+        assert_eq!(
+            ExternalTarget::parse("proxysql=127.0.0.1:6033:4242").unwrap(),
+            ExternalTarget {
+                name: "proxysql".into(),
+                host: "127.0.0.1".into(),
+                port: 6033,
+                pid: Some(4242)
+            }
+        );
+        assert_eq!(
+            ExternalTarget::parse("kingshard=db.local:9696")
+                .unwrap()
+                .pid,
+            None
+        );
+        for bad in [
+            "x",
+            "=h:1",
+            "shoal=h:1",
+            "x=h",
+            "x=h:port",
+            "x=:1",
+            "x=h:1:2:3",
+        ] {
+            assert!(ExternalTarget::parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -1,8 +1,9 @@
-//! The three ways sysbench reaches the backend: directly, through HAProxy in TCP mode, and
-//! through Shoal in quick mode; plus reading a process's CPU time from /proc.
+//! The ways a client reaches the backend: directly, through HAProxy in TCP mode, through Shoal
+//! in quick mode or with a config file; plus reading a process's CPU time from /proc.
 
 use std::fs;
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,7 +30,10 @@ impl ProxyProcess {
     ) -> Result<Self, OverheadError> {
         let log_file = fs::File::create(log)
             .map_err(OverheadError::io(format!("create {}", log.display())))?;
+        // Its own process group: a Ctrl-C in the terminal reaches only shoal-bench, which then
+        // stops this process itself, after the statements in flight (not before them).
         let child = cmd
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(
                 log_file
@@ -39,6 +43,7 @@ impl ProxyProcess {
             .stderr(log_file)
             .spawn()
             .map_err(|e| OverheadError::Tool(format!("cannot start {name}: {e}")))?;
+        crate::interrupt::register_child(child.id());
         let mut proc = ProxyProcess { name, port, child };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -47,10 +52,12 @@ impl ProxyProcess {
                 .try_wait()
                 .map_err(OverheadError::io("try_wait"))?
             {
-                return Err(OverheadError::Tool(format!(
-                    "{name} exited with {status} at start; log:\n{}",
-                    fs::read_to_string(log).unwrap_or_default()
-                )));
+                return Err(OverheadError::ExitedAtStart {
+                    name: name.to_string(),
+                    status: status.to_string(),
+                    log_path: log.to_path_buf(),
+                    log: fs::read_to_string(log).unwrap_or_default(),
+                });
             }
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Ok(proc);
@@ -71,10 +78,14 @@ impl ProxyProcess {
             .try_wait()
             .map_err(OverheadError::io("try_wait"))?
         {
-            Some(status) => Err(OverheadError::Tool(format!(
-                "{} exited with {status} during the benchmark",
-                self.name
-            ))),
+            Some(status) => Err({
+                // Reaped: its pid may be reused, so it must not be killed by pid any more.
+                crate::interrupt::unregister_child(self.child.id());
+                OverheadError::Tool(format!(
+                    "{} exited with {status} during the benchmark",
+                    self.name
+                ))
+            }),
             None => Ok(()),
         }
     }
@@ -82,6 +93,7 @@ impl ProxyProcess {
 
 impl Drop for ProxyProcess {
     fn drop(&mut self) {
+        crate::interrupt::unregister_child(self.child.id());
         // SAFETY: kill(2) on a child we spawned and have not reaped.
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
@@ -145,6 +157,27 @@ pub fn start_shoal(
             std::env::var("SHOAL_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
         );
     ProxyProcess::spawn("shoal", port, cmd, &dir.join("shoal.log"))
+}
+
+/// Shoal with a configuration file, listening on `port` (the config's `server.listen` is
+/// overridden). A config it refuses makes it exit at start: [`OverheadError::ExitedAtStart`].
+pub fn start_shoal_config(
+    dir: &Path,
+    bin: &Path,
+    config: &Path,
+    port: u16,
+    log_name: &str,
+) -> Result<ProxyProcess, OverheadError> {
+    let mut cmd = Command::new(bin);
+    cmd.arg("--config")
+        .arg(config)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .env(
+            "RUST_LOG",
+            std::env::var("SHOAL_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        );
+    ProxyProcess::spawn("shoal", port, cmd, &dir.join(log_name))
 }
 
 /// The release `shoal` binary: `--shoal-bin`, else `target/release/shoal` built now (a no-op when

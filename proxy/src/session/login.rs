@@ -151,6 +151,14 @@ impl Session {
     /// Sets the schema a (re)authenticated session starts in, checking a requested one
     /// against the user's list and the backend.
     async fn enter_schema(&mut self, requested: Option<String>) -> Result<()> {
+        if self.shared.config.routing.is_some() {
+            // The router plans in logical schemas; connections get their datanode's database.
+            if let Some(db) = &requested {
+                self.check_schema_allowed(db)?;
+            }
+            self.logical = requested;
+            return Ok(());
+        }
         match requested {
             Some(db) => {
                 self.check_schema_allowed(&db)?;
@@ -190,7 +198,7 @@ impl Session {
     }
 
     /// COM_CHANGE_USER: authenticates again, then starts over like a new connection.
-    pub(super) async fn change_user(&mut self, reply_seq: u8) -> Result<()> {
+    pub(crate) async fn change_user(&mut self, reply_seq: u8) -> Result<()> {
         let req = parse_change_user(&self.client.packet_payload(), self.caps)?;
         let (auth, seq) = self
             .native_auth_response(req.plugin.as_deref(), req.auth, reply_seq)
@@ -207,6 +215,9 @@ impl Session {
             self.backend = None;
         }
         self.pins = Pins::default();
+        self.txn_begin = None;
+        self.statements = Default::default();
+        self.release_conns(true).await;
         self.user = req.user;
         if let Some(c) = req.collation {
             self.initial_vars = charset_vars(c);

@@ -5,6 +5,7 @@
 //! it keeps the one it has while it can, gives it back to the pool when the pool is short and
 //! nothing pins it, and replays its state onto whatever connection it gets next.
 
+pub mod kill;
 mod login;
 pub mod pinning;
 pub mod relay;
@@ -22,6 +23,7 @@ use crate::backend::pool::{BackendPool, PooledConn, Wanted};
 use crate::backend::state::SessionState;
 use crate::config::ProxyConfig;
 use crate::error::{Error, Result};
+use crate::exec::connset::ConnSet;
 use crate::wire::command::*;
 use crate::wire::messages::{err_payload, ok_payload, put_lenenc_bytes};
 use crate::wire::packet::{PacketStream, is_too_large};
@@ -30,7 +32,10 @@ use relay::{Expect, Outcome, relay};
 /// What every session of one proxy shares.
 pub struct Shared {
     pub config: Arc<ProxyConfig>,
+    /// The pool of the relay-only path (the one datanode served without the router).
     pub pool: Arc<BackendPool>,
+    /// One pool per datahost primary, indexed like the topology's datahosts (with the router).
+    pub pools: Vec<Arc<BackendPool>>,
     /// Version string announced to clients (the backend's own, so drivers enable the same
     /// features they would against it directly).
     pub server_version: Vec<u8>,
@@ -39,6 +44,8 @@ pub struct Shared {
     pub shutdown: watch::Receiver<bool>,
     /// Set once shutdown starts; sessions check it between commands (a cheap load).
     pub stopping: std::sync::atomic::AtomicBool,
+    /// Live sessions by handshake id, for KILL.
+    pub sessions: kill::Registry,
 }
 
 /// How often an idle session wakes to check its idle timeout and whether the pool wants its
@@ -50,53 +57,64 @@ pub const BACKEND_COLLATION: u8 = 45;
 
 /// Why the backend connection must stay with this session.
 #[derive(Debug, Default)]
-struct Pins {
+pub(crate) struct Pins {
     /// A transaction is open, or autocommit is off.
-    transaction: bool,
+    pub(crate) transaction: bool,
     /// State the pool cannot replay: user variables, temporary tables, locks, SQL PREPARE...
     /// Kept until the session ends or resets.
-    sticky: bool,
+    pub(crate) sticky: bool,
     /// Server-side prepared statements open on the connection.
-    statements: Vec<u32>,
+    pub(crate) statements: Vec<u32>,
 }
 
 impl Pins {
-    fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.transaction || self.sticky || !self.statements.is_empty()
     }
 }
 
 pub struct Session {
-    shared: Arc<Shared>,
-    client: PacketStream<TcpStream>,
-    peer_host: String,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) client: PacketStream<TcpStream>,
+    pub(crate) peer_host: String,
     /// Capabilities negotiated with the client.
-    caps: CapabilityFlags,
-    user: String,
-    scramble: [u8; 20],
+    pub(crate) caps: CapabilityFlags,
+    pub(crate) user: String,
+    pub(crate) scramble: [u8; 20],
     /// The state the client expects its connection to be in.
-    want: SessionState,
+    pub(crate) want: SessionState,
     /// Variables implied by the client's handshake collation (what a reset goes back to).
-    initial_vars: Vec<(String, String)>,
-    backend: Option<PooledConn>,
-    last_backend: u64,
-    pins: Pins,
+    pub(crate) initial_vars: Vec<(String, String)>,
+    pub(crate) backend: Option<PooledConn>,
+    pub(crate) last_backend: u64,
+    pub(crate) pins: Pins,
     /// Status flags of the last response, for OK packets the proxy answers itself.
-    status: u16,
+    pub(crate) status: u16,
     /// What ROW_COUNT() and FOUND_ROWS() return after the session's last statement, and the
     /// connection that statement ran on: if the session has moved since, the proxy answers
     /// these itself (the new connection's values are another session's).
-    diag: Diagnostics,
+    pub(crate) diag: Diagnostics,
+    /// With the router: the logical schema the client is in (`USE`), the connections held per
+    /// datanode, and the BEGIN of an explicit transaction, sent to each datanode on first touch.
+    pub(crate) logical: Option<String>,
+    pub(crate) conns: ConnSet,
+    pub(crate) txn_begin: Option<String>,
+    /// Client prepared statements with the router (Shoal's ids).
+    pub(crate) statements: crate::exec::Statements,
+    /// The handshake id (what `CONNECTION_ID()` returns and `KILL` takes), and what other
+    /// sessions see of this one.
+    pub(crate) id: u32,
+    pub(crate) handle: Arc<kill::SessionHandle>,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Diagnostics {
-    row_count: i64,
-    found_rows: u64,
+pub(crate) struct Diagnostics {
+    pub(crate) row_count: i64,
+    pub(crate) found_rows: u64,
     /// The values above come from a statement of this session.
-    known: bool,
+    pub(crate) known: bool,
     /// The connection still holds them: the session has not let go of it since.
-    on_backend: bool,
+    pub(crate) on_backend: bool,
 }
 
 /// Serves one client connection until it quits, breaks, idles out or the proxy shuts down.
@@ -126,10 +144,25 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
             known: false,
             on_backend: false,
         },
+        logical: None,
+        conns: ConnSet::default(),
+        txn_begin: None,
+        statements: Default::default(),
+        id: connection_id,
+        handle: Arc::new(kill::SessionHandle::default()),
     };
     match session.login(connection_id).await {
         Ok(()) => {
             debug!(connection_id, user = %session.user, "client logged in");
+            *session
+                .handle
+                .user
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = session.user.clone();
+            session
+                .shared
+                .sessions
+                .register(connection_id, session.handle.clone());
             if let Err(e) = session.command_loop().await {
                 debug!(connection_id, error = %e, "session ended with error");
             }
@@ -138,6 +171,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
             debug!(connection_id, error = %e, "login failed");
         }
     }
+    session.shared.sessions.unregister(connection_id);
     session.finish().await;
 }
 
@@ -168,6 +202,37 @@ fn charset_vars(collation: u8) -> Vec<(String, String)> {
     vars
 }
 
+/// Replays the difference between a connection's state and the session's `want` (variables,
+/// last insert id, multi-statements), with `schema` as the connection's database (the
+/// session's own without the router, the datanode's with it).
+pub(crate) async fn align_to(
+    want: &SessionState,
+    schema: Option<&str>,
+    conn: &mut PooledConn,
+) -> Result<()> {
+    if !conn.state.vars_subset_of(want) {
+        conn.reset().await?;
+    }
+    if conn.state.schema.as_deref() != schema
+        && let Some(db) = schema
+    {
+        conn.init_db(db).await?;
+    }
+    if let Some(sql) = want.set_statement_from(&conn.state) {
+        conn.command(COM_QUERY, sql.as_bytes()).await?;
+    }
+    conn.state.vars = want.vars.clone();
+    if conn.state.last_insert_id != want.last_insert_id {
+        let sql = format!("DO LAST_INSERT_ID({})", want.last_insert_id);
+        conn.command(COM_QUERY, sql.as_bytes()).await?;
+        conn.state.last_insert_id = want.last_insert_id;
+    }
+    if conn.state.multi_statements != want.multi_statements {
+        conn.set_multi_statements(want.multi_statements).await?;
+    }
+    Ok(())
+}
+
 /// The schema of a query that is exactly `USE db` (optionally back-quoted, optionally ending
 /// with `;`), handled like COM_INIT_DB so schema names are checked and mapped the same way.
 fn use_statement(sql: &[u8]) -> Option<String> {
@@ -196,13 +261,15 @@ fn use_statement(sql: &[u8]) -> Option<String> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DiagQuery {
+pub(crate) enum DiagQuery {
     RowCount,
     FoundRows,
+    /// `SELECT CONNECTION_ID()`: Shoal's id (the handshake's), always answered by Shoal.
+    ConnectionId,
 }
 
 /// A query that is exactly `SELECT ROW_COUNT()` or `SELECT FOUND_ROWS()`.
-fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
+pub(crate) fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
     let s = sql.trim_ascii();
     let s = s.strip_suffix(b";").unwrap_or(s).trim_ascii_end();
     if s.len() < 7 || !s[..7].eq_ignore_ascii_case(b"SELECT ") {
@@ -219,13 +286,15 @@ fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
         Some(DiagQuery::RowCount)
     } else if squeezed().eq(b"FOUND_ROWS()".iter().copied()) {
         Some(DiagQuery::FoundRows)
+    } else if squeezed().eq(b"CONNECTION_ID()".iter().copied()) {
+        Some(DiagQuery::ConnectionId)
     } else {
         None
     }
 }
 
 impl Session {
-    async fn send_error(
+    pub(crate) async fn send_error(
         &mut self,
         seq: u8,
         code: u16,
@@ -238,7 +307,7 @@ impl Session {
         self.client.flush().await.map_err(Error::ClientIo)
     }
 
-    async fn send_ok(&mut self, seq: u8) -> Result<()> {
+    pub(crate) async fn send_ok(&mut self, seq: u8) -> Result<()> {
         let mut s = seq;
         let p = ok_payload(self.status);
         self.client.write_packet(&mut s, &p);
@@ -278,6 +347,7 @@ impl Session {
             let conn = self.shared.pool.acquire(self.wanted()).await?;
             self.last_backend = conn.id;
             self.backend = Some(conn);
+            self.publish_backends();
         }
         if self.backend.as_ref().is_some_and(|b| b.state != self.want) {
             self.align_backend().await?;
@@ -294,10 +364,11 @@ impl Session {
             conn = self.shared.pool.reopen(conn, want).await?;
             self.last_backend = conn.id;
         }
-        let result = self.align(&mut conn).await;
+        let result = align_to(&self.want, self.want.schema.as_deref(), &mut conn).await;
         match result {
             Ok(()) => {
                 self.backend = Some(conn);
+                self.publish_backends();
                 Ok(())
             }
             Err(Error::Reply {
@@ -322,37 +393,13 @@ impl Session {
         }
     }
 
-    async fn align(&self, conn: &mut PooledConn) -> Result<()> {
-        if !conn.state.vars_subset_of(&self.want) {
-            conn.reset().await?;
-        }
-        if conn.state.schema != self.want.schema
-            && let Some(db) = &self.want.schema
-        {
-            conn.init_db(db).await?;
-        }
-        if let Some(sql) = self.want.set_statement_from(&conn.state) {
-            conn.command(COM_QUERY, sql.as_bytes()).await?;
-        }
-        conn.state.vars = self.want.vars.clone();
-        if conn.state.last_insert_id != self.want.last_insert_id {
-            let sql = format!("DO LAST_INSERT_ID({})", self.want.last_insert_id);
-            conn.command(COM_QUERY, sql.as_bytes()).await?;
-            conn.state.last_insert_id = self.want.last_insert_id;
-        }
-        if conn.state.multi_statements != self.want.multi_statements {
-            conn.set_multi_statements(self.want.multi_statements)
-                .await?;
-        }
-        Ok(())
-    }
-
     /// Gives the connection back to the pool, resetting it first if it carries state that
     /// must not reach another session.
     async fn release_backend(&mut self) {
         let Some(mut conn) = self.backend.take() else {
             return;
         };
+        self.publish_backends();
         self.diag.on_backend = false;
         if self.pins.any() {
             let reset =
@@ -369,6 +416,7 @@ impl Session {
 
     async fn finish(&mut self) {
         self.release_backend().await;
+        self.release_conns(true).await;
         self.client.shutdown().await;
     }
 
@@ -404,12 +452,19 @@ impl Session {
                 .shared
                 .stopping
                 .load(std::sync::atomic::Ordering::Relaxed)
+                || self
+                    .handle
+                    .killed
+                    .load(std::sync::atomic::Ordering::Relaxed)
             {
                 return Ok(());
             }
             // Between commands: give the connection back if sessions are waiting for one.
             if self.backend.is_some() && !self.pins.any() && pool.reclaim_requested() {
                 self.release_backend().await;
+            }
+            if !self.conns.is_empty() {
+                self.release_conns(false).await;
             }
             let read = tokio::select! {
                 biased;
@@ -452,6 +507,7 @@ impl Session {
             }
             let result = self.dispatch(cmd, reply_seq).await;
             last_active = Instant::now();
+            self.publish_backends();
             match result {
                 Ok(()) => {}
                 Err(e) => {
@@ -472,6 +528,9 @@ impl Session {
     /// Runs one command. Errors returned here are answered at `reply_seq`; errors after part
     /// of a response was forwarded are answered inside.
     async fn dispatch(&mut self, cmd: u8, reply_seq: u8) -> Result<()> {
+        if let Some(routing) = self.shared.config.routing.clone() {
+            return self.dispatch_routed(&routing, cmd, reply_seq).await;
+        }
         match cmd {
             COM_PING => self.send_ok(reply_seq).await,
             COM_QUERY => {
@@ -481,10 +540,15 @@ impl Session {
                 }
                 let diag = diagnostics_query(&self.client.packet_payload()[1..]);
                 if let Some(which) = diag
-                    && self.diag.known
-                    && !self.diag.on_backend
+                    && (which == DiagQuery::ConnectionId
+                        || (self.diag.known && !self.diag.on_backend))
                 {
                     return self.answer_diagnostics(which, reply_seq).await;
+                }
+                if let Some((query_only, target)) =
+                    kill::parse_kill(&self.client.packet_payload()[1..])
+                {
+                    return self.kill(query_only, target, reply_seq).await;
                 }
                 let pinning::Effects {
                     leaves_state: sticky,
@@ -599,10 +663,15 @@ impl Session {
 
     /// Answers `SELECT ROW_COUNT()` / `SELECT FOUND_ROWS()` from what the session's own last
     /// statement reported, as a one-row result shaped like the server's.
-    async fn answer_diagnostics(&mut self, which: DiagQuery, reply_seq: u8) -> Result<()> {
+    pub(crate) async fn answer_diagnostics(
+        &mut self,
+        which: DiagQuery,
+        reply_seq: u8,
+    ) -> Result<()> {
         let (name, value) = match which {
             DiagQuery::RowCount => ("ROW_COUNT()", self.diag.row_count.to_string()),
             DiagQuery::FoundRows => ("FOUND_ROWS()", self.diag.found_rows.to_string()),
+            DiagQuery::ConnectionId => ("CONNECTION_ID()", self.id.to_string()),
         };
         let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
         let mut seq = reply_seq;
@@ -783,7 +852,7 @@ impl Session {
     }
 
     /// An unknown schema is 1049; a known one outside the user's list is 1044, as MySQL says.
-    fn check_schema_allowed(&self, db: &str) -> Result<()> {
+    pub(crate) fn check_schema_allowed(&self, db: &str) -> Result<()> {
         if self.shared.config.physical_schema(db).is_none() {
             return Err(Error::unknown_database(db));
         }
@@ -804,7 +873,7 @@ impl Session {
     }
 
     /// COM_RESET_CONNECTION: back to the state right after login (schema kept).
-    async fn reset_session(&mut self) -> Result<()> {
+    pub(crate) async fn reset_session(&mut self) -> Result<()> {
         if self.pins.any()
             && let Some(b) = self.backend.as_mut()
             && let Err(e) = b.reset().await
@@ -813,6 +882,9 @@ impl Session {
             self.lose_backend();
         }
         self.pins = Pins::default();
+        self.txn_begin = None;
+        self.statements = Default::default();
+        self.release_conns(true).await;
         self.want.vars = self.initial_vars.clone();
         self.want.last_insert_id = 0;
         self.status = StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();

@@ -1,6 +1,12 @@
-//! Cheap keyword checks for statements that create session state the backend's trackers do
-//! not report in an OK packet (a SELECT GET_LOCK() answers with a result set; the trackers may
-//! be off on old servers). A match pins the backend connection to the session.
+//! Statements that create session state the backend's trackers do not report in an OK packet
+//! (a SELECT GET_LOCK() answers with a result set; the trackers may be off on old servers). A
+//! match pins the backend connection to the session.
+//!
+//! Two stages: a byte scan, cheap enough for every statement, finds candidates; a candidate is
+//! confirmed on the router's tokens, so text inside strings, comments and identifiers (an
+//! e-mail address in a WHERE clause, a column named `prepared_at`) never pins.
+
+use shoal_router::sql::lex::{TokKind, Token, tokenize_into};
 
 /// What a statement may do out of the trackers' sight, found in one pass over its text.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -14,8 +20,69 @@ pub struct Effects {
     pub sets_last_insert_id: bool,
 }
 
-/// Scans `sql` once; a keyword is compared only where its first letter is.
+/// What `sql` may do out of the trackers' sight.
 pub fn effects(sql: &[u8]) -> Effects {
+    let candidate = scan(sql);
+    if candidate == Effects::default() {
+        return candidate;
+    }
+    match std::str::from_utf8(sql) {
+        Ok(text) => {
+            let mut toks = Vec::new();
+            match tokenize_into(text, &mut toks) {
+                Ok(()) => token_effects(text, &toks),
+                // Unterminated string or comment: the server will refuse it; stay careful.
+                Err(_) => candidate,
+            }
+        }
+        Err(_) => candidate,
+    }
+}
+
+/// The effects, read from the statement's tokens.
+pub fn token_effects(sql: &str, toks: &[Token]) -> Effects {
+    let word = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(sql, w));
+    let punct = |i: usize, p: &str| toks.get(i).is_some_and(|t| t.is_punct(sql, p));
+    let first_is = |w: &str| word(0, w);
+    let mut e = Effects {
+        leaves_state: first_is("XA") || first_is("HANDLER") || first_is("PREPARE"),
+        sets_last_insert_id: false,
+    };
+    if first_is("SET")
+        && toks.iter().any(|t| t.is_kw(sql, "TRANSACTION"))
+        && !toks
+            .iter()
+            .any(|t| t.is_kw(sql, "SESSION") || t.is_kw(sql, "GLOBAL"))
+    {
+        e.leaves_state = true;
+    }
+    let ddl = first_is("CREATE") || first_is("DROP");
+    for (i, t) in toks.iter().enumerate() {
+        let pins = match t.kind {
+            TokKind::Variable => {
+                let text = t.text(sql);
+                text.starts_with('@') && !text.starts_with("@@")
+            }
+            TokKind::Word => {
+                (t.is_kw(sql, "GET_LOCK") && punct(i + 1, "("))
+                    || (t.is_kw(sql, "LOCK") && (word(i + 1, "TABLE") || word(i + 1, "TABLES")))
+                    || (t.is_kw(sql, "TEMPORARY") && ddl)
+                    || t.is_kw(sql, "SQL_CALC_FOUND_ROWS")
+                    || (t.is_kw(sql, "READ") && word(i + 1, "LOCK"))
+            }
+            _ => false,
+        };
+        e.leaves_state |= pins;
+        if t.is_kw(sql, "LAST_INSERT_ID") && punct(i + 1, "(") && !punct(i + 2, ")") {
+            e.sets_last_insert_id = true;
+        }
+    }
+    e
+}
+
+/// The byte scan: a superset of [`token_effects`]; a keyword is compared only where its first
+/// letter is.
+fn scan(sql: &[u8]) -> Effects {
     let mut e = Effects {
         leaves_state: sets_next_transaction(sql)
             || starts_with_word(sql, b"XA")
@@ -146,6 +213,24 @@ mod tests {
         ));
         assert!(!sets_last_insert_id(b"SELECT LAST_INSERT_ID()"));
         assert!(!sets_last_insert_id(b"SELECT last_insert_id( )"));
+    }
+
+    #[test]
+    fn text_in_strings_comments_and_identifiers_does_not_pin() {
+        for q in [
+            "SELECT * FROM users WHERE email = 'bob@example.com'",
+            "SELECT prepared_at FROM jobs",
+            "UPDATE jobs SET prepared_at = NOW() WHERE id = 1",
+            "SELECT 1 /* SET @a = 1, GET_LOCK('x', 1) */",
+            "SELECT `@x`, 'LOCK TABLES t', \"temporary\" FROM t",
+            "SELECT temporary FROM t",
+            "INSERT INTO log (msg) VALUES ('PREPARE s FROM ''x''')",
+            "SELECT last_insert_id_col FROM t",
+            "SELECT 'LAST_INSERT_ID(5)'",
+        ] {
+            assert!(!leaves_state(q.as_bytes()), "{q}");
+            assert!(!sets_last_insert_id(q.as_bytes()), "{q}");
+        }
     }
 
     #[test]

@@ -52,6 +52,22 @@ fn identifier(key: &str, v: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The server an address names, for telling datanodes apart: host lower-cased, the loopback
+/// spellings made one.
+fn server_key(address: &str) -> (String, u16) {
+    match crate::config::pattern::split_host_port(address) {
+        Some((h, port)) => {
+            let h = h.to_ascii_lowercase();
+            let h = match h.as_str() {
+                "localhost" | "::1" | "127.0.0.1" => "127.0.0.1".to_string(),
+                _ => h,
+            };
+            (h, port)
+        }
+        None => (address.to_string(), 0),
+    }
+}
+
 impl<'a> Builder<'a> {
     pub(super) fn new(cfg: &'a Config) -> Self {
         Builder {
@@ -156,7 +172,10 @@ impl<'a> Builder<'a> {
 
     fn datanodes(&mut self) -> Result<Vec<Datanode>, ConfigError> {
         let mut out: Vec<Datanode> = Vec::new();
-        let mut by_target: HashMap<(usize, String), String> = HashMap::new();
+        // Keyed by the server a datahost's primary resolves to, not by the datahost: two
+        // datahosts naming one server would otherwise hold one database twice, and a scatter
+        // would read its rows twice.
+        let mut by_target: HashMap<(String, u16, String), String> = HashMap::new();
         for (i, d) in self.cfg.datanodes.iter().enumerate() {
             let key = format!("datanodes[{i}]");
             let names = pattern::expand(&d.name).map_err(|m| err(format!("{key}.name"), m))?;
@@ -198,11 +217,16 @@ impl<'a> Builder<'a> {
                         format!("duplicate datanode {name:?}"),
                     ));
                 }
-                if let Some(other) = by_target.insert((hid, db.clone()), name.clone()) {
+                let server = server_key(&self.cfg.datahosts[hid].primary.address);
+                let addr = self.cfg.datahosts[hid].primary.address.as_str();
+                if let Some(other) =
+                    by_target.insert((server.0, server.1, db.clone()), name.clone())
+                {
                     return Err(err(
                         format!("{key}.database"),
                         format!(
-                            "datanodes {other:?} and {name:?} are both database {db:?} on datahost {host:?}"
+                            "datanodes {other:?} and {name:?} are both database {db:?} on server \
+                             {addr} (datahost {host:?}); a scatter would read its rows twice"
                         ),
                     ));
                 }

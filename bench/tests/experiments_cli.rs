@@ -1,0 +1,244 @@
+//! `shoal-bench mycat`, `scale` and `overhead` as a user runs them, at a tiny scale: the whole
+//! pipeline (clusters, Shoal with a generated config, load, checks, report files) in seconds.
+//! Until Shoal serves sharded tables, sharded plans and counts must come back as "not run" with
+//! Shoal's reason and exit status 3, never as a crash; once it does, they must pass.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn shoal_bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_shoal-bench"))
+        .args(args)
+        .output()
+        .expect("running shoal-bench")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `$SHOAL_BIN`, else the debug `shoal`, built by cargo first (a no-op when up to date).
+fn shoal_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("SHOAL_BIN") {
+        return PathBuf::from(bin);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(workspace_root())
+        .args(["build", "-p", "shoal-proxy", "--bin", "shoal"])
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .expect("running cargo");
+    assert!(status.success(), "building shoal failed");
+    target.join("debug").join("shoal")
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir(tag: &str) -> TempDir {
+    let dir = std::env::temp_dir().join(format!(
+        "shoal-bench-{tag}-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    TempDir(dir)
+}
+
+/// The one results directory a run wrote under `out`.
+fn results_dir(out: &Path, prefix: &str) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with(prefix))
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+fn read(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn mycat_runs_plan_one_end_to_end_and_reports_unserved_plans_as_not_run() {
+    let out = temp_dir("mycat");
+    let bin = shoal_bin();
+    let o = out.0.to_str().unwrap();
+    let run = shoal_bench(&[
+        "mycat",
+        "--rows",
+        "600",
+        "--rounds",
+        "3",
+        "--concurrency",
+        "3,5",
+        "--plans",
+        "1,2",
+        "--selects",
+        "30",
+        "--noindex-selects",
+        "10",
+        "--select-threads",
+        "3",
+        "--shoal-bin",
+        bin.to_str().unwrap(),
+        "--out",
+        o,
+    ]);
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    let code = run.status.code();
+    assert!(
+        code == Some(0) || code == Some(3),
+        "{code:?}\n{stderr}\n{stdout}"
+    );
+    let dir = results_dir(&out.0, "mycat-");
+    let md = read(&dir, "report.md");
+    assert_eq!(stdout.trim(), md.trim());
+
+    // Plan 1 ran both paths at both concurrencies: 3 rounds each, 600 rows in all.
+    let inserts = read(&dir, "inserts.csv");
+    let mut lines = inserts.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "plan,path,concurrency,batch,round,rows_after,rows,statements,secs,qps"
+    );
+    let plan1: Vec<Vec<&str>> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|c| c[0] == "1")
+        .collect();
+    assert_eq!(plan1.len(), 2 * 2 * 3, "{inserts}");
+    for path in ["direct", "shoal"] {
+        for conn in ["3", "5"] {
+            let rows: u64 = plan1
+                .iter()
+                .filter(|c| c[1] == path && c[2] == conn)
+                .map(|c| c[6].parse::<u64>().unwrap())
+                .sum();
+            assert_eq!(rows, 600, "{path} {conn}");
+        }
+    }
+    let json: serde_json::Value = serde_json::from_str(&read(&dir, "results.json")).unwrap();
+    let p1 = &json["plans"][0];
+    for run in p1["inserts"].as_array().unwrap() {
+        assert_eq!(run["placement"]["found_rows"], 600);
+        assert_eq!(run["placement"]["misplaced"], 0);
+    }
+    for s in p1["selects"].as_array().unwrap() {
+        assert_eq!(s["stat"]["wrong"], 0, "{s}");
+    }
+    assert!(md.contains("| 1 | shoal | 3 | 600 | 600 | 1 |"), "{md}");
+    assert!(md.contains("the index created through Shoal is on 1 of 1"));
+    assert!(
+        read(&dir, "selects.csv").lines().count() == 1 + 4 + if code == Some(0) { 2 } else { 0 }
+    );
+    for svg in ["inserts.svg", "seed-inserts.svg"] {
+        let s = read(&dir, svg);
+        assert!(s.starts_with("<svg") && s.contains("plan 1"), "{svg}");
+    }
+
+    // Plan 2 shards the table over 7 datanodes: served, it must place every row right;
+    // refused, the report says so with Shoal's reason.
+    if code == Some(3) {
+        assert!(stderr.contains("incomplete"), "{stderr}");
+        assert!(md.contains("**not run**: shoal refused to start"), "{md}");
+        assert!(md.contains("| not tested |"));
+        assert!(p1["not_run"].is_null());
+        assert!(
+            json["plans"][1]["not_run"]
+                .as_str()
+                .unwrap()
+                .contains("shoal")
+        );
+    } else {
+        assert!(md.contains("| 2 | shoal | 3 | 600 | 600 | 7 |"), "{md}");
+    }
+}
+
+#[test]
+fn scale_sweeps_or_reports_each_count_it_could_not_run() {
+    let out = temp_dir("scale");
+    let bin = shoal_bin();
+    let run = shoal_bench(&[
+        "scale",
+        "--datanodes",
+        "1,3",
+        "--rows",
+        "300",
+        "--threads",
+        "3",
+        "--point-selects",
+        "60",
+        "--aggregates",
+        "6",
+        "--shoal-bin",
+        bin.to_str().unwrap(),
+        "--out",
+        out.0.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    let code = run.status.code();
+    assert!(
+        code == Some(0) || code == Some(3),
+        "{code:?}\n{stderr}\n{stdout}"
+    );
+    let dir = results_dir(&out.0, "scale-");
+    let md = read(&dir, "report.md");
+    let csv = read(&dir, "scale.csv");
+    assert!(read(&dir, "cpu.svg").starts_with("<svg"));
+    assert!(read(&dir, "qps.svg").starts_with("<svg"));
+    if code == Some(3) {
+        assert_eq!(
+            md.matches("**not run**: shoal refused to start").count(),
+            2,
+            "{md}"
+        );
+        assert_eq!(csv.lines().count(), 1, "{csv}");
+    } else {
+        assert_eq!(csv.lines().count(), 1 + 2 * 3, "{csv}");
+        assert!(!md.contains("FAILED"), "{md}");
+        assert!(md.contains("Shoal CPU per statement at 3 datanodes / at 1"));
+    }
+}
+
+#[test]
+fn overhead_names_an_unreachable_target_before_starting_anything() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = temp_dir("overhead");
+    let target = format!("mine=127.0.0.1:{port}");
+    let run = shoal_bench(&[
+        "overhead",
+        "--targets",
+        "direct",
+        "--target",
+        &target,
+        "--out",
+        out.0.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status.code(), Some(1));
+    let stderr = text(&run.stderr);
+    assert!(
+        stderr.contains(&format!("target mine at 127.0.0.1:{port} is unreachable")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("starting a MariaDB"), "{stderr}");
+}

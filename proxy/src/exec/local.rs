@@ -1,0 +1,257 @@
+//! Answers Shoal gives itself with the router: SHOW DATABASES, SHOW [FULL] TABLES, SELECT
+//! DATABASE() and EXPLAIN ROUTE, as text result sets of string columns.
+
+use mysql_common::constants::CapabilityFlags;
+use shoal_router::plan::LocalAnswer;
+
+use super::query_payload;
+use super::reader::{ResultStream, Row};
+use crate::config::Routing;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::wire::messages::{ok_payload, put_lenenc_bytes, read_lenenc_bytes};
+
+/// utf8mb4_general_ci, the collation of the proxy's own string columns.
+const UTF8MB4: u16 = 45;
+const VAR_STRING: u8 = 0xFD;
+
+impl Session {
+    pub(super) async fn answer_local(
+        &mut self,
+        routing: &Routing,
+        answer: LocalAnswer,
+        reply_seq: u8,
+    ) -> Result<()> {
+        match answer {
+            LocalAnswer::ShowDatabases { schemas } => {
+                let allowed = self
+                    .shared
+                    .config
+                    .user(&self.user)
+                    .and_then(|u| u.schemas.clone());
+                let mut rows: Vec<Vec<Option<String>>> = schemas
+                    .into_iter()
+                    .filter(|s| allowed.as_ref().is_none_or(|a| a.contains(s)))
+                    .map(|s| vec![Some(s)])
+                    .collect();
+                rows.sort();
+                self.send_rows(reply_seq, &["Database"], rows).await
+            }
+            LocalAnswer::ShowTables {
+                schema,
+                full,
+                tables,
+                like,
+                also_from,
+            } => {
+                let mut names: Vec<(String, String)> = tables
+                    .into_iter()
+                    .map(|t| (t, "BASE TABLE".to_string()))
+                    .collect();
+                if let Some(t) = also_from {
+                    for (name, kind) in self.fetch_pairs(routing, &t).await? {
+                        if !names.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+                            names.push((name, kind.unwrap_or_else(|| "BASE TABLE".into())));
+                        }
+                    }
+                }
+                if let Some(p) = &like {
+                    names.retain(|(n, _)| like_match(p, n));
+                }
+                names.sort();
+                let col = match &like {
+                    Some(p) => format!("Tables_in_{schema} ({p})"),
+                    None => format!("Tables_in_{schema}"),
+                };
+                let rows = names
+                    .into_iter()
+                    .map(|(n, k)| {
+                        if full {
+                            vec![Some(n), Some(k)]
+                        } else {
+                            vec![Some(n)]
+                        }
+                    })
+                    .collect();
+                if full {
+                    self.send_rows(reply_seq, &[&col, "Table_type"], rows).await
+                } else {
+                    self.send_rows(reply_seq, &[&col], rows).await
+                }
+            }
+            LocalAnswer::CurrentDatabase { column } => {
+                let row = vec![self.logical.clone()];
+                self.send_rows(reply_seq, &[&column], vec![row]).await
+            }
+            LocalAnswer::ExplainRoute { rows } => {
+                let rows = rows
+                    .into_iter()
+                    .map(|(d, s)| vec![Some(d), Some(s)])
+                    .collect();
+                self.send_rows(reply_seq, &["datanode", "sql"], rows).await
+            }
+        }
+    }
+
+    /// Runs `t` and returns the first two columns of its rows (the second `None` if absent or
+    /// NULL): the table list of a datanode for SHOW TABLES.
+    async fn fetch_pairs(
+        &mut self,
+        routing: &Routing,
+        t: &shoal_router::plan::Target,
+    ) -> Result<Vec<(String, Option<String>)>> {
+        let i = self.touch(routing, t.datanode).await?;
+        let conn = &mut self.conns.held[i].conn;
+        let mut seq = 0;
+        conn.io.write_packet(&mut seq, &query_payload(t));
+        conn.io.flush().await.map_err(Error::BackendIo)?;
+        let mut stream = ResultStream::new(conn, false);
+        stream.columns(conn).await?;
+        let mut out = Vec::new();
+        loop {
+            match stream.next_row(conn).await? {
+                Row::End => break,
+                Row::Data(row) => {
+                    let mut b = &row[..];
+                    let first = text_field(&mut b);
+                    let second = text_field(&mut b);
+                    if let Some(first) = first {
+                        out.push((first, second));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sends a text result set of string columns.
+    pub(crate) async fn send_rows(
+        &mut self,
+        reply_seq: u8,
+        columns: &[&str],
+        rows: Vec<Vec<Option<String>>>,
+    ) -> Result<()> {
+        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        let status = self.status;
+        let mut seq = reply_seq;
+        let mut count = Vec::new();
+        crate::wire::messages::put_lenenc(&mut count, columns.len() as u64);
+        self.client.write_packet(&mut seq, &count);
+        for c in columns {
+            self.client.write_packet(&mut seq, &string_column(c));
+        }
+        let mut eof = vec![0xFE, 0, 0];
+        eof.extend_from_slice(&status.to_le_bytes());
+        if !deprecate_eof {
+            self.client.write_packet(&mut seq, &eof);
+        }
+        let n = rows.len() as u64;
+        let mut buf = Vec::new();
+        for row in rows {
+            buf.clear();
+            for v in row {
+                match v {
+                    Some(v) => put_lenenc_bytes(&mut buf, v.as_bytes()),
+                    None => buf.push(0xFB),
+                }
+            }
+            self.client.write_packet(&mut seq, &buf);
+        }
+        if deprecate_eof {
+            let mut ok = ok_payload(status);
+            ok[0] = 0xFE;
+            self.client.write_packet(&mut seq, &ok);
+        } else {
+            self.client.write_packet(&mut seq, &eof);
+        }
+        self.diag.known = true;
+        self.diag.row_count = -1;
+        self.diag.found_rows = n;
+        self.flush_client().await
+    }
+}
+
+/// One field of a text row (`None` for NULL or a malformed row).
+fn text_field(b: &mut &[u8]) -> Option<String> {
+    if b.first() == Some(&0xFB) {
+        *b = &b[1..];
+        return None;
+    }
+    read_lenenc_bytes(b).map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+/// A column definition for a VARCHAR result column named `name`.
+pub(crate) fn string_column(name: &str) -> Vec<u8> {
+    let mut col = Vec::with_capacity(32 + name.len());
+    for field in [&b"def"[..], b"", b"", b"", name.as_bytes(), name.as_bytes()] {
+        put_lenenc_bytes(&mut col, field);
+    }
+    col.push(0x0c);
+    col.extend_from_slice(&UTF8MB4.to_le_bytes());
+    col.extend_from_slice(&(256u32 * 4).to_le_bytes());
+    col.push(VAR_STRING);
+    col.extend_from_slice(&0u16.to_le_bytes());
+    col.extend_from_slice(&[0, 0, 0]);
+    col
+}
+
+/// SQL LIKE with `%` and `_` (and `\` escaping), case-insensitive as table names compare.
+/// Dynamic programming over (pattern, text) positions: linear memory, no backtracking blowup.
+pub(crate) fn like_match(pattern: &str, s: &str) -> bool {
+    enum P {
+        Any,
+        One,
+        Lit(char),
+    }
+    let mut pat = Vec::new();
+    let mut it = pattern.chars();
+    while let Some(c) = it.next() {
+        pat.push(match c {
+            '%' => P::Any,
+            '_' => P::One,
+            '\\' => P::Lit(it.next().unwrap_or('\\')),
+            c => P::Lit(c),
+        });
+    }
+    let text: Vec<char> = s.chars().collect();
+    let eq = |a: char, b: char| a.to_lowercase().eq(b.to_lowercase());
+    // row[j]: pattern prefix matches text[..j].
+    let mut row = vec![false; text.len() + 1];
+    row[0] = true;
+    for p in &pat {
+        let mut next = vec![false; text.len() + 1];
+        match p {
+            P::Any => {
+                let mut seen = false;
+                for (n, r) in next.iter_mut().zip(&row) {
+                    seen |= *r;
+                    *n = seen;
+                }
+            }
+            P::One => {
+                next[1..].copy_from_slice(&row[..text.len()]);
+            }
+            P::Lit(c) => {
+                for (j, ch) in text.iter().enumerate() {
+                    next[j + 1] = row[j] && eq(*ch, *c);
+                }
+            }
+        }
+        row = next;
+    }
+    row[text.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::like_match;
+
+    #[test]
+    fn like_patterns() {
+        assert!(like_match("t%", "T_order"));
+        assert!(like_match("t\\_o%", "t_order"));
+        assert!(!like_match("t\\_o%", "txorder"));
+        assert!(like_match("_a", "ba"));
+        assert!(!like_match("a", "ab"));
+    }
+}

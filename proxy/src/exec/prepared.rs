@@ -1,0 +1,596 @@
+//! Prepared statements with the router. Shoal owns the client's statement ids: PREPARE plans
+//! the text once for its metadata; each EXECUTE decodes the bound values, routes by them, and
+//! runs the target's SQL through a backend statement prepared lazily on that datanode's
+//! connection (kept while the client statement is open, closed with it).
+
+use mysql_common::constants::CapabilityFlags;
+use shoal_router::plan::{Merge, ParamValue, RoutePlan, Target};
+use shoal_router::sql::lex::{TokKind, tokenize_into};
+use shoal_router::topology::DatanodeId;
+
+use super::local::string_column;
+use super::{refusal, unsupported};
+use crate::config::Routing;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::session::relay::Expect;
+use crate::wire::command::{COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE};
+use crate::wire::messages::{read_lenenc, read_lenenc_bytes};
+use crate::wire::response::{self, Event, ResponseReader};
+
+/// Shoal's ids start high so that they never look like a backend's (helps reading logs).
+const FIRST_ID: u32 = 1 << 20;
+
+/// One client statement.
+pub struct ClientStmt {
+    pub id: u32,
+    pub sql: String,
+    pub params: u16,
+    /// Parameter types from the last EXECUTE that sent them (type, unsigned flag).
+    pub types: Vec<(u8, u8)>,
+    /// Backend statements prepared for it: (datanode, SQL, backend id).
+    pub backend: Vec<(DatanodeId, String, u32)>,
+    /// COM_STMT_SEND_LONG_DATA was used: not supported through the router.
+    pub long_data: bool,
+}
+
+/// One bound parameter as it came: type and its value bytes (`None` for NULL).
+#[derive(Debug, Clone)]
+pub struct RawParam {
+    pub ty: u8,
+    pub unsigned: u8,
+    pub value: Option<Vec<u8>>,
+}
+
+#[derive(Default)]
+pub struct Statements {
+    pub list: Vec<ClientStmt>,
+    next: u32,
+}
+
+impl Statements {
+    fn add(&mut self, sql: String, params: u16) -> u32 {
+        if self.next == 0 {
+            self.next = FIRST_ID;
+        }
+        let id = self.next;
+        self.next = self.next.wrapping_add(1).max(FIRST_ID);
+        self.list.push(ClientStmt {
+            id,
+            sql,
+            params,
+            types: Vec::new(),
+            backend: Vec::new(),
+            long_data: false,
+        });
+        id
+    }
+
+    pub fn get_mut(&mut self, id: u32) -> Option<&mut ClientStmt> {
+        self.list.iter_mut().find(|s| s.id == id)
+    }
+}
+
+/// Byte length of a binary-protocol value of type `ty` at the front of `b`.
+fn value_len(ty: u8, b: &[u8]) -> Option<usize> {
+    Some(match ty {
+        0x06 => 0,
+        0x01 => 1,
+        0x02 | 0x0d => 2,
+        0x03 | 0x09 | 0x04 => 4,
+        0x08 | 0x05 => 8,
+        0x07 | 0x0a | 0x0b | 0x0c => 1 + *b.first()? as usize,
+        _ => {
+            let mut s = b;
+            let n = read_lenenc(&mut s)? as usize;
+            (b.len() - s.len()) + n
+        }
+    })
+}
+
+/// The router's view of a bound value.
+fn literal(p: &RawParam) -> ParamValue {
+    let Some(v) = &p.value else {
+        return ParamValue::Null;
+    };
+    let unsigned = p.unsigned & 0x80 != 0;
+    let int = |bytes: &[u8]| -> i128 {
+        let mut buf = [0u8; 8];
+        buf[..bytes.len()].copy_from_slice(bytes);
+        if unsigned {
+            u64::from_le_bytes(buf) as i128
+        } else {
+            // Sign-extend from the value's width.
+            let shift = 64 - 8 * bytes.len() as u32;
+            ((i64::from_le_bytes(buf) << shift) >> shift) as i128
+        }
+    };
+    match p.ty {
+        0x06 => ParamValue::Null,
+        0x01 | 0x02 | 0x0d | 0x03 | 0x09 | 0x08 => ParamValue::Int(int(v)),
+        0x04 => {
+            ParamValue::Decimal(f32::from_le_bytes(v[..4].try_into().unwrap_or([0; 4])).to_string())
+        }
+        0x05 => {
+            ParamValue::Decimal(f64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8])).to_string())
+        }
+        0x0a | 0x07 | 0x0c => ParamValue::Str(datetime_text(&v[1..])),
+        0x0b => ParamValue::Str(time_text(&v[1..])),
+        0x00 | 0xf6 => {
+            let mut s = &v[..];
+            let t = read_lenenc_bytes(&mut s).unwrap_or(&[]);
+            ParamValue::Decimal(String::from_utf8_lossy(t).into_owned())
+        }
+        _ => {
+            let mut s = &v[..];
+            let t = read_lenenc_bytes(&mut s).unwrap_or(&[]);
+            ParamValue::Str(String::from_utf8_lossy(t).into_owned())
+        }
+    }
+}
+
+fn datetime_text(b: &[u8]) -> String {
+    let g = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
+    let year = g(0) | (g(1) << 8);
+    let mut s = format!("{year:04}-{:02}-{:02}", g(2), g(3));
+    if b.len() >= 7 {
+        s.push_str(&format!(" {:02}:{:02}:{:02}", g(4), g(5), g(6)));
+    }
+    if b.len() >= 11 {
+        let us = g(7) | (g(8) << 8) | (g(9) << 16) | (g(10) << 24);
+        s.push_str(&format!(".{us:06}"));
+    }
+    s
+}
+
+fn time_text(b: &[u8]) -> String {
+    let g = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
+    if b.is_empty() {
+        return "00:00:00".into();
+    }
+    let neg = g(0) == 1;
+    let days = g(1) | (g(2) << 8) | (g(3) << 16) | (g(4) << 24);
+    let hours = days * 24 + g(5);
+    let mut s = format!(
+        "{}{hours:02}:{:02}:{:02}",
+        if neg { "-" } else { "" },
+        g(6),
+        g(7)
+    );
+    if b.len() >= 12 {
+        let us = g(8) | (g(9) << 8) | (g(10) << 16) | (g(11) << 24);
+        s.push_str(&format!(".{us:06}"));
+    }
+    s
+}
+
+/// Decodes a COM_STMT_EXECUTE payload's parameters (`types` remembered from an earlier
+/// execute when this one does not send them). Returns (flags, params).
+fn decode_execute(p: &[u8], n: usize, types: &mut Vec<(u8, u8)>) -> Result<(u8, Vec<RawParam>)> {
+    let bad = || Error::malformed("COM_STMT_EXECUTE");
+    let flags = *p.get(5).ok_or_else(bad)?;
+    let mut b = p.get(10..).ok_or_else(bad)?;
+    if n == 0 {
+        return Ok((flags, Vec::new()));
+    }
+    let nb = n.div_ceil(8);
+    let nulls = b.get(..nb).ok_or_else(bad)?.to_vec();
+    b = &b[nb..];
+    let bound = *b.first().ok_or_else(bad)?;
+    b = &b[1..];
+    if bound == 1 {
+        let t = b.get(..2 * n).ok_or_else(bad)?;
+        *types = t.chunks(2).map(|c| (c[0], c[1])).collect();
+        b = &b[2 * n..];
+    }
+    if types.len() != n {
+        return Err(Error::malformed("COM_STMT_EXECUTE without parameter types"));
+    }
+    let mut out = Vec::with_capacity(n);
+    for (i, &(ty, unsigned)) in types.iter().enumerate() {
+        if nulls[i / 8] & (1 << (i % 8)) != 0 {
+            out.push(RawParam {
+                ty,
+                unsigned,
+                value: None,
+            });
+            continue;
+        }
+        let len = value_len(ty, b).ok_or_else(bad)?;
+        let v = b.get(..len).ok_or_else(bad)?.to_vec();
+        b = &b[len..];
+        out.push(RawParam {
+            ty,
+            unsigned,
+            value: Some(v),
+        });
+    }
+    Ok((flags, out))
+}
+
+/// A COM_STMT_EXECUTE for backend statement `id` with the client's parameters `which`.
+pub fn execute_payload(id: u32, params: &[RawParam], which: &[u16]) -> Vec<u8> {
+    let mut out = vec![COM_STMT_EXECUTE];
+    out.extend_from_slice(&id.to_le_bytes());
+    out.push(0);
+    out.extend_from_slice(&1u32.to_le_bytes());
+    let sel: Vec<&RawParam> = which
+        .iter()
+        .filter_map(|&i| params.get(i as usize))
+        .collect();
+    if sel.is_empty() {
+        return out;
+    }
+    let mut nulls = vec![0u8; sel.len().div_ceil(8)];
+    for (i, p) in sel.iter().enumerate() {
+        if p.value.is_none() {
+            nulls[i / 8] |= 1 << (i % 8);
+        }
+    }
+    out.extend_from_slice(&nulls);
+    out.push(1);
+    for p in &sel {
+        out.push(p.ty);
+        out.push(p.unsigned);
+    }
+    for p in &sel {
+        if let Some(v) = &p.value {
+            out.extend_from_slice(v);
+        }
+    }
+    out
+}
+
+/// The SQL request each target gets: text, or an execute of a prepared statement.
+pub enum Request<'a> {
+    Text,
+    Execute { stmt: u32, params: &'a [RawParam] },
+}
+
+impl Session {
+    /// COM_STMT_PREPARE with the router.
+    pub(super) async fn prepare_routed(&mut self, routing: &Routing, reply_seq: u8) -> Result<()> {
+        let (sql, params) = {
+            let p = self.client.packet_payload();
+            let Ok(sql) = std::str::from_utf8(&p[1..]) else {
+                return Err(unsupported("a statement that is not valid UTF-8"));
+            };
+            let mut toks = Vec::new();
+            let n = match tokenize_into(sql, &mut toks) {
+                Ok(()) => toks
+                    .iter()
+                    .filter(|t| t.kind == TokKind::Placeholder)
+                    .count(),
+                Err(_) => 0,
+            };
+            (sql.to_string(), n as u16)
+        };
+        // Plan without values, for where to read the statement's metadata; where values are
+        // needed to plan at all (an INSERT's shard key), with stand-in values: only the
+        // metadata is read there, every EXECUTE is planned with its own values.
+        let mut plan = routing.router.route(self.logical.as_deref(), &sql, &[]);
+        for stand_in in [ParamValue::Int(0), ParamValue::Str("0".into())] {
+            if !matches!(plan, RoutePlan::Refuse(_)) {
+                break;
+            }
+            let values = vec![stand_in; params as usize];
+            let retry = routing.router.route(self.logical.as_deref(), &sql, &values);
+            if !matches!(retry, RoutePlan::Refuse(_)) {
+                plan = retry;
+            }
+        }
+        let target = match plan {
+            RoutePlan::Single(t) => t,
+            RoutePlan::Scatter { mut targets, .. } | RoutePlan::Broadcast { mut targets }
+                if !targets.is_empty() =>
+            {
+                targets.swap_remove(0)
+            }
+            RoutePlan::Any { sql } => Target {
+                datanode: self.any_datanode(routing),
+                sql,
+                params: (0..params).collect(),
+            },
+            RoutePlan::Refuse(e) => return Err(refusal(&e)),
+            _ => return Err(unsupported("preparing this statement")),
+        };
+        let i = self.touch(routing, target.datanode).await?;
+        let columns = {
+            let conn = &mut self.conns.held[i].conn;
+            let mut payload = vec![COM_STMT_PREPARE];
+            payload.extend_from_slice(target.sql.as_bytes());
+            let mut seq = 0;
+            conn.io.write_packet(&mut seq, &payload);
+            conn.io.flush().await.map_err(Error::BackendIo)?;
+            let mut reader = ResponseReader::new(response::Expect::Prepare, conn.caps);
+            let mut columns: Vec<Vec<u8>> = Vec::new();
+            let mut backend_id = None;
+            let mut error = None;
+            while !reader.finished() {
+                conn.io.next_packet().await.map_err(Error::BackendIo)?;
+                let p = conn.io.packet_payload();
+                match reader.next(&p)? {
+                    Event::PrepareOk { statement_id, .. } => backend_id = Some(statement_id),
+                    Event::ColumnDef(d) => columns.push(d.to_vec()),
+                    Event::Err {
+                        code,
+                        state,
+                        message,
+                    } => {
+                        error = Some(Error::Reply {
+                            code,
+                            state,
+                            message: String::from_utf8_lossy(message).into_owned(),
+                        })
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(e) = error {
+                return Err(e);
+            }
+            // Metadata only: executes prepare what their route needs.
+            if let Some(id) = backend_id {
+                let mut close = vec![COM_STMT_CLOSE];
+                close.extend_from_slice(&id.to_le_bytes());
+                let mut seq = 0;
+                conn.io.write_packet(&mut seq, &close);
+                conn.io.flush().await.map_err(Error::BackendIo)?;
+            }
+            columns
+        };
+        let id = self.statements.add(sql, params);
+        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        let mut seq = reply_seq;
+        let mut ok = vec![0x00];
+        ok.extend_from_slice(&id.to_le_bytes());
+        ok.extend_from_slice(&(columns.len() as u16).to_le_bytes());
+        ok.extend_from_slice(&params.to_le_bytes());
+        ok.push(0);
+        ok.extend_from_slice(&0u16.to_le_bytes());
+        self.client.write_packet(&mut seq, &ok);
+        let mut eof = vec![0xFE, 0, 0];
+        eof.extend_from_slice(&self.status.to_le_bytes());
+        if params > 0 {
+            let def = string_column("?");
+            for _ in 0..params {
+                self.client.write_packet(&mut seq, &def);
+            }
+            if !deprecate_eof {
+                self.client.write_packet(&mut seq, &eof);
+            }
+        }
+        if !columns.is_empty() {
+            for c in &columns {
+                self.client.write_packet(&mut seq, c);
+            }
+            if !deprecate_eof {
+                self.client.write_packet(&mut seq, &eof);
+            }
+        }
+        self.flush_client().await
+    }
+
+    /// COM_STMT_EXECUTE with the router: routed by the bound values.
+    pub(super) async fn execute_routed(&mut self, routing: &Routing, reply_seq: u8) -> Result<()> {
+        let id = crate::wire::command::stmt_id(&self.client.packet_payload()).unwrap_or(0);
+        let payload = self.client.packet_payload().into_owned();
+        let Some(stmt) = self.statements.get_mut(id) else {
+            return Err(Error::unknown_statement(id, "COM_STMT_EXECUTE"));
+        };
+        if stmt.long_data {
+            stmt.long_data = false;
+            return Err(unsupported("COM_STMT_SEND_LONG_DATA"));
+        }
+        let n = stmt.params as usize;
+        let (flags, params) = decode_execute(&payload, n, &mut stmt.types)?;
+        if flags != 0 {
+            return Err(unsupported("cursors on prepared statements"));
+        }
+        let sql = stmt.sql.clone();
+        let values: Vec<ParamValue> = params.iter().map(literal).collect();
+        let plan = routing.router.route(self.logical.as_deref(), &sql, &values);
+        let req = Request::Execute {
+            stmt: id,
+            params: &params,
+        };
+        match plan {
+            RoutePlan::Single(t) => {
+                let i = self.touch(routing, t.datanode).await?;
+                let p = self.request_payload(i, &t, &req).await?;
+                self.run_on_payload(routing, t.datanode, &p, reply_seq)
+                    .await
+            }
+            RoutePlan::Any { sql } => {
+                let dn = self.any_datanode(routing);
+                let t = Target {
+                    datanode: dn,
+                    sql,
+                    params: (0..n as u16).collect(),
+                };
+                let i = self.touch(routing, dn).await?;
+                let p = self.request_payload(i, &t, &req).await?;
+                self.run_on_payload(routing, dn, &p, reply_seq).await
+            }
+            RoutePlan::Refuse(e) => Err(refusal(&e)),
+            RoutePlan::Broadcast { targets } => {
+                if shoal_router::sql::classify(&sql).is_dml() {
+                    self.run_writes(routing, targets, false, &req, reply_seq)
+                        .await
+                } else {
+                    Err(unsupported("DDL through a prepared statement"))
+                }
+            }
+            RoutePlan::Scatter {
+                targets,
+                merge: Merge::AffectedRows,
+            } => {
+                self.run_writes(routing, targets, true, &req, reply_seq)
+                    .await
+            }
+            RoutePlan::Scatter {
+                targets,
+                merge: Merge::Rows(spec),
+            } => {
+                self.run_scatter(routing, targets, &spec, &req, reply_seq)
+                    .await
+            }
+            RoutePlan::Local(_) | RoutePlan::Session(_) => {
+                Err(unsupported("this statement through a prepared statement"))
+            }
+        }
+    }
+
+    /// The bytes target `t` gets on held connection `i` for `req`: its SQL as a COM_QUERY, or
+    /// an execute of a backend statement for it (prepared here on first use).
+    pub(super) async fn request_payload(
+        &mut self,
+        i: usize,
+        t: &Target,
+        req: &Request<'_>,
+    ) -> Result<Vec<u8>> {
+        let (stmt, params) = match req {
+            Request::Text => return Ok(super::query_payload(t)),
+            Request::Execute { stmt, params } => (*stmt, *params),
+        };
+        let dn = self.conns.held[i].dn;
+        let cached = self.statements.get_mut(stmt).and_then(|s| {
+            s.backend
+                .iter()
+                .find(|(d, sql, _)| *d == dn && *sql == t.sql)
+                .map(|(_, _, id)| *id)
+        });
+        let backend_id = match cached {
+            Some(id) => id,
+            None => {
+                let h = &mut self.conns.held[i];
+                let mut payload = vec![COM_STMT_PREPARE];
+                payload.extend_from_slice(t.sql.as_bytes());
+                let mut seq = 0;
+                h.conn.io.write_packet(&mut seq, &payload);
+                h.conn.io.flush().await.map_err(Error::BackendIo)?;
+                let mut reader = ResponseReader::new(response::Expect::Prepare, h.conn.caps);
+                let mut id = None;
+                let mut error = None;
+                while !reader.finished() {
+                    h.conn.io.next_packet().await.map_err(Error::BackendIo)?;
+                    let p = h.conn.io.packet_payload();
+                    match reader.next(&p)? {
+                        Event::PrepareOk { statement_id, .. } => id = Some(statement_id),
+                        Event::Err {
+                            code,
+                            state,
+                            message,
+                        } => {
+                            error = Some(Error::Reply {
+                                code,
+                                state,
+                                message: String::from_utf8_lossy(message).into_owned(),
+                            })
+                        }
+                        _ => {}
+                    }
+                }
+                if let Some(e) = error {
+                    return Err(e);
+                }
+                let id = id.ok_or_else(|| response::protocol_error("prepare without an id"))?;
+                h.statements.push(id);
+                if let Some(s) = self.statements.get_mut(stmt) {
+                    s.backend.push((dn, t.sql.clone(), id));
+                }
+                id
+            }
+        };
+        Ok(execute_payload(backend_id, params, &t.params))
+    }
+
+    /// COM_STMT_CLOSE with the router: the client statement and its backend statements go.
+    pub(super) async fn close_routed(&mut self, id: u32) {
+        let Some(pos) = self.statements.list.iter().position(|s| s.id == id) else {
+            return;
+        };
+        let stmt = self.statements.list.remove(pos);
+        for (dn, _, backend_id) in stmt.backend {
+            if let Some(h) = self.conns.get_mut(dn) {
+                h.statements.retain(|s| *s != backend_id);
+                let mut close = vec![COM_STMT_CLOSE];
+                close.extend_from_slice(&backend_id.to_le_bytes());
+                let mut seq = 0;
+                h.conn.io.write_packet(&mut seq, &close);
+                if h.conn.io.flush().await.is_err() {
+                    self.conns.remove(dn);
+                }
+            }
+        }
+    }
+
+    /// Sends `payload` to datanode `dn` (held) and relays the binary-protocol response.
+    async fn run_on_payload(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+        payload: &[u8],
+        reply_seq: u8,
+    ) -> Result<()> {
+        self.run_on_bytes(
+            routing,
+            dn,
+            payload,
+            Expect::Results { binary: true },
+            reply_seq,
+        )
+        .await
+        .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn execute_round_trip_of_a_subset() {
+        let params = vec![
+            RawParam {
+                ty: 0x08,
+                unsigned: 0,
+                value: Some((-5i64).to_le_bytes().to_vec()),
+            },
+            RawParam {
+                ty: 0xfd,
+                unsigned: 0,
+                value: Some(vec![2, b'h', b'i']),
+            },
+            RawParam {
+                ty: 0x06,
+                unsigned: 0,
+                value: None,
+            },
+        ];
+        let p = execute_payload(9, &params, &[0, 1, 2]);
+        let mut types = Vec::new();
+        let (flags, back) = decode_execute(&p, 3, &mut types).unwrap();
+        assert_eq!(flags, 0);
+        assert_eq!(literal(&back[0]), ParamValue::Int(-5));
+        assert_eq!(literal(&back[1]), ParamValue::Str("hi".into()));
+        assert_eq!(literal(&back[2]), ParamValue::Null);
+        let sub = execute_payload(9, &params, &[1]);
+        let (_, back) = decode_execute(&sub, 1, &mut types).unwrap();
+        assert_eq!(literal(&back[0]), ParamValue::Str("hi".into()));
+    }
+
+    #[test]
+    fn short_execute_is_malformed_not_a_panic() {
+        let mut types = Vec::new();
+        assert!(decode_execute(&[0x17, 1, 0, 0], 1, &mut types).is_err());
+        assert!(
+            decode_execute(
+                &[0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 8, 0],
+                1,
+                &mut types
+            )
+            .is_err()
+        );
+    }
+}

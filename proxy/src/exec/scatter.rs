@@ -1,0 +1,250 @@
+//! Reads over several datanodes: every shard gets its query at once, their column definitions
+//! are checked to agree, and rows stream through the merge operator to the client, a shard
+//! read only when the merge needs its next row (memory stays bounded by the merge's needs).
+
+use mysql_common::constants::CapabilityFlags;
+use shoal_router::plan::{MergeSpec, Target};
+
+use super::prepared::Request;
+use super::reader::{ResultStream, Row};
+use crate::config::Routing;
+use crate::error::{Error, Result};
+use crate::merge::{Column, Merger, Protocol, Step, columns_agree, parse_column};
+use crate::session::Session;
+use crate::wire::messages::{err_payload, ok_payload, put_lenenc};
+use crate::wire::packet::FLUSH_THRESHOLD;
+
+impl Session {
+    pub(super) async fn run_scatter(
+        &mut self,
+        routing: &Routing,
+        targets: Vec<Target>,
+        spec: &MergeSpec,
+        req: &Request<'_>,
+        reply_seq: u8,
+    ) -> Result<()> {
+        for t in &targets {
+            self.touch(routing, t.datanode).await?;
+        }
+        let mut payloads = Vec::with_capacity(targets.len());
+        for t in &targets {
+            let i = self.conns.position(t.datanode).expect("touched");
+            payloads.push(self.request_payload(i, t, req).await?);
+        }
+        let idx: Vec<usize> = targets
+            .iter()
+            .map(|t| self.conns.position(t.datanode).expect("touched"))
+            .collect();
+        let binary = matches!(req, Request::Execute { .. });
+        let mut failure: Option<Error> = None;
+        for (payload, &i) in payloads.iter().zip(&idx) {
+            let conn = &mut self.conns.held[i].conn;
+            let mut seq = 0;
+            conn.io.write_packet(&mut seq, payload);
+            if let Err(e) = conn.io.flush().await {
+                failure = Some(Error::BackendIo(e));
+                break;
+            }
+        }
+        if let Some(e) = failure {
+            return Err(self.scatter_broken(&targets, e));
+        }
+        // Column definitions of every shard; a shard's error is the statement's.
+        let mut streams: Vec<ResultStream> = idx
+            .iter()
+            .map(|&i| ResultStream::new(&self.conns.held[i].conn, binary))
+            .collect();
+        let mut columns: Vec<Vec<Vec<u8>>> = Vec::with_capacity(targets.len());
+        let mut first_err: Option<Error> = None;
+        let mut open = vec![false; targets.len()];
+        for (k, &i) in idx.iter().enumerate() {
+            match streams[k].columns(&mut self.conns.held[i].conn).await {
+                Ok(defs) => {
+                    open[k] = true;
+                    columns.push(defs);
+                }
+                Err(e @ Error::Reply { .. }) => {
+                    first_err.get_or_insert(e);
+                    columns.push(Vec::new());
+                }
+                Err(e) => return Err(self.scatter_broken(&targets, e)),
+            }
+        }
+        let parsed: Result<Vec<Vec<Column>>> = match first_err {
+            Some(_) => Ok(Vec::new()),
+            None => columns
+                .iter()
+                .map(|defs| defs.iter().map(|d| parse_column(d)).collect())
+                .collect(),
+        };
+        let merger = match (first_err, parsed) {
+            (Some(e), _) => Err(e),
+            (None, Err(e)) => Err(e),
+            (None, Ok(parsed)) => {
+                if parsed.windows(2).all(|w| columns_agree(&w[0], &w[1])) {
+                    let protocol = if binary {
+                        Protocol::Binary
+                    } else {
+                        Protocol::Text
+                    };
+                    let first = parsed.into_iter().next().unwrap_or_default();
+                    Merger::new(spec, first, targets.len(), protocol)
+                } else {
+                    Err(Error::reply(
+                        1105,
+                        b"HY000",
+                        "the datanodes returned different columns for this statement (are the \
+                         physical tables' definitions the same everywhere?)",
+                    ))
+                }
+            }
+        };
+        let mut merger = match merger {
+            Ok(m) => m,
+            Err(e) => {
+                self.drain_open(&idx, &open, &mut streams).await?;
+                return Err(e);
+            }
+        };
+        // Header: the visible columns, as the first shard described them.
+        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        let visible = merger.visible_columns();
+        let mut seq = reply_seq;
+        let mut count = Vec::new();
+        put_lenenc(&mut count, visible as u64);
+        self.client.write_packet(&mut seq, &count);
+        for def in &columns[0][..visible] {
+            self.client.write_packet(&mut seq, def);
+        }
+        if !deprecate_eof {
+            let mut eof = vec![0xFE, 0, 0];
+            eof.extend_from_slice(&self.status.to_le_bytes());
+            self.client.write_packet(&mut seq, &eof);
+        }
+        drop(columns);
+        let mut sent = 0u64;
+        let mut error: Option<Error> = None;
+        // A shard connection broke (or sent a malformed row) after the header went out.
+        let mut broken: Option<Error> = None;
+        loop {
+            let step = match merger.next() {
+                Ok(s) => s,
+                Err(e @ Error::Reply { .. }) => {
+                    error = Some(e);
+                    break;
+                }
+                Err(e) => {
+                    broken = Some(e);
+                    break;
+                }
+            };
+            match step {
+                Step::Done => break,
+                Step::Row(row) => {
+                    self.client.write_packet(&mut seq, &row);
+                    sent += 1;
+                    if self.client.pending_write() >= FLUSH_THRESHOLD {
+                        self.flush_client().await?;
+                    }
+                }
+                Step::Need(k) => {
+                    let i = idx[k];
+                    match streams[k].next_row(&mut self.conns.held[i].conn).await {
+                        Ok(Row::Data(row)) => match merger.feed_row(k, &row) {
+                            Ok(()) => {}
+                            Err(e @ Error::Reply { .. }) => {
+                                error = Some(e);
+                                break;
+                            }
+                            Err(e) => {
+                                broken = Some(e);
+                                break;
+                            }
+                        },
+                        Ok(Row::End) => {
+                            open[k] = false;
+                            merger.feed_end(k);
+                        }
+                        Err(e @ Error::Reply { .. }) => {
+                            open[k] = false;
+                            error = Some(e);
+                            break;
+                        }
+                        Err(e) => {
+                            broken = Some(e);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        // Shards the merge did not need to the end (LIMIT, an error elsewhere): read their
+        // rest so their connections can serve the next statement.
+        if let Some(e) = broken {
+            // Every connection of the statement is somewhere in its response: drop them all.
+            error = Some(self.scatter_broken(&targets, e));
+        } else {
+            self.drain_open(&idx, &open, &mut streams).await?;
+        }
+        if let Some(e) = error {
+            let p = match e.as_reply() {
+                Some((code, state, msg)) => err_payload(code, state, msg),
+                None => err_payload(2013, b"HY000", &e.to_string()),
+            };
+            self.client.write_packet(&mut seq, &p);
+            self.diag.known = true;
+            self.diag.row_count = -1;
+            return self.flush_client().await;
+        }
+        let status = self.status;
+        if deprecate_eof {
+            let mut ok = ok_payload(status);
+            ok[0] = 0xFE;
+            self.client.write_packet(&mut seq, &ok);
+        } else {
+            let mut eof = vec![0xFE, 0, 0];
+            eof.extend_from_slice(&status.to_le_bytes());
+            self.client.write_packet(&mut seq, &eof);
+        }
+        self.diag.known = true;
+        self.diag.row_count = -1;
+        self.diag.found_rows = sent;
+        self.flush_client().await
+    }
+
+    /// Reads the rest of every shard response still open.
+    async fn drain_open(
+        &mut self,
+        idx: &[usize],
+        open: &[bool],
+        streams: &mut [ResultStream],
+    ) -> Result<()> {
+        let mut broken = Vec::new();
+        for (k, &i) in idx.iter().enumerate() {
+            if open[k]
+                && let Err(e) = streams[k].drain(&mut self.conns.held[i].conn).await
+            {
+                tracing::debug!(error = %e, "shard connection broke while draining");
+                broken.push(self.conns.held[i].dn);
+            }
+        }
+        for dn in broken {
+            self.conns.remove(dn);
+        }
+        Ok(())
+    }
+
+    /// A shard connection broke mid-statement: every connection of the statement is in an
+    /// unknown place in its response, so they are all dropped (an open transaction with them).
+    fn scatter_broken(&mut self, targets: &[Target], e: Error) -> Error {
+        tracing::debug!(error = %e, "a shard connection broke during a scatter");
+        let in_txn = self.txn_begin.is_some();
+        for t in targets {
+            self.conns.remove(t.datanode);
+        }
+        if in_txn {
+            self.txn_begin = None;
+        }
+        Error::lost_backend()
+    }
+}

@@ -1,0 +1,211 @@
+//! Session statements with the router: transactions across datanodes (BEGIN sent lazily to
+//! each datanode on first touch, COMMIT and ROLLBACK to every datanode touched), SET and USE.
+
+use shoal_router::sql::{SetStatement, StatementKind, VarScope};
+
+use super::{IN_TRANS, unsupported};
+use crate::config::Routing;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::session::relay::Expect;
+use crate::wire::command::COM_QUERY;
+
+/// ER_ERROR_DURING_COMMIT: a commit across datanodes that took effect on some only.
+const PARTIAL_COMMIT: u16 = 1180;
+
+impl Session {
+    pub(super) async fn session_statement(
+        &mut self,
+        routing: &Routing,
+        kind: StatementKind,
+        reply_seq: u8,
+    ) -> Result<()> {
+        use StatementKind as K;
+        match kind {
+            K::Use(db) => self.use_logical(&db, reply_seq).await,
+            K::Begin { .. } => {
+                // BEGIN inside a transaction commits it first, as MySQL does.
+                if self.txn_begin.is_some() || self.conns.in_transaction() {
+                    self.end_transaction(true).await?;
+                }
+                let sql = {
+                    let p = self.client.packet_payload();
+                    String::from_utf8_lossy(&p[1..]).into_owned()
+                };
+                self.txn_begin = Some(sql);
+                self.status |= IN_TRANS;
+                self.send_ok(reply_seq).await
+            }
+            K::Commit | K::Rollback => {
+                let commit = matches!(kind, K::Commit);
+                let chain = {
+                    let p = self.client.packet_payload();
+                    let sql = String::from_utf8_lossy(&p[1..]).to_ascii_uppercase();
+                    sql.contains("CHAIN") || sql.contains("RELEASE")
+                };
+                if chain {
+                    return Err(unsupported("COMMIT/ROLLBACK AND CHAIN or RELEASE"));
+                }
+                self.end_transaction(commit).await?;
+                self.send_ok(reply_seq).await
+            }
+            K::Set(set) => {
+                match &set {
+                    SetStatement::Variables(vars) => {
+                        if vars.iter().any(|v| v.scope == VarScope::User) {
+                            return Err(unsupported(
+                                "user variables (they would live on one datanode only)",
+                            ));
+                        }
+                        if vars.iter().any(|v| v.scope == VarScope::Global) {
+                            return Err(unsupported("SET GLOBAL"));
+                        }
+                        // autocommit back on commits an open transaction everywhere.
+                        let autocommit_on = vars.iter().any(|v| {
+                            v.name == "autocommit"
+                                && matches!(
+                                    v.value.to_ascii_uppercase().as_str(),
+                                    "1" | "ON" | "TRUE" | "'ON'"
+                                )
+                        });
+                        if autocommit_on && self.conns.in_transaction() {
+                            self.end_transaction(true).await?;
+                        }
+                    }
+                    SetStatement::Transaction {
+                        scope: VarScope::Session,
+                        characteristics,
+                    } if !characteristics.is_empty() => {
+                        let p = self.client.packet_payload();
+                        let text = String::from_utf8_lossy(&p[1..]).to_ascii_uppercase();
+                        if !text.contains("SESSION") {
+                            return Err(unsupported(
+                                "SET TRANSACTION for the next transaction only (use SET SESSION \
+                                 TRANSACTION)",
+                            ));
+                        }
+                    }
+                    SetStatement::Other => {
+                        return Err(unsupported("this form of SET"));
+                    }
+                    _ => {}
+                }
+                // Run on one connection; the variables it reports become the session's and are
+                // replayed on every other connection before its next statement.
+                let dn = self.any_datanode(routing);
+                self.run_on(
+                    routing,
+                    dn,
+                    None,
+                    Expect::Results { binary: false },
+                    reply_seq,
+                )
+                .await?;
+                Ok(())
+            }
+            K::Do => {
+                let dn = self.any_datanode(routing);
+                self.run_on(
+                    routing,
+                    dn,
+                    None,
+                    Expect::Results { binary: false },
+                    reply_seq,
+                )
+                .await?;
+                Ok(())
+            }
+            // Nothing can be locked through the router: LOCK TABLES is refused.
+            K::UnlockTables => self.send_ok(reply_seq).await,
+            K::Savepoint | K::RollbackToSavepoint | K::ReleaseSavepoint => {
+                Err(unsupported("savepoints"))
+            }
+            K::Xa => Err(unsupported("XA transactions")),
+            K::LockTables => Err(unsupported("LOCK TABLES")),
+            K::Kill => {
+                let parsed = {
+                    let p = self.client.packet_payload();
+                    crate::session::kill::parse_kill(&p[1..])
+                };
+                match parsed {
+                    Some((query_only, target)) => self.kill(query_only, target, reply_seq).await,
+                    None => Err(unsupported("this form of KILL")),
+                }
+            }
+            K::Prepare | K::Execute | K::Deallocate => {
+                Err(unsupported("SQL-level PREPARE/EXECUTE"))
+            }
+            K::Flush => Err(unsupported("FLUSH")),
+            other => Err(unsupported(&format!("the statement {other:?}"))),
+        }
+    }
+
+    /// Ends the session's transaction on every datanode it touched: COMMIT (`commit`) or
+    /// ROLLBACK. A commit that fails after another datanode committed is a distinct error
+    /// naming both groups; it is never reported as success.
+    pub(crate) async fn end_transaction(&mut self, commit: bool) -> Result<()> {
+        let word = if commit { "COMMIT" } else { "ROLLBACK" };
+        let routing = self
+            .shared
+            .config
+            .routing
+            .clone()
+            .expect("transactions over datanodes exist only with the router");
+        let mut done: Vec<String> = Vec::new();
+        let mut failed: Vec<(String, Error)> = Vec::new();
+        let mut broken = Vec::new();
+        for h in self.conns.held.iter_mut() {
+            if !(h.txn_begun || h.in_trans) {
+                continue;
+            }
+            let name = routing.topology.datanodes[h.dn].name.clone();
+            match h.conn.command(COM_QUERY, word.as_bytes()).await {
+                Ok(_) => done.push(name),
+                Err(e) => {
+                    if matches!(e, Error::BackendIo(_)) {
+                        broken.push(h.dn);
+                    }
+                    failed.push((name, e));
+                }
+            }
+            h.txn_begun = false;
+            h.in_trans = false;
+        }
+        for dn in broken {
+            self.conns.remove(dn);
+        }
+        self.txn_begin = None;
+        self.status &= !IN_TRANS;
+        if failed.is_empty() {
+            self.release_conns(false).await;
+            return Ok(());
+        }
+        let reasons: Vec<String> = failed
+            .iter()
+            .map(|(n, e)| match e.as_reply() {
+                Some((_, _, m)) => format!("{n} ({m})"),
+                None => format!("{n} ({e})"),
+            })
+            .collect();
+        if commit && !done.is_empty() {
+            return Err(Error::reply(
+                PARTIAL_COMMIT,
+                b"HY000",
+                format!(
+                    "COMMIT was partial: committed on datanodes {}; NOT committed on {}",
+                    done.join(", "),
+                    reasons.join(", ")
+                ),
+            ));
+        }
+        let (code, state) = match failed[0].1.as_reply() {
+            Some((c, s, _)) => (c, *s),
+            None => (2013, *b"HY000"),
+        };
+        Err(Error::reply(
+            code,
+            &state,
+            format!("{word} failed on datanodes {}", reasons.join(", ")),
+        ))
+    }
+}

@@ -1,0 +1,177 @@
+//! `KILL [QUERY|CONNECTION] n` and `CONNECTION_ID()` in Shoal's ids: the id a client gets in
+//! the handshake. Every session publishes the backend connections it holds at the moment; a
+//! KILL of a session of the same user kills there (on every datanode), through a connection of
+//! its own. Other users' sessions are refused with 1095, as MySQL does without PROCESS.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
+use shoal_router::sql::lex::{TokKind, tokenize_into};
+use tracing::debug;
+
+use super::Session;
+use crate::backend::conn::BackendConn;
+use crate::error::{Error, Result};
+use crate::wire::command::COM_QUERY;
+
+/// What other sessions may see of one session.
+#[derive(Default)]
+pub struct SessionHandle {
+    pub user: Mutex<String>,
+    /// (pool index in `Shared::pools`, backend thread id) of the connections held now.
+    pub backends: Mutex<Vec<(usize, u32)>>,
+    /// Set by `KILL CONNECTION` from another session: the session ends before its next command.
+    pub killed: AtomicBool,
+}
+
+/// The live sessions by handshake id.
+#[derive(Default)]
+pub struct Registry {
+    map: DashMap<u32, Arc<SessionHandle>>,
+}
+
+impl Registry {
+    pub fn register(&self, id: u32, handle: Arc<SessionHandle>) {
+        self.map.insert(id, handle);
+    }
+
+    pub fn unregister(&self, id: u32) {
+        self.map.remove(&id);
+    }
+
+    fn get(&self, id: u32) -> Option<Arc<SessionHandle>> {
+        self.map.get(&id).map(|h| h.clone())
+    }
+}
+
+/// `KILL [QUERY|CONNECTION] n`: whether only the query dies, and `n`. `None` for anything
+/// else (KILL USER, an expression...: the backend or the router answers those).
+pub fn parse_kill(sql: &[u8]) -> Option<(bool, u64)> {
+    let head = sql.trim_ascii_start();
+    if head.len() < 5 || !head[..4].eq_ignore_ascii_case(b"KILL") {
+        return None;
+    }
+    let text = std::str::from_utf8(sql).ok()?;
+    let mut toks = Vec::new();
+    tokenize_into(text, &mut toks).ok()?;
+    let mut toks = &toks[..];
+    if toks.last().is_some_and(|t| t.is_punct(text, ";")) {
+        toks = &toks[..toks.len() - 1];
+    }
+    let (query, rest) = match toks {
+        [k, rest @ ..] if k.is_kw(text, "KILL") => match rest {
+            [q, rest @ ..] if q.is_kw(text, "QUERY") => (true, rest),
+            [c, rest @ ..] if c.is_kw(text, "CONNECTION") => (false, rest),
+            _ => (false, rest),
+        },
+        _ => return None,
+    };
+    match rest {
+        [n] if n.kind == TokKind::Int => n.text(text).parse().ok().map(|n| (query, n)),
+        _ => None,
+    }
+}
+
+impl Session {
+    /// Tells other sessions which backend connections this one holds now.
+    /// Called after every command: compares without allocating, writes only on a change.
+    pub(crate) fn publish_backends(&self) {
+        let routing = self.shared.config.routing.as_deref();
+        let current = || {
+            let passthrough = self.backend.iter().map(|b| (0, b.thread_id));
+            let routed = self.conns.held.iter().filter_map(move |h| {
+                routing.map(|r| (r.topology.datanodes[h.dn].datahost, h.conn.thread_id))
+            });
+            passthrough.chain(routed)
+        };
+        let mut published = self
+            .handle
+            .backends
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if !published.iter().copied().eq(current()) {
+            *published = current().collect();
+        }
+    }
+
+    /// Runs `KILL [QUERY|CONNECTION] n` for Shoal's session `n`.
+    pub(crate) async fn kill(
+        &mut self,
+        query_only: bool,
+        target: u64,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let handle = u32::try_from(target)
+            .ok()
+            .and_then(|id| self.shared.sessions.get(id));
+        let Some(handle) = handle else {
+            return Err(Error::reply(
+                1094,
+                b"HY000",
+                format!("Unknown thread id: {target}"),
+            ));
+        };
+        let owner = handle
+            .user
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if owner != self.user {
+            return Err(Error::reply(
+                1095,
+                b"HY000",
+                format!("You are not owner of thread {target}"),
+            ));
+        }
+        if target == u64::from(self.id) {
+            if query_only {
+                // This session runs nothing else right now.
+                return self.send_ok(reply_seq).await;
+            }
+            return Err(Error::fatal(1927, b"70100", "Connection was killed"));
+        }
+        if !query_only {
+            handle.killed.store(true, Ordering::Relaxed);
+        }
+        let backends = handle
+            .backends
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let word = if query_only { "QUERY" } else { "CONNECTION" };
+        for (pool, thread) in backends {
+            let Some(pool) = self.shared.pools.get(pool) else {
+                continue;
+            };
+            let spec = pool.spec().clone();
+            let timeout = pool.settings().connect_timeout;
+            match BackendConn::connect(&spec, self.caps, None, false, timeout).await {
+                Ok(mut c) => {
+                    let sql = format!("KILL {word} {thread}");
+                    if let Err(e) = c.command(COM_QUERY, sql.as_bytes()).await {
+                        // Already gone (the statement ended, the connection closed): fine.
+                        debug!(thread, error = %e, "backend KILL");
+                    }
+                }
+                Err(e) => debug!(error = %e, "cannot connect to run KILL"),
+            }
+        }
+        self.send_ok(reply_seq).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_kill;
+
+    #[test]
+    fn parses_kill_forms() {
+        assert_eq!(parse_kill(b"KILL 12"), Some((false, 12)));
+        assert_eq!(parse_kill(b"kill query 7;"), Some((true, 7)));
+        assert_eq!(parse_kill(b" KILL CONNECTION 3"), Some((false, 3)));
+        assert_eq!(parse_kill(b"KILL USER bob"), None);
+        assert_eq!(parse_kill(b"KILL QUERY ID 5"), None);
+        assert_eq!(parse_kill(b"SELECT 1"), None);
+    }
+}

@@ -1,0 +1,646 @@
+//! Sharded execution end to end: a config over 2 MariaDB instances and 4 datanodes (a table
+//! sharded by `id` mod 4, an ER child, a global table, and an unsharded default datanode).
+//! Rows are checked where they land by querying the backends directly; reads, writes, DDL and
+//! transactions through Shoal are checked against what one MariaDB would answer.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row};
+use shoal_bench::cluster::{Cluster, ClusterSpec};
+use shoal_tests::{Backend, ShoalProcess, scratch_dir, server_error, unique_name};
+
+/// The two MariaDB primaries shared by the tests of this file.
+fn servers() -> (Backend, Backend) {
+    static SERVERS: OnceLock<(Backend, Backend)> = OnceLock::new();
+    SERVERS
+        .get_or_init(|| {
+            let cluster = std::thread::spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime")
+                    .block_on(Cluster::start(ClusterSpec {
+                        primaries: 2,
+                        ..ClusterSpec::default()
+                    }))
+            })
+            .join()
+            .expect("launcher thread")
+            .unwrap_or_else(|e| panic!("cannot start 2 MariaDB primaries: {e}"));
+            let of = |i: usize| {
+                let p = cluster.primary(i);
+                Backend {
+                    host: p.host.clone(),
+                    port: p.port,
+                    pid: p.pid,
+                    user: cluster.user().to_string(),
+                    password: cluster.password().to_string(),
+                }
+            };
+            let pair = (of(0), of(1));
+            *CLUSTER.lock().unwrap_or_else(|p| p.into_inner()) = Some(cluster);
+            // SAFETY: registers a plain extern "C" fn with no captured state.
+            unsafe {
+                libc::atexit(stop_cluster);
+            }
+            pair
+        })
+        .clone()
+}
+
+static CLUSTER: Mutex<Option<Cluster>> = Mutex::new(None);
+
+extern "C" fn stop_cluster() {
+    if let Some(mut c) = CLUSTER.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        c.stop();
+    }
+}
+
+/// One test's layout: databases `<p>_1`, `<p>_2` on both servers and `<p>_main` on the first.
+/// dn1 = s1/<p>_1, dn2 = s1/<p>_2, dn3 = s2/<p>_1, dn4 = s2/<p>_2; orders.id mod 4 = shard.
+struct Layout {
+    s1: Backend,
+    s2: Backend,
+    prefix: String,
+    shoal: ShoalProcess,
+}
+
+impl Layout {
+    async fn start() -> Layout {
+        Self::start_with_pool(8).await
+    }
+
+    async fn start_with_pool(pool_max: usize) -> Layout {
+        let (s1, s2) = servers();
+        let prefix = unique_name("sh");
+        for db in ["1", "2"] {
+            s1.fresh_db(&format!("{prefix}_{db}")).await;
+            s2.fresh_db(&format!("{prefix}_{db}")).await;
+        }
+        s1.fresh_db(&format!("{prefix}_main")).await;
+        let config = write_config(&s1, &s2, &prefix, pool_max);
+        let shoal = ShoalProcess::start(&["--config".to_string(), config.display().to_string()]);
+        Layout {
+            s1,
+            s2,
+            prefix,
+            shoal,
+        }
+    }
+
+    async fn client(&self) -> Conn {
+        match Conn::new(self.shoal.opts_as("app", "app-secret", Some("shop"))).await {
+            Ok(c) => c,
+            Err(e) => panic!("connect through shoal: {e}\n{}", self.shoal.log()),
+        }
+    }
+
+    /// A direct connection to datanode `n` (1-based).
+    async fn datanode(&self, n: usize) -> Conn {
+        let server = if n <= 2 { &self.s1 } else { &self.s2 };
+        let db = format!("{}_{}", self.prefix, if n % 2 == 1 { 1 } else { 2 });
+        server.conn(Some(&db)).await
+    }
+
+    /// The ids of `table` on datanode `n`, sorted.
+    async fn ids_on(&self, n: usize, table: &str, column: &str) -> Vec<i64> {
+        let mut c = self.datanode(n).await;
+        let ids: Vec<i64> = c
+            .query(format!("SELECT {column} FROM {table} ORDER BY {column}"))
+            .await
+            .unwrap_or_else(|e| panic!("datanode {n}: {e}"));
+        c.disconnect().await.unwrap();
+        ids
+    }
+
+    async fn create_tables(&self, c: &mut Conn) {
+        for ddl in [
+            "CREATE TABLE orders (id INT PRIMARY KEY, user_name VARCHAR(20), amount INT) ENGINE=InnoDB",
+            "CREATE TABLE order_item (item_id INT PRIMARY KEY, order_id INT, qty INT) ENGINE=InnoDB",
+            "CREATE TABLE country (code CHAR(2) PRIMARY KEY, name VARCHAR(40)) ENGINE=InnoDB",
+        ] {
+            c.query_drop(ddl)
+                .await
+                .unwrap_or_else(|e| panic!("{ddl}: {e}\n{}", self.shoal.log()));
+        }
+    }
+}
+
+fn write_config(s1: &Backend, s2: &Backend, prefix: &str, pool_max: usize) -> PathBuf {
+    let path = scratch_dir().join(format!("{prefix}.yaml"));
+    let text = format!(
+        "users:
+  - name: app
+    password: app-secret
+    schemas: [shop]
+  - name: ops
+    password: ops-secret
+    schemas: [shop]
+datahosts:
+  - name: dh1
+    primary: {{ address: {h1}:{p1}, user: {u}, password: {pw} }}
+    pool: {{ max: {pool_max} }}
+  - name: dh2
+    primary: {{ address: {h2}:{p2}, user: {u}, password: {pw} }}
+    pool: {{ max: {pool_max} }}
+datanodes:
+  - name: dn$1-4
+    datahost: dh$1-2
+    database: {prefix}_$1-2
+  - name: dn_main
+    datahost: dh1
+    database: {prefix}_main
+rules:
+  - name: by_id
+    algorithm: mod
+schemas:
+  - name: shop
+    default_datanode: dn_main
+    tables:
+      - {{ name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: dn$1-4 }}
+      - {{ name: order_item, type: child, parent: orders, join_key: order_id }}
+      - {{ name: country, type: global, datanodes: dn$1-4 }}
+",
+        h1 = s1.host,
+        p1 = s1.port,
+        h2 = s2.host,
+        p2 = s2.port,
+        u = s1.user,
+        pw = s1.password,
+    );
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+/// Datanode (1-based) of an orders id under `mod 4`.
+fn dn_of(id: i64) -> usize {
+    (id.rem_euclid(4) + 1) as usize
+}
+
+#[tokio::test]
+async fn ddl_is_broadcast_and_rows_land_on_their_datanodes() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    for n in 1..=4 {
+        assert_eq!(l.ids_on(n, "orders", "id").await, Vec::<i64>::new());
+    }
+
+    // A multi-row INSERT is split per shard; one OK with every row counted.
+    c.query_drop(
+        "INSERT INTO orders (id, user_name, amount) VALUES \
+         (1,'ann',10),(2,'bob',20),(3,'cy',30),(4,'di',40),(5,'ed',50),(6,'flo',60),\
+         (7,'gus',70),(8,'hal',80),(9,'ivy',90),(10,'jo',100),(11,'kim',110),(12,'lu',120)",
+    )
+    .await
+    .unwrap_or_else(|e| panic!("split insert: {e}\n{}", l.shoal.log()));
+    assert_eq!(c.affected_rows(), 12);
+    for n in 1..=4 {
+        let want: Vec<i64> = (1..=12).filter(|id| dn_of(*id) == n).collect();
+        assert_eq!(l.ids_on(n, "orders", "id").await, want, "datanode dn{n}");
+    }
+
+    // A point read goes to one shard, a scatter read sees every row exactly once.
+    let name: Option<String> = c
+        .query_first("SELECT user_name FROM orders WHERE id = 7")
+        .await
+        .unwrap();
+    assert_eq!(name.as_deref(), Some("gus"));
+    let mut all: Vec<i64> = c.query("SELECT id FROM orders").await.unwrap();
+    all.sort();
+    assert_eq!(all, (1..=12).collect::<Vec<_>>());
+    let limited: Vec<i64> = c.query("SELECT id FROM orders LIMIT 5").await.unwrap();
+    assert_eq!(limited.len(), 5);
+    let filtered: Vec<i64> = c
+        .query("SELECT id FROM orders WHERE amount > 85")
+        .await
+        .unwrap();
+    let mut filtered = filtered;
+    filtered.sort();
+    assert_eq!(filtered, vec![9, 10, 11, 12]);
+
+    // ER child rows follow their parent's shard.
+    c.query_drop("INSERT INTO order_item (item_id, order_id, qty) VALUES (100, 5, 1), (101, 6, 2)")
+        .await
+        .unwrap();
+    assert_eq!(l.ids_on(dn_of(5), "order_item", "item_id").await, vec![100]);
+    assert_eq!(l.ids_on(dn_of(6), "order_item", "item_id").await, vec![101]);
+    let joined: Vec<(i64, String, i64)> = c
+        .query(
+            "SELECT i.item_id, o.user_name, i.qty FROM orders o JOIN order_item i \
+             ON i.order_id = o.id WHERE o.id = 6",
+        )
+        .await
+        .unwrap();
+    assert_eq!(joined, vec![(101, "flo".to_string(), 2)]);
+}
+
+#[tokio::test]
+async fn cross_shard_updates_and_deletes_sum_affected_rows() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    c.query_drop(
+        "INSERT INTO orders (id, user_name, amount) VALUES \
+         (1,'a',1),(2,'b',2),(3,'c',3),(4,'d',4),(5,'e',5),(6,'f',6),(7,'g',7),(8,'h',8)",
+    )
+    .await
+    .unwrap();
+    c.query_drop("UPDATE orders SET amount = amount + 100 WHERE amount >= 3")
+        .await
+        .unwrap();
+    assert_eq!(c.affected_rows(), 6, "rows changed on all shards together");
+    let mut d = l.datanode(dn_of(8)).await;
+    let amount: Option<i64> = d
+        .query_first("SELECT amount FROM orders WHERE id = 8")
+        .await
+        .unwrap();
+    assert_eq!(amount, Some(108));
+    c.query_drop("DELETE FROM orders WHERE id IN (1, 2, 3)")
+        .await
+        .unwrap();
+    assert_eq!(c.affected_rows(), 3);
+    c.query_drop("DELETE FROM orders WHERE amount > 100")
+        .await
+        .unwrap();
+    assert_eq!(c.affected_rows(), 5);
+    for n in 1..=4 {
+        assert_eq!(
+            l.ids_on(n, "orders", "id").await,
+            Vec::<i64>::new(),
+            "dn{n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn global_table_writes_reach_every_copy_or_none() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    c.query_drop("INSERT INTO country VALUES ('fr', 'France'), ('de', 'Germany')")
+        .await
+        .unwrap();
+    assert_eq!(c.affected_rows(), 2, "a global write counts its rows once");
+    for n in 1..=4 {
+        let mut d = l.datanode(n).await;
+        let codes: Vec<String> = d
+            .query("SELECT code FROM country ORDER BY code")
+            .await
+            .unwrap();
+        assert_eq!(codes, vec!["de", "fr"], "copy on dn{n}");
+    }
+    // A row only dn3 has makes the insert fail there: the other copies must not keep it.
+    let mut d3 = l.datanode(3).await;
+    d3.query_drop("INSERT INTO country VALUES ('it', 'Italy (dn3 only)')")
+        .await
+        .unwrap();
+    let (code, _, message) = server_error(
+        c.query_drop("INSERT INTO country VALUES ('it', 'Italy')")
+            .await,
+    );
+    assert_eq!(code, 1062, "{message}");
+    assert!(
+        message.contains("dn3"),
+        "the error names the datanode: {message}"
+    );
+    for n in [1, 2, 4] {
+        let mut d = l.datanode(n).await;
+        let n_it: Option<i64> = d
+            .query_first("SELECT COUNT(*) FROM country WHERE code = 'it'")
+            .await
+            .unwrap();
+        assert_eq!(n_it, Some(0), "dn{n} kept a row of a failed global write");
+    }
+    // The session goes on.
+    let one: Option<i64> = c.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+}
+
+#[tokio::test]
+async fn transactions_span_datanodes() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop("INSERT INTO orders (id, user_name, amount) VALUES (1, 'x', 1)")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO orders (id, user_name, amount) VALUES (2, 'y', 2)")
+        .await
+        .unwrap();
+    // Not visible outside before the commit.
+    assert_eq!(l.ids_on(dn_of(1), "orders", "id").await, Vec::<i64>::new());
+    c.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(l.ids_on(dn_of(1), "orders", "id").await, Vec::<i64>::new());
+    assert_eq!(l.ids_on(dn_of(2), "orders", "id").await, Vec::<i64>::new());
+
+    c.query_drop("START TRANSACTION").await.unwrap();
+    c.query_drop("INSERT INTO orders (id, user_name, amount) VALUES (1, 'x', 1)")
+        .await
+        .unwrap();
+    c.query_drop("UPDATE orders SET amount = 5 WHERE id = 1")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO orders (id, user_name, amount) VALUES (2, 'y', 2)")
+        .await
+        .unwrap();
+    // Inside the transaction, the session reads its own writes.
+    let mut seen: Vec<i64> = c.query("SELECT id FROM orders").await.unwrap();
+    seen.sort();
+    assert_eq!(seen, vec![1, 2]);
+    assert_eq!(l.ids_on(dn_of(2), "orders", "id").await, Vec::<i64>::new());
+    c.query_drop("COMMIT").await.unwrap();
+    assert_eq!(l.ids_on(dn_of(1), "orders", "id").await, vec![1]);
+    assert_eq!(l.ids_on(dn_of(2), "orders", "id").await, vec![2]);
+
+    // autocommit=0: the next statements are a transaction on every datanode they touch.
+    c.query_drop("SET autocommit = 0").await.unwrap();
+    c.query_drop("INSERT INTO orders (id, user_name, amount) VALUES (3, 'z', 3), (4, 'w', 4)")
+        .await
+        .unwrap();
+    assert_eq!(l.ids_on(dn_of(3), "orders", "id").await, Vec::<i64>::new());
+    c.query_drop("ROLLBACK").await.unwrap();
+    c.query_drop("INSERT INTO orders (id, user_name, amount) VALUES (3, 'z', 3), (4, 'w', 4)")
+        .await
+        .unwrap();
+    c.query_drop("COMMIT").await.unwrap();
+    assert_eq!(l.ids_on(dn_of(3), "orders", "id").await, vec![3]);
+    assert_eq!(l.ids_on(dn_of(4), "orders", "id").await, vec![4]);
+    c.query_drop("SET autocommit = 1").await.unwrap();
+
+    // A write on several datanodes failing inside a transaction rolls it back everywhere, and
+    // the error says so.
+    let mut d1 = l.datanode(1).await;
+    d1.query_drop("INSERT INTO country VALUES ('es', 'only on dn1')")
+        .await
+        .unwrap();
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop("INSERT INTO orders (id, user_name, amount) VALUES (5, 'v', 5)")
+        .await
+        .unwrap();
+    let (code, _, message) = server_error(
+        c.query_drop("INSERT INTO country VALUES ('es', 'Spain')")
+            .await,
+    );
+    assert_eq!(code, 1062, "{message}");
+    assert!(message.contains("rolled back"), "{message}");
+    c.query_drop("COMMIT").await.unwrap();
+    // id 1 (committed before) shares id 5's datanode; 5 must be gone.
+    assert_eq!(
+        l.ids_on(dn_of(5), "orders", "id").await,
+        vec![1],
+        "the transaction's earlier write survived its rollback"
+    );
+}
+
+#[tokio::test]
+async fn refusals_reach_the_client_and_the_session_goes_on() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    let (code, state, message) = server_error(
+        c.query_drop("SELECT id FROM orders WHERE amount > (SELECT AVG(amount) FROM orders)")
+            .await,
+    );
+    assert!(code != 0 && !state.is_empty(), "{code} {state} {message}");
+    let (code, _, message) = server_error(c.query_drop("SET @v = 1").await);
+    assert!(message.contains("user variables"), "{code}: {message}");
+    let one: Option<i64> = c.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    // A shard's own error (an unknown column) is the statement's error.
+    let (code, _, message) = server_error(c.query_drop("SELECT nope FROM orders").await);
+    assert_eq!(code, 1054, "{message}");
+    let n: Vec<i64> = c.query("SELECT id FROM orders").await.unwrap();
+    assert!(n.is_empty());
+}
+
+#[tokio::test]
+async fn shoal_answers_metadata_in_logical_names() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    let mut m = l.s1.conn(Some(&format!("{}_main", l.prefix))).await;
+    m.query_drop("CREATE TABLE notes (id INT)").await.unwrap();
+
+    let dbs: Vec<String> = c.query("SHOW DATABASES").await.unwrap();
+    assert_eq!(dbs, vec!["shop"]);
+    let db: Option<String> = c.query_first("SELECT DATABASE()").await.unwrap();
+    assert_eq!(db.as_deref(), Some("shop"));
+    let tables: Vec<String> = c.query("SHOW TABLES").await.unwrap();
+    assert_eq!(tables, vec!["country", "notes", "order_item", "orders"]);
+    let like: Vec<String> = c.query("SHOW TABLES LIKE 'order%'").await.unwrap();
+    assert_eq!(like, vec!["order_item", "orders"]);
+    let route: Vec<Row> = c
+        .query("EXPLAIN ROUTE SELECT * FROM orders WHERE id = 6")
+        .await
+        .unwrap();
+    assert_eq!(route.len(), 1, "one datanode");
+    let dn: String = route[0].get(0).unwrap();
+    assert_eq!(dn, "dn3");
+    // Unlisted tables live on the default datanode.
+    c.query_drop("INSERT INTO notes VALUES (7)").await.unwrap();
+    let n: Option<i64> = m.query_first("SELECT COUNT(*) FROM notes").await.unwrap();
+    assert_eq!(n, Some(1));
+}
+
+#[tokio::test]
+async fn check_refuses_two_datanodes_on_one_server_database() {
+    let path = scratch_dir().join(format!("{}.yaml", unique_name("dup")));
+    std::fs::write(
+        &path,
+        "users:
+  - { name: app, password: pw, schemas: [shop] }
+datahosts:
+  - name: dh1
+    primary: { address: 127.0.0.1:3307, user: u }
+  - name: dh2
+    primary: { address: localhost:3307, user: u }
+datanodes:
+  - { name: dn$1-2, datahost: dh$1-2, database: shop }
+schemas:
+  - { name: shop, default_datanode: dn1 }
+",
+    )
+    .unwrap();
+    for args in [&["--check", "--config"][..], &["--config"][..]] {
+        let out = std::process::Command::new(shoal_tests::shoal::shoal_bin())
+            .args(args)
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("read its rows twice"), "{args:?}: {stderr}");
+    }
+}
+
+/// Scatter reads merged as one MariaDB would answer them: the same rows in a plain database on
+/// one server are the reference.
+#[tokio::test]
+async fn scatter_reads_merge_like_one_database() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    let reference_db = format!("{}_ref", l.prefix);
+    l.s2.fresh_db(&reference_db).await;
+    let mut r = l.s2.conn(Some(&reference_db)).await;
+    r.query_drop(
+        "CREATE TABLE orders (id INT PRIMARY KEY, user_name VARCHAR(20), amount INT) ENGINE=InnoDB",
+    )
+    .await
+    .unwrap();
+    let mut values = Vec::new();
+    for id in 1..=40i64 {
+        let amount = if id % 7 == 0 {
+            "NULL".to_string()
+        } else {
+            ((id * 37) % 50).to_string()
+        };
+        values.push(format!("({id}, 'u{}', {amount})", id % 5));
+    }
+    let insert = format!(
+        "INSERT INTO orders (id, user_name, amount) VALUES {}",
+        values.join(",")
+    );
+    c.query_drop(&insert).await.unwrap();
+    r.query_drop(&insert).await.unwrap();
+    for sql in [
+        "SELECT id, amount FROM orders ORDER BY amount, id",
+        "SELECT id, amount FROM orders ORDER BY amount DESC, id LIMIT 7",
+        "SELECT id FROM orders ORDER BY id LIMIT 5 OFFSET 30",
+        "SELECT COUNT(*) FROM orders",
+        "SELECT COUNT(*), SUM(amount), MIN(amount), MAX(amount) FROM orders",
+        "SELECT COUNT(*) FROM orders WHERE id > 1000",
+        "SELECT user_name, COUNT(*), SUM(amount) FROM orders GROUP BY user_name ORDER BY user_name",
+        "SELECT DISTINCT user_name FROM orders ORDER BY user_name",
+    ] {
+        let want: Vec<Row> = r.query(sql).await.unwrap();
+        let got: Vec<Row> = match c.query(sql).await {
+            Ok(rows) => rows,
+            Err(e) => panic!("{sql}: {e}"),
+        };
+        let show = |rows: &[Row]| -> Vec<Vec<mysql_async::Value>> {
+            rows.iter().map(|r| r.clone().unwrap()).collect()
+        };
+        assert_eq!(show(&got), show(&want), "{sql}");
+    }
+}
+
+/// `CONNECTION_ID()` is the handshake id; `KILL QUERY <it>` from another session of the same
+/// user stops the query on its datanode; another user's session is refused with 1095.
+#[tokio::test]
+async fn kill_uses_shoal_ids() {
+    let l = Layout::start().await;
+    let mut a = l.client().await;
+    let mut b = l.client().await;
+    let id: Option<u64> = a.query_first("SELECT CONNECTION_ID()").await.unwrap();
+    assert_eq!(
+        id,
+        Some(u64::from(a.id())),
+        "CONNECTION_ID() is the handshake id"
+    );
+    let mut ops = Conn::new(l.shoal.opts_as("ops", "ops-secret", Some("shop")))
+        .await
+        .unwrap();
+    let (code, _, message) = server_error(ops.query_drop(format!("KILL QUERY {}", a.id())).await);
+    assert_eq!(code, 1095, "{message}");
+    let (code, _, message) = server_error(b.query_drop("KILL QUERY 999999").await);
+    assert_eq!(code, 1094, "{message}");
+
+    let a_id = a.id();
+    let sleeper = tokio::spawn(async move {
+        let r: Result<Option<i64>, _> = a.query_first("SELECT SLEEP(60)").await;
+        (a, r)
+    });
+    // Wait until the sleep runs on a backend (visible in the processlist of the first server).
+    let mut direct = l.s1.conn(None).await;
+    let mut running = false;
+    for _ in 0..100 {
+        let n: Option<i64> = direct
+            .query_first("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(60)'")
+            .await
+            .unwrap();
+        if n == Some(1) {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(running, "the sleep never reached the backend");
+    b.query_drop(format!("KILL QUERY {a_id}")).await.unwrap();
+    let (mut a, r) = shoal_tests::within(
+        std::time::Duration::from_secs(30),
+        "the killed query",
+        sleeper,
+    )
+    .await
+    .unwrap();
+    // SLEEP interrupted by KILL QUERY returns 1 (MariaDB) or fails with 1317.
+    match r {
+        Ok(v) => assert_eq!(v, Some(1), "SLEEP was not interrupted"),
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1317, "{e:?}"),
+        Err(e) => panic!("{e}"),
+    }
+    // The killed session goes on.
+    let one: Option<i64> = a.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+}
+
+/// Prepared statements on sharded and global tables: every EXECUTE routes by its bound values.
+#[tokio::test]
+async fn prepared_statements_route_by_bound_values() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    let insert = c
+        .prep("INSERT INTO orders (id, user_name, amount) VALUES (?, ?, ?)")
+        .await
+        .unwrap_or_else(|e| panic!("prepare insert: {e}\n{}", l.shoal.log()));
+    for id in 1..=8i64 {
+        c.exec_drop(&insert, (id, format!("u{id}"), id * 10))
+            .await
+            .unwrap_or_else(|e| panic!("execute insert {id}: {e}\n{}", l.shoal.log()));
+        assert_eq!(c.affected_rows(), 1);
+    }
+    for n in 1..=4 {
+        let want: Vec<i64> = (1..=8).filter(|id| dn_of(*id) == n).collect();
+        assert_eq!(l.ids_on(n, "orders", "id").await, want, "datanode dn{n}");
+    }
+    let name: Option<String> = c
+        .exec_first("SELECT user_name FROM orders WHERE id = ?", (6,))
+        .await
+        .unwrap();
+    assert_eq!(name.as_deref(), Some("u6"));
+    let mut big: Vec<i64> = c
+        .exec("SELECT id FROM orders WHERE amount > ?", (45,))
+        .await
+        .unwrap();
+    big.sort();
+    assert_eq!(big, vec![5, 6, 7, 8]);
+    c.exec_drop("UPDATE orders SET amount = ? WHERE id = ?", (1, 3))
+        .await
+        .unwrap();
+    assert_eq!(c.affected_rows(), 1);
+    c.exec_drop("UPDATE orders SET amount = amount + ? WHERE id > ?", (1, 4))
+        .await
+        .unwrap();
+    assert_eq!(c.affected_rows(), 4);
+    c.exec_drop("INSERT INTO country VALUES (?, ?)", ("pt", "Portugal"))
+        .await
+        .unwrap();
+    for n in 1..=4 {
+        let mut d = l.datanode(n).await;
+        let name: Option<String> = d
+            .query_first("SELECT name FROM country WHERE code = 'pt'")
+            .await
+            .unwrap();
+        assert_eq!(name.as_deref(), Some("Portugal"), "dn{n}");
+    }
+    c.close(insert).await.unwrap();
+    let one: Option<i64> = c.exec_first("SELECT ?", (1,)).await.unwrap();
+    assert_eq!(one, Some(1));
+}
