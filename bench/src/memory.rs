@@ -223,7 +223,7 @@ async fn measure(
             if wrong.is_none() && id != n {
                 wrong = Some(format!("row {n} has id {id}"));
             }
-            if n % args.slow_every == 0 {
+            if n.is_multiple_of(args.slow_every) {
                 tokio::time::sleep(Duration::from_millis(args.slow_ms)).await;
                 progress.inc(args.slow_every);
             }
@@ -266,7 +266,7 @@ async fn measure(
             }
             n += 1;
             total += count;
-            if n % 10_000 == 0 {
+            if n.is_multiple_of(10_000) {
                 progress.inc(10_000);
             }
         }
