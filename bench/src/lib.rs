@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod error;
 pub mod interrupt;
 pub mod load;
+pub mod memory;
 pub mod mycat;
 pub mod overhead;
 pub mod placement;

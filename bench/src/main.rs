@@ -25,6 +25,9 @@ enum Command {
     Mycat(shoal_bench::mycat::MycatArgs),
     /// Shard-count sweep: inserts, point selects and a scatter aggregate at 1..21 datanodes.
     Scale(shoal_bench::scale::ScaleArgs),
+    /// Shoal's peak RSS merging a 2-million-row ORDER BY to a slow client and a
+    /// 1-million-group GROUP BY over 4 datanodes.
+    Memory(shoal_bench::memory::MemoryArgs),
 }
 
 #[tokio::main]
@@ -50,6 +53,9 @@ async fn main() -> ExitCode {
             .await
             .map_err(|e| e.to_string()),
         Command::Scale(args) => shoal_bench::scale::run(args)
+            .await
+            .map_err(|e| e.to_string()),
+        Command::Memory(args) => shoal_bench::memory::run(args)
             .await
             .map_err(|e| e.to_string()),
     };

@@ -29,9 +29,17 @@
 //!   lower shard first, so the merge is stable); without, shards are concatenated in order.
 //!   DISTINCT keeps a set of the rows seen (bounded by [`Merger::max_groups`]). OFFSET skips
 //!   while streaming; once LIMIT rows are out, [`Step::Done`].
-//! - aggregation: every shard is read to its end and folded into groups (a hash map bounded by
-//!   `max_groups`: beyond it the merge fails naming the limit), then HAVING, DISTINCT, a
-//!   stable sort by `order_by`, OFFSET/LIMIT.
+//! - aggregation with `groups_sorted` (the shards sort by the group keys, see
+//!   `MergeSpec::group_order`): a k-way merge by the group keys folds each run of equal keys
+//!   and releases the group when the next key differs, through HAVING and DISTINCT (a set only
+//!   when a key is hidden; else groups are distinct already). When `order_by` is a prefix of
+//!   the shards' order, groups stream out (one row per shard and one group in memory; LIMIT
+//!   stops pulling); otherwise they wait for the final sort: a top-(offset+limit) under a
+//!   LIMIT, else at most `max_groups` of them. A shard whose keys are not strictly increasing
+//!   under the comparison used fails the merge (its collation differs from the metadata's).
+//! - other aggregation: every shard is read to its end and folded into groups (a hash map
+//!   bounded by `max_groups`: beyond it the merge fails naming the limit), then HAVING,
+//!   DISTINCT, a stable sort by `order_by`, OFFSET/LIMIT.
 //! - rows that need no change (no aggregation, no hidden columns) go out as the shard sent
 //!   them; others are re-encoded in the client's protocol with the column definitions' types.
 //!
@@ -147,6 +155,27 @@ enum Mode {
         groups: Vec<Group>,
         out: Option<std::vec::IntoIter<Vec<u8>>>,
     },
+    /// Shards sorted by the group keys: a k-way merge folding adjacent equal keys.
+    Sorted(Box<Sorted>),
+}
+
+struct Sorted {
+    /// The shards' order (column, desc): every group key, so equal keys are adjacent.
+    order: Vec<(usize, bool)>,
+    folds: Vec<Option<FoldOp>>,
+    heads: Vec<Option<Head>>,
+    last: Vec<Option<Vec<Key>>>,
+    /// The group being folded, with its keys.
+    cur: Option<(Vec<Key>, Group)>,
+    /// `Some` when the final order differs from the shards': finished groups awaiting the
+    /// sort (with their sort keys), at most `keep` of them.
+    pending: Option<Vec<(Vec<Key>, OwnedCells)>>,
+    /// Bound of `pending`: `offset + limit` under a LIMIT (a top-k), else `max_groups`.
+    keep: Option<usize>,
+    /// DISTINCT needs a set only when some group key is hidden (else groups are distinct).
+    distinct_set: bool,
+    out: Option<std::vec::IntoIter<Vec<u8>>>,
+    ended_all: bool,
 }
 
 pub struct Merger {
@@ -263,15 +292,49 @@ impl Merger {
                     };
                     folds[c] = Some(op);
                 }
-                Mode::Group {
-                    keys,
-                    folds,
-                    index: HashMap::new(),
-                    groups: Vec::new(),
-                    out: None,
+                if spec.groups_sorted && !keys.is_empty() {
+                    let mut gorder = Vec::new();
+                    for k in spec.group_order() {
+                        let c = resolve(k.column, n)?;
+                        comparable(kinds[c], "GROUP BY")?;
+                        gorder.push((c, k.desc));
+                    }
+                    if !keys.iter().all(|k| gorder.iter().any(|(c, _)| c == k)) {
+                        return Err(refuse("sorted group streams not sorted by every group key"));
+                    }
+                    let streams_final = order.len() <= gorder.len()
+                        && order.iter().zip(&gorder).all(|(a, b)| a == b);
+                    Mode::Sorted(Box::new(Sorted {
+                        order: gorder,
+                        folds,
+                        heads: (0..shards).map(|_| None).collect(),
+                        last: vec![None; shards],
+                        cur: None,
+                        pending: (!streams_final).then(Vec::new),
+                        keep: None,
+                        distinct_set: keys.iter().any(|&k| k >= visible),
+                        out: None,
+                        ended_all: false,
+                    }))
+                } else {
+                    Mode::Group {
+                        keys,
+                        folds,
+                        index: HashMap::new(),
+                        groups: Vec::new(),
+                        out: None,
+                    }
                 }
             }
         };
+        let mut mode = mode;
+        if let Mode::Sorted(st) = &mut mode
+            && st.pending.is_some()
+        {
+            st.keep = spec
+                .limit
+                .map(|l| usize::try_from(spec.offset.saturating_add(l)).unwrap_or(usize::MAX));
+        }
         Ok(Merger {
             cols: columns,
             kinds,
@@ -383,6 +446,38 @@ impl Merger {
             });
             return Ok(());
         }
+        if let Mode::Sorted(st) = &self.mode {
+            let keys: Vec<Key> = st
+                .order
+                .iter()
+                .map(|&(c, _)| key_of(cells[c], &self.cols[c], self.kinds[c], self.protocol))
+                .collect::<Result<_>>()?;
+            if st.heads[shard].is_some() {
+                return Err(crate::wire::response::protocol_error(
+                    "row fed before it was asked for",
+                ));
+            }
+            // A shard sends each of its groups once, in order: a repeated or earlier key means
+            // its collation orders or equates differently from the comparison used here.
+            if let Some(prev) = &st.last[shard]
+                && !cmp_sort(&st.order, prev, &keys).is_lt()
+            {
+                return Err(refuse(format!(
+                    "merging grouped shard results that are not in the order Shoal compares by \
+                     (shard {shard}: a column's collation differs from the one its metadata \
+                     reports?)"
+                )));
+            }
+            let Mode::Sorted(st) = &mut self.mode else {
+                unreachable!()
+            };
+            st.last[shard] = Some(keys.clone());
+            st.heads[shard] = Some(Head {
+                payload: payload.to_vec(),
+                keys,
+            });
+            return Ok(());
+        }
         self.fold(&cells)
     }
 
@@ -410,77 +505,12 @@ impl Merger {
                 if groups.len() >= max {
                     return Err(too_many);
                 }
-                let accs = folds
-                    .iter()
-                    .enumerate()
-                    .map(|(c, f)| match f {
-                        None => Acc::First,
-                        Some(FoldOp::Count) => Acc::Count(0),
-                        Some(FoldOp::Sum) if kinds[c] == Kind::Float => Acc::SumFloat(None),
-                        Some(FoldOp::Sum) => Acc::SumDec(None),
-                        Some(FoldOp::Min | FoldOp::Max) => Acc::Best(None),
-                        Some(FoldOp::Avg { .. }) if kinds[c] == Kind::Float => {
-                            Acc::AvgFloat(None, 0)
-                        }
-                        Some(FoldOp::Avg { .. }) => Acc::AvgDec(None, 0),
-                    })
-                    .collect();
-                groups.push(Group {
-                    cells: cells.iter().map(|c| c.map(<[u8]>::to_vec)).collect(),
-                    accs,
-                });
+                groups.push(new_group(folds, kinds, cells));
                 index.insert(gk, groups.len() - 1);
                 groups.len() - 1
             }
         };
-        let g = &mut groups[gi];
-        let key = |c: usize| key_of(cells[c], &cols[c], kinds[c], protocol);
-        for (c, f) in folds.iter().enumerate() {
-            let Some(f) = f else { continue };
-            match (f, &mut g.accs[c]) {
-                (FoldOp::Count, Acc::Count(n)) => {
-                    if let Key::Int(v) = key(c)? {
-                        *n += v;
-                    }
-                }
-                (FoldOp::Sum, Acc::SumDec(s)) => add_dec(s, key(c)?)?,
-                (FoldOp::Sum, Acc::SumFloat(s)) => add_float(s, key(c)?),
-                (FoldOp::Min | FoldOp::Max, Acc::Best(b)) => {
-                    let k = key(c)?;
-                    if let (Key::Null, _) | (_, None) = (&k, &cells[c]) {
-                        continue;
-                    }
-                    let better = match b {
-                        None => true,
-                        Some((cur, _)) => {
-                            let o = cmp_keys(&k, cur);
-                            if matches!(f, FoldOp::Min) {
-                                o.is_lt()
-                            } else {
-                                o.is_gt()
-                            }
-                        }
-                    };
-                    if better {
-                        *b = Some((k, cells[c].unwrap_or_default().to_vec()));
-                    }
-                }
-                (FoldOp::Avg { sum, count }, Acc::AvgDec(s, n)) => {
-                    add_dec(s, key(*sum)?)?;
-                    if let Key::Int(v) = key(*count)? {
-                        *n += v;
-                    }
-                }
-                (FoldOp::Avg { sum, count }, Acc::AvgFloat(s, n)) => {
-                    add_float(s, key(*sum)?);
-                    if let Key::Int(v) = key(*count)? {
-                        *n += v;
-                    }
-                }
-                _ => unreachable!("accumulator made for its fold"),
-            }
-        }
-        Ok(())
+        fold_row(&mut groups[gi], folds, cols, kinds, protocol, cells)
     }
 
     /// The end of `shard`'s rows.
@@ -497,6 +527,9 @@ impl Merger {
     /// The next step: a row for the client, a shard to read, or the end.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Step> {
+        if matches!(self.mode, Mode::Sorted(_)) {
+            return self.next_sorted();
+        }
         loop {
             if self.limit_reached() {
                 return Ok(Step::Done);
@@ -572,6 +605,7 @@ impl Merger {
                         None => return Ok(Step::Done),
                     }
                 }
+                Mode::Sorted(_) => unreachable!("sorted groups step in next_sorted"),
             };
             if self.distinct {
                 let cells = split_row(&payload, &self.cols, self.protocol)?;
@@ -593,6 +627,159 @@ impl Merger {
             self.emitted += 1;
             return Ok(Step::Row(self.trim(payload)?));
         }
+    }
+
+    /// Sorted group streams: fold the merged run of each key, release it when the key changes.
+    fn next_sorted(&mut self) -> Result<Step> {
+        loop {
+            if self.limit_reached() {
+                return Ok(Step::Done);
+            }
+            let Mode::Sorted(st) = &mut self.mode else {
+                unreachable!()
+            };
+            if st.ended_all && st.out.is_none() {
+                let Some(mut rows) = st.pending.take() else {
+                    return Ok(Step::Done);
+                };
+                rows.sort_by(|a, b| cmp_sort(&self.order, &a.0, &b.0));
+                let vis = self.visible;
+                let encoded: Vec<Vec<u8>> = rows
+                    .into_iter()
+                    .map(|(_, cells)| encode_row(&cells[..vis], &self.cols[..vis], self.protocol))
+                    .collect();
+                st.out = Some(encoded.into_iter());
+            }
+            if let Some(it) = &mut st.out {
+                match it.next() {
+                    Some(p) => {
+                        if self.skipped < self.offset {
+                            self.skipped += 1;
+                            continue;
+                        }
+                        self.emitted += 1;
+                        return Ok(Step::Row(p));
+                    }
+                    None => return Ok(Step::Done),
+                }
+            }
+            if let Some(s) = (0..self.shards).find(|&s| st.heads[s].is_none() && !self.ended[s]) {
+                return Ok(Step::Need(s));
+            }
+            let mut best: Option<usize> = None;
+            for s in 0..self.shards {
+                let Some(h) = &st.heads[s] else { continue };
+                best = match best {
+                    Some(b) => {
+                        let bk = &st.heads[b].as_ref().expect("best has a head").keys;
+                        if cmp_sort(&st.order, &h.keys, bk).is_lt() {
+                            Some(s)
+                        } else {
+                            Some(b)
+                        }
+                    }
+                    None => Some(s),
+                };
+            }
+            let done = match best {
+                None => {
+                    st.ended_all = true;
+                    st.cur.take()
+                }
+                Some(b) => {
+                    let head = st.heads[b].take().expect("picked shard has a head");
+                    let cells = split_row(&head.payload, &self.cols, self.protocol)?;
+                    match &mut st.cur {
+                        Some((k, g)) if cmp_sort(&st.order, k, &head.keys).is_eq() => {
+                            fold_row(g, &st.folds, &self.cols, &self.kinds, self.protocol, &cells)?;
+                            None
+                        }
+                        _ => {
+                            let mut g = new_group(&st.folds, &self.kinds, &cells);
+                            fold_row(
+                                &mut g,
+                                &st.folds,
+                                &self.cols,
+                                &self.kinds,
+                                self.protocol,
+                                &cells,
+                            )?;
+                            st.cur.replace((head.keys, g))
+                        }
+                    }
+                }
+            };
+            let Some((_, g)) = done else { continue };
+            let distinct_set = st.distinct_set;
+            let Some(cells) = self.finish_group(g, self.distinct && distinct_set)? else {
+                continue;
+            };
+            let refs: Vec<Option<&[u8]>> = cells.iter().map(|c| c.as_deref()).collect();
+            let sk = match &self.mode {
+                Mode::Sorted(st) if st.pending.is_some() => Some(self.sort_keys(&refs)?),
+                _ => None,
+            };
+            let max = self.max_groups;
+            let too_many = self.too_many_groups();
+            let Mode::Sorted(st) = &mut self.mode else {
+                unreachable!()
+            };
+            match (&mut st.pending, sk) {
+                (Some(pending), Some(sk)) => {
+                    pending.push((sk, cells));
+                    match st.keep.filter(|&k| k <= max) {
+                        // Top-k: sort and cut now and then, keeping at most 2k groups.
+                        Some(k) if pending.len() >= 2 * k.max(16) => {
+                            pending.sort_by(|a, b| cmp_sort(&self.order, &a.0, &b.0));
+                            pending.truncate(k);
+                        }
+                        Some(_) => {}
+                        None if pending.len() > max => return Err(too_many),
+                        None => {}
+                    }
+                }
+                _ => {
+                    if self.skipped < self.offset {
+                        self.skipped += 1;
+                        continue;
+                    }
+                    self.emitted += 1;
+                    let vis = self.visible;
+                    return Ok(Step::Row(encode_row(
+                        &refs[..vis],
+                        &self.cols[..vis],
+                        self.protocol,
+                    )));
+                }
+            }
+        }
+    }
+
+    /// A folded group as client cells, or `None` when HAVING or DISTINCT drops it.
+    fn finish_group(&mut self, g: Group, distinct: bool) -> Result<Option<OwnedCells>> {
+        let mut cells = Vec::with_capacity(g.cells.len());
+        for (c, (cell, acc)) in g.cells.into_iter().zip(g.accs).enumerate() {
+            cells.push(self.output_cell(c, cell, acc)?);
+        }
+        let refs: Vec<Option<&[u8]>> = cells.iter().map(|c| c.as_deref()).collect();
+        if let Some(h) = &self.having
+            && h.eval(&refs, &self.cols, &self.kinds, self.protocol)? != Some(true)
+        {
+            return Ok(None);
+        }
+        if distinct {
+            let k: Vec<Key> = (0..self.visible)
+                .map(|c| key_of(refs[c], &self.cols[c], self.kinds[c], self.protocol))
+                .collect::<Result<_>>()?;
+            if self.seen.contains(&k) {
+                return Ok(None);
+            }
+            if self.seen.len() >= self.max_groups {
+                return Err(self.too_many_groups());
+            }
+            self.seen.insert(k);
+        }
+        Ok(Some(cells))
     }
 
     /// Drops the hidden columns of a shard row.
@@ -636,24 +823,10 @@ impl Merger {
         let groups = std::mem::take(groups);
         let mut rows: Vec<(Vec<Key>, OwnedCells)> = Vec::new();
         for g in groups {
-            let mut cells = Vec::with_capacity(g.cells.len());
-            for (c, (cell, acc)) in g.cells.into_iter().zip(g.accs).enumerate() {
-                cells.push(self.output_cell(c, cell, acc)?);
-            }
-            let refs: Vec<Option<&[u8]>> = cells.iter().map(|c| c.as_deref()).collect();
-            if let Some(h) = &self.having
-                && h.eval(&refs, &self.cols, &self.kinds, self.protocol)? != Some(true)
-            {
+            let Some(cells) = self.finish_group(g, self.distinct)? else {
                 continue;
-            }
-            if self.distinct {
-                let k: Vec<Key> = (0..self.visible)
-                    .map(|c| key_of(refs[c], &self.cols[c], self.kinds[c], self.protocol))
-                    .collect::<Result<_>>()?;
-                if !self.seen.insert(k) {
-                    continue;
-                }
-            }
+            };
+            let refs: Vec<Option<&[u8]>> = cells.iter().map(|c| c.as_deref()).collect();
             let sk = self.sort_keys(&refs)?;
             rows.push((sk, cells));
         }
@@ -736,4 +909,81 @@ fn add_float(s: &mut Option<f64>, k: Key) {
     if let Key::Float(f) = k {
         *s = Some(s.unwrap_or(0.0) + f);
     }
+}
+
+fn new_group(folds: &[Option<FoldOp>], kinds: &[Kind], cells: &[Option<&[u8]>]) -> Group {
+    let accs = folds
+        .iter()
+        .enumerate()
+        .map(|(c, f)| match f {
+            None => Acc::First,
+            Some(FoldOp::Count) => Acc::Count(0),
+            Some(FoldOp::Sum) if kinds[c] == Kind::Float => Acc::SumFloat(None),
+            Some(FoldOp::Sum) => Acc::SumDec(None),
+            Some(FoldOp::Min | FoldOp::Max) => Acc::Best(None),
+            Some(FoldOp::Avg { .. }) if kinds[c] == Kind::Float => Acc::AvgFloat(None, 0),
+            Some(FoldOp::Avg { .. }) => Acc::AvgDec(None, 0),
+        })
+        .collect();
+    Group {
+        cells: cells.iter().map(|c| c.map(<[u8]>::to_vec)).collect(),
+        accs,
+    }
+}
+
+fn fold_row(
+    g: &mut Group,
+    folds: &[Option<FoldOp>],
+    cols: &[Column],
+    kinds: &[Kind],
+    protocol: Protocol,
+    cells: &[Option<&[u8]>],
+) -> Result<()> {
+    let key = |c: usize| key_of(cells[c], &cols[c], kinds[c], protocol);
+    for (c, f) in folds.iter().enumerate() {
+        let Some(f) = f else { continue };
+        match (f, &mut g.accs[c]) {
+            (FoldOp::Count, Acc::Count(n)) => {
+                if let Key::Int(v) = key(c)? {
+                    *n += v;
+                }
+            }
+            (FoldOp::Sum, Acc::SumDec(s)) => add_dec(s, key(c)?)?,
+            (FoldOp::Sum, Acc::SumFloat(s)) => add_float(s, key(c)?),
+            (FoldOp::Min | FoldOp::Max, Acc::Best(b)) => {
+                let k = key(c)?;
+                if let (Key::Null, _) | (_, None) = (&k, &cells[c]) {
+                    continue;
+                }
+                let better = match b {
+                    None => true,
+                    Some((cur, _)) => {
+                        let o = cmp_keys(&k, cur);
+                        if matches!(f, FoldOp::Min) {
+                            o.is_lt()
+                        } else {
+                            o.is_gt()
+                        }
+                    }
+                };
+                if better {
+                    *b = Some((k, cells[c].unwrap_or_default().to_vec()));
+                }
+            }
+            (FoldOp::Avg { sum, count }, Acc::AvgDec(s, n)) => {
+                add_dec(s, key(*sum)?)?;
+                if let Key::Int(v) = key(*count)? {
+                    *n += v;
+                }
+            }
+            (FoldOp::Avg { sum, count }, Acc::AvgFloat(s, n)) => {
+                add_float(s, key(*sum)?);
+                if let Key::Int(v) = key(*count)? {
+                    *n += v;
+                }
+            }
+            _ => unreachable!("accumulator made for its fold"),
+        }
+    }
+    Ok(())
 }

@@ -129,7 +129,17 @@ fn run_raw(
     shards: &[Vec<Vec<V>>],
     p: Protocol,
 ) -> Result<(Vec<Vec<u8>>, Vec<usize>)> {
-    let mut m = Merger::new(spec, cols.clone(), shards.len(), p)?;
+    run_raw_max(spec, cols, shards, p, DEFAULT_MAX_GROUPS)
+}
+
+fn run_raw_max(
+    spec: &MergeSpec,
+    cols: Vec<Column>,
+    shards: &[Vec<Vec<V>>],
+    p: Protocol,
+    max_groups: usize,
+) -> Result<(Vec<Vec<u8>>, Vec<usize>)> {
+    let mut m = Merger::new(spec, cols.clone(), shards.len(), p)?.max_groups(max_groups);
     let mut pos = vec![0; shards.len()];
     let mut out = Vec::new();
     loop {
@@ -1106,4 +1116,219 @@ fn having_on_dates_and_refusals() {
         right: Operand::Value(Literal::Int(20240101)),
     });
     assert!(Merger::new(&spec, cols, 2, Protocol::Text).is_err());
+}
+
+/// `SELECT s, COUNT(*), SUM(d) FROM t GROUP BY s` with the shards sorted by `s`.
+fn sorted_spec() -> MergeSpec {
+    MergeSpec {
+        aggregate: Some(agg(
+            &[C::At(0)],
+            &[(C::At(1), Fold::SumCounts), (C::At(2), Fold::Sum)],
+        )),
+        groups_sorted: true,
+        order_by: vec![SortKey {
+            column: C::At(0),
+            desc: false,
+        }],
+        ..MergeSpec::default()
+    }
+}
+
+fn sorted_cols() -> Vec<Column> {
+    vec![varchar(), count_col(), decimal(2)]
+}
+
+#[test]
+fn sorted_groups_fold_collation_ties_holding_one_group() {
+    // general_ci: 'a' = 'A' = 'a ' is one group; NULL is its own group and comes first.
+    let shards = vec![
+        vec![
+            vec![None, Some("1"), Some("1.00")],
+            vec![Some("a"), Some("2"), Some("2.50")],
+            vec![Some("b"), Some("1"), None],
+        ],
+        vec![
+            vec![None, Some("2"), Some("3.00")],
+            vec![Some("A"), Some("3"), Some("1.25")],
+            vec![Some("c"), Some("1"), Some("7.00")],
+        ],
+        vec![
+            vec![Some("a "), Some("1"), Some("0.25")],
+            vec![Some("B"), Some("4"), Some("1.00")],
+        ],
+    ];
+    let want = rows(&[
+        &[None, Some("3"), Some("4.00")],
+        &[Some("a"), Some("6"), Some("4.00")],
+        &[Some("b"), Some("5"), Some("1.00")],
+        &[Some("c"), Some("1"), Some("7.00")],
+    ]);
+    for p in BOTH {
+        // One group in memory at a time: a bound of one group is enough.
+        let (out, pulled) = run_raw_max(&sorted_spec(), sorted_cols(), &shards, p, 1).unwrap();
+        let got: Vec<_> = out.iter().map(|r| decode(&sorted_cols(), r, p)).collect();
+        assert_eq!(got, want, "{p:?}");
+        assert_eq!(pulled, [3, 3, 2]);
+        // The hash path agrees (and needs room for every group).
+        let hashed = MergeSpec {
+            groups_sorted: false,
+            ..sorted_spec()
+        };
+        assert_eq!(run_merge(&hashed, sorted_cols(), &shards, p).unwrap(), want);
+        assert!(run_raw_max(&hashed, sorted_cols(), &shards, p, 1).is_err());
+    }
+}
+
+#[test]
+fn sorted_groups_stop_pulling_at_the_limit() {
+    let shard = |from: usize| -> Vec<Vec<V>> {
+        (from..100)
+            .step_by(2)
+            .map(|i| {
+                let k: &'static str = Box::leak(format!("k{i:03}").into_boxed_str());
+                vec![Some(k), Some("1"), Some("1.00")]
+            })
+            .collect()
+    };
+    let shards = vec![shard(0), shard(1)];
+    let spec = MergeSpec {
+        offset: 1,
+        limit: Some(2),
+        ..sorted_spec()
+    };
+    for p in BOTH {
+        let (out, pulled) = run_raw_max(&spec, sorted_cols(), &shards, p, 1).unwrap();
+        let got: Vec<_> = out.iter().map(|r| decode(&sorted_cols(), r, p)).collect();
+        assert_eq!(
+            got,
+            rows(&[
+                &[Some("k001"), Some("1"), Some("1.00")],
+                &[Some("k002"), Some("1"), Some("1.00")]
+            ])
+        );
+        // k003 closes group k002; nothing beyond it is read.
+        assert!(pulled[0] <= 3 && pulled[1] <= 3, "{pulled:?}");
+    }
+}
+
+#[test]
+fn sorted_groups_refuse_shards_out_of_order() {
+    for bad in [
+        // Descending where ascending was asked.
+        vec![
+            vec![Some("b"), Some("1"), None],
+            vec![Some("a"), Some("1"), None],
+        ],
+        // The same group twice: the shard's collation tells 'a' from 'A', Shoal's does not.
+        vec![
+            vec![Some("a"), Some("1"), None],
+            vec![Some("A"), Some("1"), None],
+        ],
+    ] {
+        let shards = vec![bad, vec![vec![Some("c"), Some("1"), None]]];
+        for p in BOTH {
+            let e = run_raw(&sorted_spec(), sorted_cols(), &shards, p).unwrap_err();
+            assert!(e.to_string().contains("not in the order"), "{e}");
+        }
+    }
+}
+
+/// Shards of `groups` keys spread over three shards (sorted by key), counts varying.
+fn many_groups(groups: usize) -> Vec<Vec<Vec<V>>> {
+    let mut shards: Vec<Vec<Vec<V>>> = vec![Vec::new(), Vec::new(), Vec::new()];
+    for g in 0..groups {
+        let k: &'static str = Box::leak(format!("g{g:05}").into_boxed_str());
+        for (s, shard) in shards.iter_mut().enumerate() {
+            if (g + s) % 3 != 0 {
+                let n: &'static str = Box::leak(((g * 7 + s) % 11).to_string().into_boxed_str());
+                shard.push(vec![Some(k), Some(n), Some("0.50")]);
+            }
+        }
+    }
+    shards
+}
+
+#[test]
+fn sorted_groups_agree_with_hashed_groups() {
+    let shards = many_groups(300);
+    let by = |c: usize, desc: bool| SortKey {
+        column: C::At(c),
+        desc,
+    };
+    let count_gt = |n: i64| HavingSpec::Cmp {
+        op: CmpOp::Gt,
+        left: Operand::Column(C::At(1)),
+        right: Operand::Value(Literal::Int(n.into())),
+    };
+    let variants: Vec<(MergeSpec, usize)> = vec![
+        (sorted_spec(), 1),
+        (
+            MergeSpec {
+                having: Some(count_gt(12)),
+                offset: 5,
+                limit: Some(20),
+                ..sorted_spec()
+            },
+            1,
+        ),
+        (
+            MergeSpec {
+                order_by: vec![by(0, true)],
+                ..sorted_spec()
+            },
+            1,
+        ),
+        (
+            MergeSpec {
+                distinct: true,
+                ..sorted_spec()
+            },
+            1,
+        ),
+        // ORDER BY COUNT(*) DESC, s LIMIT 3, 7: a top-10 over the streamed groups.
+        (
+            MergeSpec {
+                order_by: vec![by(1, true), by(0, false)],
+                offset: 3,
+                limit: Some(7),
+                ..sorted_spec()
+            },
+            10,
+        ),
+        // ORDER BY SUM(d), s without LIMIT: every group passing HAVING waits for the sort.
+        (
+            MergeSpec {
+                order_by: vec![by(2, false), by(0, true)],
+                having: Some(count_gt(15)),
+                ..sorted_spec()
+            },
+            200,
+        ),
+    ];
+    for (spec, max) in variants {
+        let mut shards = shards.clone();
+        if spec.group_order()[0].desc {
+            // The shards sort as the spec says.
+            shards.iter_mut().for_each(|s| s.reverse());
+        }
+        let hashed = MergeSpec {
+            groups_sorted: false,
+            ..spec.clone()
+        };
+        for p in BOTH {
+            let want = run_raw(&hashed, sorted_cols(), &shards, p).unwrap().0;
+            assert!(!want.is_empty());
+            let got = run_raw_max(&spec, sorted_cols(), &shards, p, max)
+                .unwrap_or_else(|e| panic!("{spec:?}: {e}"))
+                .0;
+            assert_eq!(got, want, "{spec:?} {p:?}");
+        }
+    }
+    // Without a LIMIT, groups awaiting the final sort are bounded by max_groups.
+    let spec = MergeSpec {
+        order_by: vec![by(1, true)],
+        ..sorted_spec()
+    };
+    let e = run_raw_max(&spec, sorted_cols(), &shards, Protocol::Text, 50).unwrap_err();
+    assert!(e.to_string().contains("max_groups"), "{e}");
 }

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::{
     AggColumn, CmpOp, Column, Fold, HavingSpec, LocalAnswer, Merge, MergeSpec, Operand, RoutePlan,
-    Target,
+    SortKey, Target,
 };
 use crate::sql::stmt::Literal;
 use crate::topology::Topology;
@@ -88,11 +88,12 @@ fn spec_steps(s: &MergeSpec) -> Vec<String> {
     if let Some(a) = &s.aggregate {
         let keys: Vec<_> = a.keys.iter().map(col).collect();
         let cols: Vec<_> = a.columns.iter().map(fold).collect();
-        out.push(format!(
-            "group by [{}] fold [{}]",
-            keys.join(", "),
-            cols.join(", ")
-        ));
+        let mut line = format!("group by [{}] fold [{}]", keys.join(", "), cols.join(", "));
+        if s.groups_sorted {
+            let keys: Vec<_> = s.group_order().iter().map(sort_key).collect();
+            let _ = write!(line, " streaming, shards sorted by [{}]", keys.join(", "));
+        }
+        out.push(line);
     }
     if let Some(h) = &s.having {
         out.push(format!("having {}", having(h)));
@@ -101,11 +102,7 @@ fn spec_steps(s: &MergeSpec) -> Vec<String> {
         out.push("distinct".into());
     }
     if !s.order_by.is_empty() {
-        let keys: Vec<_> = s
-            .order_by
-            .iter()
-            .map(|k| format!("{}{}", col(&k.column), if k.desc { " desc" } else { "" }))
-            .collect();
+        let keys: Vec<_> = s.order_by.iter().map(sort_key).collect();
         out.push(format!("order by [{}]", keys.join(", ")));
     }
     if s.offset > 0 || s.limit.is_some() {
@@ -119,6 +116,10 @@ fn spec_steps(s: &MergeSpec) -> Vec<String> {
         out.push("concatenate".into());
     }
     out
+}
+
+fn sort_key(k: &SortKey) -> String {
+    format!("{}{}", col(&k.column), if k.desc { " desc" } else { "" })
 }
 
 fn target_line(topo: &Topology, t: &Target) -> (String, String) {

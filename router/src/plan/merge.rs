@@ -6,6 +6,7 @@ use super::placement::refuse;
 use super::render::{Edit, Piece};
 use super::{AggColumn, Aggregation, CmpOp, Column, Fold, MergeSpec, SortKey};
 use crate::error::RouterError;
+use crate::sql::lex::Token;
 use crate::sql::stmt::{
     AggArg, AggFunc, ColRef, HavingExpr, HavingOp, HavingOperand, ItemKind, KeyExpr, Limit,
     SelectShape, ValueRef,
@@ -59,6 +60,10 @@ pub(crate) struct ScatterT {
 pub(crate) struct Ctx<'a> {
     pub is_dist_column: &'a dyn Fn(&ColRef) -> bool,
     pub has_calc_found_rows: bool,
+    /// The statement's text and tokens: where its clauses sit, for the ORDER BY that lets
+    /// groups stream.
+    pub sql: &'a str,
+    pub toks: &'a [Token],
 }
 
 struct Builder<'a> {
@@ -230,12 +235,34 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
     }
     spec.order_by.iter_mut().for_each(|k| fix(&mut k.column));
     let having = having.map(|h| fix_having(h, &fix));
+    let mut having_edit = None;
     if having.is_some() {
         let (a, z) = shape
             .having_toks
             .ok_or_else(|| refuse("HAVING clause that could not be located"))?;
-        edits.push(Edit::text(a, z, String::new()));
+        having_edit = Some(Edit::text(a, z, String::new()));
     }
+    if let Some(edit) = sorted_groups(shape, ctx, &spec, hidden_n) {
+        spec.groups_sorted = true;
+        match edit {
+            SortEdit::None => {}
+            SortEdit::Insert { after, pieces } => match &mut having_edit {
+                // The HAVING clause ends the statement's clauses: the ORDER BY takes its place.
+                Some(h) if h.last == after => h.with = pieces,
+                _ => {
+                    let mut spaced = vec![Piece::Text(" ".into())];
+                    spaced.extend(pieces);
+                    edits.push(Edit::insert_after(after, spaced));
+                }
+            },
+            SortEdit::Replace {
+                first,
+                last,
+                pieces,
+            } => edits.push(Edit::replace(first, last, pieces)),
+        }
+    }
+    edits.extend(having_edit);
     let limit = shape.limit.clone().map(|l| {
         let mode = if aggregating || shape.distinct {
             LimitMode::Remove
@@ -480,4 +507,181 @@ fn having_has_aggregate(h: &HavingExpr) -> bool {
         // Unknown forms: treat as aggregating, so that they are refused rather than pushed down.
         HavingExpr::Unsupported(_) => true,
     }
+}
+
+/// The shard ORDER BY that makes groups arrive sorted by [`MergeSpec::group_order`].
+enum SortEdit {
+    /// The statement's own ORDER BY already sorts by the group keys.
+    None,
+    /// Append ` ORDER BY ...` after this token (the last of GROUP BY / HAVING).
+    Insert { after: u32, pieces: Vec<Piece> },
+    /// Replace the statement's ORDER BY clause (these tokens).
+    Replace {
+        first: u32,
+        last: u32,
+        pieces: Vec<Piece>,
+    },
+}
+
+/// Top-level clause positions after GROUP BY.
+struct Tail {
+    /// `ORDER` .. the last token of the ORDER BY clause.
+    order: Option<(u32, u32)>,
+    /// The last token of the GROUP BY / HAVING / ORDER BY clauses (before LIMIT, FOR UPDATE,
+    /// LOCK IN SHARE MODE, `;` or the end).
+    last: u32,
+}
+
+/// Finds the clauses by scanning the top-level tokens. `None` (no sorted streaming, groups
+/// are hashed as before) for anything unusual: executable comments (a version gate could hide
+/// a clause), ASC/DESC inside GROUP BY (MariaDB sorts groups by them), more than one GROUP BY.
+fn tail(sql: &str, toks: &[Token]) -> Option<Tail> {
+    let lower = sql.to_ascii_lowercase();
+    if lower.contains("/*!") || lower.contains("/*m!") {
+        return None;
+    }
+    let mut depth = 0u32;
+    let (mut group, mut order, mut end) = (None, None, toks.len());
+    for (i, t) in toks.iter().enumerate() {
+        if t.is_punct(sql, "(") {
+            depth += 1;
+            continue;
+        }
+        if t.is_punct(sql, ")") {
+            depth = depth.checked_sub(1)?;
+            continue;
+        }
+        if depth > 0 {
+            continue;
+        }
+        let then_by = toks.get(i + 1).is_some_and(|n| n.is_kw(sql, "BY"));
+        if t.is_kw(sql, "GROUP") && then_by {
+            if group.is_some() {
+                return None;
+            }
+            group = Some(i);
+        } else if group.is_none() {
+            continue;
+        } else if t.is_kw(sql, "ORDER") && then_by {
+            if order.is_some() {
+                return None;
+            }
+            order = Some(i);
+        } else if [
+            "LIMIT",
+            "FOR",
+            "LOCK",
+            "INTO",
+            "PROCEDURE",
+            "WINDOW",
+            "UNION",
+        ]
+        .iter()
+        .any(|k| t.is_kw(sql, k))
+            || t.is_punct(sql, ";")
+        {
+            end = i;
+            break;
+        } else if order.is_none() && ["ASC", "DESC", "WITH"].iter().any(|k| t.is_kw(sql, k)) {
+            return None;
+        }
+    }
+    let group = group?;
+    let last = end.checked_sub(1).filter(|&l| l > group + 1)?;
+    let last = u32::try_from(last).ok()?;
+    let order = match order {
+        Some(o) => Some((u32::try_from(o).ok()?, last)),
+        None => None,
+    };
+    Some(Tail { order, last })
+}
+
+/// When the groups can stream: every group key can be named in the shard ORDER BY so that the
+/// shard sorts by the very column the merge groups by. `None` keeps hash aggregation.
+fn sorted_groups(
+    shape: &SelectShape,
+    ctx: &Ctx,
+    spec: &MergeSpec,
+    hidden_n: usize,
+) -> Option<SortEdit> {
+    let agg = spec.aggregate.as_ref()?;
+    if agg.keys.is_empty() || agg.keys.len() != shape.group_by.len() {
+        return None;
+    }
+    let tail = tail(ctx.sql, ctx.toks)?;
+    if shape.order_by.is_empty() != tail.order.is_none() {
+        return None;
+    }
+    let wildcard = shape
+        .items
+        .iter()
+        .any(|it| matches!(it.kind, ItemKind::Wildcard));
+    // Distinct key columns, in GROUP BY order, with how to name each in the shard's ORDER BY.
+    let mut keys: Vec<(Column, Vec<Piece>)> = Vec::new();
+    for (&c, k) in agg.keys.iter().zip(&shape.group_by) {
+        if keys.iter().any(|(d, _)| *d == c) {
+            continue;
+        }
+        // By position where the select list's length is known: the position names the result
+        // column the merge reads, whatever aliases say.
+        let named = match c {
+            Column::At(v) => vec![Piece::Text((v + 1).to_string())],
+            Column::FromEnd(j) if !wildcard => {
+                vec![Piece::Text(
+                    (shape.items.len() + hidden_n + 1 - j).to_string(),
+                )]
+            }
+            Column::FromEnd(_) => match k {
+                // The hidden column's own text; an alias of that name would win in ORDER BY.
+                KeyExpr::Column {
+                    col,
+                    first_tok: Some(a),
+                    last_tok: Some(z),
+                } if col.table.is_some()
+                    || !shape.items.iter().any(|it| {
+                        it.alias
+                            .as_deref()
+                            .is_some_and(|x| x.eq_ignore_ascii_case(&col.column))
+                    }) =>
+                {
+                    vec![Piece::Tokens(*a, *z)]
+                }
+                _ => return None,
+            },
+        };
+        keys.push((c, named));
+    }
+    let by_keys = |keys: &[(Column, Vec<Piece>)]| {
+        let mut pieces = vec![Piece::Text("ORDER BY ".into())];
+        for (i, (_, p)) in keys.iter().enumerate() {
+            if i > 0 {
+                pieces.push(Piece::Text(", ".into()));
+            }
+            pieces.extend(p.iter().cloned());
+        }
+        pieces
+    };
+    let Some((first, last)) = tail.order else {
+        return Some(SortEdit::Insert {
+            after: tail.last,
+            pieces: by_keys(&keys),
+        });
+    };
+    // The statement's ORDER BY names the group keys and nothing else: the shards already sort
+    // so, and the merged groups come out in the final order (the rule of `group_order`).
+    let covers = spec
+        .order_by
+        .iter()
+        .all(|o| keys.iter().any(|(c, _)| *c == o.column))
+        && keys
+            .iter()
+            .all(|(c, _)| spec.order_by.iter().any(|o| o.column == *c));
+    if covers {
+        return Some(SortEdit::None);
+    }
+    Some(SortEdit::Replace {
+        first,
+        last,
+        pieces: by_keys(&keys),
+    })
 }

@@ -99,15 +99,53 @@ pub enum Column {
 ///    a stable sort, ties keep arrival order);
 /// 6. skip `offset` rows, then keep at most `limit` rows;
 /// 7. drop the last `hidden_columns` columns (and their column definitions).
+///
+/// With `groups_sorted`, steps 1-2 stream: the shards' rows arrive sorted by `group_order`
+/// (the rewrite asks for it), so equal group keys are adjacent after a k-way merge and each
+/// group is folded and released as soon as the next key differs; memory holds one row per
+/// shard and one group (plus, when `order_by` is not a prefix of the group order, the groups
+/// awaiting the final sort: at most `offset + limit` of them under a LIMIT).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MergeSpec {
     pub aggregate: Option<Aggregation>,
+    /// False: shard rows arrive in any order and groups are hashed in memory (bounded). True
+    /// (only with aggregation keys): every shard's rows are sorted by [`MergeSpec::group_order`]
+    /// (the rewrite's ORDER BY: MariaDB's order on the grouped columns, NULL first ascending,
+    /// strings by the column's collation), so equal keys are adjacent. The merge checks each
+    /// shard's rows are in that order under its own comparison and fails if not.
+    pub groups_sorted: bool,
     pub having: Option<HavingSpec>,
     pub distinct: bool,
     pub order_by: Vec<SortKey>,
     pub offset: u64,
     pub limit: Option<u64>,
     pub hidden_columns: usize,
+}
+
+impl MergeSpec {
+    /// The order of the shard rows when `groups_sorted`: `order_by` when its columns are
+    /// exactly the aggregation keys (the statement's own ORDER BY, kept in the shard SQL),
+    /// else each distinct aggregation key ascending, in GROUP BY order. Empty without keys.
+    pub fn group_order(&self) -> Vec<SortKey> {
+        let Some(a) = &self.aggregate else {
+            return Vec::new();
+        };
+        let covers = |a: &[Column], b: &[Column]| a.iter().all(|c| b.contains(c));
+        let ob: Vec<Column> = self.order_by.iter().map(|k| k.column).collect();
+        if !a.keys.is_empty() && covers(&ob, &a.keys) && covers(&a.keys, &ob) {
+            return self.order_by.clone();
+        }
+        let mut keys: Vec<SortKey> = Vec::new();
+        for &column in &a.keys {
+            if !keys.iter().any(|k| k.column == column) {
+                keys.push(SortKey {
+                    column,
+                    desc: false,
+                });
+            }
+        }
+        keys
+    }
 }
 
 /// One ORDER BY key.

@@ -270,6 +270,8 @@ fn build_inner(
                 let ctx = Ctx {
                     is_dist_column: &is_dist,
                     has_calc_found_rows: toks.iter().any(|t| t.is_kw(sql, "SQL_CALC_FOUND_ROWS")),
+                    sql,
+                    toks,
                 };
                 merge::plan(shape, &ctx).map(Some)
             }
