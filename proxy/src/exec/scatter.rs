@@ -49,7 +49,8 @@ impl Session {
                 || matches!(req, Request::Execute { .. })
             {
                 return Err(unsupported(
-                    "a read over several tables of one datanode (table-per-shard) inside a                      transaction or as a prepared statement",
+                    "a read over several tables of one datanode (table-per-shard) inside a \
+                     transaction or as a prepared statement",
                 ));
             }
             place.push(Place::Extra(extra.len()));
