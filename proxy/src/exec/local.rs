@@ -131,14 +131,29 @@ impl Session {
         columns: &[&str],
         rows: Vec<Vec<Option<String>>>,
     ) -> Result<()> {
+        let defs: Vec<Vec<u8>> = columns.iter().map(|c| string_column(c)).collect();
+        let rows = rows
+            .into_iter()
+            .map(|r| r.into_iter().map(|v| v.map(String::into_bytes)).collect())
+            .collect();
+        self.send_result(reply_seq, &defs, rows).await
+    }
+
+    /// A text result set Shoal answers itself: these column definitions and rows.
+    pub(crate) async fn send_result(
+        &mut self,
+        reply_seq: u8,
+        defs: &[Vec<u8>],
+        rows: Vec<Vec<Option<Vec<u8>>>>,
+    ) -> Result<()> {
         let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
         let status = self.status;
         let mut seq = reply_seq;
         let mut count = Vec::new();
-        crate::wire::messages::put_lenenc(&mut count, columns.len() as u64);
+        crate::wire::messages::put_lenenc(&mut count, defs.len() as u64);
         self.client.write_packet(&mut seq, &count);
-        for c in columns {
-            self.client.write_packet(&mut seq, &string_column(c));
+        for d in defs {
+            self.client.write_packet(&mut seq, d);
         }
         let mut eof = vec![0xFE, 0, 0];
         eof.extend_from_slice(&status.to_le_bytes());
@@ -151,7 +166,7 @@ impl Session {
             buf.clear();
             for v in row {
                 match v {
-                    Some(v) => put_lenenc_bytes(&mut buf, v.as_bytes()),
+                    Some(v) => put_lenenc_bytes(&mut buf, &v),
                     None => buf.push(0xFB),
                 }
             }

@@ -4,7 +4,6 @@
 //! name here. `SHOW COLUMNS`/`DESCRIBE` name no table and are relayed as they are.
 //! `information_schema.TABLES`/`COLUMNS` would list physical schemas and tables: refused.
 
-use mysql_common::constants::CapabilityFlags;
 use shoal_router::plan::Target;
 use shoal_router::sql::lex::{TokKind, Token, tokenize_into};
 
@@ -13,7 +12,7 @@ use super::reader::{ResultStream, Row};
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
-use crate::wire::messages::{ok_payload, put_lenenc, put_lenenc_bytes, read_lenenc_bytes};
+use crate::wire::messages::read_lenenc_bytes;
 
 /// Which SHOW names the table in its rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,52 +141,6 @@ impl Session {
         }
         self.send_result(reply_seq, &defs, rows).await?;
         Ok(true)
-    }
-
-    /// A text result set with the backend's column definitions and these rows.
-    async fn send_result(
-        &mut self,
-        reply_seq: u8,
-        defs: &[Vec<u8>],
-        rows: Vec<Vec<Option<Vec<u8>>>>,
-    ) -> Result<()> {
-        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
-        let status = self.status;
-        let mut seq = reply_seq;
-        let mut count = Vec::new();
-        put_lenenc(&mut count, defs.len() as u64);
-        self.client.write_packet(&mut seq, &count);
-        for d in defs {
-            self.client.write_packet(&mut seq, d);
-        }
-        let mut eof = vec![0xFE, 0, 0];
-        eof.extend_from_slice(&status.to_le_bytes());
-        if !deprecate_eof {
-            self.client.write_packet(&mut seq, &eof);
-        }
-        let n = rows.len() as u64;
-        let mut buf = Vec::new();
-        for row in rows {
-            buf.clear();
-            for v in row {
-                match v {
-                    Some(v) => put_lenenc_bytes(&mut buf, &v),
-                    None => buf.push(0xFB),
-                }
-            }
-            self.client.write_packet(&mut seq, &buf);
-        }
-        if deprecate_eof {
-            let mut ok = ok_payload(status);
-            ok[0] = 0xFE;
-            self.client.write_packet(&mut seq, &ok);
-        } else {
-            self.client.write_packet(&mut seq, &eof);
-        }
-        self.diag.known = true;
-        self.diag.row_count = -1;
-        self.diag.found_rows = n;
-        self.flush_client().await
     }
 }
 
