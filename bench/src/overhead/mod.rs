@@ -416,9 +416,8 @@ fn measure(
     let results = ResultsDir::create(&args.out, "overhead")?;
     write_results(&results, args, &md, &samples, &cells, &names, &not_run)?;
     eprintln!("overhead: results in {}", results.path().display());
-    Ok(if !ratios.iter().all(|r| r.met) {
-        Verdict::Fail
-    } else if !not_run.is_empty() {
+    // The ratio goals are in the report ("met" column); timings never decide the exit status.
+    Ok(if !not_run.is_empty() {
         Verdict::Incomplete
     } else {
         Verdict::Pass
