@@ -652,6 +652,90 @@ async fn prepared_statements_route_by_bound_values() {
     assert_eq!(one, Some(1));
 }
 
+/// A client's prepared statement does not hold backend connections: with 2 connections per
+/// datahost, 12 clients keep statements open and execute them at once, each execute borrowing
+/// whichever connection is free and finding (or preparing) the statement there. The backend
+/// statement is reused only under the sql_mode it was prepared in.
+#[tokio::test]
+async fn open_prepared_statements_share_a_small_pool() {
+    let l = Layout::start_with_pool(2).await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    c.query_drop("INSERT INTO orders (id, user_name, amount) VALUES (1,'u1',10),(2,'u2',20),(3,'u3',30),(4,'u4',40)")
+        .await
+        .unwrap();
+    let mut clients = Vec::new();
+    for _ in 0..12 {
+        let mut k = l.client().await;
+        let s = k
+            .prep("SELECT user_name FROM orders WHERE id = ?")
+            .await
+            .unwrap_or_else(|e| panic!("prepare: {e}\n{}", l.shoal.log()));
+        clients.push((k, s));
+    }
+    let mut runs = tokio::task::JoinSet::new();
+    for (n, (mut k, s)) in clients.into_iter().enumerate() {
+        runs.spawn(async move {
+            for round in 0..20i64 {
+                let id = (n as i64 + round) % 4 + 1;
+                let name: Option<String> = k
+                    .exec_first(&s, (id,))
+                    .await
+                    .map_err(|e| format!("client {n} round {round}: {e}"))?;
+                if name != Some(format!("u{id}")) {
+                    return Err(format!("client {n} id {id}: {name:?}"));
+                }
+            }
+            Ok::<_, String>(k)
+        });
+    }
+    while let Some(r) = runs.join_next().await {
+        match r.expect("client task") {
+            Ok(k) => k.disconnect().await.unwrap(),
+            Err(e) => panic!("{e}\n{}", l.shoal.log()),
+        }
+    }
+}
+
+/// Backend statements outlive the client statement on their connection, for the next session
+/// that prepares the same text, but only under the state they were parsed in: with one
+/// connection per datahost, both sessions below run on the same backend connection, and the
+/// same text reads a column under ANSI_QUOTES and a string literal by default.
+#[tokio::test]
+async fn a_backend_statement_is_reused_only_under_the_sql_mode_it_was_prepared_in() {
+    let l = Layout::start_with_pool(1).await;
+    for n in 1..=4 {
+        let mut d = l.datanode(n).await;
+        d.query_drop("CREATE TABLE orders (id INT PRIMARY KEY, user_name VARCHAR(20), amount INT)")
+            .await
+            .unwrap();
+        let id = n - 1;
+        d.query_drop(format!("INSERT INTO orders VALUES ({id}, 'u{id}', 0)"))
+            .await
+            .unwrap();
+    }
+    // id 3 lives on dn4, the only datanode of dh2 in use here.
+    let sql = "SELECT \"user_name\" FROM orders WHERE id = ?";
+    let mut ansi = l.client().await;
+    ansi.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES'")
+        .await
+        .unwrap();
+    let mut plain = l.client().await;
+    for round in 0..3 {
+        let got: Option<String> = ansi.exec_first(sql, (3,)).await.unwrap();
+        assert_eq!(got.as_deref(), Some("u3"), "ANSI_QUOTES, round {round}");
+        let got: Option<String> = plain
+            .exec_first(sql, (3,))
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", l.shoal.log()));
+        assert_eq!(
+            got.as_deref(),
+            Some("user_name"),
+            "default mode, round {round}"
+        );
+    }
+}
+
 /// Statements are planned as the backend reads them under the session's sql_mode: `"id"` is a
 /// string in the default mode (no pruning: every shard) and the column under ANSI_QUOTES (one
 /// shard); `||` is OR by default and concatenation under PIPES_AS_CONCAT.

@@ -12,6 +12,7 @@ use mysql_common::proto::{MyDeserialize, MySerialize};
 use tokio::net::TcpStream;
 
 use crate::backend::state::{SessionState, Tracked};
+use crate::backend::stmt_cache::StmtCache;
 use crate::config::BackendSpec;
 use crate::error::{Error, Result};
 use crate::wire::command::{
@@ -72,6 +73,8 @@ pub struct BackendConn {
     pub tracking: bool,
     pub last_used: Instant,
     pub info: ServerInfo,
+    /// Statements prepared here for the router's prepared statements, kept across sessions.
+    pub stmts: StmtCache,
 }
 
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -264,6 +267,7 @@ impl BackendConn {
             tracking: false,
             last_used: Instant::now(),
             info,
+            stmts: StmtCache::default(),
         };
         conn.enable_tracking().await?;
         Ok(conn)
@@ -402,6 +406,7 @@ impl BackendConn {
     /// also turns our trackers off, so they are enabled again. The schema is kept.
     pub async fn reset(&mut self) -> Result<()> {
         self.command(COM_RESET_CONNECTION, &[]).await?;
+        self.stmts.clear();
         self.state.vars.clear();
         self.state.last_insert_id = 0;
         self.enable_tracking().await

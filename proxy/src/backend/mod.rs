@@ -3,3 +3,4 @@
 pub mod conn;
 pub mod pool;
 pub mod state;
+pub mod stmt_cache;

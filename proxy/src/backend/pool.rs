@@ -125,6 +125,15 @@ impl BackendPool {
         self.waiters.load(Ordering::Relaxed) > 0
     }
 
+    /// Whether an acquire now would queue: no idle connection, no free slot, or others queued.
+    pub fn would_wait(&self) -> bool {
+        if self.reclaim_requested() {
+            return true;
+        }
+        let s = self.state.lock().unwrap();
+        s.idle.is_empty() && s.total >= self.settings.max_size
+    }
+
     /// (total, idle) counts, for logs and tests.
     pub fn counts(&self) -> (usize, usize) {
         let s = self.state.lock().unwrap();

@@ -15,8 +15,8 @@ pub struct Held {
     pub in_trans: bool,
     /// State the pool cannot replay (temporary tables, locks...).
     pub sticky: bool,
-    /// Server-side prepared statements open here.
-    pub statements: Vec<u32>,
+    /// The session's statement that last used it ([`ConnSet::statement`]).
+    pub used_in: u64,
 }
 
 impl Held {
@@ -27,13 +27,13 @@ impl Held {
             txn_begun: false,
             in_trans: false,
             sticky: false,
-            statements: Vec::new(),
+            used_in: 0,
         }
     }
 
     /// Whether giving this connection back would lose something the session relies on.
     pub fn pinned(&self) -> bool {
-        self.txn_begun || self.in_trans || self.sticky || !self.statements.is_empty()
+        self.txn_begun || self.in_trans || self.sticky
     }
 }
 
@@ -41,6 +41,9 @@ impl Held {
 #[derive(Default)]
 pub struct ConnSet {
     pub held: Vec<Held>,
+    /// Counts the session's statements, so that connections the running statement has not
+    /// used can be told apart from those it holds for its own targets.
+    pub statement: u64,
 }
 
 impl ConnSet {
@@ -54,11 +57,6 @@ impl ConnSet {
 
     pub fn get_mut(&mut self, dn: DatanodeId) -> Option<&mut Held> {
         self.held.iter_mut().find(|h| h.dn == dn)
-    }
-
-    /// The connection holding client statement `id` (prepared through it).
-    pub fn with_statement(&self, id: u32) -> Option<usize> {
-        self.held.iter().position(|h| h.statements.contains(&id))
     }
 
     pub fn push(&mut self, h: Held) -> usize {

@@ -69,6 +69,7 @@ impl Session {
         cmd: u8,
         reply_seq: u8,
     ) -> Result<()> {
+        self.conns.statement += 1;
         let result = match cmd {
             COM_PING => self.send_ok(reply_seq).await,
             COM_QUERY => self.query_routed(routing, reply_seq).await,
@@ -138,7 +139,7 @@ impl Session {
             }
             COM_STMT_CLOSE => {
                 let id = stmt_id(&self.client.packet_payload()).unwrap_or(0);
-                self.close_routed(id).await;
+                self.close_routed(id);
                 Ok(())
             }
             other => Err(Error::unknown_command(other)),
@@ -330,6 +331,9 @@ impl Session {
             Some(i) => i,
             None => {
                 let pool = self.shared.pools[node.datahost].clone();
+                if pool.would_wait() {
+                    self.release_idle_of(routing, node.datahost);
+                }
                 let conn = pool
                     .acquire(Wanted {
                         wire: self.caps,
@@ -344,6 +348,7 @@ impl Session {
             }
         };
         let h = &mut self.conns.held[i];
+        h.used_in = self.conns.statement;
         let aligned = h.conn.state.schema.as_deref() == Some(node.database.as_str())
             && h.conn.state.vars == self.want.vars
             && h.conn.state.last_insert_id == self.want.last_insert_id
@@ -451,8 +456,10 @@ impl Session {
                         self.diag.found_rows = out.rows;
                     }
                 }
-                if let Some(id) = out.prepared {
-                    self.conns.held[i].statements.push(id);
+                if out.prepared.is_some() {
+                    // A statement this session owns on the server (not one of the cache's):
+                    // the connection is reset before anyone else gets it.
+                    self.conns.held[i].sticky = true;
                 }
                 self.learn(i, out.status, out.last_insert_id, &out.tracked);
                 Ok(Some(out))
@@ -543,6 +550,26 @@ impl Session {
                 }
             }
             h.conn.release();
+        }
+        self.publish_backends();
+    }
+
+    /// Gives back this session's connections to `datahost` that the running statement has not
+    /// used and nothing pins: a statement needing more connections of a full pool must not wait
+    /// for ones its own session keeps from earlier statements.
+    fn release_idle_of(&mut self, routing: &Routing, datahost: usize) {
+        let statement = self.conns.statement;
+        let mut i = 0;
+        while i < self.conns.held.len() {
+            let h = &self.conns.held[i];
+            if h.used_in != statement
+                && !h.pinned()
+                && routing.topology.datanodes[h.dn].datahost == datahost
+            {
+                self.conns.held.remove(i).conn.release();
+            } else {
+                i += 1;
+            }
         }
         self.publish_backends();
     }

@@ -10,6 +10,8 @@ use shoal_router::topology::DatanodeId;
 
 use super::local::string_column;
 use super::{refusal, unsupported};
+use crate::backend::conn::BackendConn;
+use crate::backend::stmt_cache::fingerprint;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -28,8 +30,6 @@ pub struct ClientStmt {
     pub params: u16,
     /// Parameter types from the last EXECUTE that sent them (type, unsigned flag).
     pub types: Vec<(u8, u8)>,
-    /// Backend statements prepared for it: (datanode, SQL, backend id).
-    pub backend: Vec<(DatanodeId, String, u32)>,
     /// COM_STMT_SEND_LONG_DATA was used: not supported through the router.
     pub long_data: bool,
 }
@@ -60,7 +60,6 @@ impl Statements {
             sql,
             params,
             types: Vec::new(),
-            backend: Vec::new(),
             long_data: false,
         });
         id
@@ -241,10 +240,84 @@ pub fn execute_payload(id: u32, params: &[RawParam], which: &[u16]) -> Vec<u8> {
     out
 }
 
+/// MariaDB's error when `max_prepared_stmt_count` statements are open on the server.
+const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
+
+/// COM_STMT_PREPARE of `sql` on `conn`, kept in the connection's statement cache. Returns the
+/// backend id and, when `columns` is asked for, the result column definitions. Should the
+/// server's statement limit be reached, the connection closes what it keeps and tries once more.
+async fn prepare_on(
+    conn: &mut BackendConn,
+    sql: &str,
+    columns: bool,
+) -> Result<(u32, Vec<Vec<u8>>)> {
+    let mut freed = false;
+    loop {
+        let mut payload = Vec::with_capacity(1 + sql.len());
+        payload.push(COM_STMT_PREPARE);
+        payload.extend_from_slice(sql.as_bytes());
+        let mut seq = 0;
+        conn.io.write_packet(&mut seq, &payload);
+        conn.io.flush().await.map_err(Error::BackendIo)?;
+        let mut reader = ResponseReader::new(response::Expect::Prepare, conn.caps);
+        let mut defs: Vec<Vec<u8>> = Vec::new();
+        let mut id = None;
+        let mut error = None;
+        while !reader.finished() {
+            conn.io.next_packet().await.map_err(Error::BackendIo)?;
+            let p = conn.io.packet_payload();
+            match reader.next(&p)? {
+                Event::PrepareOk { statement_id, .. } => id = Some(statement_id),
+                Event::ColumnDef(d) if columns => defs.push(d.to_vec()),
+                Event::Err {
+                    code,
+                    state,
+                    message,
+                } => {
+                    error = Some(Error::Reply {
+                        code,
+                        state,
+                        message: String::from_utf8_lossy(message).into_owned(),
+                    })
+                }
+                _ => {}
+            }
+        }
+        match error {
+            Some(Error::Reply { code, .. })
+                if code == ER_MAX_PREPARED_STMT_COUNT_REACHED
+                    && !freed
+                    && !conn.stmts.is_empty() =>
+            {
+                let ids = conn.stmts.drain();
+                close_statements(conn, &ids);
+                freed = true;
+                continue;
+            }
+            Some(e) => return Err(e),
+            None => {}
+        }
+        let id = id.ok_or_else(|| response::protocol_error("prepare without an id"))?;
+        let evicted = conn.stmts.insert(fingerprint(&conn.state), sql, id);
+        close_statements(conn, &evicted);
+        return Ok((id, defs));
+    }
+}
+
+/// Queues COM_STMT_CLOSE for `ids` (no response; sent with the connection's next command).
+fn close_statements(conn: &mut BackendConn, ids: &[u32]) {
+    for id in ids {
+        let mut close = vec![COM_STMT_CLOSE];
+        close.extend_from_slice(&id.to_le_bytes());
+        let mut seq = 0;
+        conn.io.write_packet(&mut seq, &close);
+    }
+}
+
 /// The SQL request each target gets: text, or an execute of a prepared statement.
 pub enum Request<'a> {
     Text,
-    Execute { stmt: u32, params: &'a [RawParam] },
+    Execute { params: &'a [RawParam] },
 }
 
 impl Session {
@@ -300,50 +373,8 @@ impl Session {
             _ => return Err(unsupported("preparing this statement")),
         };
         let i = self.touch(routing, target.datanode).await?;
-        let columns = {
-            let conn = &mut self.conns.held[i].conn;
-            let mut payload = vec![COM_STMT_PREPARE];
-            payload.extend_from_slice(target.sql.as_bytes());
-            let mut seq = 0;
-            conn.io.write_packet(&mut seq, &payload);
-            conn.io.flush().await.map_err(Error::BackendIo)?;
-            let mut reader = ResponseReader::new(response::Expect::Prepare, conn.caps);
-            let mut columns: Vec<Vec<u8>> = Vec::new();
-            let mut backend_id = None;
-            let mut error = None;
-            while !reader.finished() {
-                conn.io.next_packet().await.map_err(Error::BackendIo)?;
-                let p = conn.io.packet_payload();
-                match reader.next(&p)? {
-                    Event::PrepareOk { statement_id, .. } => backend_id = Some(statement_id),
-                    Event::ColumnDef(d) => columns.push(d.to_vec()),
-                    Event::Err {
-                        code,
-                        state,
-                        message,
-                    } => {
-                        error = Some(Error::Reply {
-                            code,
-                            state,
-                            message: String::from_utf8_lossy(message).into_owned(),
-                        })
-                    }
-                    _ => {}
-                }
-            }
-            if let Some(e) = error {
-                return Err(e);
-            }
-            // Metadata only: executes prepare what their route needs.
-            if let Some(id) = backend_id {
-                let mut close = vec![COM_STMT_CLOSE];
-                close.extend_from_slice(&id.to_le_bytes());
-                let mut seq = 0;
-                conn.io.write_packet(&mut seq, &close);
-                conn.io.flush().await.map_err(Error::BackendIo)?;
-            }
-            columns
-        };
+        // The statement stays prepared on the connection: an execute routed here reuses it.
+        let (_, columns) = prepare_on(&mut self.conns.held[i].conn, &target.sql, true).await?;
         let id = self.statements.add(sql, params);
         let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
         let mut seq = reply_seq;
@@ -398,10 +429,7 @@ impl Session {
         let plan = routing
             .router
             .route_in(self.logical.as_deref(), mode, &sql, &values);
-        let req = Request::Execute {
-            stmt: id,
-            params: &params,
-        };
+        let req = Request::Execute { params: &params };
         match plan {
             RoutePlan::Single(t) => {
                 let i = self.touch(routing, t.datanode).await?;
@@ -457,80 +485,23 @@ impl Session {
         t: &Target,
         req: &Request<'_>,
     ) -> Result<Vec<u8>> {
-        let (stmt, params) = match req {
+        let params = match req {
             Request::Text => return Ok(super::query_payload(t)),
-            Request::Execute { stmt, params } => (*stmt, *params),
+            Request::Execute { params } => *params,
         };
-        let dn = self.conns.held[i].dn;
-        let cached = self.statements.get_mut(stmt).and_then(|s| {
-            s.backend
-                .iter()
-                .find(|(d, sql, _)| *d == dn && *sql == t.sql)
-                .map(|(_, _, id)| *id)
-        });
-        let backend_id = match cached {
+        let conn = &mut self.conns.held[i].conn;
+        let fp = fingerprint(&conn.state);
+        let backend_id = match conn.stmts.get(fp, &t.sql) {
             Some(id) => id,
-            None => {
-                let h = &mut self.conns.held[i];
-                let mut payload = vec![COM_STMT_PREPARE];
-                payload.extend_from_slice(t.sql.as_bytes());
-                let mut seq = 0;
-                h.conn.io.write_packet(&mut seq, &payload);
-                h.conn.io.flush().await.map_err(Error::BackendIo)?;
-                let mut reader = ResponseReader::new(response::Expect::Prepare, h.conn.caps);
-                let mut id = None;
-                let mut error = None;
-                while !reader.finished() {
-                    h.conn.io.next_packet().await.map_err(Error::BackendIo)?;
-                    let p = h.conn.io.packet_payload();
-                    match reader.next(&p)? {
-                        Event::PrepareOk { statement_id, .. } => id = Some(statement_id),
-                        Event::Err {
-                            code,
-                            state,
-                            message,
-                        } => {
-                            error = Some(Error::Reply {
-                                code,
-                                state,
-                                message: String::from_utf8_lossy(message).into_owned(),
-                            })
-                        }
-                        _ => {}
-                    }
-                }
-                if let Some(e) = error {
-                    return Err(e);
-                }
-                let id = id.ok_or_else(|| response::protocol_error("prepare without an id"))?;
-                h.statements.push(id);
-                if let Some(s) = self.statements.get_mut(stmt) {
-                    s.backend.push((dn, t.sql.clone(), id));
-                }
-                id
-            }
+            None => prepare_on(conn, &t.sql, false).await?.0,
         };
         Ok(execute_payload(backend_id, params, &t.params))
     }
 
-    /// COM_STMT_CLOSE with the router: the client statement and its backend statements go.
-    pub(super) async fn close_routed(&mut self, id: u32) {
-        let Some(pos) = self.statements.list.iter().position(|s| s.id == id) else {
-            return;
-        };
-        let stmt = self.statements.list.remove(pos);
-        for (dn, _, backend_id) in stmt.backend {
-            if let Some(h) = self.conns.get_mut(dn) {
-                h.statements.retain(|s| *s != backend_id);
-                let mut close = vec![COM_STMT_CLOSE];
-                close.extend_from_slice(&backend_id.to_le_bytes());
-                let mut seq = 0;
-                h.conn.io.write_packet(&mut seq, &close);
-                if h.conn.io.flush().await.is_err() {
-                    self.conns.remove(dn);
-                }
-            }
-        }
+    /// COM_STMT_CLOSE with the router. The backend statements stay in their connections'
+    /// caches, for other sessions preparing the same text (evicted when a cache is full).
+    pub(super) fn close_routed(&mut self, id: u32) {
+        self.statements.list.retain(|s| s.id != id);
     }
 
     /// Sends `payload` to datanode `dn` (held) and relays the binary-protocol response.

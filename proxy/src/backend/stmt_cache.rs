@@ -1,0 +1,147 @@
+//! Server-side prepared statements kept on a backend connection for whichever session uses it
+//! next (as ProxySQL does), so that a client's prepared statement does not tie a backend
+//! connection to its session: each execute borrows any connection of the datanode and finds,
+//! or prepares, the statement there.
+//!
+//! A statement is parsed by the server in the schema and sql_mode of the moment it is
+//! prepared, so the key carries a fingerprint of the connection's state beside the text.
+//! The cache is bounded per connection because MariaDB bounds statements per server
+//! (`max_prepared_stmt_count`, 16382 by default), shared by every connection.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use super::state::SessionState;
+
+/// Statements one connection keeps: a pool of 64 connections keeps at most 8,192.
+pub const MAX_PER_CONN: usize = 128;
+
+struct Entry {
+    sql: String,
+    id: u32,
+    used: u64,
+}
+
+#[derive(Default)]
+pub struct StmtCache {
+    /// Keyed by a hash of (state fingerprint, text); the entry's text is compared on lookup.
+    entries: HashMap<u64, Entry>,
+    tick: u64,
+}
+
+/// Hash of what changes how the server reads a statement's text: schema and variables.
+pub fn fingerprint(state: &SessionState) -> u64 {
+    let mut h = DefaultHasher::new();
+    state.schema.hash(&mut h);
+    state.vars.hash(&mut h);
+    h.finish()
+}
+
+fn key(fingerprint: u64, sql: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    fingerprint.hash(&mut h);
+    sql.hash(&mut h);
+    h.finish()
+}
+
+impl StmtCache {
+    /// The backend id of `sql` prepared in a state with `fingerprint`, if kept here.
+    pub fn get(&mut self, fingerprint: u64, sql: &str) -> Option<u32> {
+        self.tick += 1;
+        let tick = self.tick;
+        let e = self.entries.get_mut(&key(fingerprint, sql))?;
+        if e.sql != sql {
+            return None;
+        }
+        e.used = tick;
+        Some(e.id)
+    }
+
+    /// Keeps `id` for `sql`. Returns the backend ids the caller must close: a hash collision's
+    /// previous holder, and the least recently used entry when the cache is full.
+    pub fn insert(&mut self, fingerprint: u64, sql: &str, id: u32) -> Vec<u32> {
+        let mut closed = Vec::new();
+        let k = key(fingerprint, sql);
+        if self.entries.len() >= MAX_PER_CONN && !self.entries.contains_key(&k) {
+            let oldest = self
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.used)
+                .map(|(k, _)| *k);
+            if let Some(old) = oldest.and_then(|o| self.entries.remove(&o)) {
+                closed.push(old.id);
+            }
+        }
+        self.tick += 1;
+        let entry = Entry {
+            sql: sql.to_string(),
+            id,
+            used: self.tick,
+        };
+        if let Some(prev) = self.entries.insert(k, entry)
+            && prev.id != id
+        {
+            closed.push(prev.id);
+        }
+        closed
+    }
+
+    /// Forgets everything and returns the ids still open on the server (to close them).
+    pub fn drain(&mut self) -> Vec<u32> {
+        self.entries.drain().map(|(_, e)| e.id).collect()
+    }
+
+    /// Forgets everything the server already dropped (COM_RESET_CONNECTION, COM_CHANGE_USER).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyed_by_text_and_state() {
+        let mut c = StmtCache::default();
+        let a = SessionState {
+            schema: Some("db1".into()),
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        b.set_var("sql_mode", "ANSI_QUOTES");
+        let (fa, fb) = (fingerprint(&a), fingerprint(&b));
+        assert_ne!(fa, fb);
+        assert!(c.insert(fa, "SELECT 1", 7).is_empty());
+        assert_eq!(c.get(fa, "SELECT 1"), Some(7));
+        assert_eq!(c.get(fb, "SELECT 1"), None);
+        assert_eq!(c.get(fa, "SELECT 2"), None);
+    }
+
+    #[test]
+    fn full_cache_evicts_the_least_recently_used() {
+        let mut c = StmtCache::default();
+        for i in 0..MAX_PER_CONN as u32 {
+            assert!(c.insert(1, &format!("SELECT {i}"), i).is_empty());
+        }
+        // Statement 0 is used again, so 1 is now the oldest.
+        assert_eq!(c.get(1, "SELECT 0"), Some(0));
+        assert_eq!(c.insert(1, "SELECT new", 1000), vec![1]);
+        assert_eq!(c.len(), MAX_PER_CONN);
+        assert_eq!(c.get(1, "SELECT 1"), None);
+        assert_eq!(c.get(1, "SELECT 0"), Some(0));
+        let mut all = c.drain();
+        all.sort();
+        assert_eq!(all.len(), MAX_PER_CONN);
+        assert!(all.contains(&1000) && !all.contains(&1));
+        assert!(c.is_empty());
+    }
+}
