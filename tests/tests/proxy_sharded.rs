@@ -141,10 +141,10 @@ fn write_config(s1: &Backend, s2: &Backend, prefix: &str, pool_max: usize) -> Pa
 datahosts:
   - name: dh1
     primary: {{ address: {h1}:{p1}, user: {u}, password: {pw} }}
-    pool: {{ max: {pool_max} }}
+    pool: {{ max: {pool_max}, acquire_timeout: 30s }}
   - name: dh2
     primary: {{ address: {h2}:{p2}, user: {u}, password: {pw} }}
-    pool: {{ max: {pool_max} }}
+    pool: {{ max: {pool_max}, acquire_timeout: 30s }}
 datanodes:
   - name: dn$1-4
     datahost: dh$1-2
@@ -647,6 +647,22 @@ async fn prepared_statements_route_by_bound_values() {
             .unwrap();
         assert_eq!(name.as_deref(), Some("Portugal"), "dn{n}");
     }
+    // Transaction control as prepared statements (sysbench prepares BEGIN and COMMIT).
+    for (end, kept) in [("ROLLBACK", false), ("COMMIT", true)] {
+        c.exec_drop("BEGIN", ()).await.unwrap();
+        c.exec_drop(&insert, (21i64, "t", 1)).await.unwrap();
+        c.exec_drop(&insert, (22i64, "t", 1)).await.unwrap();
+        c.exec_drop(end, ())
+            .await
+            .unwrap_or_else(|e| panic!("{end}: {e}\n{}", l.shoal.log()));
+        let n: Option<i64> = c
+            .query_first("SELECT COUNT(*) FROM orders WHERE id IN (21, 22)")
+            .await
+            .unwrap();
+        assert_eq!(n, Some(if kept { 2 } else { 0 }), "after {end}");
+    }
+    let (code, _, msg) = server_error(c.exec_drop("SET SESSION sql_mode = ?", ("ANSI",)).await);
+    assert_eq!(code, 1235, "{msg}");
     c.close(insert).await.unwrap();
     let one: Option<i64> = c.exec_first("SELECT ?", (1,)).await.unwrap();
     assert_eq!(one, Some(1));

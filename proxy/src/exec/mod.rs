@@ -236,7 +236,9 @@ impl Session {
                 Ok(())
             }
             RoutePlan::Local(answer) => self.answer_local(routing, answer, reply_seq).await,
-            RoutePlan::Session(kind) => self.session_statement(routing, kind, reply_seq).await,
+            RoutePlan::Session(kind) => {
+                self.session_statement(routing, kind, None, reply_seq).await
+            }
             RoutePlan::Refuse(e) => {
                 // Off the hot path: only an INSERT the planner refused can need a sequence.
                 let fill = {

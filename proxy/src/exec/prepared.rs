@@ -358,23 +358,36 @@ impl Session {
             }
         }
         let target = match plan {
-            RoutePlan::Single(t) => t,
+            RoutePlan::Single(t) => Some(t),
             RoutePlan::Scatter { mut targets, .. } | RoutePlan::Broadcast { mut targets }
                 if !targets.is_empty() =>
             {
-                targets.swap_remove(0)
+                Some(targets.swap_remove(0))
             }
-            RoutePlan::Any { sql } => Target {
+            RoutePlan::Any { sql } => Some(Target {
                 datanode: self.any_datanode(routing),
                 sql,
                 params: (0..params).collect(),
-            },
+            }),
+            // Transaction control and SET (sysbench prepares BEGIN and COMMIT): answered by
+            // the session at each execute, no backend statement; no result columns.
+            RoutePlan::Session(_) if params == 0 => None,
+            RoutePlan::Session(_) => {
+                return Err(unsupported("a session statement with parameters"));
+            }
             RoutePlan::Refuse(e) => return Err(refusal(&e)),
             _ => return Err(unsupported("preparing this statement")),
         };
-        let i = self.touch(routing, target.datanode).await?;
-        // The statement stays prepared on the connection: an execute routed here reuses it.
-        let (_, columns) = prepare_on(&mut self.conns.held[i].conn, &target.sql, true).await?;
+        let columns = match target {
+            Some(target) => {
+                let i = self.touch(routing, target.datanode).await?;
+                // The statement stays prepared on the connection: executes routed here reuse it.
+                prepare_on(&mut self.conns.held[i].conn, &target.sql, true)
+                    .await?
+                    .1
+            }
+            None => Vec::new(),
+        };
         let id = self.statements.add(sql, params);
         let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
         let mut seq = reply_seq;
@@ -469,6 +482,10 @@ impl Session {
                 merge: Merge::Rows(spec),
             } => {
                 self.run_scatter(routing, targets, &spec, &req, reply_seq)
+                    .await
+            }
+            RoutePlan::Session(kind) if n == 0 => {
+                self.session_statement(routing, kind, Some(&sql), reply_seq)
                     .await
             }
             RoutePlan::Local(_) | RoutePlan::Session(_) => {

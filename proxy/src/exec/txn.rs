@@ -14,13 +14,22 @@ use crate::wire::command::COM_QUERY;
 const PARTIAL_COMMIT: u16 = 1180;
 
 impl Session {
+    /// `prepared`: the statement's text when it came as a prepared statement's execute;
+    /// `None` when it is the client's COM_QUERY (relayed as it is where it goes to a backend).
     pub(super) async fn session_statement(
         &mut self,
         routing: &Routing,
         kind: StatementKind,
+        prepared: Option<&str>,
         reply_seq: u8,
     ) -> Result<()> {
         use StatementKind as K;
+        let text = |s: &Self| -> String {
+            match prepared {
+                Some(sql) => sql.to_string(),
+                None => String::from_utf8_lossy(&s.client.packet_payload()[1..]).into_owned(),
+            }
+        };
         match kind {
             K::Use(db) => self.use_logical(&db, reply_seq).await,
             K::Begin { .. } => {
@@ -28,19 +37,14 @@ impl Session {
                 if self.txn_begin.is_some() || self.conns.in_transaction() {
                     self.end_transaction(true).await?;
                 }
-                let sql = {
-                    let p = self.client.packet_payload();
-                    String::from_utf8_lossy(&p[1..]).into_owned()
-                };
-                self.txn_begin = Some(sql);
+                self.txn_begin = Some(text(self));
                 self.status |= IN_TRANS;
                 self.send_ok(reply_seq).await
             }
             K::Commit | K::Rollback => {
                 let commit = matches!(kind, K::Commit);
                 let chain = {
-                    let p = self.client.packet_payload();
-                    let sql = String::from_utf8_lossy(&p[1..]).to_ascii_uppercase();
+                    let sql = text(self).to_ascii_uppercase();
                     sql.contains("CHAIN") || sql.contains("RELEASE")
                 };
                 if chain {
@@ -76,9 +80,7 @@ impl Session {
                         scope: VarScope::Session,
                         characteristics,
                     } if !characteristics.is_empty() => {
-                        let p = self.client.packet_payload();
-                        let text = String::from_utf8_lossy(&p[1..]).to_ascii_uppercase();
-                        if !text.contains("SESSION") {
+                        if !text(self).to_ascii_uppercase().contains("SESSION") {
                             return Err(unsupported(
                                 "SET TRANSACTION for the next transaction only (use SET SESSION \
                                  TRANSACTION)",
@@ -96,7 +98,7 @@ impl Session {
                 self.run_on(
                     routing,
                     dn,
-                    None,
+                    prepared,
                     Expect::Results { binary: false },
                     reply_seq,
                 )
@@ -108,7 +110,7 @@ impl Session {
                 self.run_on(
                     routing,
                     dn,
-                    None,
+                    prepared,
                     Expect::Results { binary: false },
                     reply_seq,
                 )
@@ -123,10 +125,7 @@ impl Session {
             K::Xa => Err(unsupported("XA transactions")),
             K::LockTables => Err(unsupported("LOCK TABLES")),
             K::Kill => {
-                let parsed = {
-                    let p = self.client.packet_payload();
-                    crate::session::kill::parse_kill(&p[1..])
-                };
+                let parsed = crate::session::kill::parse_kill(text(self).as_bytes());
                 match parsed {
                     Some((query_only, target)) => self.kill(query_only, target, reply_seq).await,
                     None => Err(unsupported("this form of KILL")),
