@@ -160,6 +160,8 @@ pub struct Routing {
     pub hosts: Vec<(BackendSpec, PoolSettings)>,
     /// Segments of global sequences held by this process.
     pub sequences: crate::exec::sequence::Sequences,
+    /// Sessions are admitted here before they take connections (no pool deadlocks).
+    pub admission: crate::exec::admission::Admission,
 }
 
 impl std::fmt::Debug for Routing {

@@ -3,6 +3,7 @@
 //! relayed without planning (as fast as quick mode); any other file is served by the router
 //! over all its datanodes.
 
+use crate::exec::admission;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,11 +113,41 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
                 hosts.push((host_spec(t, i, None)?, PoolSettings::from_config(&h.pool)));
             }
             let topology = Arc::new(t.clone());
+            let needs = admission::needs(&topology);
+            for (i, (need, (_, pool))) in needs.iter().zip(&hosts).enumerate() {
+                if *need > pool.max_size {
+                    tracing::warn!(
+                        datahost = %topology.datahosts[i].name,
+                        pool_max = pool.max_size,
+                        need,
+                        "pool.max is below the connections one session can need on this \
+                         datahost: such statements run one session at a time and wait for \
+                         connections the pool cannot give (acquire timeout)"
+                    );
+                }
+            }
+            let pools: Vec<(usize, usize)> = needs
+                .iter()
+                .zip(&hosts)
+                .map(|(need, (_, pool))| (pool.max_size, *need))
+                .collect();
+            let timeout = hosts
+                .iter()
+                .map(|(_, p)| p.acquire_timeout)
+                .max()
+                .unwrap_or_default();
+            let admission = admission::Admission::new(&pools, timeout);
+            tracing::info!(
+                sessions = admission.capacity(),
+                "sessions holding backend connections at once (pool.max / connections one \
+                 session can need, on the tightest datahost)"
+            );
             Some(Arc::new(Routing {
                 router: Arc::new(Router::new(topology.clone())),
                 topology,
                 hosts,
                 sequences: Default::default(),
+                admission,
             }))
         }
     };

@@ -107,6 +107,18 @@ impl Error {
         )
     }
 
+    /// 1040 (08004): the session was not admitted to the backend pools in time.
+    pub fn admission_timeout(waited_ms: u64, sessions: usize) -> Self {
+        Self::reply(
+            1040,
+            b"08004",
+            format!(
+                "Too many connections: not admitted to the backend pools within {waited_ms} ms \
+                 ({sessions} sessions may hold backend connections at once; raise pool.max)"
+            ),
+        )
+    }
+
     /// 1153 (08S01): a client packet larger than `max_allowed_packet`.
     pub fn packet_too_large() -> Self {
         Self::fatal(

@@ -713,6 +713,57 @@ async fn open_prepared_statements_share_a_small_pool() {
     }
 }
 
+/// Transactions over several datanodes of one datahost never wait on each other for pool
+/// connections: with 4 connections per datahost, 8 clients run transactions that each touch
+/// two datanodes of each server; every one commits and every update lands once.
+#[tokio::test]
+async fn transactions_across_datanodes_do_not_deadlock_a_small_pool() {
+    let l = Layout::start_with_pool(4).await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    c.query_drop(
+        "INSERT INTO orders (id, user_name, amount) VALUES (0,'a',0),(1,'b',0),(2,'c',0),(3,'d',0)",
+    )
+    .await
+    .unwrap();
+    let mut runs = tokio::task::JoinSet::new();
+    for n in 0..8i64 {
+        let mut k = l.client().await;
+        runs.spawn(async move {
+            for round in 0..10i64 {
+                // Each transaction touches all four datanodes, starting at a different one.
+                let ids: Vec<i64> = (0..4).map(|j| (n + round + j) % 4).collect();
+                let mut tx = k
+                    .start_transaction(Default::default())
+                    .await
+                    .map_err(|e| format!("client {n} BEGIN: {e}"))?;
+                for id in ids {
+                    tx.query_drop(format!(
+                        "UPDATE orders SET amount = amount + 1 WHERE id = {id}"
+                    ))
+                    .await
+                    .map_err(|e| format!("client {n} round {round} id {id}: {e}"))?;
+                }
+                tx.commit()
+                    .await
+                    .map_err(|e| format!("client {n} COMMIT: {e}"))?;
+            }
+            Ok::<_, String>(k)
+        });
+    }
+    while let Some(r) = runs.join_next().await {
+        match r.expect("client task") {
+            Ok(k) => k.disconnect().await.unwrap(),
+            Err(e) => panic!("{e}\n{}", l.shoal.log()),
+        }
+    }
+    for n in 1..=4 {
+        let mut d = l.datanode(n).await;
+        let amount: Option<i64> = d.query_first("SELECT amount FROM orders").await.unwrap();
+        assert_eq!(amount, Some(80), "dn{n}: 8 clients x 10 transactions");
+    }
+}
+
 /// Backend statements outlive the client statement on their connection, for the next session
 /// that prepares the same text, but only under the state they were parsed in: with one
 /// connection per datahost, both sessions below run on the same backend connection, and the

@@ -3,6 +3,7 @@
 
 use shoal_router::topology::DatanodeId;
 
+use super::admission::Admitted;
 use crate::backend::pool::PooledConn;
 
 /// One datanode's connection and what ties it to the session.
@@ -44,6 +45,8 @@ pub struct ConnSet {
     /// Counts the session's statements, so that connections the running statement has not
     /// used can be told apart from those it holds for its own targets.
     pub statement: u64,
+    /// The session's admission (see [`super::admission`]), held with any connection.
+    pub admitted: Option<Admitted>,
 }
 
 impl ConnSet {

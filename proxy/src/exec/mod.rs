@@ -14,6 +14,7 @@
 //! Prepared statements (`prepared`) are planned per EXECUTE with their bound values and run
 //! through the same arms.
 
+pub mod admission;
 pub mod connset;
 pub use prepared::Statements;
 mod local;
@@ -147,6 +148,7 @@ impl Session {
         if self.txn_begin.is_none() && !self.conns.is_empty() {
             self.release_conns(false).await;
         }
+        self.settle_admission();
         result
     }
 
@@ -332,6 +334,7 @@ impl Session {
         let i = match self.conns.position(dn) {
             Some(i) => i,
             None => {
+                self.admit(routing).await?;
                 let pool = self.shared.pools[node.datahost].clone();
                 if pool.would_wait() {
                     self.release_idle_of(routing, node.datahost);
@@ -533,8 +536,15 @@ impl Session {
         let mut i = 0;
         while i < self.conns.held.len() {
             let h = &self.conns.held[i];
-            let pool = &self.shared.pools[h.conn_pool_index(&self.shared)];
-            let wanted = all || (!h.pinned() && pool.reclaim_requested());
+            let datahost = h.conn_pool_index(&self.shared);
+            let contended = self.shared.pools[datahost].reclaim_requested()
+                || self
+                    .shared
+                    .config
+                    .routing
+                    .as_ref()
+                    .is_some_and(|r| r.admission.contended());
+            let wanted = all || (!h.pinned() && contended);
             if !wanted {
                 i += 1;
                 continue;
@@ -553,12 +563,14 @@ impl Session {
             }
             h.conn.release();
         }
+        self.settle_admission();
         self.publish_backends();
     }
 
     /// Gives back this session's connections to `datahost` that the running statement has not
-    /// used and nothing pins: a statement needing more connections of a full pool must not wait
-    /// for ones its own session keeps from earlier statements.
+    /// used and nothing pins. Admission keeps sessions from waiting on each other; this keeps
+    /// a session from waiting on itself, where a pool is smaller than what one session can
+    /// need on it and the session still holds connections from earlier statements.
     fn release_idle_of(&mut self, routing: &Routing, datahost: usize) {
         let statement = self.conns.statement;
         let mut i = 0;
@@ -574,6 +586,21 @@ impl Session {
             }
         }
         self.publish_backends();
+    }
+
+    /// Admits the session before it takes a connection (see [`admission`]).
+    pub(crate) async fn admit(&mut self, routing: &Routing) -> Result<()> {
+        if self.conns.admitted.is_none() {
+            self.conns.admitted = Some(routing.admission.enter().await?);
+        }
+        Ok(())
+    }
+
+    /// Gives the admission back once the session holds no connection.
+    pub(crate) fn settle_admission(&mut self) {
+        if self.conns.held.is_empty() {
+            self.conns.admitted = None;
+        }
     }
 
     /// A connection of an open transaction broke: the others roll back, the transaction ends.

@@ -279,6 +279,7 @@ impl Session {
     /// A connection of `dn`'s pool in the session's state, for one statement.
     async fn extra_connection(&mut self, routing: &Routing, dn: DatanodeId) -> Result<PooledConn> {
         let node = &routing.topology.datanodes[dn];
+        self.admit(routing).await?;
         let mut conn = self.shared.pools[node.datahost]
             .acquire(Wanted {
                 wire: self.caps,

@@ -79,13 +79,13 @@ impl Session {
                     SetStatement::Transaction {
                         scope: VarScope::Session,
                         characteristics,
-                    } if !characteristics.is_empty() => {
-                        if !text(self).to_ascii_uppercase().contains("SESSION") {
-                            return Err(unsupported(
-                                "SET TRANSACTION for the next transaction only (use SET SESSION \
-                                 TRANSACTION)",
-                            ));
-                        }
+                    } if !characteristics.is_empty()
+                        && !text(self).to_ascii_uppercase().contains("SESSION") =>
+                    {
+                        return Err(unsupported(
+                            "SET TRANSACTION for the next transaction only (use SET SESSION \
+                             TRANSACTION)",
+                        ));
                     }
                     SetStatement::Other => {
                         return Err(unsupported("this form of SET"));
