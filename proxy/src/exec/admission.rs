@@ -68,6 +68,11 @@ impl Admission {
         }
     }
 
+    /// Whether a session would be admitted at once.
+    pub fn would_admit(&self) -> bool {
+        self.sessions.available_permits() > 0 && !self.contended()
+    }
+
     /// Whether sessions wait for admission.
     pub fn contended(&self) -> bool {
         self.waiting.load(Ordering::Relaxed) > 0

@@ -334,7 +334,9 @@ impl Session {
         let i = match self.conns.position(dn) {
             Some(i) => i,
             None => {
-                self.admit(routing).await?;
+                if self.may_hold_and_wait() {
+                    self.admit(routing).await?;
+                }
                 let pool = self.shared.pools[node.datahost].clone();
                 if pool.would_wait() {
                     self.release_idle_of(routing, node.datahost);
@@ -571,7 +573,7 @@ impl Session {
     /// used and nothing pins. Admission keeps sessions from waiting on each other; this keeps
     /// a session from waiting on itself, where a pool is smaller than what one session can
     /// need on it and the session still holds connections from earlier statements.
-    fn release_idle_of(&mut self, routing: &Routing, datahost: usize) {
+    pub(crate) fn release_idle_of(&mut self, routing: &Routing, datahost: usize) {
         let statement = self.conns.statement;
         let mut i = 0;
         while i < self.conns.held.len() {
@@ -588,11 +590,41 @@ impl Session {
         self.publish_backends();
     }
 
-    /// Admits the session before it takes a connection (see [`admission`]).
+    /// Whether taking another connection now could make this session wait while it holds
+    /// one it cannot give back (a transaction's, a pinned one, or one the running statement
+    /// uses): only such sessions need admission (see [`admission`]). A lone autocommit
+    /// statement on one datanode never does, and stays off the admission path.
+    fn may_hold_and_wait(&self) -> bool {
+        self.txn_begin.is_some()
+            || self.status & AUTOCOMMIT == 0
+            || self
+                .conns
+                .held
+                .iter()
+                .any(|h| h.pinned() || h.used_in == self.conns.statement)
+    }
+
+    /// Admits the session (see [`admission`]). Statements with several targets call it before
+    /// touching the first, so that they wait, if they must, holding nothing of their own;
+    /// connections kept from earlier statements are given back before waiting.
     pub(crate) async fn admit(&mut self, routing: &Routing) -> Result<()> {
-        if self.conns.admitted.is_none() {
-            self.conns.admitted = Some(routing.admission.enter().await?);
+        if self.conns.admitted.is_some() {
+            return Ok(());
         }
+        if !routing.admission.would_admit() {
+            let statement = self.conns.statement;
+            let mut i = 0;
+            while i < self.conns.held.len() {
+                let h = &self.conns.held[i];
+                if h.used_in != statement && !h.pinned() {
+                    self.conns.held.remove(i).conn.release();
+                } else {
+                    i += 1;
+                }
+            }
+            self.publish_backends();
+        }
+        self.conns.admitted = Some(routing.admission.enter().await?);
         Ok(())
     }
 

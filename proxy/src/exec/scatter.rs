@@ -30,6 +30,9 @@ impl Session {
         req: &Request<'_>,
         reply_seq: u8,
     ) -> Result<()> {
+        if targets.len() > 1 {
+            self.admit(routing).await?;
+        }
         for t in &targets {
             self.touch(routing, t.datanode).await?;
         }
@@ -279,7 +282,6 @@ impl Session {
     /// A connection of `dn`'s pool in the session's state, for one statement.
     async fn extra_connection(&mut self, routing: &Routing, dn: DatanodeId) -> Result<PooledConn> {
         let node = &routing.topology.datanodes[dn];
-        self.admit(routing).await?;
         let mut conn = self.shared.pools[node.datahost]
             .acquire(Wanted {
                 wire: self.caps,

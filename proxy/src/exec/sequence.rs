@@ -90,8 +90,10 @@ impl Session {
         // A fresh segment, large enough for this statement's rows (consecutive ids).
         let k = fill.step.max(n);
         let node = &routing.topology.datanodes[fill.datanode];
-        self.admit(routing).await?;
         let pool = self.shared.pools[node.datahost].clone();
+        if pool.would_wait() {
+            self.release_idle_of(routing, node.datahost);
+        }
         let mut conn = pool
             .acquire(Wanted {
                 wire: self.caps,

@@ -24,6 +24,9 @@ impl Session {
         targets: &[Target],
         req: &Request<'_>,
     ) -> Result<Vec<Each>> {
+        if targets.len() > 1 {
+            self.admit(routing).await?;
+        }
         for t in targets {
             self.touch(routing, t.datanode).await?;
         }
