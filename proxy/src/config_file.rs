@@ -148,8 +148,22 @@ pub fn describe(t: &Topology) -> String {
             "  {}: primary {} (pool {}..{})",
             h.name, h.primary.address, h.pool.min, h.pool.max
         );
-        for r in &h.replicas {
-            let _ = writeln!(out, "      replica {} (weight {})", r.address, r.weight);
+        for (j, r) in h.replicas.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "      replica {} (weight {})",
+                r.address,
+                h.read_weight(j + 1)
+            );
+        }
+        if !h.replicas.is_empty() {
+            let _ = writeln!(
+                out,
+                "      reads: {}, primary weight {}, read_your_writes {:?}",
+                h.balance.as_str(),
+                h.read_weight(0),
+                h.read_your_writes
+            );
         }
     }
     let _ = writeln!(out, "datanodes:");
