@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shoal_router::config::{Balance, HostEndpoint};
 use shoal_router::plan::Router;
 use shoal_router::topology::{TableDef, Topology};
 
@@ -16,6 +17,23 @@ use crate::config::{BackendSpec, PoolSettings, ProxyConfig, Routing, User};
 /// defaults to, when no schema lists (sharded, global, child) tables. `Err` says why the
 /// router is needed.
 fn passthrough_datanode(t: &Topology) -> Result<usize, String> {
+    if let Some(u) = t.users.iter().find(|u| u.read_only) {
+        return Err(format!(
+            "users.{}: read_only (statements are classified)",
+            u.name
+        ));
+    }
+    if let Some(h) = t
+        .datahosts
+        .iter()
+        .find(|h| h.balance != Balance::PrimaryOnly)
+    {
+        return Err(format!(
+            "datahosts.{}: balance {} (reads are split)",
+            h.name,
+            h.balance.as_str()
+        ));
+    }
     let mut names: Vec<&String> = t.schemas.keys().collect();
     names.sort();
     let mut served: Option<usize> = None;
@@ -50,18 +68,18 @@ fn passthrough_datanode(t: &Topology) -> Result<usize, String> {
 
 /// The primary of datahost `i`, starting in `database`.
 fn host_spec(t: &Topology, i: usize, database: Option<&str>) -> Result<BackendSpec, String> {
-    let host = &t.datahosts[i];
-    let (h, port) = host.primary.host_port().ok_or_else(|| {
-        format!(
-            "datahosts.{}.primary.address: expected host:port",
-            host.name
-        )
-    })?;
+    endpoint_spec(&t.datahosts[i].primary, database)
+}
+
+fn endpoint_spec(e: &HostEndpoint, database: Option<&str>) -> Result<BackendSpec, String> {
+    let (h, port) = e
+        .host_port()
+        .ok_or_else(|| format!("{}: expected host:port", e.address))?;
     Ok(BackendSpec {
         host: h.to_string(),
         port,
-        user: host.primary.user.clone(),
-        password: host.primary.password.clone(),
+        user: e.user.clone(),
+        password: e.password.clone(),
         database: database.map(str::to_string),
     })
 }
@@ -108,14 +126,28 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
         Some(_) => None,
         None => {
             let mut hosts = Vec::with_capacity(t.datahosts.len());
+            let mut replicas = Vec::with_capacity(t.datahosts.len());
             for (i, h) in t.datahosts.iter().enumerate() {
                 hosts.push((host_spec(t, i, None)?, PoolSettings::from_config(&h.pool)));
+                replicas.push(
+                    h.replicas
+                        .iter()
+                        .map(|r| endpoint_spec(r, None))
+                        .collect::<Result<Vec<_>, _>>()?,
+                );
             }
             let topology = Arc::new(t.clone());
             Some(Arc::new(Routing {
                 router: Arc::new(Router::new(topology.clone())),
                 topology,
                 hosts,
+                replicas,
+                read_only_users: t
+                    .users
+                    .iter()
+                    .filter(|u| u.read_only)
+                    .map(|u| u.name.clone())
+                    .collect(),
                 sequences: Default::default(),
             }))
         }

@@ -7,7 +7,7 @@
 use std::fs;
 use std::path::Path;
 
-use shoal_router::sql::readwrite::{mycat_hint_len, read_route};
+use shoal_router::sql::readwrite::{mycat_hint_len, read_only_violation, read_route};
 use shoal_router::sql::{DEFAULT_SERVER_VERSION, SqlMode};
 
 #[test]
@@ -51,4 +51,60 @@ fn mycat_hints_are_cut_before_sending() {
     assert_eq!(mycat_hint_len("SELECT /*!mycat:db_type=master*/ 1"), None);
     assert_eq!(mycat_hint_len("/*!mycat:db_type=master"), None);
     assert_eq!(mycat_hint_len("/*+ shoal:primary */ SELECT 1"), None);
+}
+
+#[test]
+fn read_only_users_may_only_read() {
+    let check = |sql: &str| read_only_violation(sql, SqlMode::default(), DEFAULT_SERVER_VERSION);
+    for ok in [
+        "SELECT * FROM orders",
+        "select 1; select 2",
+        "SHOW TABLES",
+        "USE shop",
+        "SET NAMES utf8mb4",
+        "SET autocommit = 0, @x = 1",
+        "SET SESSION TRANSACTION READ ONLY",
+        "BEGIN",
+        "START TRANSACTION READ ONLY",
+        "COMMIT",
+        "ROLLBACK",
+        "EXPLAIN SELECT 1",
+        "DESC orders",
+        "/*!mycat:db_type=master*/ SELECT 1",
+        "",
+    ] {
+        assert_eq!(check(ok), None, "{ok}");
+    }
+    for (bad, what) in [
+        ("INSERT INTO orders VALUES (1)", "INSERT"),
+        ("update orders set x = 1", "UPDATE"),
+        ("DELETE FROM orders", "DELETE"),
+        ("REPLACE INTO orders VALUES (1)", "REPLACE"),
+        ("SELECT 1; DELETE FROM orders", "DELETE"),
+        ("CREATE TABLE t (id INT)", "CREATE"),
+        ("DROP TABLE orders", "DROP"),
+        ("TRUNCATE orders", "TRUNCATE"),
+        ("CALL p()", "CALL"),
+        ("DO 1", "DO"),
+        ("LOAD DATA INFILE 'x' INTO TABLE t", "LOAD"),
+        ("SET GLOBAL read_only = 0", "SET GLOBAL"),
+        (
+            "SELECT * FROM orders INTO OUTFILE '/tmp/x'",
+            "SELECT ... INTO",
+        ),
+        ("PREPARE s FROM 'DELETE FROM orders'", "PREPARE"),
+        ("LOCK TABLES orders WRITE", "LOCK"),
+        ("EXPLAIN DELETE FROM orders", "EXPLAIN"),
+        ("GRANT ALL ON *.* TO x", "GRANT"),
+        (
+            "/*+ shoal:replica */ INSERT INTO orders VALUES (1)",
+            "INSERT",
+        ),
+    ] {
+        let v = check(bad);
+        assert!(
+            v.as_deref().is_some_and(|v| v.contains(what)),
+            "{bad}: {v:?}"
+        );
+    }
 }

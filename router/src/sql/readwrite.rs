@@ -153,9 +153,7 @@ fn hint_of(sql: &str) -> Option<bool> {
             b'\'' | b'"' | b'`' => quote = Some(c),
             b'/' if b.get(i + 1) == Some(&b'*') => {
                 let body_start = i + 2;
-                let Some(len) = sql[body_start..].find("*/") else {
-                    return None;
-                };
+                let len = sql[body_start..].find("*/")?;
                 if let Some(h) = comment_hint(&sql[body_start..body_start + len]) {
                     return Some(h);
                 }
@@ -218,6 +216,75 @@ fn primary_only_read(sql: &str, toks: &[Token]) -> Option<PrimaryWhy> {
                 return Some(PrimaryWhy::SideEffect("a user variable"));
             }
             _ => {}
+        }
+    }
+    None
+}
+
+/// For a `read_only` user: the first statement of `sql` (every statement of a multi-statement
+/// text is checked) that is not a read, by its kind; `None` when all may run. Reads, SHOW,
+/// EXPLAIN, session variables, USE and transaction control are allowed; anything that could
+/// write (including `SELECT ... INTO`, SQL-level PREPARE/EXECUTE whose text is not seen here,
+/// CALL and DO, which may run routines that write) is not.
+pub fn read_only_violation(sql: &str, mode: SqlMode, version: u32) -> Option<String> {
+    let Ok(ranges) = super::lex::split_statements_in(sql, mode, version) else {
+        return Some("a statement that cannot be read".into());
+    };
+    for r in ranges {
+        let one = &sql[r];
+        let one = match mycat_hint_len(one) {
+            Some(n) => &one[n..],
+            None => one,
+        };
+        let mut toks = Vec::new();
+        if tokenize_with(one, mode, version, &mut toks).is_err() {
+            return Some("a statement that cannot be read".into());
+        }
+        let kind = classify_tokens(one, &toks);
+        use super::classify::{SetStatement, VarScope};
+        let allowed = match &kind {
+            StatementKind::Select => {
+                if toks.iter().any(|t| t.is_kw(one, "INTO")) {
+                    return Some("SELECT ... INTO".into());
+                }
+                true
+            }
+            StatementKind::Set(SetStatement::Variables(a)) => {
+                a.iter().all(|a| a.scope != VarScope::Global)
+            }
+            StatementKind::Set(SetStatement::Transaction { scope, .. }) => {
+                *scope != VarScope::Global
+            }
+            StatementKind::Set(SetStatement::Names { .. } | SetStatement::CharacterSet(_)) => true,
+            StatementKind::Show
+            | StatementKind::Use(_)
+            | StatementKind::Begin { .. }
+            | StatementKind::Commit
+            | StatementKind::Rollback
+            | StatementKind::Savepoint
+            | StatementKind::RollbackToSavepoint
+            | StatementKind::ReleaseSavepoint
+            | StatementKind::UnlockTables
+            | StatementKind::Kill
+            | StatementKind::ExplainRoute
+            | StatementKind::Help
+            | StatementKind::Empty => true,
+            StatementKind::Explain => !toks.iter().any(|t| {
+                ["INSERT", "UPDATE", "DELETE", "REPLACE"]
+                    .iter()
+                    .any(|w| t.is_kw(one, w))
+            }),
+            _ => false,
+        };
+        if !allowed {
+            let first = toks
+                .iter()
+                .find(|t| t.kind == TokKind::Word)
+                .map_or(String::new(), |t| t.text(one).to_ascii_uppercase());
+            return Some(match kind {
+                StatementKind::Set(_) => "SET GLOBAL or SET STATEMENT".into(),
+                _ => first,
+            });
         }
     }
     None
