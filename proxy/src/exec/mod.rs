@@ -167,8 +167,9 @@ impl Session {
             self.check_read_only(routing, mode, sql)?;
             let diag = diagnostics_query(sql.as_bytes());
             let effects = pinning::effects(sql.as_bytes());
-            // MariaDB would run a Mycat hint `/*!mycat:...*/` as code: it is cut off.
-            let sql = match shoal_router::sql::readwrite::mycat_hint_len(sql) {
+            // MariaDB would run a Mycat hint `/*!mycat:...*/` as code: it is cut off (after
+            // the read/write decision has seen it).
+            let text = match shoal_router::sql::readwrite::mycat_hint_len(sql) {
                 Some(n) => &sql[n..],
                 None => sql,
             };
@@ -177,7 +178,7 @@ impl Session {
             } else {
                 let plan = routing
                     .router
-                    .route_in(self.logical.as_deref(), mode, sql, &[]);
+                    .route_in(self.logical.as_deref(), mode, text, &[]);
                 if let Some(route) = self.read_route_of(routing, mode, sql) {
                     (self.conns.want, self.conns.writing) = replica::statement_want(route, &plan);
                 }
@@ -340,12 +341,14 @@ impl Session {
             }
         }
         let node = &routing.topology.datanodes[dn];
+        let mut chosen = None;
         if let Some(i) = self.conns.position(dn) {
             // Each statement picks its server; a connection on another one is given back
             // (unless the session is tied to it, or this statement already used it).
             let h = &self.conns.held[i];
             if h.used_in != self.conns.statement && !h.pinned() {
                 let server = self.target_server(routing, dn)?;
+                chosen = Some(server);
                 if server != self.conns.held[i].server {
                     let h = self.conns.held.remove(i);
                     if self.shared.backends.servers[h.server].health.is_up() {
@@ -357,7 +360,7 @@ impl Session {
         let i = match self.conns.position(dn) {
             Some(i) => i,
             None => {
-                let (server, conn) = self.acquire_for(routing, dn).await?;
+                let (server, conn) = self.acquire_for(routing, dn, chosen).await?;
                 let i = self.conns.push(Held::new(dn, server, conn));
                 self.publish_backends();
                 i
@@ -417,10 +420,14 @@ impl Session {
         &mut self,
         routing: &Routing,
         dn: DatanodeId,
+        mut chosen: Option<usize>,
     ) -> Result<(usize, crate::backend::pool::PooledConn)> {
         let node = &routing.topology.datanodes[dn];
         for attempt in 0..3 {
-            let server = self.target_server(routing, dn)?;
+            let server = match chosen.take() {
+                Some(s) => s,
+                None => self.target_server(routing, dn)?,
+            };
             let pool = self.shared.pools[server].clone();
             if pool.would_wait() {
                 self.release_idle_of(routing, node.datahost);
