@@ -744,7 +744,7 @@ async fn a_killed_primary_fails_its_shard_only_and_loses_no_acknowledged_insert(
                 let id = w * 1_000_000 + k;
                 let was_down = down.load(Ordering::Relaxed);
                 match c
-                    .query_drop(format!("INSERT INTO t VALUES ({id}, {w})"))
+                    .query_drop(format!("INSERT INTO t (id, w) VALUES ({id}, {w})"))
                     .await
                 {
                     Ok(()) => {
@@ -773,16 +773,32 @@ async fn a_killed_primary_fails_its_shard_only_and_loses_no_acknowledged_insert(
             }
         }));
     }
+    let deadline = Instant::now() + Duration::from_secs(120);
     while acked.lock().unwrap().len() < 1000 {
+        assert!(
+            Instant::now() < deadline,
+            "no insert load: {:?}\n{}",
+            other_errors.lock().unwrap(),
+            shoal.log()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     cluster.kill(1);
     wait_state(&shoal, &victim, "down").await;
     down.store(true, Ordering::Relaxed);
     let mark = even_after_down.load(Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(120);
     while even_after_down.load(Ordering::Relaxed) < mark + 500
         || clear_errors.load(Ordering::Relaxed) < 50
     {
+        assert!(
+            Instant::now() < deadline,
+            "stuck: {} inserts on the live shard, {} clear errors, others {:?}\n{}",
+            even_after_down.load(Ordering::Relaxed) - mark,
+            clear_errors.load(Ordering::Relaxed),
+            other_errors.lock().unwrap(),
+            shoal.log()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     stop.store(true, Ordering::Relaxed);
@@ -820,10 +836,10 @@ async fn a_killed_primary_fails_its_shard_only_and_loses_no_acknowledged_insert(
     );
     // Shard 2 serves again.
     let mut c = client(&shoal).await;
-    c.query_drop("INSERT INTO t VALUES (99999999, 0)")
+    c.query_drop("INSERT INTO t (id, w) VALUES (99999999, 0)")
         .await
         .unwrap();
-    c.query_drop("INSERT INTO t VALUES (99999997, 0)")
+    c.query_drop("INSERT INTO t (id, w) VALUES (99999997, 0)")
         .await
         .unwrap();
     eprintln!(
