@@ -3,7 +3,7 @@
 //! changes are provoked for real (kill -9, stopped SQL threads, delayed replication), and every
 //! wait is a poll with a generous deadline: no test asserts a timing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -87,7 +87,7 @@ fn write_config(cluster: &Cluster, hosts: &[Host]) -> PathBuf {
     path
 }
 
-fn start_shoal(config: &PathBuf) -> ShoalProcess {
+fn start_shoal(config: &Path) -> ShoalProcess {
     ShoalProcess::start(&["--config".to_string(), config.display().to_string()])
 }
 
