@@ -112,8 +112,8 @@ pub struct User {
     pub password: String,
     /// Schemas this user may use; `None` means any the backend has.
     pub schemas: Option<Vec<String>>,
-    /// Writes must be refused; not enforceable before statement classification is wired in,
-    /// so such users are refused at login for now.
+    /// Only reads: the classifier refuses anything else with 1290 (config files route such
+    /// users' statements through the router, which classifies them).
     pub read_only: bool,
 }
 
@@ -158,6 +158,10 @@ pub struct Routing {
     pub topology: Arc<Topology>,
     /// Per datahost (index as in the topology): its primary, without a database.
     pub hosts: Vec<(BackendSpec, PoolSettings)>,
+    /// Per datahost: its replicas, in config order (same pool settings as the primary).
+    pub replicas: Vec<Vec<BackendSpec>>,
+    /// Users marked `read_only` (their statements are classified; see `exec::replica`).
+    pub read_only_users: Vec<String>,
     /// Segments of global sequences held by this process.
     pub sequences: crate::exec::sequence::Sequences,
     /// Sessions are admitted here before they take connections (no pool deadlocks).

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shoal_router::config::{Balance, HostEndpoint};
 use shoal_router::plan::Router;
 use shoal_router::topology::{TableDef, Topology};
 
@@ -17,6 +18,23 @@ use crate::config::{BackendSpec, PoolSettings, ProxyConfig, Routing, User};
 /// defaults to, when no schema lists (sharded, global, child) tables. `Err` says why the
 /// router is needed.
 fn passthrough_datanode(t: &Topology) -> Result<usize, String> {
+    if let Some(u) = t.users.iter().find(|u| u.read_only) {
+        return Err(format!(
+            "users.{}: read_only (statements are classified)",
+            u.name
+        ));
+    }
+    if let Some(h) = t
+        .datahosts
+        .iter()
+        .find(|h| h.balance != Balance::PrimaryOnly)
+    {
+        return Err(format!(
+            "datahosts.{}: balance {} (reads are split)",
+            h.name,
+            h.balance.as_str()
+        ));
+    }
     let mut names: Vec<&String> = t.schemas.keys().collect();
     names.sort();
     let mut served: Option<usize> = None;
@@ -51,18 +69,18 @@ fn passthrough_datanode(t: &Topology) -> Result<usize, String> {
 
 /// The primary of datahost `i`, starting in `database`.
 fn host_spec(t: &Topology, i: usize, database: Option<&str>) -> Result<BackendSpec, String> {
-    let host = &t.datahosts[i];
-    let (h, port) = host.primary.host_port().ok_or_else(|| {
-        format!(
-            "datahosts.{}.primary.address: expected host:port",
-            host.name
-        )
-    })?;
+    endpoint_spec(&t.datahosts[i].primary, database)
+}
+
+fn endpoint_spec(e: &HostEndpoint, database: Option<&str>) -> Result<BackendSpec, String> {
+    let (h, port) = e
+        .host_port()
+        .ok_or_else(|| format!("{}: expected host:port", e.address))?;
     Ok(BackendSpec {
         host: h.to_string(),
         port,
-        user: host.primary.user.clone(),
-        password: host.primary.password.clone(),
+        user: e.user.clone(),
+        password: e.password.clone(),
         database: database.map(str::to_string),
     })
 }
@@ -109,8 +127,15 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
         Some(_) => None,
         None => {
             let mut hosts = Vec::with_capacity(t.datahosts.len());
+            let mut replicas = Vec::with_capacity(t.datahosts.len());
             for (i, h) in t.datahosts.iter().enumerate() {
                 hosts.push((host_spec(t, i, None)?, PoolSettings::from_config(&h.pool)));
+                replicas.push(
+                    h.replicas
+                        .iter()
+                        .map(|r| endpoint_spec(r, None))
+                        .collect::<Result<Vec<_>, _>>()?,
+                );
             }
             let topology = Arc::new(t.clone());
             let needs = admission::needs(&topology);
@@ -146,6 +171,13 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
                 router: Arc::new(Router::new(topology.clone())),
                 topology,
                 hosts,
+                replicas,
+                read_only_users: t
+                    .users
+                    .iter()
+                    .filter(|u| u.read_only)
+                    .map(|u| u.name.clone())
+                    .collect(),
                 sequences: Default::default(),
                 admission,
             }))
@@ -179,8 +211,22 @@ pub fn describe(t: &Topology) -> String {
             "  {}: primary {} (pool {}..{})",
             h.name, h.primary.address, h.pool.min, h.pool.max
         );
-        for r in &h.replicas {
-            let _ = writeln!(out, "      replica {} (weight {})", r.address, r.weight);
+        for (j, r) in h.replicas.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "      replica {} (weight {})",
+                r.address,
+                h.read_weight(j + 1)
+            );
+        }
+        if !h.replicas.is_empty() {
+            let _ = writeln!(
+                out,
+                "      reads: {}, primary weight {}, read_your_writes {:?}",
+                h.balance.as_str(),
+                h.read_weight(0),
+                h.read_your_writes
+            );
         }
     }
     let _ = writeln!(out, "datanodes:");

@@ -12,7 +12,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tracing::{error, info, warn};
 
+use crate::backend::balance::Backends;
 use crate::backend::conn::{BackendConn, wire_capabilities};
+use crate::backend::health;
 use crate::backend::pool::BackendPool;
 use crate::config::ProxyConfig;
 use crate::error::Error;
@@ -79,21 +81,28 @@ impl Proxy {
         if !backend_caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS) {
             capabilities.remove(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
         }
-        // With the router: one pool per datahost primary; the relay-only path uses the pool of
-        // its one datanode.
-        let (pool, pools) = match &config.routing {
+        // With the router: one pool per server (primary and replicas) of each datahost; the
+        // relay-only path uses the pool of its one datanode.
+        let (pool, pools, backends) = match &config.routing {
             Some(r) => {
-                let pools: Vec<Arc<BackendPool>> = r
-                    .hosts
-                    .iter()
-                    .map(|(spec, settings)| BackendPool::new(spec.clone(), settings.clone()))
-                    .collect();
-                let first = r.topology.datanodes[0].datahost;
-                (pools[first].clone(), pools)
+                let backends = Backends::new(&r.topology.datahosts, |dh, j| {
+                    let (primary, settings) = &r.hosts[dh];
+                    let spec = if j == 0 {
+                        primary.clone()
+                    } else {
+                        r.replicas[dh][j - 1].clone()
+                    };
+                    BackendPool::new(spec, settings.clone())
+                });
+                let pools: Vec<Arc<BackendPool>> =
+                    backends.servers.iter().map(|s| s.pool.clone()).collect();
+                let first = backends.primary(r.topology.datanodes[0].datahost);
+                (pools[first].clone(), pools, backends)
             }
             None => {
                 let pool = BackendPool::new(spec, config.pool.clone());
-                (pool.clone(), vec![pool])
+                let backends = Backends::new(&[], |_, _| unreachable!("no datahosts"));
+                (pool.clone(), vec![pool], backends)
             }
         };
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -101,6 +110,7 @@ impl Proxy {
             config: Arc::new(config),
             pool,
             pools,
+            backends: Arc::new(backends),
             server_version: version,
             default_sql_mode,
             capabilities,
@@ -135,6 +145,9 @@ impl Proxy {
         let cfg = shared.config.clone();
         for pool in &shared.pools {
             tokio::spawn(pool.clone().maintain(typical_client_wire()));
+        }
+        for s in 0..shared.backends.servers.len() {
+            tokio::spawn(health::monitor(shared.backends.clone(), s));
         }
         {
             let tx = shutdown_tx.clone();

@@ -1,6 +1,8 @@
 //! Bad configurations are refused with an error that names the offending key.
 
-use shoal_router::config::Config;
+use std::time::Duration;
+
+use shoal_router::config::{Balance, Config, ReadYourWrites};
 use shoal_router::topology::Topology;
 
 const BASE: &str = r#"
@@ -54,7 +56,129 @@ fn base_is_valid() {
     assert_eq!(t.datanodes.len(), 4);
     assert_eq!(t.server.listen, "127.0.0.1:8066");
     assert_eq!(t.datahosts[0].pool.max, 64);
-    assert_eq!(t.datahosts[0].primary.weight, 1);
+    assert_eq!(t.datahosts[0].primary.weight, None);
+    assert_eq!(t.datahosts[0].read_weight(0), 0);
+    assert_eq!(t.datahosts[0].balance, Balance::PrimaryOnly);
+    assert_eq!(t.datahosts[0].read_your_writes, ReadYourWrites::Off);
+    let h = &t.datahosts[0].health;
+    assert_eq!(h.heartbeat, Duration::from_secs(1));
+    assert_eq!(h.timeout, Duration::from_secs(1));
+    assert_eq!((h.down_after, h.up_after), (3, 2));
+    assert_eq!(h.max_replication_lag, Duration::from_secs(10));
+}
+
+const REPLICAS: &str = r#"
+    replicas:
+      - { address: 127.0.0.1:3317, user: shoal, weight: 3 }
+      - { address: 127.0.0.1:3327, user: shoal }
+"#;
+
+/// BASE with replicas on dh1 and `extra` keys added to it.
+fn with_replicas(extra: &str) -> String {
+    BASE.replacen(
+        "    primary: { address: 127.0.0.1:3307, user: shoal }\n",
+        &format!("    primary: {{ address: 127.0.0.1:3307, user: shoal }}\n{REPLICAS}{extra}"),
+        1,
+    )
+}
+
+#[test]
+fn read_balancing_settings_are_read() {
+    let text = with_replicas(
+        "    balance: weighted_random\n    read_your_writes: { causal: 500ms }\n    \
+         health: { heartbeat: 200ms, timeout: 2s, down_after: 2, up_after: 1, \
+         max_replication_lag: 5 }\n",
+    );
+    let t = Topology::build(&Config::from_yaml_str(&text).unwrap()).unwrap();
+    let h = &t.datahosts[0];
+    assert_eq!(h.balance, Balance::WeightedRandom);
+    assert_eq!(
+        h.read_your_writes,
+        ReadYourWrites::Causal(Duration::from_millis(500))
+    );
+    assert_eq!(
+        (h.read_weight(0), h.read_weight(1), h.read_weight(2)),
+        (0, 3, 1)
+    );
+    assert_eq!(h.health.heartbeat, Duration::from_millis(200));
+    assert_eq!(h.health.max_replication_lag, Duration::from_secs(5));
+    for (text, want) in [
+        ("off", ReadYourWrites::Off),
+        (
+            "{ primary_after_write: 2s }",
+            ReadYourWrites::PrimaryAfterWrite(Duration::from_secs(2)),
+        ),
+    ] {
+        let t = with_replicas(&format!("    read_your_writes: {text}\n"));
+        let cfg = Config::from_yaml_str(&t).unwrap();
+        assert_eq!(cfg.datahosts[0].read_your_writes, want);
+    }
+}
+
+fn replica_error(extra: &str) -> String {
+    let text = with_replicas(extra);
+    match Config::from_yaml_str(&text) {
+        Err(e) => e.to_string(),
+        Ok(cfg) => cfg.validate().expect_err(extra).to_string(),
+    }
+}
+
+#[test]
+fn read_balancing_errors_name_the_key() {
+    let cases = [
+        ("    balance: fastest\n", "fastest"),
+        ("    read_your_writes: always\n", "always"),
+        (
+            "    read_your_writes: { causal: 0s }\n",
+            "datahosts[0].read_your_writes",
+        ),
+        (
+            "    health: { heartbeat: 0s }\n",
+            "datahosts[0].health.heartbeat",
+        ),
+        (
+            "    health: { down_after: 0 }\n",
+            "datahosts[0].health.down_after",
+        ),
+        (
+            "    health: { up_after: 0 }\n",
+            "datahosts[0].health.up_after",
+        ),
+        (
+            "    health: { timeout: 0ms }\n",
+            "datahosts[0].health.timeout",
+        ),
+        ("    health: { beat: 1s }\n", "beat"),
+    ];
+    for (extra, want) in cases {
+        let e = replica_error(extra);
+        assert!(e.contains(want), "{extra:?}: {e}");
+    }
+    // Balancing without replicas, or with nothing allowed to read.
+    let e = error_of(
+        "    primary: { address: 127.0.0.1:3308, user: shoal }\n",
+        "    primary: { address: 127.0.0.1:3308, user: shoal }\n    balance: round_robin\n",
+    );
+    assert!(
+        e.contains("datahosts[1].balance") && e.contains("needs replicas"),
+        "{e}"
+    );
+    let text = BASE.replacen(
+        "    primary: { address: 127.0.0.1:3307, user: shoal }\n",
+        "    primary: { address: 127.0.0.1:3307, user: shoal }\n    \
+         replicas: [{ address: 127.0.0.1:3317, user: shoal, weight: 0 }]\n    \
+         balance: least_connections\n",
+        1,
+    );
+    let e = Config::from_yaml_str(&text)
+        .unwrap()
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("datahosts[0].balance") && e.contains("weight 0"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -123,6 +123,30 @@ pub(crate) async fn launch(bins: Arc<Binaries>, template: PathBuf, plan: Plan) -
     }
 }
 
+/// Starts a stopped instance again with its data dir, config and port (after a crash, InnoDB
+/// recovers), and waits until it answers.
+pub(crate) async fn relaunch(
+    bins: &Binaries,
+    instance: &mut Instance,
+    lifetime: Lifetime,
+) -> Result<()> {
+    let plan = Plan {
+        name: instance.name.clone(),
+        role: instance.role,
+        server_id: 0,
+        port: Some(instance.port),
+        dir: instance.dir.clone(),
+        lifetime,
+    };
+    let process = spawn(bins, &plan)?;
+    instance.pid = process.pid();
+    instance.process = Some(process);
+    match wait_ready(instance).await {
+        Ok(()) => Ok(()),
+        Err(Startup::BindConflict(e) | Startup::Failed(e)) => Err(e),
+    }
+}
+
 fn prepare_dir(template: &Path, plan: &Plan) -> Result<()> {
     if plan.dir.exists() {
         fs::remove_dir_all(&plan.dir).map_err(LaunchError::io(format!(

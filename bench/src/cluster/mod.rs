@@ -274,6 +274,26 @@ impl Cluster {
         admin_opts_for(self.instances[i].port)
     }
 
+    /// Kills instance `i` with SIGKILL (a crash, no clean shutdown) and waits for it to exit;
+    /// its data dir and port stay, for [`Cluster::restart`].
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut p) = self.instances[i].process.take() {
+            p.signal(libc::SIGKILL);
+            p.wait_until(Instant::now() + Duration::from_secs(20));
+            p.kill_now();
+        }
+    }
+
+    /// Starts killed instance `i` again on its port and data dir and waits until it answers.
+    /// A replica comes back with replication stopped (`skip-slave-start`): `START SLAVE` it.
+    pub async fn restart(&mut self, i: usize) -> Result<(), LaunchError> {
+        let bins = tokio::task::spawn_blocking(Binaries::find)
+            .await
+            .expect("finding MariaDB panicked")?;
+        let lifetime = self.lifetime;
+        instance::relaunch(&bins, &mut self.instances[i], lifetime).await
+    }
+
     /// Waits until every replica has applied everything its primary has written so far.
     pub async fn sync_replicas(&self) -> Result<(), LaunchError> {
         for (p, primary) in self.instances.iter().enumerate() {

@@ -383,6 +383,60 @@ impl BackendConn {
         Ok(value)
     }
 
+    /// Runs a query and gives its first row as (column name, value) pairs (`None` for NULL),
+    /// or `None` without rows. For the health monitor's `SHOW SLAVE STATUS`, whose columns
+    /// differ between versions and are found by name.
+    pub async fn query_named_row(
+        &mut self,
+        sql: &str,
+    ) -> Result<Option<Vec<(String, Option<String>)>>> {
+        let mut payload = Vec::with_capacity(1 + sql.len());
+        payload.push(COM_QUERY);
+        payload.extend_from_slice(sql.as_bytes());
+        let mut seq = 0;
+        self.io.write_packet(&mut seq, &payload);
+        self.io.flush().await.map_err(io_err)?;
+        let mut reader = ResponseReader::new(Expect::Results { binary: false }, self.caps);
+        let mut names = Vec::new();
+        let mut row: Option<Vec<(String, Option<String>)>> = None;
+        let mut error = None;
+        while !reader.finished() {
+            self.io.next_packet().await.map_err(io_err)?;
+            let p = self.io.packet_payload();
+            match reader.next(&p)? {
+                Event::Err { .. } => error = Some(server_err(&p)),
+                Event::ColumnDef(mut def) => {
+                    // catalog, schema, table, org_table, then the name.
+                    let mut name = None;
+                    for _ in 0..5 {
+                        name = read_lenenc_bytes(&mut def);
+                    }
+                    names.push(String::from_utf8_lossy(name.unwrap_or(b"")).into_owned());
+                }
+                Event::Row(mut b) if row.is_none() => {
+                    let mut values = Vec::with_capacity(names.len());
+                    for n in &names {
+                        let v = if b.first() == Some(&0xFB) {
+                            b = &b[1..];
+                            None
+                        } else {
+                            read_lenenc_bytes(&mut b)
+                                .map(|v| String::from_utf8_lossy(v).into_owned())
+                        };
+                        values.push((n.clone(), v));
+                    }
+                    row = Some(values);
+                }
+                _ => {}
+            }
+        }
+        if let Some(e) = error {
+            return Err(e);
+        }
+        self.last_used = Instant::now();
+        Ok(row)
+    }
+
     /// Whether the server closed this idle connection (or sent something unasked, e.g. an
     /// error before closing it): then it must not be used.
     pub fn closed_by_server(&mut self) -> bool {

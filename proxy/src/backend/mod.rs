@@ -1,6 +1,8 @@
 //! Connections from the proxy to backend servers, and pools of them.
 
+pub mod balance;
 pub mod conn;
+pub mod health;
 pub mod pool;
 pub mod state;
 pub mod stmt_cache;

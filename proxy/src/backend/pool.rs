@@ -140,6 +140,37 @@ impl BackendPool {
         (s.total, s.idle.len())
     }
 
+    /// Closes every idle connection (their server went down); returns how many.
+    pub fn discard_idle(&self) -> usize {
+        let idle: Vec<BackendConn> = {
+            let mut s = self.state.lock().unwrap();
+            let idle = std::mem::take(&mut s.idle);
+            s.total -= idle.len();
+            idle
+        };
+        let n = idle.len();
+        drop(idle);
+        // Each freed slot may let a waiter open a connection (to wherever it is sent next).
+        for _ in 0..n {
+            self.wake_one_waiter();
+        }
+        n
+    }
+
+    fn wake_one_waiter(&self) {
+        let mut s = self.state.lock().unwrap();
+        if s.total >= self.settings.max_size {
+            return;
+        }
+        while let Some(waiter) = s.waiting.pop_front() {
+            if waiter.send(Handoff::Slot).is_ok() {
+                s.total += 1;
+                break;
+            }
+        }
+        self.waiters.store(s.waiting.len(), Ordering::Relaxed);
+    }
+
     fn forget_one(&self) {
         let mut s = self.state.lock().unwrap();
         s.total = s.total.saturating_sub(1);

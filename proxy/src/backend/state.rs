@@ -121,11 +121,13 @@ pub struct Tracked {
     pub vars: Vec<(String, String)>,
     /// The server said "session state changed".
     pub state_changed: bool,
+    /// `last_gtid`: the GTID of the write this response committed (MariaDB, binlog on).
+    pub gtid: Option<String>,
 }
 
 impl Tracked {
     pub fn is_empty(&self) -> bool {
-        self.schema.is_none() && self.vars.is_empty() && !self.state_changed
+        self.schema.is_none() && self.vars.is_empty() && !self.state_changed && self.gtid.is_none()
     }
 
     /// A state change that tracked variables and schema do not explain (user variables,
@@ -140,7 +142,11 @@ impl Tracked {
             StateChange::SysVar(n, v) => {
                 // Checked before allocating: `last_gtid` comes with every write when the
                 // binlog is on.
-                if !is_read_only_var(n) {
+                if n.eq_ignore_ascii_case(b"last_gtid") {
+                    if !v.is_empty() {
+                        self.gtid = Some(String::from_utf8_lossy(v).into_owned());
+                    }
+                } else if !is_read_only_var(n) {
                     self.vars.push((
                         String::from_utf8_lossy(n).to_ascii_lowercase(),
                         String::from_utf8_lossy(v).into_owned(),

@@ -1,5 +1,8 @@
 //! The backend connections one session holds with the router: at most one per datanode,
-//! kept while a transaction, a pin or the session's own reuse wants them.
+//! kept while a transaction, a pin or the session's own reuse wants them. Each records the
+//! server it is on (the datahost's primary or one of its replicas).
+
+use std::time::Instant;
 
 use shoal_router::topology::DatanodeId;
 
@@ -9,6 +12,8 @@ use crate::backend::pool::PooledConn;
 /// One datanode's connection and what ties it to the session.
 pub struct Held {
     pub dn: DatanodeId,
+    /// The server (index in `Backends::servers` and `Shared::pools`) it is connected to.
+    pub server: usize,
     pub conn: PooledConn,
     /// The session's explicit BEGIN was sent here.
     pub txn_begun: bool,
@@ -21,9 +26,10 @@ pub struct Held {
 }
 
 impl Held {
-    pub fn new(dn: DatanodeId, conn: PooledConn) -> Self {
+    pub fn new(dn: DatanodeId, server: usize, conn: PooledConn) -> Self {
         Held {
             dn,
+            server,
             conn,
             txn_begun: false,
             in_trans: false,
@@ -47,6 +53,39 @@ pub struct ConnSet {
     pub statement: u64,
     /// The session's admission (see [`super::admission`]), held with any connection.
     pub admitted: Option<Admitted>,
+    /// Where the running statement's connections go.
+    pub want: Want,
+    /// The running statement writes (read-your-writes starts its window on the primary).
+    pub writing: bool,
+    /// Read-your-writes: per datahost, when the session last wrote there and the GTID of its
+    /// last write, with the servers known to have applied it.
+    pub writes: Vec<LastWrite>,
+    /// The caller retries a read that fails on a replica before anything reached the client:
+    /// the failure is not reported, `failed_read` names the server instead.
+    pub retry_read: bool,
+    pub failed_read: Option<usize>,
+    /// A server the running statement must not read from (it just failed).
+    pub avoid: Option<usize>,
+}
+
+/// Where a statement's connections go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Want {
+    /// The datahost's primary (anything but a plain read).
+    #[default]
+    Primary,
+    /// A plain read; `hinted` when `/*+ shoal:replica */` asked for a replica.
+    Read { hinted: bool },
+}
+
+/// The session's last write on one datahost.
+#[derive(Debug, Clone)]
+pub struct LastWrite {
+    pub datahost: usize,
+    pub at: Instant,
+    pub gtid: Option<String>,
+    /// Replicas a `MASTER_GTID_WAIT` showed have applied `gtid`.
+    pub applied_on: Vec<usize>,
 }
 
 impl ConnSet {
@@ -70,6 +109,31 @@ impl ConnSet {
     pub fn remove(&mut self, dn: DatanodeId) -> Option<Held> {
         let i = self.position(dn)?;
         Some(self.held.remove(i))
+    }
+
+    /// The session's last write on `datahost`, if it wrote there.
+    pub fn last_write(&mut self, datahost: usize) -> Option<&mut LastWrite> {
+        self.writes.iter_mut().find(|w| w.datahost == datahost)
+    }
+
+    /// Records a write on `datahost` (with its GTID when the server reported one).
+    pub fn note_write(&mut self, datahost: usize, gtid: Option<String>) {
+        let at = Instant::now();
+        match self.last_write(datahost) {
+            Some(w) => {
+                w.at = at;
+                if gtid.is_some() {
+                    w.gtid = gtid;
+                    w.applied_on.clear();
+                }
+            }
+            None => self.writes.push(LastWrite {
+                datahost,
+                at,
+                gtid,
+                applied_on: Vec::new(),
+            }),
+        }
     }
 
     /// Whether any held connection is inside a transaction.

@@ -23,6 +23,25 @@ impl Session {
         reply_seq: u8,
     ) -> Result<()> {
         match answer {
+            LocalAnswer::ShowBackends => {
+                let rows = self.backend_rows();
+                self.send_rows(
+                    reply_seq,
+                    &[
+                        "datahost",
+                        "address",
+                        "role",
+                        "state",
+                        "lag",
+                        "in_use",
+                        "idle",
+                        "errors",
+                        "last_check",
+                    ],
+                    rows,
+                )
+                .await
+            }
             LocalAnswer::ShowDatabases { schemas } => {
                 let allowed = self
                     .shared

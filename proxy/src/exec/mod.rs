@@ -21,6 +21,7 @@ mod local;
 mod metadata;
 mod prepared;
 mod reader;
+mod replica;
 mod scatter;
 pub mod sequence;
 mod txn;
@@ -41,7 +42,7 @@ use crate::error::{Error, Result};
 use crate::session::relay::{Expect, Outcome, relay};
 use crate::session::{Session, align_to, diagnostics_query, pinning};
 use crate::wire::command::*;
-use connset::Held;
+use connset::{Held, Want};
 
 /// A router refusal as the error the client gets.
 pub fn refusal(e: &RouterError) -> Error {
@@ -71,6 +72,9 @@ impl Session {
         reply_seq: u8,
     ) -> Result<()> {
         self.conns.statement += 1;
+        self.conns.want = Want::Primary;
+        self.conns.writing = false;
+        self.conns.avoid = None;
         let result = match cmd {
             COM_PING => self.send_ok(reply_seq).await,
             COM_QUERY => self.query_routed(routing, reply_seq).await,
@@ -162,16 +166,25 @@ impl Session {
                     "a statement that is not valid UTF-8 on a sharded configuration",
                 )));
             };
+            self.check_read_only(routing, mode, sql)?;
             let diag = diagnostics_query(sql.as_bytes());
             let effects = pinning::effects(sql.as_bytes());
+            // MariaDB would run a Mycat hint `/*!mycat:...*/` as code: it is cut off (after
+            // the read/write decision has seen it).
+            let text = match shoal_router::sql::readwrite::mycat_hint_len(sql) {
+                Some(n) => &sql[n..],
+                None => sql,
+            };
             let plan = if diag.is_some() {
                 None
             } else {
-                Some(
-                    routing
-                        .router
-                        .route_in(self.logical.as_deref(), mode, sql, &[]),
-                )
+                let plan = routing
+                    .router
+                    .route_in(self.logical.as_deref(), mode, text, &[]);
+                if let Some(route) = self.read_route_of(routing, mode, sql) {
+                    (self.conns.want, self.conns.writing) = replica::statement_want(route, &plan);
+                }
+                Some(plan)
             };
             (plan, effects, diag)
         };
@@ -204,7 +217,7 @@ impl Session {
                     return Ok(());
                 }
                 let sql = (!same).then_some(t.sql.as_str());
-                self.run_on(
+                self.run_read_on(
                     routing,
                     t.datanode,
                     sql,
@@ -226,7 +239,7 @@ impl Session {
                 let dn = self.any_datanode(routing);
                 let same = self.is_client_text(&sql);
                 let text = (!same).then_some(sql.as_str());
-                self.run_on(
+                self.run_read_on(
                     routing,
                     dn,
                     text,
@@ -323,6 +336,7 @@ impl Session {
             && self.conns.held[i].conn.closed_by_server()
         {
             let h = self.conns.held.remove(i);
+            self.shared.backends.servers[h.server].health.note_error();
             if h.pinned() || self.txn_begin.is_some() {
                 // A transaction or pinned state went with it: say so, as a direct connection
                 // would, instead of carrying on without it.
@@ -331,29 +345,39 @@ impl Session {
             }
         }
         let node = &routing.topology.datanodes[dn];
+        let mut chosen = None;
+        if let Some(i) = self.conns.position(dn) {
+            // Each statement picks its server; a connection on another one is given back
+            // (unless the session is tied to it, or this statement already used it).
+            let h = &self.conns.held[i];
+            if h.used_in != self.conns.statement && !h.pinned() {
+                let server = self.target_server(routing, dn)?;
+                chosen = Some(server);
+                if server != self.conns.held[i].server {
+                    let h = self.conns.held.remove(i);
+                    if self.shared.backends.servers[h.server].health.is_up() {
+                        h.conn.release();
+                    }
+                }
+            }
+        }
         let i = match self.conns.position(dn) {
             Some(i) => i,
             None => {
                 if self.may_hold_and_wait() {
                     self.admit(routing).await?;
                 }
-                let pool = self.shared.pools[node.datahost].clone();
-                if pool.would_wait() {
-                    self.release_idle_of(routing, node.datahost);
-                }
-                let conn = pool
-                    .acquire(Wanted {
-                        wire: self.caps,
-                        prefer: 0,
-                        schema: Some(&node.database),
-                        multi_statements: self.want.multi_statements,
-                    })
-                    .await?;
-                let i = self.conns.push(Held::new(dn, conn));
+                let (server, conn) = self.acquire_for(routing, dn, chosen).await?;
+                let i = self.conns.push(Held::new(dn, server, conn));
                 self.publish_backends();
                 i
             }
         };
+        if self.conns.writing
+            && self.conns.held[i].server == self.shared.backends.primary(node.datahost)
+        {
+            self.conns.note_write(node.datahost, None);
+        }
         let h = &mut self.conns.held[i];
         h.used_in = self.conns.statement;
         let aligned = h.conn.state.schema.as_deref() == Some(node.database.as_str())
@@ -394,6 +418,63 @@ impl Session {
                 Err(e)
             }
         }
+    }
+
+    /// A connection for datanode `dn` on the server the running statement should use. A
+    /// replica that cannot be reached (or has not caught up with a causal read) is passed
+    /// over for another server of the read set, then the primary.
+    async fn acquire_for(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+        mut chosen: Option<usize>,
+    ) -> Result<(usize, crate::backend::pool::PooledConn)> {
+        let node = &routing.topology.datanodes[dn];
+        for attempt in 0..3 {
+            let server = match chosen.take() {
+                Some(s) => s,
+                None => self.target_server(routing, dn)?,
+            };
+            let pool = self.shared.pools[server].clone();
+            if pool.would_wait() {
+                self.release_idle_of(routing, node.datahost);
+            }
+            let got = pool
+                .acquire(Wanted {
+                    wire: self.caps,
+                    prefer: 0,
+                    schema: Some(&node.database),
+                    multi_statements: self.want.multi_statements,
+                })
+                .await;
+            let primary = self.shared.backends.primary(node.datahost);
+            match got {
+                Ok(mut conn) => {
+                    if server == primary || self.causal_ready(server, &mut conn).await {
+                        return Ok((server, conn));
+                    }
+                    conn.release();
+                    // Not caught up in time: the primary has the session's write.
+                    self.conns.want = Want::Primary;
+                }
+                Err(e) if server != primary && attempt < 2 => {
+                    debug!(server, error = %e, "replica unreachable: reading elsewhere");
+                    self.shared.backends.servers[server].health.note_error();
+                    self.conns.avoid = Some(server);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let server = self.target_server(routing, dn)?;
+        let conn = self.shared.pools[server]
+            .acquire(Wanted {
+                wire: self.caps,
+                prefer: 0,
+                schema: Some(&node.database),
+                multi_statements: self.want.multi_statements,
+            })
+            .await?;
+        Ok((server, conn))
     }
 
     /// Sends the client's command (or `sql` as a new COM_QUERY) to datanode `dn` and relays
@@ -473,7 +554,13 @@ impl Session {
             }
             Err(Error::BackendIo(e)) => {
                 debug!(error = %e, "backend failed during a command");
-                self.conns.held.remove(i);
+                let h = self.conns.held.remove(i);
+                self.shared.backends.servers[h.server].health.note_error();
+                if self.conns.retry_read && seq == reply_seq {
+                    // Nothing reached the client: the caller reads elsewhere.
+                    self.conns.failed_read = Some(h.server);
+                    return Ok(None);
+                }
                 self.abandon_transaction().await;
                 let (code, state, msg) = match Error::lost_backend() {
                     Error::Reply {
@@ -517,6 +604,12 @@ impl Session {
             self.want.last_insert_id = id;
             h.conn.state.last_insert_id = id;
         }
+        if let Some(gtid) = &tracked.gtid {
+            let dh = self.shared.backends.servers[h.server].datahost;
+            let gtid = gtid.clone();
+            self.conns.note_write(dh, Some(gtid));
+        }
+        let h = &mut self.conns.held[i];
         if !tracked.is_empty() {
             if tracked.unexplained_change() {
                 h.sticky = true;
@@ -527,6 +620,7 @@ impl Session {
                 schema: None,
                 vars: tracked.vars.clone(),
                 state_changed: false,
+                gtid: None,
             };
             self.want.apply(&vars_only);
         }
@@ -538,8 +632,7 @@ impl Session {
         let mut i = 0;
         while i < self.conns.held.len() {
             let h = &self.conns.held[i];
-            let datahost = h.conn_pool_index(&self.shared);
-            let contended = self.shared.pools[datahost].reclaim_requested()
+            let contended = self.shared.pools[h.server].reclaim_requested()
                 || self
                     .shared
                     .config
@@ -654,17 +747,6 @@ impl Session {
     /// Sends everything written to the client so far.
     pub(crate) async fn flush_client(&mut self) -> Result<()> {
         self.client.flush().await.map_err(Error::ClientIo)
-    }
-}
-
-impl Held {
-    fn conn_pool_index(&self, shared: &crate::session::Shared) -> usize {
-        let routing = shared
-            .config
-            .routing
-            .as_ref()
-            .expect("held connections exist only with the router");
-        routing.topology.datanodes[self.dn].datahost
     }
 }
 

@@ -32,6 +32,8 @@ pub struct ClientStmt {
     pub types: Vec<(u8, u8)>,
     /// COM_STMT_SEND_LONG_DATA was used: not supported through the router.
     pub long_data: bool,
+    /// The router's read/write decision on `sql` (computed at the first EXECUTE).
+    pub read_route: Option<shoal_router::sql::readwrite::ReadRoute>,
 }
 
 /// One bound parameter as it came: type and its value bytes (`None` for NULL).
@@ -61,6 +63,7 @@ impl Statements {
             params,
             types: Vec::new(),
             long_data: false,
+            read_route: None,
         });
         id
     }
@@ -342,6 +345,7 @@ impl Session {
         // needed to plan at all (an INSERT's shard key), with stand-in values: only the
         // metadata is read there, every EXECUTE is planned with its own values.
         let mode = self.sql_mode();
+        self.check_read_only(routing, mode, &sql)?;
         let mut plan = routing
             .router
             .route_in(self.logical.as_deref(), mode, &sql, &[]);
@@ -437,19 +441,22 @@ impl Session {
             return Err(unsupported("cursors on prepared statements"));
         }
         let sql = stmt.sql.clone();
+        let cached_route = stmt.read_route;
         let values: Vec<ParamValue> = params.iter().map(literal).collect();
         let mode = self.sql_mode();
         let plan = routing
             .router
             .route_in(self.logical.as_deref(), mode, &sql, &values);
+        let route = cached_route.or_else(|| self.read_route_of(routing, mode, &sql));
+        if let Some(route) = route {
+            if let Some(stmt) = self.statements.get_mut(id) {
+                stmt.read_route = Some(route);
+            }
+            (self.conns.want, self.conns.writing) = super::replica::statement_want(route, &plan);
+        }
         let req = Request::Execute { params: &params };
         match plan {
-            RoutePlan::Single(t) => {
-                let i = self.touch(routing, t.datanode).await?;
-                let p = self.request_payload(i, &t, &req).await?;
-                self.run_on_payload(routing, t.datanode, &p, reply_seq)
-                    .await
-            }
+            RoutePlan::Single(t) => self.execute_on(routing, &t, &req, reply_seq).await,
             RoutePlan::Any { sql } => {
                 let dn = self.any_datanode(routing);
                 let t = Target {
@@ -457,9 +464,7 @@ impl Session {
                     sql,
                     params: (0..n as u16).collect(),
                 };
-                let i = self.touch(routing, dn).await?;
-                let p = self.request_payload(i, &t, &req).await?;
-                self.run_on_payload(routing, dn, &p, reply_seq).await
+                self.execute_on(routing, &t, &req, reply_seq).await
             }
             RoutePlan::Refuse(e) => Err(refusal(&e)),
             RoutePlan::Broadcast { targets } => {
@@ -492,6 +497,33 @@ impl Session {
                 Err(unsupported("this statement through a prepared statement"))
             }
         }
+    }
+
+    /// Executes on one target; a read that fails on its server before anything reached the
+    /// client is retried once on another server (see `run_read_on`).
+    async fn execute_on(
+        &mut self,
+        routing: &Routing,
+        t: &Target,
+        req: &Request<'_>,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let retry = matches!(self.conns.want, super::connset::Want::Read { .. })
+            && !self.in_transaction_now();
+        for attempt in 0..2 {
+            let i = self.touch(routing, t.datanode).await?;
+            let p = self.request_payload(i, t, req).await?;
+            self.conns.retry_read = retry && attempt == 0;
+            let out = self
+                .run_on_payload(routing, t.datanode, &p, reply_seq)
+                .await;
+            self.conns.retry_read = false;
+            match self.conns.failed_read.take() {
+                Some(bad) if out.is_ok() => self.conns.avoid = Some(bad),
+                _ => return out,
+            }
+        }
+        Ok(())
     }
 
     /// The bytes target `t` gets on held connection `i` for `req`: its SQL as a COM_QUERY, or

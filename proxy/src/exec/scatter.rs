@@ -282,7 +282,12 @@ impl Session {
     /// A connection of `dn`'s pool in the session's state, for one statement.
     async fn extra_connection(&mut self, routing: &Routing, dn: DatanodeId) -> Result<PooledConn> {
         let node = &routing.topology.datanodes[dn];
-        let mut conn = self.shared.pools[node.datahost]
+        // The same server as the datanode's held connection (the statement chose it).
+        let server = match self.conns.get_mut(dn) {
+            Some(h) => h.server,
+            None => self.shared.backends.primary(node.datahost),
+        };
+        let mut conn = self.shared.pools[server]
             .acquire(Wanted {
                 wire: self.caps,
                 prefer: 0,

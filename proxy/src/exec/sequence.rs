@@ -90,7 +90,7 @@ impl Session {
         // A fresh segment, large enough for this statement's rows (consecutive ids).
         let k = fill.step.max(n);
         let node = &routing.topology.datanodes[fill.datanode];
-        let pool = self.shared.pools[node.datahost].clone();
+        let pool = self.shared.pools[self.shared.backends.primary(node.datahost)].clone();
         if pool.would_wait() {
             self.release_idle_of(routing, node.datahost);
         }

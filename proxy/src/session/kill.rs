@@ -80,9 +80,11 @@ impl Session {
         let routing = self.shared.config.routing.as_deref();
         let current = || {
             let passthrough = self.backend.iter().map(|b| (0, b.thread_id));
-            let routed = self.conns.held.iter().filter_map(move |h| {
-                routing.map(|r| (r.topology.datanodes[h.dn].datahost, h.conn.thread_id))
-            });
+            let routed = self
+                .conns
+                .held
+                .iter()
+                .filter_map(move |h| routing.map(|_| (h.server, h.conn.thread_id)));
             passthrough.chain(routed)
         };
         let mut published = self

@@ -121,23 +121,6 @@ impl Session {
             let e = Error::access_denied(&hello.user, &self.peer_host, !auth.is_empty());
             return self.fail(seq, e).await;
         }
-        if self
-            .shared
-            .config
-            .user(&hello.user)
-            .is_some_and(|u| u.read_only)
-        {
-            let e = Error::fatal(
-                1045,
-                b"28000",
-                format!(
-                    "Access denied for user '{}': read-only users are not supported by this \
-                     version of Shoal yet",
-                    hello.user
-                ),
-            );
-            return self.fail(seq, e).await;
-        }
         self.user = hello.user;
         self.want.multi_statements = self.caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
         self.initial_vars = charset_vars(hello.collation);

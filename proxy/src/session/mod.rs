@@ -34,8 +34,11 @@ pub struct Shared {
     pub config: Arc<ProxyConfig>,
     /// The pool of the relay-only path (the one datanode served without the router).
     pub pool: Arc<BackendPool>,
-    /// One pool per datahost primary, indexed like the topology's datahosts (with the router).
+    /// One pool per server (with the router: `backends.servers` order; without it, the relay
+    /// path's pool). A held connection's `server` indexes it.
     pub pools: Vec<Arc<BackendPool>>,
+    /// Every datahost's servers, their health and the read balancing (with the router).
+    pub backends: Arc<crate::backend::balance::Backends>,
     /// Version string announced to clients (the backend's own, so drivers enable the same
     /// features they would against it directly).
     pub server_version: Vec<u8>,

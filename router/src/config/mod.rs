@@ -130,6 +130,117 @@ pub struct DatahostDef {
     pub replicas: Vec<HostEndpoint>,
     #[serde(default)]
     pub pool: PoolConfig,
+    /// How reads that may use a replica are spread over the servers.
+    #[serde(default)]
+    pub balance: Balance,
+    /// Whether a session's reads after its own writes must see them.
+    #[serde(default)]
+    pub read_your_writes: ReadYourWrites,
+    /// The health monitor's checks of every server of this datahost.
+    #[serde(default)]
+    pub health: HealthConfig,
+}
+
+impl DatahostDef {
+    /// The read weight of server `i` (0 = the primary, then the replicas): replicas default to
+    /// 1; the primary takes reads only with an explicit weight (or when no replica can).
+    pub fn read_weight(&self, i: usize) -> u32 {
+        if i == 0 {
+            self.primary.weight.unwrap_or(0)
+        } else {
+            self.replicas
+                .get(i - 1)
+                .map_or(0, |r| r.weight.unwrap_or(default_weight()))
+        }
+    }
+}
+
+/// `balance:` of a datahost: where reads that may leave the primary go.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// Every statement on the primary (replicas ignored).
+    #[default]
+    PrimaryOnly,
+    /// In turn over the servers with a non-zero weight.
+    RoundRobin,
+    /// At random, in proportion to the servers' weights.
+    WeightedRandom,
+    /// The server with the fewest connections in use (relative to its weight).
+    LeastConnections,
+}
+
+impl Balance {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Balance::PrimaryOnly => "primary_only",
+            Balance::RoundRobin => "round_robin",
+            Balance::WeightedRandom => "weighted_random",
+            Balance::LeastConnections => "least_connections",
+        }
+    }
+}
+
+/// `read_your_writes:` of a datahost: `off`, `{ primary_after_write: 2s }` (reads go to the
+/// primary for that long after the session's last write there) or `{ causal: 1s }` (a replica
+/// read first waits up to that long for the GTID of the session's last write, else the read
+/// goes to the primary).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadYourWrites {
+    #[default]
+    Off,
+    PrimaryAfterWrite(#[serde(with = "de::duration")] Duration),
+    Causal(#[serde(with = "de::duration")] Duration),
+}
+
+/// `health:` of a datahost.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HealthConfig {
+    /// How often each server is checked.
+    #[serde(default = "default_heartbeat", with = "de::duration")]
+    pub heartbeat: Duration,
+    /// A check (connect included) slower than this fails.
+    #[serde(default = "default_health_timeout", with = "de::duration")]
+    pub timeout: Duration,
+    /// Consecutive failed checks that mark a server down.
+    #[serde(default = "default_down_after")]
+    pub down_after: u32,
+    /// Consecutive good checks that bring a down server back.
+    #[serde(default = "default_up_after")]
+    pub up_after: u32,
+    /// A replica further behind than this (`Seconds_Behind_Master`) takes no reads.
+    #[serde(default = "default_max_replication_lag", with = "de::duration")]
+    pub max_replication_lag: Duration,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig {
+            heartbeat: default_heartbeat(),
+            timeout: default_health_timeout(),
+            down_after: default_down_after(),
+            up_after: default_up_after(),
+            max_replication_lag: default_max_replication_lag(),
+        }
+    }
+}
+
+fn default_heartbeat() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_health_timeout() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_down_after() -> u32 {
+    3
+}
+fn default_up_after() -> u32 {
+    2
+}
+fn default_max_replication_lag() -> Duration {
+    Duration::from_secs(10)
 }
 
 /// One MySQL server: where it is and how to log in.
@@ -141,9 +252,10 @@ pub struct HostEndpoint {
     pub user: String,
     #[serde(default)]
     pub password: String,
-    /// Share of reads among the replicas (and the primary, when it takes reads); 0 = none.
-    #[serde(default = "default_weight")]
-    pub weight: u32,
+    /// Share of reads (see [`DatahostDef::read_weight`]): replicas default to 1, the primary
+    /// to 0 (it reads only when no replica can); 0 = no reads.
+    #[serde(default)]
+    pub weight: Option<u32>,
 }
 
 impl HostEndpoint {

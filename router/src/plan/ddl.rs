@@ -319,6 +319,9 @@ pub(crate) fn plan_show(topo: &Topology, current: Option<&str>, text: &Text) -> 
     if full {
         i += 1;
     }
+    if !full && kw(sql, toks, i, "SHOAL") && kw(sql, toks, i + 1, "BACKENDS") {
+        return RoutePlan::Local(LocalAnswer::ShowBackends);
+    }
     if kw(sql, toks, i, "DATABASES") || kw(sql, toks, i, "SCHEMAS") {
         let mut schemas: Vec<String> = topo.schemas.values().map(|s| s.name.clone()).collect();
         schemas.sort();

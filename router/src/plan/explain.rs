@@ -188,6 +188,7 @@ fn local(topo: &Topology, l: &LocalAnswer) -> String {
         }
         LocalAnswer::CurrentDatabase { column } => format!("current database as {column}"),
         LocalAnswer::ExplainRoute { rows } => format!("explain route ({} rows)", rows.len()),
+        LocalAnswer::ShowBackends => "show shoal backends".to_string(),
     }
 }
 

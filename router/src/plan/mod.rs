@@ -247,4 +247,6 @@ pub enum LocalAnswer {
     /// `EXPLAIN ROUTE <sql>`: rows of (datanode, sql); merge steps as rows with datanode
     /// `(merge)`.
     ExplainRoute { rows: Vec<(String, String)> },
+    /// `SHOW SHOAL BACKENDS`: every server of every datahost, its role and health.
+    ShowBackends,
 }

@@ -12,6 +12,7 @@ mod dialect;
 pub mod lex;
 pub mod mode;
 pub mod normalize;
+pub mod readwrite;
 pub mod stmt;
 
 pub use classify::{

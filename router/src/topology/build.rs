@@ -169,6 +169,7 @@ impl<'a> Builder<'a> {
                     format!("{} is above pool.max {}", h.pool.min, h.pool.max),
                 ));
             }
+            check_health(&key, h)?;
         }
         Ok(())
     }
@@ -703,6 +704,54 @@ fn unique_shards(key: &str, shards: &[Shard]) -> Result<(), ConfigError> {
                     "two shards would both be table {:?} on the same datanode; the pattern must tell them apart",
                     s.physical_table
                 ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The read-balancing and health settings of one datahost.
+fn check_health(key: &str, h: &crate::config::DatahostDef) -> Result<(), ConfigError> {
+    use crate::config::{Balance, ReadYourWrites};
+    let hc = &h.health;
+    if hc.heartbeat.is_zero() {
+        return Err(err(format!("{key}.health.heartbeat"), "must be above 0"));
+    }
+    if hc.timeout.is_zero() {
+        return Err(err(format!("{key}.health.timeout"), "must be above 0"));
+    }
+    if hc.down_after == 0 {
+        return Err(err(
+            format!("{key}.health.down_after"),
+            "must be at least 1",
+        ));
+    }
+    if hc.up_after == 0 {
+        return Err(err(format!("{key}.health.up_after"), "must be at least 1"));
+    }
+    match h.read_your_writes {
+        ReadYourWrites::PrimaryAfterWrite(d) | ReadYourWrites::Causal(d) if d.is_zero() => {
+            return Err(err(
+                format!("{key}.read_your_writes"),
+                "the window or timeout must be above 0 (or write `off`)",
+            ));
+        }
+        _ => {}
+    }
+    if h.balance != Balance::PrimaryOnly {
+        if h.replicas.is_empty() {
+            return Err(err(
+                format!("{key}.balance"),
+                format!(
+                    "{} needs replicas; without them use primary_only",
+                    h.balance.as_str()
+                ),
+            ));
+        }
+        if (0..=h.replicas.len()).all(|i| h.read_weight(i) == 0) {
+            return Err(err(
+                format!("{key}.balance"),
+                "every server has weight 0: nothing could take reads",
             ));
         }
     }

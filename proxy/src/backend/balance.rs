@@ -1,0 +1,193 @@
+//! The servers behind each datahost (its primary and replicas, one pool each) and which one a
+//! statement gets: the current primary for anything that must run there, a server of the read
+//! set for reads, as the datahost's `balance` mode says. Health comes from [`super::health`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rand::Rng;
+use shoal_router::config::{Balance, DatahostDef, HealthConfig, ReadYourWrites};
+use tracing::info;
+
+use super::health::Health;
+use super::pool::BackendPool;
+
+/// One server (primary or replica) of a datahost.
+pub struct Server {
+    pub datahost: usize,
+    pub address: String,
+    pub pool: Arc<BackendPool>,
+    /// Share of reads (0 = none).
+    pub weight: u32,
+    pub health: Health,
+}
+
+/// One datahost: its servers and how reads are spread over them.
+pub struct Host {
+    pub name: String,
+    /// Indices in [`Backends::servers`]; the configured primary first.
+    pub servers: Vec<usize>,
+    pub balance: Balance,
+    pub read_your_writes: ReadYourWrites,
+    pub health: HealthConfig,
+    /// The server writes go to now (moves when failover is followed).
+    primary: AtomicUsize,
+    /// Round-robin position.
+    next: AtomicUsize,
+}
+
+impl Host {
+    pub fn primary(&self) -> usize {
+        self.primary.load(Ordering::Relaxed)
+    }
+
+    pub fn has_replicas(&self) -> bool {
+        self.servers.len() > 1
+    }
+}
+
+/// Every server of every datahost; pools are indexed like `servers`.
+pub struct Backends {
+    pub servers: Vec<Server>,
+    pub hosts: Vec<Host>,
+}
+
+impl Backends {
+    /// One server per primary and replica of each datahost; `pool_of(datahost, endpoint)`
+    /// builds a server's pool (endpoint 0 is the primary).
+    pub fn new(
+        datahosts: &[DatahostDef],
+        mut pool_of: impl FnMut(usize, usize) -> Arc<BackendPool>,
+    ) -> Backends {
+        let mut servers = Vec::new();
+        let mut hosts = Vec::new();
+        for (dh, def) in datahosts.iter().enumerate() {
+            let endpoints = std::iter::once(&def.primary).chain(def.replicas.iter());
+            let first = servers.len();
+            for (j, e) in endpoints.enumerate() {
+                servers.push(Server {
+                    datahost: dh,
+                    address: e.address.clone(),
+                    pool: pool_of(dh, j),
+                    weight: def.read_weight(j),
+                    health: Health::default(),
+                });
+            }
+            hosts.push(Host {
+                name: def.name.clone(),
+                servers: (first..servers.len()).collect(),
+                balance: def.balance,
+                read_your_writes: def.read_your_writes,
+                health: def.health.clone(),
+                primary: AtomicUsize::new(first),
+                next: AtomicUsize::new(0),
+            });
+        }
+        Backends { servers, hosts }
+    }
+
+    /// Whether any datahost spreads reads (else the executor skips the read/write decision).
+    pub fn any_read_balancing(&self) -> bool {
+        self.hosts.iter().any(|h| h.has_replicas())
+    }
+
+    /// The current primary of datahost `dh`.
+    pub fn primary(&self, dh: usize) -> usize {
+        self.hosts[dh].primary()
+    }
+
+    /// Whether server `s` may take reads now: up, with weight, and (unless it is the primary)
+    /// replicating within the lag limit.
+    fn readable(&self, s: usize) -> bool {
+        let server = &self.servers[s];
+        let host = &self.hosts[server.datahost];
+        if server.weight == 0 || !server.health.is_up() {
+            return false;
+        }
+        s == host.primary() || server.health.replica_ok(host.health.max_replication_lag)
+    }
+
+    /// The server a read on datahost `dh` goes to, by its balance mode (`balance` overrides it,
+    /// for a hint on a `primary_only` datahost), avoiding `avoid`. `None`: no server of the
+    /// read set qualifies (the read goes to the primary).
+    pub fn pick_read(&self, dh: usize, balance: Balance, avoid: Option<usize>) -> Option<usize> {
+        let host = &self.hosts[dh];
+        let mut set: [(usize, u32); 16] = [(0, 0); 16];
+        let mut n = 0;
+        for &s in &host.servers {
+            if n < set.len() && Some(s) != avoid && self.readable(s) {
+                set[n] = (s, self.servers[s].weight);
+                n += 1;
+            }
+        }
+        let set = &set[..n];
+        if set.is_empty() {
+            return None;
+        }
+        let total: u64 = set.iter().map(|(_, w)| u64::from(*w)).sum();
+        let by_weight = |mut k: u64| {
+            for &(s, w) in set {
+                if k < u64::from(w) {
+                    return s;
+                }
+                k -= u64::from(w);
+            }
+            set[set.len() - 1].0
+        };
+        Some(match balance {
+            Balance::PrimaryOnly | Balance::RoundRobin => {
+                let k = host.next.fetch_add(1, Ordering::Relaxed) as u64;
+                by_weight(k % total)
+            }
+            Balance::WeightedRandom => by_weight(rand::rng().random_range(0..total)),
+            Balance::LeastConnections => {
+                let load = |s: usize| {
+                    let (total, idle) = self.servers[s].pool.counts();
+                    (total.saturating_sub(idle) as u64 * 1000) / u64::from(self.servers[s].weight)
+                };
+                set.iter().map(|&(s, _)| s).min_by_key(|&s| load(s))?
+            }
+        })
+    }
+
+    /// Failover following, after a check of a server of `dh`: when the primary is down (or its
+    /// last check failed) or read-only, a replica that is up and writable becomes the primary.
+    /// Shoal never makes a server writable itself.
+    pub fn follow_failover(&self, dh: usize) {
+        let host = &self.hosts[dh];
+        let p = host.primary();
+        let ph = &self.servers[p].health;
+        let primary_gone = !ph.is_up() || !ph.last_ok() || ph.read_only() == Some(true);
+        if !primary_gone {
+            return;
+        }
+        let Some(&next) = host.servers.iter().find(|&&s| {
+            s != p
+                && self.servers[s].health.last_ok()
+                && self.servers[s].health.read_only() == Some(false)
+        }) else {
+            return;
+        };
+        if host
+            .primary
+            .compare_exchange(p, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            info!(
+                datahost = %host.name,
+                old = %self.servers[p].address,
+                new = %self.servers[next].address,
+                "following failover: a writable replica is the datahost's primary now"
+            );
+        }
+    }
+
+    /// The role of server `s` now.
+    pub fn role(&self, s: usize) -> &'static str {
+        if self.hosts[self.servers[s].datahost].primary() == s {
+            "primary"
+        } else {
+            "replica"
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The health monitor: one task per server checks it every `heartbeat` on a connection of its
+//! own (`SELECT @@read_only`, and `SHOW SLAVE STATUS` for replication and lag). A server is
+//! down after `down_after` failed checks in a row and up again after `up_after` good ones;
+//! going down discards its pooled connections. After each check the datahost follows an
+//! external failover (see [`Backends::follow_failover`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use mysql_common::constants::CapabilityFlags;
+use tracing::{debug, info};
+
+use super::balance::Backends;
+use super::conn::BackendConn;
+use crate::error::{Error, Result};
+
+/// What the monitor last learned about one server (read lock-free by every statement).
+#[derive(Debug)]
+pub struct Health {
+    up: AtomicBool,
+    /// The last check succeeded (a server goes down only after `down_after` failures).
+    last_ok: AtomicBool,
+    /// Replication IO and SQL threads running (replicas; true on a server without a source).
+    replicating: AtomicBool,
+    /// Seconds_Behind_Master; -1 when unknown (NULL, or not a replica).
+    lag: AtomicI64,
+    /// 0 unknown, 1 writable, 2 read-only.
+    read_only: AtomicU8,
+    errors: AtomicU64,
+    /// Unix time of the last check, in milliseconds (0 = never).
+    last_check_ms: AtomicU64,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            // Until the first check says otherwise, a configured server is assumed to serve.
+            up: AtomicBool::new(true),
+            last_ok: AtomicBool::new(true),
+            replicating: AtomicBool::new(true),
+            lag: AtomicI64::new(-1),
+            read_only: AtomicU8::new(0),
+            errors: AtomicU64::new(0),
+            last_check_ms: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Health {
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    pub fn last_ok(&self) -> bool {
+        self.last_ok.load(Ordering::Relaxed)
+    }
+
+    /// `Some(true)` read-only, `Some(false)` writable, `None` not known yet.
+    pub fn read_only(&self) -> Option<bool> {
+        match self.read_only.load(Ordering::Relaxed) {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Replication lag in seconds, if known.
+    pub fn lag(&self) -> Option<u64> {
+        u64::try_from(self.lag.load(Ordering::Relaxed)).ok()
+    }
+
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    pub fn last_check(&self) -> Option<SystemTime> {
+        match self.last_check_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(UNIX_EPOCH + Duration::from_millis(ms)),
+        }
+    }
+
+    /// Whether a replica may take reads: replicating, and its lag known and within `max`.
+    pub fn replica_ok(&self, max: Duration) -> bool {
+        self.replicating.load(Ordering::Relaxed) && self.lag().is_some_and(|l| l <= max.as_secs())
+    }
+
+    /// A statement failed to reach this server (counted; the monitor decides up/down).
+    pub fn note_error(&self) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What one good check found.
+struct Status {
+    read_only: bool,
+    /// `None`: not a replica (no `SHOW SLAVE STATUS` row).
+    replica: Option<(bool, Option<i64>)>,
+}
+
+async fn check(conn: &mut Option<BackendConn>, backends: &Backends, s: usize) -> Result<Status> {
+    let server = &backends.servers[s];
+    let timeout = backends.hosts[server.datahost].health.timeout;
+    if conn.as_mut().is_none_or(|c| c.closed_by_server()) {
+        let wire = CapabilityFlags::CLIENT_DEPRECATE_EOF | CapabilityFlags::CLIENT_MULTI_RESULTS;
+        *conn = Some(BackendConn::connect(server.pool.spec(), wire, None, false, timeout).await?);
+    }
+    let c = conn.as_mut().expect("connected");
+    let read_only = c.query_value("SELECT @@read_only").await?;
+    let row = c.query_named_row("SHOW SLAVE STATUS").await?;
+    let replica = row.map(|row| {
+        let get = |name: &str| {
+            row.iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .and_then(|(_, v)| v.clone())
+        };
+        let running = get("Slave_IO_Running").as_deref() == Some("Yes")
+            && get("Slave_SQL_Running").as_deref() == Some("Yes");
+        let lag = get("Seconds_Behind_Master").and_then(|v| v.parse().ok());
+        (running, lag)
+    });
+    Ok(Status {
+        read_only: read_only.as_deref() != Some("0"),
+        replica,
+    })
+}
+
+/// Checks server `s` every heartbeat until the process ends.
+pub async fn monitor(backends: Arc<Backends>, s: usize) {
+    let server = &backends.servers[s];
+    let host = &backends.hosts[server.datahost];
+    let cfg = host.health.clone();
+    let h = &server.health;
+    let mut conn: Option<BackendConn> = None;
+    let (mut fails, mut oks) = (0u32, 0u32);
+    let mut tick = tokio::time::interval(cfg.heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let result = match tokio::time::timeout(cfg.timeout, check(&mut conn, &backends, s)).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::backend_unreachable(
+                &server.address,
+                "check timed out",
+            )),
+        };
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        h.last_check_ms.store(now, Ordering::Relaxed);
+        match result {
+            Ok(st) => {
+                fails = 0;
+                oks = oks.saturating_add(1);
+                h.last_ok.store(true, Ordering::Relaxed);
+                let ro = if st.read_only { 2 } else { 1 };
+                if h.read_only.swap(ro, Ordering::Relaxed) != ro && ro == 1 {
+                    info!(server = %server.address, datahost = %host.name, "server is writable (read_only=0)");
+                }
+                let (running, lag) = match st.replica {
+                    Some((running, lag)) => (running, lag.unwrap_or(-1)),
+                    None => (true, 0),
+                };
+                let was_running = h.replicating.swap(running, Ordering::Relaxed);
+                let old_lag = h.lag.swap(lag, Ordering::Relaxed);
+                if st.replica.is_some() {
+                    if was_running != running {
+                        info!(server = %server.address, datahost = %host.name, running, "replication state changed");
+                    }
+                    let max = cfg.max_replication_lag.as_secs() as i64;
+                    let (was_ok, ok) = (old_lag >= 0 && old_lag <= max, lag >= 0 && lag <= max);
+                    if was_ok != ok {
+                        info!(server = %server.address, datahost = %host.name, lag, "replication lag {}", if ok { "within the limit: back in the read set" } else { "above the limit or unknown: out of the read set" });
+                    }
+                }
+                if !h.is_up() && oks >= cfg.up_after {
+                    h.up.store(true, Ordering::Relaxed);
+                    info!(server = %server.address, datahost = %host.name, "server is up");
+                }
+            }
+            Err(e) => {
+                conn = None;
+                oks = 0;
+                fails = fails.saturating_add(1);
+                h.errors.fetch_add(1, Ordering::Relaxed);
+                h.last_ok.store(false, Ordering::Relaxed);
+                debug!(server = %server.address, error = %e, "health check failed");
+                if h.is_up() && fails >= cfg.down_after {
+                    h.up.store(false, Ordering::Relaxed);
+                    let dropped = server.pool.discard_idle();
+                    info!(server = %server.address, datahost = %host.name, error = %e, dropped, "server is down");
+                }
+            }
+        }
+        backends.follow_failover(server.datahost);
+    }
+}

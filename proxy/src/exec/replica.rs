@@ -1,0 +1,261 @@
+//! Which server of a datanode's datahost a statement's connection goes to: the primary, or
+//! (for a plain read outside a transaction) a server of the read set chosen by the datahost's
+//! balance mode ([`crate::backend::balance`]), subject to read-your-writes. The router says
+//! whether a statement may read from a replica ([`shoal_router::sql::readwrite`]); the session
+//! adds what only it knows (an open transaction, pinned connections, its last writes).
+
+use std::time::Duration;
+
+use shoal_router::config::{Balance, ReadYourWrites};
+use shoal_router::plan::RoutePlan;
+use shoal_router::sql::readwrite::{PrimaryWhy, ReadRoute, read_route};
+use shoal_router::topology::DatanodeId;
+use tracing::debug;
+
+use super::connset::Want;
+use super::{AUTOCOMMIT, IN_TRANS};
+use crate::backend::pool::PooledConn;
+use crate::config::Routing;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::session::relay::{Expect, Outcome};
+
+/// 2003: writes (and reads with nowhere else to go) on a datanode whose primary is down.
+fn primary_down(datanode: &str, datahost: &str, address: &str) -> Error {
+    Error::reply(
+        2003,
+        b"HY000",
+        format!(
+            "datanode {datanode}: the primary {address} of datahost {datahost} is down \
+             (health check); statements that need it fail until it is back"
+        ),
+    )
+}
+
+/// Where a statement planned as `plan` goes, from the router's decision on its text, and
+/// whether it writes (for read-your-writes).
+pub(super) fn statement_want(route: ReadRoute, plan: &RoutePlan) -> (Want, bool) {
+    let read_plan = matches!(
+        plan,
+        RoutePlan::Single(_)
+            | RoutePlan::Any { .. }
+            | RoutePlan::Scatter {
+                merge: shoal_router::plan::Merge::Rows(_),
+                ..
+            }
+    );
+    match route {
+        ReadRoute::Replica { hinted } if read_plan => (Want::Read { hinted }, false),
+        ReadRoute::Primary(PrimaryWhy::NotARead) => (
+            Want::Primary,
+            matches!(
+                plan,
+                RoutePlan::Single(_)
+                    | RoutePlan::Scatter { .. }
+                    | RoutePlan::Broadcast { .. }
+                    | RoutePlan::Refuse(_)
+            ),
+        ),
+        _ => (Want::Primary, false),
+    }
+}
+
+/// 1290 (HY000), as a server started with --read-only answers, naming the user.
+fn read_only_refused(user: &str, what: &str) -> Error {
+    Error::reply(
+        1290,
+        b"HY000",
+        format!(
+            "User '{user}' is read-only (users.read_only in Shoal's configuration), so it \
+             cannot execute this statement ({what})"
+        ),
+    )
+}
+
+impl Session {
+    /// A `read_only` user's statement that is not a read is refused.
+    pub(super) fn check_read_only(
+        &self,
+        routing: &Routing,
+        mode: shoal_router::sql::SqlMode,
+        sql: &str,
+    ) -> Result<()> {
+        if routing.read_only_users.is_empty() || !routing.read_only_users.contains(&self.user) {
+            return Ok(());
+        }
+        match shoal_router::sql::readwrite::read_only_violation(
+            sql,
+            mode,
+            routing.router.server_version(),
+        ) {
+            Some(what) => Err(read_only_refused(&self.user, &what)),
+            None => Ok(()),
+        }
+    }
+
+    /// The router's read/write decision for `sql`, when any datahost has replicas.
+    pub(super) fn read_route_of(
+        &self,
+        routing: &Routing,
+        mode: shoal_router::sql::SqlMode,
+        sql: &str,
+    ) -> Option<ReadRoute> {
+        if !self.shared.backends.any_read_balancing() {
+            return None;
+        }
+        Some(read_route(sql, mode, routing.router.server_version()))
+    }
+
+    /// Whether the session is inside a transaction (or has autocommit off).
+    pub(super) fn in_transaction_now(&self) -> bool {
+        self.txn_begin.is_some()
+            || self.conns.in_transaction()
+            || self.status & AUTOCOMMIT == 0
+            || self.status & IN_TRANS != 0
+    }
+
+    /// The server datanode `dn`'s connection should be on for the running statement.
+    pub(super) fn target_server(&mut self, routing: &Routing, dn: DatanodeId) -> Result<usize> {
+        let node = &routing.topology.datanodes[dn];
+        let dh = node.datahost;
+        let backends = self.shared.backends.clone();
+        let host = &backends.hosts[dh];
+        let primary = host.primary();
+        if let Want::Read { hinted } = self.conns.want
+            && host.has_replicas()
+            && !self.in_transaction_now()
+        {
+            let balance = match host.balance {
+                Balance::PrimaryOnly if hinted => Some(Balance::RoundRobin),
+                Balance::PrimaryOnly => None,
+                b => Some(b),
+            };
+            let recent_write = match host.read_your_writes {
+                ReadYourWrites::PrimaryAfterWrite(window) if !hinted => self
+                    .conns
+                    .last_write(dh)
+                    .is_some_and(|w| w.at.elapsed() < window),
+                _ => false,
+            };
+            if let Some(balance) = balance
+                && !recent_write
+                && let Some(s) = backends.pick_read(dh, balance, self.conns.avoid)
+            {
+                return Ok(s);
+            }
+        }
+        if !backends.servers[primary].health.is_up() {
+            return Err(primary_down(
+                &node.name,
+                &host.name,
+                &backends.servers[primary].address,
+            ));
+        }
+        Ok(primary)
+    }
+
+    /// Causal reads: before reading on replica `server`, waits there (up to the datahost's
+    /// timeout) for the GTID of the session's last write on its datahost. `false`: the replica
+    /// has not applied it in time (the read goes to the primary instead).
+    pub(super) async fn causal_ready(&mut self, server: usize, conn: &mut PooledConn) -> bool {
+        let backends = self.shared.backends.clone();
+        let dh = backends.servers[server].datahost;
+        let host = &backends.hosts[dh];
+        let ReadYourWrites::Causal(timeout) = host.read_your_writes else {
+            return true;
+        };
+        if server == host.primary() || matches!(self.conns.want, Want::Read { hinted: true }) {
+            return true;
+        }
+        let Some(w) = self.conns.last_write(dh) else {
+            return true;
+        };
+        let Some(gtid) = w.gtid.clone() else {
+            return true;
+        };
+        if w.applied_on.contains(&server) {
+            return true;
+        }
+        let secs = timeout.as_secs_f64();
+        let sql = format!(
+            "SELECT MASTER_GTID_WAIT('{}', {secs:.3})",
+            gtid.replace('\'', "")
+        );
+        let limit = timeout + Duration::from_secs(1);
+        let done = tokio::time::timeout(limit, conn.query_value(&sql)).await;
+        let ok = matches!(&done, Ok(Ok(Some(v))) if v == "0");
+        debug!(server, %gtid, ok, "causal read: waited for the session's last write");
+        if ok && let Some(w) = self.conns.last_write(dh) {
+            w.applied_on.push(server);
+        }
+        ok
+    }
+
+    /// Runs a read on `dn` (the client's command, or `sql`); a read that fails on its server
+    /// before anything reached the client is retried once on another server (never inside a
+    /// transaction, never a write: only `Want::Read` statements come here).
+    pub(super) async fn run_read_on(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+        sql: Option<&str>,
+        expect: Expect,
+        reply_seq: u8,
+    ) -> Result<Option<Outcome>> {
+        let retry = matches!(self.conns.want, Want::Read { .. }) && !self.in_transaction_now();
+        self.conns.retry_read = retry;
+        let out = self.run_on(routing, dn, sql, expect, reply_seq).await;
+        self.conns.retry_read = false;
+        match (out, self.conns.failed_read.take()) {
+            (Ok(None), Some(bad)) => {
+                debug!(
+                    server = bad,
+                    "read failed on its server: retried on another"
+                );
+                self.conns.avoid = Some(bad);
+                self.run_on(routing, dn, sql, expect, reply_seq).await
+            }
+            (out, _) => out,
+        }
+    }
+}
+
+impl Session {
+    /// `SHOW SHOAL BACKENDS`: one row per server.
+    pub(super) fn backend_rows(&self) -> Vec<Vec<Option<String>>> {
+        let b = &self.shared.backends;
+        b.servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let host = &b.hosts[s.datahost];
+                let h = &s.health;
+                let state = if !h.is_up() {
+                    "down"
+                } else if i != host.primary() && !h.replica_ok(host.health.max_replication_lag) {
+                    "up, not in the read set"
+                } else {
+                    "up"
+                };
+                let (total, idle) = s.pool.counts();
+                let last = h.last_check().map(|t| {
+                    let ms = t
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis());
+                    format!("{}.{:03}", ms / 1000, ms % 1000)
+                });
+                vec![
+                    Some(host.name.clone()),
+                    Some(s.address.clone()),
+                    Some(b.role(i).to_string()),
+                    Some(state.to_string()),
+                    h.lag().map(|l| l.to_string()),
+                    Some(total.saturating_sub(idle).to_string()),
+                    Some(idle.to_string()),
+                    Some(h.errors().to_string()),
+                    last,
+                ]
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,917 @@
+//! Read/write splitting end to end, over real MariaDB replication (the launcher's replicas):
+//! where statements run is counted on the backends themselves (`Com_select`, rows), health
+//! changes are provoked for real (kill -9, stopped SQL threads, delayed replication), and every
+//! wait is a poll with a generous deadline: no test asserts a timing.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts};
+use shoal_bench::cluster::{Cluster, ClusterSpec};
+use shoal_tests::{ShoalProcess, scratch_dir, server_error, unique_name};
+
+const DB: &str = "rw";
+
+async fn start_cluster(primaries: usize, replicas: usize) -> Cluster {
+    Cluster::start(ClusterSpec {
+        primaries,
+        replicas_per_primary: replicas,
+        databases: vec![DB.to_string()],
+        ..ClusterSpec::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("cannot start {primaries} primaries x {replicas} replicas: {e}"))
+}
+
+/// One datahost of a generated config: its primary and replicas (instance indices) and extra
+/// YAML lines (balance, read_your_writes, health...).
+struct Host<'a> {
+    primary: usize,
+    replicas: &'a [(usize, Option<u32>)],
+    extra: &'a str,
+}
+
+/// A config with one datanode per datahost (database `rw`), table `t` sharded by `id` over
+/// them when there are several, users `app` and `report` (read-only).
+fn write_config(cluster: &Cluster, hosts: &[Host]) -> PathBuf {
+    let inst = cluster.instances();
+    let addr = |i: usize| format!("{}:{}", inst[i].host, inst[i].port);
+    let (u, pw) = (cluster.user(), cluster.password());
+    let mut text = String::from(
+        "users:\n  - { name: app, password: app-secret, schemas: [shop] }\n  \
+         - { name: report, password: report-secret, schemas: [shop], read_only: true }\n\
+         datahosts:\n",
+    );
+    for (k, h) in hosts.iter().enumerate() {
+        text.push_str(&format!(
+            "  - name: dh{}\n    primary: {{ address: {}, user: {u}, password: {pw} }}\n",
+            k + 1,
+            addr(h.primary)
+        ));
+        if !h.replicas.is_empty() {
+            text.push_str("    replicas:\n");
+            for (r, w) in h.replicas {
+                let weight = w.map(|w| format!(", weight: {w}")).unwrap_or_default();
+                text.push_str(&format!(
+                    "      - {{ address: {}, user: {u}, password: {pw}{weight} }}\n",
+                    addr(*r)
+                ));
+            }
+        }
+        text.push_str("    pool: { max: 40 }\n");
+        for line in h.extra.lines().filter(|l| !l.trim().is_empty()) {
+            text.push_str(&format!("    {}\n", line.trim()));
+        }
+    }
+    text.push_str("datanodes:\n");
+    for k in 0..hosts.len() {
+        text.push_str(&format!(
+            "  - {{ name: dn{}, datahost: dh{}, database: {DB} }}\n",
+            k + 1,
+            k + 1
+        ));
+    }
+    text.push_str("schemas:\n  - name: shop\n    default_datanode: dn1\n");
+    if hosts.len() > 1 {
+        text.push_str(&format!(
+            "    tables:\n      - {{ name: t, type: sharded, shard_key: id, rule: by_id, \
+             datanodes: dn$1-{} }}\nrules:\n  - {{ name: by_id, algorithm: mod }}\n",
+            hosts.len()
+        ));
+    }
+    let path = scratch_dir().join(format!("{}.yaml", unique_name("replicas")));
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+fn start_shoal(config: &Path) -> ShoalProcess {
+    ShoalProcess::start(&["--config".to_string(), config.display().to_string()])
+}
+
+async fn client(shoal: &ShoalProcess) -> Conn {
+    client_as(shoal, "app", "app-secret").await
+}
+
+async fn client_as(shoal: &ShoalProcess, user: &str, password: &str) -> Conn {
+    match Conn::new(shoal.opts_as(user, password, Some("shop"))).await {
+        Ok(c) => c,
+        Err(e) => panic!("connect through shoal as {user}: {e}\n{}", shoal.log()),
+    }
+}
+
+async fn admin(cluster: &Cluster, i: usize) -> Conn {
+    admin_opts(cluster.admin_opts(i)).await
+}
+
+async fn admin_opts(opts: Opts) -> Conn {
+    Conn::new(opts).await.expect("admin connection")
+}
+
+/// `Com_select` of instance `i` (every SELECT it ran, whoever sent it).
+async fn selects(cluster: &Cluster, i: usize) -> u64 {
+    let mut c = admin(cluster, i).await;
+    let row: Option<(String, u64)> = c
+        .query_first("SHOW GLOBAL STATUS LIKE 'Com_select'")
+        .await
+        .expect("Com_select");
+    c.disconnect().await.ok();
+    row.expect("a Com_select row").1
+}
+
+async fn all_selects(cluster: &Cluster, n: usize) -> Vec<u64> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        out.push(selects(cluster, i).await);
+    }
+    out
+}
+
+/// SELECTs run between two snapshots: the later snapshot's own connection runs one (the
+/// client library reads server settings on connect), which is not counted.
+fn delta(after: &[u64], before: &[u64]) -> Vec<u64> {
+    after.iter().zip(before).map(|(a, b)| a - b - 1).collect()
+}
+
+/// `SHOW SHOAL BACKENDS` rows: (address, role, state, lag).
+async fn backends(c: &mut Conn) -> Vec<(String, String, String, Option<String>)> {
+    let rows: Vec<mysql_async::Row> = c
+        .query("SHOW SHOAL BACKENDS")
+        .await
+        .expect("SHOW SHOAL BACKENDS");
+    rows.into_iter()
+        .map(|r| {
+            (
+                r.get::<String, _>("address").unwrap(),
+                r.get::<String, _>("role").unwrap(),
+                r.get::<String, _>("state").unwrap(),
+                r.get::<Option<String>, _>("lag").unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Polls `SHOW SHOAL BACKENDS` until server `addr` is in `state` (generous deadline: a wait,
+/// not a timing assertion).
+async fn wait_state(shoal: &ShoalProcess, addr: &str, state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut c = client(shoal).await;
+    loop {
+        let rows = backends(&mut c).await;
+        if rows.iter().any(|(a, _, s, _)| a == addr && s == state) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{addr} never became {state:?}: {rows:?}\n{}",
+            shoal.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn addr_of(cluster: &Cluster, i: usize) -> String {
+    let inst = &cluster.instances()[i];
+    format!("{}:{}", inst.host, inst.port)
+}
+
+async fn prepare_table(cluster: &Cluster) {
+    let mut c = admin(cluster, 0).await;
+    c.query_drop(format!(
+        "CREATE TABLE {DB}.items (id INT PRIMARY KEY, v VARCHAR(20)) ENGINE=InnoDB"
+    ))
+    .await
+    .unwrap();
+    c.query_drop(format!(
+        "INSERT INTO {DB}.items SELECT seq, CONCAT('v', seq) FROM {DB}.seq_1_to_100"
+    ))
+    .await
+    .unwrap();
+    c.disconnect().await.ok();
+    cluster.sync_replicas().await.expect("replicas caught up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_spread_by_balance_writes_and_transactions_stay_on_the_primary() {
+    let cluster = start_cluster(1, 2).await;
+    prepare_table(&cluster).await;
+    // A long heartbeat: the monitor's own SELECTs happen once, at start, not during counting.
+    let quiet = "health: { heartbeat: 1h }";
+    let rr = format!("balance: round_robin\n{quiet}");
+    let shoal_rr = start_shoal(&write_config(
+        &cluster,
+        &[Host {
+            primary: 0,
+            replicas: &[(1, None), (2, None)],
+            extra: &rr,
+        }],
+    ));
+    let mut c = client(&shoal_rr).await;
+    let n = 200u64;
+    let before = all_selects(&cluster, 3).await;
+    for k in 0..n {
+        let v: Option<String> = c
+            .query_first(format!("SELECT v FROM items WHERE id = {}", k % 100 + 1))
+            .await
+            .unwrap();
+        assert_eq!(v, Some(format!("v{}", k % 100 + 1)));
+    }
+    let d = delta(&all_selects(&cluster, 3).await, &before);
+    // Round robin over two replicas of weight 1: each takes half, the primary none.
+    assert!(d[0] <= 2, "round_robin: primary ran {} reads: {d:?}", d[0]);
+    for r in [1, 2] {
+        assert!(
+            (n / 2 - 5..=n / 2 + 5).contains(&d[r]),
+            "round_robin: replica {r} ran {} of {n} reads: {d:?}",
+            d[r]
+        );
+    }
+
+    // Prepared reads spread the same way.
+    let before = all_selects(&cluster, 3).await;
+    let stmt = c.prep("SELECT v FROM items WHERE id = ?").await.unwrap();
+    for k in 0..100u64 {
+        let v: Option<String> = c.exec_first(&stmt, (k % 100 + 1,)).await.unwrap();
+        assert_eq!(v, Some(format!("v{}", k % 100 + 1)));
+    }
+    let d = delta(&all_selects(&cluster, 3).await, &before);
+    assert!(
+        d[1] >= 40 && d[2] >= 40 && d[0] <= 2,
+        "prepared reads: {d:?}"
+    );
+
+    // Writes, transactional reads, locking reads, side effects and hints: the primary.
+    let before = all_selects(&cluster, 3).await;
+    c.query_drop("INSERT INTO items VALUES (1000, 'w')")
+        .await
+        .unwrap();
+    c.query_drop("BEGIN").await.unwrap();
+    for _ in 0..10 {
+        let _: Option<String> = c
+            .query_first("SELECT v FROM items WHERE id = 1000")
+            .await
+            .unwrap();
+    }
+    c.query_drop("COMMIT").await.unwrap();
+    let _: Option<String> = c
+        .query_first("SELECT v FROM items WHERE id = 1 FOR UPDATE")
+        .await
+        .unwrap();
+    let _: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").await.unwrap();
+    for hint in [
+        "/*+ shoal:primary */",
+        "/*!mycat:db_type=master*/",
+        "/*#mycat:db_type=master*/",
+    ] {
+        let v: Option<String> = c
+            .query_first(format!("{hint} SELECT v FROM items WHERE id = 2"))
+            .await
+            .unwrap_or_else(|e| panic!("{hint}: {e}"));
+        assert_eq!(v.as_deref(), Some("v2"), "{hint}");
+    }
+    let d = delta(&all_selects(&cluster, 3).await, &before);
+    assert_eq!(
+        d[1] + d[2],
+        0,
+        "nothing of that may read on a replica: {d:?}"
+    );
+    assert!(
+        d[0] >= 14,
+        "10 transactional + 1 locking + 3 hinted reads: {d:?}"
+    );
+    // The write is on the primary itself (a replica rejects writes: read_only).
+    let mut p = admin(&cluster, 0).await;
+    let w: Option<String> = p
+        .query_first(format!("SELECT v FROM {DB}.items WHERE id = 1000"))
+        .await
+        .unwrap();
+    assert_eq!(w.as_deref(), Some("w"));
+    drop(shoal_rr);
+
+    // weighted_random: weights 1 and 3.
+    let wr = format!("balance: weighted_random\n{quiet}");
+    let shoal_wr = start_shoal(&write_config(
+        &cluster,
+        &[Host {
+            primary: 0,
+            replicas: &[(1, Some(1)), (2, Some(3))],
+            extra: &wr,
+        }],
+    ));
+    let mut c = client(&shoal_wr).await;
+    let n = 400u64;
+    let before = all_selects(&cluster, 3).await;
+    for k in 0..n {
+        let _: Option<String> = c
+            .query_first(format!("SELECT v FROM items WHERE id = {}", k % 100 + 1))
+            .await
+            .unwrap();
+    }
+    let d = delta(&all_selects(&cluster, 3).await, &before);
+    assert!(d[0] <= 2, "weighted_random: primary {d:?}");
+    assert!(
+        d[1] + d[2] >= n,
+        "weighted_random: every read on a replica {d:?}"
+    );
+    assert!(
+        d[1] >= 40 && d[2] > 2 * d[1],
+        "weighted_random 1:3 should give about 100:300: {d:?}"
+    );
+    drop(shoal_wr);
+
+    // primary_only: every read on the primary, but a replica hint is honoured.
+    let po = format!("balance: primary_only\n{quiet}");
+    let shoal_po = start_shoal(&write_config(
+        &cluster,
+        &[Host {
+            primary: 0,
+            replicas: &[(1, None), (2, None)],
+            extra: &po,
+        }],
+    ));
+    let mut c = client(&shoal_po).await;
+    let before = all_selects(&cluster, 3).await;
+    for k in 0..50 {
+        let _: Option<String> = c
+            .query_first(format!("SELECT v FROM items WHERE id = {}", k + 1))
+            .await
+            .unwrap();
+    }
+    let d = delta(&all_selects(&cluster, 3).await, &before);
+    assert!(d[0] >= 50 && d[1] + d[2] == 0, "primary_only: {d:?}");
+    let before = all_selects(&cluster, 3).await;
+    for _ in 0..10 {
+        let v: Option<String> = c
+            .query_first("/*+ shoal:replica */ SELECT v FROM items WHERE id = 3")
+            .await
+            .unwrap();
+        assert_eq!(v.as_deref(), Some("v3"));
+    }
+    let d = delta(&all_selects(&cluster, 3).await, &before);
+    assert!(d[1] + d[2] >= 10, "replica hint: {d:?}");
+
+    // least_connections: reads on replicas.
+    drop(shoal_po);
+    let lc = format!("balance: least_connections\n{quiet}");
+    let shoal_lc = start_shoal(&write_config(
+        &cluster,
+        &[Host {
+            primary: 0,
+            replicas: &[(1, None), (2, None)],
+            extra: &lc,
+        }],
+    ));
+    let mut c = client(&shoal_lc).await;
+    let before = all_selects(&cluster, 3).await;
+    for k in 0..50 {
+        let _: Option<String> = c
+            .query_first(format!("SELECT v FROM items WHERE id = {}", k + 1))
+            .await
+            .unwrap();
+    }
+    let d = delta(&all_selects(&cluster, 3).await, &before);
+    assert!(d[0] <= 2 && d[1] + d[2] >= 50, "least_connections: {d:?}");
+
+    // A read-only user reads, and its write is refused with 1290 naming it.
+    let mut r = client_as(&shoal_lc, "report", "report-secret").await;
+    let v: Option<String> = r
+        .query_first("SELECT v FROM items WHERE id = 4")
+        .await
+        .unwrap();
+    assert_eq!(v.as_deref(), Some("v4"));
+    for sql in [
+        "INSERT INTO items VALUES (2000, 'x')",
+        "UPDATE items SET v = 'x' WHERE id = 4",
+        "DELETE FROM items WHERE id = 4",
+        "CREATE TABLE nope (id INT)",
+    ] {
+        let (code, _, msg) = server_error(r.query_drop(sql).await);
+        assert_eq!(code, 1290, "{sql}: {msg}");
+        assert!(msg.contains("'report'"), "{sql}: {msg}");
+    }
+    let (code, _, _) = server_error(r.prep("DELETE FROM items WHERE id = ?").await);
+    assert_eq!(code, 1290);
+    let gone: Option<String> = p
+        .query_first(format!("SELECT v FROM {DB}.items WHERE id = 2000"))
+        .await
+        .unwrap();
+    assert_eq!(gone, None, "the refused INSERT must not have run");
+}
+
+/// A session's write, read back at once: with `causal` it is always seen (the replica waits
+/// for the write's GTID, or the read falls back to the primary); with `off` the same read on a
+/// held-back replica misses it (so the test can fail).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn causal_reads_see_the_sessions_own_writes() {
+    let cluster = start_cluster(1, 1).await;
+    prepare_table(&cluster).await;
+    let host = |extra| Host {
+        primary: 0,
+        replicas: &[(1, None)],
+        extra,
+    };
+    // The monitor checks once (1h heartbeat): the replica stays in the read set while its SQL
+    // thread is stopped, as during a short replication delay.
+    let causal = start_shoal(&write_config(
+        &cluster,
+        &[host(
+            "balance: round_robin\nread_your_writes: { causal: 20s }\nhealth: { heartbeat: 1h }",
+        )],
+    ));
+    let off = start_shoal(&write_config(
+        &cluster,
+        &[host("balance: round_robin\nhealth: { heartbeat: 1h }")],
+    ));
+    let short = start_shoal(&write_config(
+        &cluster,
+        &[host(
+            "balance: round_robin\nread_your_writes: { causal: 300ms }\nhealth: { heartbeat: 1h }",
+        )],
+    ));
+    let mut replica = admin(&cluster, 1).await;
+
+    // off: the replica does not have the write yet.
+    replica.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
+    let mut c = client(&off).await;
+    c.query_drop("INSERT INTO items VALUES (500, 'off')")
+        .await
+        .unwrap();
+    let seen: Option<String> = c
+        .query_first("SELECT v FROM items WHERE id = 500")
+        .await
+        .unwrap();
+    assert_eq!(
+        seen, None,
+        "without read_your_writes the stopped replica answers"
+    );
+
+    // causal: the read waits on the replica until its SQL thread runs again.
+    let mut c = client(&causal).await;
+    c.query_drop("INSERT INTO items VALUES (501, 'causal')")
+        .await
+        .unwrap();
+    let restart = {
+        let opts = cluster.admin_opts(1);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let mut r = admin_opts(opts).await;
+            r.query_drop("START SLAVE SQL_THREAD").await.unwrap();
+        })
+    };
+    let before = selects(&cluster, 1).await;
+    let seen: Option<String> = c
+        .query_first("SELECT v FROM items WHERE id = 501")
+        .await
+        .unwrap();
+    assert_eq!(seen.as_deref(), Some("causal"));
+    // MASTER_GTID_WAIT and the read itself ran on the replica.
+    assert!(
+        selects(&cluster, 1).await - before >= 2,
+        "the causal read used the replica"
+    );
+    restart.await.unwrap();
+
+    // causal with a short timeout and a replica held back longer: the primary answers.
+    replica.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
+    let mut c = client(&short).await;
+    c.query_drop("INSERT INTO items VALUES (502, 'fallback')")
+        .await
+        .unwrap();
+    let seen: Option<String> = c
+        .query_first("SELECT v FROM items WHERE id = 502")
+        .await
+        .unwrap();
+    assert_eq!(seen.as_deref(), Some("fallback"));
+    replica.query_drop("START SLAVE SQL_THREAD").await.unwrap();
+}
+
+/// kill -9 of a replica under a 16-thread read load: once the monitor has marked it down, no
+/// client sees an error; restarted, it takes reads again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_replica_leaves_the_read_set_without_client_errors_and_rejoins() {
+    let mut cluster = start_cluster(1, 2).await;
+    prepare_table(&cluster).await;
+    let shoal = start_shoal(&write_config(
+        &cluster,
+        &[Host {
+            primary: 0,
+            replicas: &[(1, None), (2, None)],
+            extra: "balance: round_robin\nhealth: { heartbeat: 200ms, timeout: 500ms, down_after: 2, up_after: 2 }",
+        }],
+    ));
+    let victim = addr_of(&cluster, 1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let detected = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicU64::new(0));
+    let errors_before = Arc::new(AtomicU64::new(0));
+    let errors_after = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut workers = Vec::new();
+    for w in 0..16u64 {
+        let opts = shoal.opts_as("app", "app-secret", Some("shop"));
+        let (stop, detected, ok) = (stop.clone(), detected.clone(), ok.clone());
+        let (errors_before, errors_after) = (errors_before.clone(), errors_after.clone());
+        workers.push(tokio::spawn(async move {
+            let mut c: Option<Conn> = None;
+            let mut k = w;
+            while !stop.load(Ordering::Relaxed) {
+                let after = detected.load(Ordering::Relaxed);
+                let conn = match c.as_mut() {
+                    Some(c) => c,
+                    None => match Conn::new(opts.clone()).await {
+                        Ok(n) => c.insert(n),
+                        Err(e) => {
+                            note(after, &errors_before, &errors_after, e.to_string());
+                            continue;
+                        }
+                    },
+                };
+                k += 16;
+                let id = k % 100 + 1;
+                let r: Result<Option<String>, _> = conn
+                    .query_first(format!("SELECT v FROM items WHERE id = {id}"))
+                    .await;
+                match r {
+                    Ok(Some(v)) if v == format!("v{id}") => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(other) => panic!("wrong answer for {id}: {other:?}"),
+                    Err(e) => {
+                        note(after, &errors_before, &errors_after, e.to_string());
+                        c = None;
+                    }
+                }
+            }
+        }));
+    }
+    fn note(after: bool, before: &AtomicU64, list: &std::sync::Mutex<Vec<String>>, e: String) {
+        if after {
+            list.lock().unwrap().push(e);
+        } else {
+            before.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    // Load running, then the crash.
+    while ok.load(Ordering::Relaxed) < 500 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cluster.kill(1);
+    wait_state(&shoal, &victim, "down").await;
+    detected.store(true, Ordering::Relaxed);
+    let at_detection = ok.load(Ordering::Relaxed);
+    let before = selects(&cluster, 2).await;
+    while ok.load(Ordering::Relaxed) < at_detection + 2000 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The surviving replica (the primary has weight 0) took the reads.
+    let r2 = selects(&cluster, 2).await - before;
+    assert!(r2 >= 2000, "the other replica served the reads: {r2}");
+
+    cluster.restart(1).await.expect("restart the replica");
+    admin(&cluster, 1)
+        .await
+        .query_drop("START SLAVE")
+        .await
+        .unwrap();
+    wait_state(&shoal, &victim, "up").await;
+    let back = selects(&cluster, 1).await;
+    let mark = ok.load(Ordering::Relaxed);
+    while ok.load(Ordering::Relaxed) < mark + 1000 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.expect("worker");
+    }
+    let rejoined = selects(&cluster, 1).await - back;
+    assert!(
+        rejoined >= 100,
+        "the restarted replica takes reads again: {rejoined}"
+    );
+    let after = errors_after.lock().unwrap().clone();
+    assert!(
+        after.is_empty(),
+        "client errors after the replica was marked down ({} before): {after:?}",
+        errors_before.load(Ordering::Relaxed)
+    );
+    eprintln!(
+        "replica kill: {} reads, {} client errors before detection, 0 after",
+        ok.load(Ordering::Relaxed),
+        errors_before.load(Ordering::Relaxed)
+    );
+}
+
+/// A replica further behind than `max_replication_lag` leaves the read set, and comes back
+/// once it has caught up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lagging_replica_leaves_the_read_set_until_it_catches_up() {
+    let cluster = start_cluster(1, 1).await;
+    prepare_table(&cluster).await;
+    let shoal = start_shoal(&write_config(
+        &cluster,
+        &[Host {
+            primary: 0,
+            replicas: &[(1, None)],
+            extra: "balance: round_robin\nhealth: { heartbeat: 200ms, max_replication_lag: 2s }",
+        }],
+    ));
+    let replica = addr_of(&cluster, 1);
+    wait_state(&shoal, &replica, "up").await;
+    // Delayed replication: events are applied 30 s after they were written.
+    let mut r = admin(&cluster, 1).await;
+    r.query_drop("STOP SLAVE").await.unwrap();
+    r.query_drop("CHANGE MASTER TO MASTER_DELAY = 30")
+        .await
+        .unwrap();
+    r.query_drop("START SLAVE").await.unwrap();
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let opts = cluster.admin_opts(0);
+        let writing = writing.clone();
+        tokio::spawn(async move {
+            let mut p = admin_opts(opts).await;
+            let mut k = 10_000;
+            while writing.load(Ordering::Relaxed) {
+                k += 1;
+                p.query_drop(format!("INSERT INTO {DB}.items VALUES ({k}, 'lag')"))
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    // Out of the read set for its lag (not for the moment replication was restarted).
+    let mut c = client(&shoal).await;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let rows = backends(&mut c).await;
+        let row = rows
+            .iter()
+            .find(|(a, ..)| *a == replica)
+            .expect("replica row");
+        let lag = row.3.as_deref().and_then(|l| l.parse::<u64>().ok());
+        if row.2 == "up, not in the read set" && lag.is_some_and(|l| l > 2) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never lagging: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = all_selects(&cluster, 2).await;
+    for k in 0..50 {
+        let _: Option<String> = c
+            .query_first(format!("SELECT v FROM items WHERE id = {}", k + 1))
+            .await
+            .unwrap();
+    }
+    let d = delta(&all_selects(&cluster, 2).await, &before);
+    assert!(
+        d[0] >= 50,
+        "reads on the primary while the replica lags: {d:?}"
+    );
+    // Caught up: back in the read set.
+    writing.store(false, Ordering::Relaxed);
+    writer.await.unwrap();
+    r.query_drop("STOP SLAVE").await.unwrap();
+    r.query_drop("CHANGE MASTER TO MASTER_DELAY = 0")
+        .await
+        .unwrap();
+    r.query_drop("START SLAVE").await.unwrap();
+    wait_state(&shoal, &replica, "up").await;
+    let before = all_selects(&cluster, 2).await;
+    for k in 0..50 {
+        let _: Option<String> = c
+            .query_first(format!("SELECT v FROM items WHERE id = {}", k + 1))
+            .await
+            .unwrap();
+    }
+    let d = delta(&all_selects(&cluster, 2).await, &before);
+    assert!(d[1] >= 50, "reads on the replica again: {d:?}");
+}
+
+/// kill -9 of one shard's primary under a 16-thread insert load over 2 shards: the other
+/// shard keeps inserting, the dead one's inserts fail with an error naming its datanode, and
+/// after a restart every acknowledged insert is there exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_primary_fails_its_shard_only_and_loses_no_acknowledged_insert() {
+    let mut cluster = start_cluster(2, 0).await;
+    for i in 0..2 {
+        let mut c = admin(&cluster, i).await;
+        // No key: a row inserted twice would show.
+        c.query_drop(format!(
+            "CREATE TABLE {DB}.t (id INT NOT NULL, w INT) ENGINE=InnoDB"
+        ))
+        .await
+        .unwrap();
+    }
+    let health = "health: { heartbeat: 200ms, timeout: 500ms, down_after: 2, up_after: 2 }";
+    let shoal = start_shoal(&write_config(
+        &cluster,
+        &[
+            Host {
+                primary: 0,
+                replicas: &[],
+                extra: health,
+            },
+            Host {
+                primary: 1,
+                replicas: &[],
+                extra: health,
+            },
+        ],
+    ));
+    let victim = addr_of(&cluster, 1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let down = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(std::sync::Mutex::new(Vec::<i64>::new()));
+    let even_after_down = Arc::new(AtomicU64::new(0));
+    let clear_errors = Arc::new(AtomicU64::new(0));
+    let other_errors = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut workers = Vec::new();
+    for w in 0..16i64 {
+        let opts = shoal.opts_as("app", "app-secret", Some("shop"));
+        let (stop, down, acked) = (stop.clone(), down.clone(), acked.clone());
+        let (even_after_down, clear_errors, other_errors) = (
+            even_after_down.clone(),
+            clear_errors.clone(),
+            other_errors.clone(),
+        );
+        workers.push(tokio::spawn(async move {
+            let mut c = Conn::new(opts.clone()).await.expect("connect");
+            let mut k = 0i64;
+            while !stop.load(Ordering::Relaxed) {
+                k += 1;
+                let id = w * 1_000_000 + k;
+                let was_down = down.load(Ordering::Relaxed);
+                match c
+                    .query_drop(format!("INSERT INTO t (id, w) VALUES ({id}, {w})"))
+                    .await
+                {
+                    Ok(()) => {
+                        acked.lock().unwrap().push(id);
+                        if was_down && id % 2 == 0 {
+                            even_after_down.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Err(mysql_async::Error::Server(e))
+                        if was_down && id % 2 == 1 && e.message.contains("datanode dn2") =>
+                    {
+                        clear_errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        if was_down || id % 2 == 0 {
+                            other_errors.lock().unwrap().push(format!("{id}: {e}"));
+                        }
+                        if !matches!(e, mysql_async::Error::Server(_)) {
+                            c = match Conn::new(opts.clone()).await {
+                                Ok(c) => c,
+                                Err(e) => panic!("reconnect to shoal: {e}"),
+                            };
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while acked.lock().unwrap().len() < 1000 {
+        assert!(
+            Instant::now() < deadline,
+            "no insert load: {:?}\n{}",
+            other_errors.lock().unwrap(),
+            shoal.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cluster.kill(1);
+    wait_state(&shoal, &victim, "down").await;
+    down.store(true, Ordering::Relaxed);
+    let mark = even_after_down.load(Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while even_after_down.load(Ordering::Relaxed) < mark + 500
+        || clear_errors.load(Ordering::Relaxed) < 50
+    {
+        assert!(
+            Instant::now() < deadline,
+            "stuck: {} inserts on the live shard, {} clear errors, others {:?}\n{}",
+            even_after_down.load(Ordering::Relaxed) - mark,
+            clear_errors.load(Ordering::Relaxed),
+            other_errors.lock().unwrap(),
+            shoal.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.expect("worker");
+    }
+    let others = other_errors.lock().unwrap().clone();
+    assert!(
+        others.is_empty(),
+        "after detection, only the dead shard may fail, with its datanode named: {others:?}"
+    );
+    cluster.restart(1).await.expect("restart the primary");
+    wait_state(&shoal, &victim, "up").await;
+    // Every acknowledged insert is there, once.
+    let acked = acked.lock().unwrap().clone();
+    let mut present: Vec<i64> = Vec::new();
+    for i in 0..2 {
+        let mut c = admin(&cluster, i).await;
+        let ids: Vec<i64> = c.query(format!("SELECT id FROM {DB}.t")).await.unwrap();
+        present.extend(ids);
+    }
+    present.sort_unstable();
+    let total = present.len();
+    present.dedup();
+    assert_eq!(total, present.len(), "rows inserted twice");
+    let missing: Vec<&i64> = acked
+        .iter()
+        .filter(|id| present.binary_search(id).is_err())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged inserts lost: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    // Shard 2 serves again.
+    let mut c = client(&shoal).await;
+    c.query_drop("INSERT INTO t (id, w) VALUES (99999999, 0)")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO t (id, w) VALUES (99999997, 0)")
+        .await
+        .unwrap();
+    eprintln!(
+        "primary kill: {} inserts acknowledged, {} refused naming dn2",
+        acked.len(),
+        clear_errors.load(Ordering::Relaxed)
+    );
+}
+
+/// Failover following: the primary dies, the test (as a failover tool would) makes the replica
+/// writable, and writes resume on it without restarting Shoal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_follow_an_external_failover_to_the_writable_replica() {
+    let mut cluster = start_cluster(1, 1).await;
+    prepare_table(&cluster).await;
+    let shoal = start_shoal(&write_config(
+        &cluster,
+        &[Host {
+            primary: 0,
+            replicas: &[(1, None)],
+            extra: "balance: round_robin\nhealth: { heartbeat: 200ms, timeout: 500ms, down_after: 2 }",
+        }],
+    ));
+    let mut c = client(&shoal).await;
+    c.query_drop("INSERT INTO items VALUES (700, 'before')")
+        .await
+        .unwrap();
+    cluster.sync_replicas().await.unwrap();
+    cluster.kill(0);
+    wait_state(&shoal, &addr_of(&cluster, 0), "down").await;
+    let (code, _, msg) = server_error(c.query_drop("INSERT INTO items VALUES (701, 'x')").await);
+    assert_eq!(code, 2003, "{msg}");
+    assert!(msg.contains("datanode dn1"), "{msg}");
+    // The failover tool's part: the replica stops replicating and becomes writable.
+    let mut r = admin(&cluster, 1).await;
+    r.query_drop("STOP SLAVE").await.unwrap();
+    r.query_drop("SET GLOBAL read_only = 0").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match c
+            .query_drop("INSERT INTO items VALUES (702, 'after')")
+            .await
+        {
+            Ok(()) => break,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "writes never resumed: {e}\n{}",
+                    shoal.log()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    let on_new: Option<String> = r
+        .query_first(format!("SELECT v FROM {DB}.items WHERE id = 702"))
+        .await
+        .unwrap();
+    assert_eq!(
+        on_new.as_deref(),
+        Some("after"),
+        "the write went to the new primary"
+    );
+    let rows = backends(&mut c).await;
+    let new_role = rows
+        .iter()
+        .find(|(a, ..)| *a == addr_of(&cluster, 1))
+        .map(|r| r.1.clone());
+    assert_eq!(new_role.as_deref(), Some("primary"), "{rows:?}");
+    let seen: Option<String> = c
+        .query_first("SELECT v FROM items WHERE id = 700")
+        .await
+        .unwrap();
+    assert_eq!(seen.as_deref(), Some("before"));
+}
