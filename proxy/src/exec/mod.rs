@@ -38,7 +38,7 @@ use crate::backend::pool::Wanted;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::relay::{Expect, Outcome, relay};
-use crate::session::{Session, align_to, diagnostics_query, pinning};
+use crate::session::{Session, align_to, diagnostics_tokens, pinning};
 use crate::wire::command::*;
 use connset::Held;
 
@@ -57,6 +57,9 @@ fn unsupported(what: &str) -> Error {
         "{what} on a sharded configuration"
     )))
 }
+
+/// Token buffer capacity a session keeps between statements.
+const MAX_KEPT_TOKENS: usize = 4096;
 
 const IN_TRANS: u16 = StatusFlags::SERVER_STATUS_IN_TRANS.bits();
 const AUTOCOMMIT: u16 = StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
@@ -153,6 +156,8 @@ impl Session {
     /// A COM_QUERY: plan it, then run the plan.
     async fn query_routed(&mut self, routing: &Arc<Routing>, reply_seq: u8) -> Result<()> {
         let mode = self.sql_mode();
+        // One tokenization serves the diagnostics check, the pin check and the router.
+        let mut toks = std::mem::take(&mut self.tokens);
         let (plan, effects, diag) = {
             let p = self.client.packet_payload();
             let Ok(sql) = std::str::from_utf8(&p[1..]) else {
@@ -160,19 +165,25 @@ impl Session {
                     "a statement that is not valid UTF-8 on a sharded configuration",
                 )));
             };
-            let diag = diagnostics_query(sql.as_bytes());
-            let effects = pinning::effects(sql.as_bytes());
-            let plan = if diag.is_some() {
-                None
-            } else {
-                Some(
-                    routing
-                        .router
-                        .route_in(self.logical.as_deref(), mode, sql, &[]),
-                )
-            };
-            (plan, effects, diag)
+            match routing.router.tokenize(sql, mode, &mut toks) {
+                // Unterminated string or comment: refused, nothing runs.
+                Err(e) => (Some(RoutePlan::Refuse(e)), Default::default(), None),
+                Ok(()) => {
+                    let diag = diagnostics_tokens(sql, &toks);
+                    let effects = pinning::token_effects(sql, &toks);
+                    let plan = diag.is_none().then(|| {
+                        routing
+                            .router
+                            .route_tokens(self.logical.as_deref(), mode, sql, &toks, &[])
+                    });
+                    (plan, effects, diag)
+                }
+            }
         };
+        // A huge statement's buffer is not kept for the session's lifetime.
+        if toks.capacity() <= MAX_KEPT_TOKENS {
+            self.tokens = toks;
+        }
         if let Some(which) = diag {
             // The statement before may have run anywhere: the session's own record answers.
             if self.diag.known || which == crate::session::DiagQuery::ConnectionId {

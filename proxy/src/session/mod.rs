@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use mysql_common::collations::{Collation, CollationId};
 use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use shoal_router::sql::lex::Token;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::{debug, trace, warn};
@@ -102,6 +103,9 @@ pub struct Session {
     /// The last sql_mode value the session set and what it means for the router (parsed once
     /// per change, not per statement).
     mode_seen: (String, shoal_router::sql::SqlMode),
+    /// The routed path's token buffer, reused from statement to statement: each COM_QUERY is
+    /// tokenized once into it and read by the router, the pin check and the diagnostics check.
+    pub(crate) tokens: Vec<Token>,
     pub(crate) conns: ConnSet,
     pub(crate) txn_begin: Option<String>,
     /// Client prepared statements with the router (Shoal's ids).
@@ -153,6 +157,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         },
         logical: None,
         mode_seen: (String::new(), shoal_router::sql::SqlMode::default()),
+        tokens: Vec::new(),
         conns: ConnSet::default(),
         txn_begin: None,
         statements: Default::default(),
@@ -296,6 +301,30 @@ pub(crate) fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
     } else if squeezed().eq(b"FOUND_ROWS()".iter().copied()) {
         Some(DiagQuery::FoundRows)
     } else if squeezed().eq(b"CONNECTION_ID()".iter().copied()) {
+        Some(DiagQuery::ConnectionId)
+    } else {
+        None
+    }
+}
+
+/// [`diagnostics_query`] read on the statement's tokens (the routed path, which has them):
+/// comments and spacing do not matter, text in strings cannot match.
+pub(crate) fn diagnostics_tokens(sql: &str, toks: &[Token]) -> Option<DiagQuery> {
+    let toks = match toks.split_last() {
+        Some((last, rest)) if last.is_punct(sql, ";") => rest,
+        _ => toks,
+    };
+    let [select, func, open, close] = toks else {
+        return None;
+    };
+    if !select.is_kw(sql, "SELECT") || !open.is_punct(sql, "(") || !close.is_punct(sql, ")") {
+        return None;
+    }
+    if func.is_kw(sql, "ROW_COUNT") {
+        Some(DiagQuery::RowCount)
+    } else if func.is_kw(sql, "FOUND_ROWS") {
+        Some(DiagQuery::FoundRows)
+    } else if func.is_kw(sql, "CONNECTION_ID") {
         Some(DiagQuery::ConnectionId)
     } else {
         None
@@ -953,5 +982,30 @@ mod tests {
         );
         assert_eq!(diagnostics_query(b"SELECT ROW_COUNT() + 1"), None);
         assert_eq!(diagnostics_query(b"SELECT 1"), None);
+    }
+
+    #[test]
+    fn recognises_diagnostics_queries_on_tokens() {
+        use super::{DiagQuery, diagnostics_tokens};
+        use shoal_router::sql::lex::tokenize;
+        let diag = |sql: &str| diagnostics_tokens(sql, &tokenize(sql).expect("tokens"));
+        assert_eq!(diag("SELECT ROW_COUNT()"), Some(DiagQuery::RowCount));
+        assert_eq!(diag(" select found_rows( ) ;"), Some(DiagQuery::FoundRows));
+        assert_eq!(
+            diag("SELECT /* id 7 */ connection_id()"),
+            Some(DiagQuery::ConnectionId)
+        );
+        for sql in [
+            "SELECT ROW_COUNT() + 1",
+            "SELECT 1",
+            "SELECT 'ROW_COUNT()'",
+            "SELECT `ROW_COUNT`()",
+            "SELECT ROW_COUNT(); SELECT 1",
+            "SELECT FOUND_ROWS(1)",
+            ";",
+            "",
+        ] {
+            assert_eq!(diag(sql), None, "{sql}");
+        }
     }
 }
