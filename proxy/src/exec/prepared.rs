@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::session::relay::Expect;
 use crate::wire::command::{COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE};
-use crate::wire::messages::{read_lenenc, read_lenenc_bytes};
+use crate::wire::messages::{eof_payload, read_lenenc, read_lenenc_bytes};
 use crate::wire::response::{self, Event, ResponseReader};
 
 /// Shoal's ids start high so that they never look like a backend's (helps reading logs).
@@ -389,8 +389,7 @@ impl Session {
         ok.push(0);
         ok.extend_from_slice(&0u16.to_le_bytes());
         self.client.write_packet(&mut seq, &ok);
-        let mut eof = vec![0xFE, 0, 0];
-        eof.extend_from_slice(&self.status.to_le_bytes());
+        let eof = eof_payload(self.status);
         if params > 0 {
             let def = string_column("?");
             for _ in 0..params {

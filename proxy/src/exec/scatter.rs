@@ -2,7 +2,6 @@
 //! are checked to agree, and rows stream through the merge operator to the client, a shard
 //! read only when the merge needs its next row (memory stays bounded by the merge's needs).
 
-use mysql_common::constants::CapabilityFlags;
 use shoal_router::plan::{MergeSpec, Target};
 
 use shoal_router::topology::DatanodeId;
@@ -18,8 +17,9 @@ use crate::error::{Error, Result};
 use crate::merge::{Column, Merger, Protocol, Step, columns_agree, parse_column};
 use crate::session::Session;
 use crate::session::align_to;
-use crate::wire::messages::{err_payload, ok_payload, put_lenenc};
+use crate::wire::messages::err_payload;
 use crate::wire::packet::FLUSH_THRESHOLD;
+use crate::wire::resultset::ResultSetWriter;
 
 impl Session {
     pub(super) async fn run_scatter(
@@ -140,20 +140,14 @@ impl Session {
             }
         };
         // Header: the visible columns, as the first shard described them.
-        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
         let visible = merger.visible_columns();
-        let mut seq = reply_seq;
-        let mut count = Vec::new();
-        put_lenenc(&mut count, visible as u64);
-        self.client.write_packet(&mut seq, &count);
-        for def in &columns[0][..visible] {
-            self.client.write_packet(&mut seq, def);
-        }
-        if !deprecate_eof {
-            let mut eof = vec![0xFE, 0, 0];
-            eof.extend_from_slice(&self.status.to_le_bytes());
-            self.client.write_packet(&mut seq, &eof);
-        }
+        let mut out = ResultSetWriter::start(
+            &mut self.client,
+            reply_seq,
+            self.caps,
+            self.status,
+            columns[0][..visible].iter().map(Vec::as_slice),
+        );
         drop(columns);
         let mut sent = 0u64;
         let mut error: Option<Error> = None;
@@ -174,7 +168,7 @@ impl Session {
             match step {
                 Step::Done => break,
                 Step::Row(row) => {
-                    self.client.write_packet(&mut seq, &row);
+                    out.row(&mut self.client, &row);
                     sent += 1;
                     if self.client.pending_write() >= FLUSH_THRESHOLD {
                         self.flush_client().await?;
@@ -228,21 +222,12 @@ impl Session {
                 Some((code, state, msg)) => err_payload(code, state, msg),
                 None => err_payload(2013, b"HY000", &e.to_string()),
             };
-            self.client.write_packet(&mut seq, &p);
+            out.fail(&mut self.client, &p);
             self.diag.known = true;
             self.diag.row_count = -1;
             return self.flush_client().await;
         }
-        let status = self.status;
-        if deprecate_eof {
-            let mut ok = ok_payload(status);
-            ok[0] = 0xFE;
-            self.client.write_packet(&mut seq, &ok);
-        } else {
-            let mut eof = vec![0xFE, 0, 0];
-            eof.extend_from_slice(&status.to_le_bytes());
-            self.client.write_packet(&mut seq, &eof);
-        }
+        out.finish(&mut self.client, self.status);
         self.diag.known = true;
         self.diag.row_count = -1;
         self.diag.found_rows = sent;

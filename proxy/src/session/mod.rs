@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mysql_common::collations::{Collation, CollationId};
-use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType, StatusFlags};
 use shoal_router::sql::lex::Token;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -26,8 +26,9 @@ use crate::config::ProxyConfig;
 use crate::error::{Error, Result};
 use crate::exec::connset::ConnSet;
 use crate::wire::command::*;
-use crate::wire::messages::{err_payload, ok_payload, put_lenenc_bytes};
+use crate::wire::messages::{err_payload, ok_payload};
 use crate::wire::packet::{PacketStream, is_too_large};
+use crate::wire::resultset::column_definition;
 use relay::{Expect, Outcome, relay};
 
 /// What every session of one proxy shares.
@@ -721,37 +722,16 @@ impl Session {
             DiagQuery::FoundRows => ("FOUND_ROWS()", self.diag.found_rows.to_string()),
             DiagQuery::ConnectionId => ("CONNECTION_ID()", self.id.to_string()),
         };
-        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
-        let mut seq = reply_seq;
-        self.client.write_packet(&mut seq, &[1]);
-        let mut col = Vec::with_capacity(40);
-        for field in [&b"def"[..], b"", b"", b"", name.as_bytes(), b""] {
-            put_lenenc_bytes(&mut col, field);
-        }
-        col.push(0x0c);
-        col.extend_from_slice(&63u16.to_le_bytes()); // binary
-        col.extend_from_slice(&21u32.to_le_bytes());
-        col.push(8); // LONGLONG
-        col.extend_from_slice(&0x81u16.to_le_bytes()); // NOT_NULL | BINARY
-        col.extend_from_slice(&[0, 0, 0]);
-        self.client.write_packet(&mut seq, &col);
-        let status = self.status;
-        let mut eof = vec![0xFE, 0, 0];
-        eof.extend_from_slice(&status.to_le_bytes());
-        if !deprecate_eof {
-            self.client.write_packet(&mut seq, &eof);
-        }
-        let mut row = Vec::with_capacity(24);
-        put_lenenc_bytes(&mut row, value.as_bytes());
-        self.client.write_packet(&mut seq, &row);
-        if deprecate_eof {
-            let mut ok = ok_payload(status);
-            ok[0] = 0xFE;
-            self.client.write_packet(&mut seq, &ok);
-        } else {
-            self.client.write_packet(&mut seq, &eof);
-        }
-        self.client.flush().await.map_err(Error::ClientIo)?;
+        let def = column_definition(
+            name,
+            "",
+            63, // binary
+            21,
+            ColumnType::MYSQL_TYPE_LONGLONG,
+            ColumnFlags::NOT_NULL_FLAG | ColumnFlags::BINARY_FLAG,
+        );
+        self.write_result(reply_seq, &[def], vec![vec![Some(value.into_bytes())]])
+            .await?;
         self.diag.row_count = -1;
         self.diag.found_rows = 1;
         Ok(())
