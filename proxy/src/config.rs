@@ -160,6 +160,8 @@ pub struct Routing {
     pub hosts: Vec<(BackendSpec, PoolSettings)>,
     /// Segments of global sequences held by this process.
     pub sequences: crate::exec::sequence::Sequences,
+    /// Declared collations of physical columns, for merging strings.
+    pub collations: crate::exec::collations::Collations,
 }
 
 impl std::fmt::Debug for Routing {

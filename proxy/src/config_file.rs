@@ -117,6 +117,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
                 topology,
                 hosts,
                 sequences: Default::default(),
+                collations: Default::default(),
             }))
         }
     };

@@ -14,6 +14,7 @@
 //! Prepared statements (`prepared`) are planned per EXECUTE with their bound values and run
 //! through the same arms.
 
+pub mod collations;
 pub mod connset;
 pub use prepared::Statements;
 mod local;

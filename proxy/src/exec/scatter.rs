@@ -101,13 +101,22 @@ impl Session {
                 Err(e) => return Err(self.scatter_broken(&targets, e)),
             }
         }
-        let parsed: Result<Vec<Vec<Column>>> = match first_err {
+        let mut parsed: Result<Vec<Vec<Column>>> = match first_err {
             Some(_) => Ok(Vec::new()),
             None => columns
                 .iter()
                 .map(|defs| defs.iter().map(|d| parse_column(d)).collect())
                 .collect(),
         };
+        // Strings the merge compares go by the collation their columns are declared with.
+        let compares = spec.aggregate.is_some() || spec.distinct || !spec.order_by.is_empty();
+        if let Ok(cols) = &mut parsed
+            && compares
+            && first_err.is_none()
+            && let Err(e) = self.learn_collations(routing, &targets, cols).await
+        {
+            parsed = Err(e);
+        }
         let merger = match (first_err, parsed) {
             (Some(e), _) => Err(e),
             (None, Err(e)) => Err(e),
@@ -262,7 +271,11 @@ impl Session {
     }
 
     /// A connection of `dn`'s pool in the session's state, for one statement.
-    async fn extra_connection(&mut self, routing: &Routing, dn: DatanodeId) -> Result<PooledConn> {
+    pub(super) async fn extra_connection(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+    ) -> Result<PooledConn> {
         let node = &routing.topology.datanodes[dn];
         let mut conn = self.shared.pools[node.datahost]
             .acquire(Wanted {
