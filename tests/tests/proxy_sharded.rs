@@ -558,43 +558,9 @@ async fn kill_uses_shoal_ids() {
     let (code, _, message) = server_error(b.query_drop("KILL QUERY 999999").await);
     assert_eq!(code, 1094, "{message}");
 
-    let a_id = a.id();
-    let sleeper = tokio::spawn(async move {
-        let r: Result<Option<i64>, _> = a.query_first("SELECT SLEEP(60)").await;
-        (a, r)
-    });
-    // Wait until the sleep runs on a backend (visible in the processlist of the first server).
+    // The sleep runs on a backend of the first server (the schema's default datanode).
     let mut direct = l.s1.conn(None).await;
-    let mut running = false;
-    for _ in 0..100 {
-        let n: Option<i64> = direct
-            .query_first("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(60)'")
-            .await
-            .unwrap();
-        if n == Some(1) {
-            running = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(running, "the sleep never reached the backend");
-    b.query_drop(format!("KILL QUERY {a_id}")).await.unwrap();
-    let (mut a, r) = shoal_tests::within(
-        std::time::Duration::from_secs(30),
-        "the killed query",
-        sleeper,
-    )
-    .await
-    .unwrap();
-    // SLEEP interrupted by KILL QUERY returns 1 (MariaDB) or fails with 1317.
-    match r {
-        Ok(v) => assert_eq!(v, Some(1), "SLEEP was not interrupted"),
-        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1317, "{e:?}"),
-        Err(e) => panic!("{e}"),
-    }
-    // The killed session goes on.
-    let one: Option<i64> = a.query_first("SELECT 1").await.unwrap();
-    assert_eq!(one, Some(1));
+    shoal_tests::assert_kill_query_interrupts(&mut direct, &mut b, a, "SELECT SLEEP(60)").await;
 }
 
 /// Prepared statements on sharded and global tables: every EXECUTE routes by its bound values.
