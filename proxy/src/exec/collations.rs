@@ -133,7 +133,7 @@ impl Session {
         conn.io.write_packet(&mut seq, &payload);
         // A connection that failed mid-lookup is dropped (closed), never pooled.
         conn.io.flush().await.map_err(Error::BackendIo)?;
-        let mut stream = ResultStream::new(&mut conn, false);
+        let mut stream = ResultStream::new(&conn, false);
         stream.columns(&mut conn).await?;
         let mut out = Declared::new();
         loop {
