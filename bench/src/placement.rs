@@ -125,21 +125,7 @@ pub async fn check(
     for ((dn_id, physical), indexes) in tables {
         interrupt::check()?;
         let dn = &topology.datanodes[dn_id];
-        let host = &topology.datahosts[dn.datahost].primary;
-        let (h, port) = host.host_port().ok_or_else(|| {
-            BenchError::Tool(format!(
-                "datanode {}: bad address {}",
-                dn.name, host.address
-            ))
-        })?;
-        let ep = Endpoint {
-            name: format!("datanode {} ({})", dn.name, dn.database),
-            host: h.to_string(),
-            port,
-            user: host.user.clone(),
-            password: host.password.clone(),
-            db: Some(dn.database.clone()),
-        };
+        let ep = datanode_endpoint(topology, dn_id)?;
         let mut conn = ep.connect().await?;
         let sql = format!("SELECT `{key}` FROM `{physical}`");
         let mut result = conn
@@ -148,7 +134,7 @@ pub async fn check(
             .map_err(BenchError::sql(ep.label(), sql.clone()))?;
         let mut here = ShardRows {
             datanode: dn.name.clone(),
-            address: host.address.clone(),
+            address: topology.datahosts[dn.datahost].primary.address.clone(),
             database: dn.database.clone(),
             table: physical.clone(),
             rows: 0,
@@ -238,21 +224,7 @@ pub async fn index_present(
     let mut out = Vec::new();
     for s in shards {
         let dn = &topology.datanodes[s.datanode];
-        let host = &topology.datahosts[dn.datahost].primary;
-        let (h, port) = host.host_port().ok_or_else(|| {
-            BenchError::Tool(format!(
-                "datanode {}: bad address {}",
-                dn.name, host.address
-            ))
-        })?;
-        let ep = Endpoint {
-            name: format!("datanode {} ({})", dn.name, dn.database),
-            host: h.to_string(),
-            port,
-            user: host.user.clone(),
-            password: host.password.clone(),
-            db: Some(dn.database.clone()),
-        };
+        let ep = datanode_endpoint(topology, s.datanode)?;
         let mut conn = ep.connect().await?;
         let found: Option<u64> = conn
             .exec_first(
@@ -272,4 +244,24 @@ pub async fn index_present(
         ));
     }
     Ok(out)
+}
+
+/// A direct connection's endpoint for datanode `dn`: its datahost's primary, in its database.
+fn datanode_endpoint(topology: &Topology, dn: usize) -> Result<Endpoint, BenchError> {
+    let node = &topology.datanodes[dn];
+    let host = &topology.datahosts[node.datahost].primary;
+    let (h, port) = host.host_port().ok_or_else(|| {
+        BenchError::Tool(format!(
+            "datanode {}: bad address {}",
+            node.name, host.address
+        ))
+    })?;
+    Ok(Endpoint {
+        name: format!("datanode {} ({})", node.name, node.database),
+        host: h.to_string(),
+        port,
+        user: host.user.clone(),
+        password: host.password.clone(),
+        db: Some(node.database.clone()),
+    })
 }

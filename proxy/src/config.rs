@@ -166,6 +166,8 @@ pub struct Routing {
     pub sequences: crate::exec::sequence::Sequences,
     /// Sessions are admitted here before they take connections (no pool deadlocks).
     pub admission: crate::exec::admission::Admission,
+    /// Declared collations of physical columns, for merging strings.
+    pub collations: crate::exec::collations::Collations,
 }
 
 impl std::fmt::Debug for Routing {

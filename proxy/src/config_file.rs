@@ -180,6 +180,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
                     .collect(),
                 sequences: Default::default(),
                 admission,
+                collations: Default::default(),
             }))
         }
     };

@@ -4,6 +4,8 @@
 //!
 //! - `cached/*`: a sysbench point select through the plan cache (tokenize, shape key, cache
 //!   lookup, evaluate the template with this statement's value, render the SQL);
+//!   `cached/point_select_tokens` as the proxy's session runs it (`Router::tokenize` into a
+//!   reused buffer, then `Router::route_tokens`);
 //! - `cold/*`: the same statement parsed and planned from scratch (no cache);
 //! - `datanodes/N`: the cached point select on a table sharded over N datanodes (should be flat).
 
@@ -13,6 +15,7 @@ use std::sync::Arc;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use shoal_router::config::Config;
 use shoal_router::plan::Router;
+use shoal_router::sql::SqlMode;
 use shoal_router::sql::stmt::Literal;
 use shoal_router::topology::Topology;
 
@@ -57,6 +60,18 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 1) % texts.len();
             black_box(router.route(Some("sbtest"), black_box(&texts[i]), &[]))
+        })
+    });
+    // The session's path: its own token buffer, tokenized once, then routed from the tokens.
+    let mut toks = Vec::new();
+    g.bench_function("point_select_tokens", |b| {
+        b.iter(|| {
+            i = (i + 1) % texts.len();
+            let sql = black_box(&texts[i]);
+            router
+                .tokenize(sql, SqlMode::default(), &mut toks)
+                .expect("tokens");
+            black_box(router.route_tokens(Some("sbtest"), SqlMode::default(), sql, &toks, &[]))
         })
     });
     let values: Vec<[Literal; 1]> = (0..1024)

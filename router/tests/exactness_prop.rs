@@ -4,43 +4,12 @@
 //! and through fresh routers, and every plan must equal the uncached plan of the same statement
 //! in the same sql_mode.
 
-use std::fs;
-use std::path::Path;
-use std::sync::{Arc, OnceLock};
+mod common;
 
+use common::{Gen, golden_topology as topology};
 use proptest::prelude::*;
-use shoal_router::config::Config;
 use shoal_router::plan::{RoutePlan, Router};
 use shoal_router::sql::SqlMode;
-use shoal_router::topology::Topology;
-
-fn topology() -> Arc<Topology> {
-    static TOPO: OnceLock<Arc<Topology>> = OnceLock::new();
-    TOPO.get_or_init(|| {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/topology.yaml");
-        let cfg = Config::from_yaml_str(&fs::read_to_string(path).expect("read")).expect("parse");
-        Arc::new(Topology::build(&cfg).expect("build"))
-    })
-    .clone()
-}
-
-/// A small deterministic generator (the proptest seed drives it).
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[self.below(xs.len())]
-    }
-}
 
 const MODES: &[&str] = &[
     "",

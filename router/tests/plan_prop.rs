@@ -2,26 +2,16 @@
 //! shard the rule picks; an IN list to the union of its members' shards; BETWEEN on a range rule
 //! never misses a shard holding a matching value; and the plan cache never changes a plan.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::fs;
-use std::path::Path;
-use std::sync::{Arc, OnceLock};
 
 use proptest::prelude::*;
-use shoal_router::config::Config;
 use shoal_router::plan::{RoutePlan, Router};
 use shoal_router::rule::ShardValue;
 use shoal_router::topology::{TableDef, Topology};
 
-fn topology() -> Arc<Topology> {
-    static TOPO: OnceLock<Arc<Topology>> = OnceLock::new();
-    TOPO.get_or_init(|| {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/topology.yaml");
-        let cfg = Config::from_yaml_str(&fs::read_to_string(path).expect("read")).expect("parse");
-        Arc::new(Topology::build(&cfg).expect("build"))
-    })
-    .clone()
-}
+use common::golden_topology as topology;
 
 /// Physical (datanode, table) of each shard of `table` in schema `shop`.
 fn shards(topo: &Topology, table: &str) -> Vec<(usize, String)> {

@@ -78,6 +78,52 @@ pub async fn within<F: Future>(limit: Duration, what: &str, fut: F) -> F::Output
     }
 }
 
+/// Runs `sleep_sql` (a `SELECT SLEEP(60)` with a text of its own on the server `direct` is
+/// connected to) on `victim`, waits until that server's processlist shows it, sends
+/// `KILL QUERY <victim's handshake id>` from `killer`, and checks the sleep was interrupted
+/// (MariaDB's SLEEP returns 1, or the statement fails with 1317) and `victim` answers after.
+pub async fn assert_kill_query_interrupts(
+    direct: &mut mysql_async::Conn,
+    killer: &mut mysql_async::Conn,
+    mut victim: mysql_async::Conn,
+    sleep_sql: &str,
+) {
+    use mysql_async::prelude::Queryable;
+    let id = victim.id();
+    let sql = sleep_sql.to_string();
+    let sleeper = tokio::spawn(async move {
+        let r: Result<Option<i64>, _> = victim.query_first(sql).await;
+        (victim, r)
+    });
+    let mut running = false;
+    for _ in 0..100 {
+        let n: Option<i64> = direct
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = ?",
+                (sleep_sql,),
+            )
+            .await
+            .unwrap();
+        if n == Some(1) {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(running, "the sleep never reached the backend");
+    killer.query_drop(format!("KILL QUERY {id}")).await.unwrap();
+    let (mut victim, r) = within(Duration::from_secs(30), "the killed query", sleeper)
+        .await
+        .unwrap();
+    match r {
+        Ok(v) => assert_eq!(v, Some(1), "SLEEP was not interrupted"),
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1317, "{e:?}"),
+        Err(e) => panic!("{e}"),
+    }
+    let one: Option<i64> = victim.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1), "the killed session goes on");
+}
+
 /// A unique name for a database or table, so that tests sharing a backend never collide.
 pub fn unique_name(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};

@@ -912,45 +912,9 @@ async fn kill_query_takes_the_handshake_id() {
     let mut b = shoal.conn(&backend, Some(&db)).await;
     let id: Option<u64> = a.query_first("SELECT CONNECTION_ID()").await.unwrap();
     assert_eq!(id, Some(u64::from(a.id())));
-    let a_id = a.id();
-    let marker = format!("SELECT SLEEP(60) AS {db}");
-    let sql = marker.clone();
-    let sleeper = tokio::spawn(async move {
-        let r: Result<Option<i64>, _> = a.query_first(sql).await;
-        (a, r)
-    });
     let mut direct = backend.conn(None).await;
-    let mut running = false;
-    for _ in 0..100 {
-        let n: Option<i64> = direct
-            .exec_first(
-                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = ?",
-                (marker.clone(),),
-            )
-            .await
-            .unwrap();
-        if n == Some(1) {
-            running = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(running, "the sleep never reached the backend");
-    b.query_drop(format!("KILL QUERY {a_id}")).await.unwrap();
-    let (mut a, r) = shoal_tests::within(
-        std::time::Duration::from_secs(30),
-        "the killed query",
-        sleeper,
-    )
-    .await
-    .unwrap();
-    match r {
-        Ok(v) => assert_eq!(v, Some(1), "SLEEP was not interrupted"),
-        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1317, "{e:?}"),
-        Err(e) => panic!("{e}"),
-    }
-    let one: Option<i64> = a.query_first("SELECT 1").await.unwrap();
-    assert_eq!(one, Some(1));
+    let sleep = format!("SELECT SLEEP(60) AS {db}");
+    shoal_tests::assert_kill_query_interrupts(&mut direct, &mut b, a, &sleep).await;
 }
 
 /// Text that merely looks like session state (an e-mail address in a string, a column named

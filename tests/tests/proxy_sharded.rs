@@ -558,43 +558,9 @@ async fn kill_uses_shoal_ids() {
     let (code, _, message) = server_error(b.query_drop("KILL QUERY 999999").await);
     assert_eq!(code, 1094, "{message}");
 
-    let a_id = a.id();
-    let sleeper = tokio::spawn(async move {
-        let r: Result<Option<i64>, _> = a.query_first("SELECT SLEEP(60)").await;
-        (a, r)
-    });
-    // Wait until the sleep runs on a backend (visible in the processlist of the first server).
+    // The sleep runs on a backend of the first server (the schema's default datanode).
     let mut direct = l.s1.conn(None).await;
-    let mut running = false;
-    for _ in 0..100 {
-        let n: Option<i64> = direct
-            .query_first("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(60)'")
-            .await
-            .unwrap();
-        if n == Some(1) {
-            running = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(running, "the sleep never reached the backend");
-    b.query_drop(format!("KILL QUERY {a_id}")).await.unwrap();
-    let (mut a, r) = shoal_tests::within(
-        std::time::Duration::from_secs(30),
-        "the killed query",
-        sleeper,
-    )
-    .await
-    .unwrap();
-    // SLEEP interrupted by KILL QUERY returns 1 (MariaDB) or fails with 1317.
-    match r {
-        Ok(v) => assert_eq!(v, Some(1), "SLEEP was not interrupted"),
-        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1317, "{e:?}"),
-        Err(e) => panic!("{e}"),
-    }
-    // The killed session goes on.
-    let one: Option<i64> = a.query_first("SELECT 1").await.unwrap();
-    assert_eq!(one, Some(1));
+    shoal_tests::assert_kill_query_interrupts(&mut direct, &mut b, a, "SELECT SLEEP(60)").await;
 }
 
 /// Prepared statements on sharded and global tables: every EXECUTE routes by its bound values.
@@ -1047,4 +1013,129 @@ async fn table_metadata_in_logical_names() {
         .await
         .unwrap();
     assert_eq!(msg.as_deref(), Some("six"));
+}
+
+/// Strings merge under the collation their column is declared with, not the one result
+/// metadata reports (the client's `character_set_results`): a `utf8mb4_bin` column tells case
+/// apart, a `latin1_swedish_ci` one sorts Ä, Å and Ö after Z and the cp1252 bytes 0x80..0x9F
+/// by their byte, as one MariaDB does; a collation Shoal does not implement is refused.
+#[tokio::test]
+async fn string_merges_use_each_columns_declared_collation() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    let reference_db = format!("{}_ref", l.prefix);
+    l.s2.fresh_db(&reference_db).await;
+    let mut r = l.s2.conn(Some(&reference_db)).await;
+    let ddl = "CREATE TABLE orders (id INT PRIMARY KEY, \
+               user_name VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, amount INT, \
+               note VARCHAR(20) CHARACTER SET latin1 COLLATE latin1_swedish_ci, \
+               uni VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci) ENGINE=InnoDB";
+    c.query_drop(ddl)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", l.shoal.log()));
+    r.query_drop(ddl).await.unwrap();
+    let sql_text = |s: &str| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"));
+    let mut rows = Vec::new();
+    // Case and accent variants, spread over the shards (id mod 4).
+    let words = [
+        "a", "A", "b", "B", "ä", "Ä", "z", "Z", "å", "Ö", "ü", "y", "Y", "e", "é", "œ",
+    ];
+    for (i, w) in words.iter().enumerate() {
+        let id = i as i64 + 1;
+        rows.push(format!(
+            "({id}, {u}, {amount}, {n}, {n})",
+            u = sql_text(w),
+            amount = id % 3,
+            n = sql_text(w),
+        ));
+    }
+    // Every latin1 character but NUL, one a row.
+    for b in 1u32..=255 {
+        let ch = match b {
+            0x80..=0x9F => char::from_u32(
+                [
+                    0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030,
+                    0x0160, 0x2039, 0x0152, 0x008D, 0x017D, 0x008F, 0x0090, 0x2018, 0x2019, 0x201C,
+                    0x201D, 0x2022, 0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D,
+                    0x017E, 0x0178,
+                ][(b - 0x80) as usize],
+            ),
+            _ => char::from_u32(b),
+        }
+        .expect("latin1 character");
+        let id = 1000 + b as i64;
+        rows.push(format!(
+            "({id}, NULL, NULL, {n}, NULL)",
+            n = sql_text(&ch.to_string())
+        ));
+    }
+    let insert = format!(
+        "INSERT INTO orders (id, user_name, amount, note, uni) VALUES {}",
+        rows.join(",")
+    );
+    c.query_drop(&insert)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", l.shoal.log()));
+    r.query_drop(&insert).await.unwrap();
+    let show = |rows: Vec<Row>| -> Vec<Vec<mysql_async::Value>> {
+        rows.into_iter().map(|r| r.unwrap()).collect()
+    };
+    for (sql, ordered) in [
+        (
+            "SELECT id, user_name FROM orders WHERE id < 1000 ORDER BY user_name, id",
+            true,
+        ),
+        (
+            "SELECT id, user_name FROM orders WHERE id < 1000 ORDER BY user_name DESC LIMIT 5",
+            true,
+        ),
+        (
+            "SELECT DISTINCT user_name FROM orders WHERE id < 1000 ORDER BY user_name",
+            true,
+        ),
+        (
+            "SELECT user_name, COUNT(*), SUM(amount) FROM orders WHERE id < 1000 GROUP BY user_name",
+            false,
+        ),
+        ("SELECT MIN(user_name), MAX(user_name) FROM orders", true),
+        ("SELECT id FROM orders ORDER BY note, id", true),
+        (
+            "SELECT id FROM orders ORDER BY note DESC, id LIMIT 20",
+            true,
+        ),
+        (
+            "SELECT COUNT(*), MIN(id), MAX(id) FROM orders GROUP BY note",
+            false,
+        ),
+        (
+            "SELECT COUNT(*), MIN(id) FROM orders WHERE id < 1000 GROUP BY note ORDER BY note",
+            true,
+        ),
+        ("SELECT MAX(note) FROM orders WHERE id < 1000", true),
+    ] {
+        let mut want = show(r.query(sql).await.unwrap());
+        let mut got = match c.query(sql).await {
+            Ok(rows) => show(rows),
+            Err(e) => panic!("{sql}: {e}\n{}", l.shoal.log()),
+        };
+        if !ordered {
+            want.sort_by_key(|r| format!("{r:?}"));
+            got.sort_by_key(|r| format!("{r:?}"));
+        }
+        assert_eq!(got, want, "{sql}");
+    }
+    // utf8mb4_unicode_ci ('ß' = 'ss', ignorable characters) is not implemented: refused, not
+    // sorted as the utf8mb4_general_ci its metadata reports.
+    for sql in [
+        "SELECT id FROM orders WHERE id < 1000 ORDER BY uni, id",
+        "SELECT uni, COUNT(*) FROM orders WHERE id < 1000 GROUP BY uni",
+        "SELECT DISTINCT uni FROM orders WHERE id < 1000",
+    ] {
+        let (code, _, msg) = server_error(c.query_drop(sql).await);
+        assert_eq!(code, 1235, "{sql}: {msg}");
+        assert!(msg.contains("collation"), "{sql}: {msg}");
+    }
+    // The session goes on.
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM orders").await.unwrap();
+    assert_eq!(n, Some(words.len() as i64 + 255));
 }

@@ -8,17 +8,19 @@
 //! server's own version), optimizer hints, quotes under ANSI_QUOTES and backslashes under
 //! NO_BACKSLASH_ESCAPES. The value half (literal conversions) is the MariaDB-oracle test's.
 
+#[path = "../../router/tests/common/mod.rs"]
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::sync::Arc;
 
 use mysql_async::prelude::Queryable;
 use shoal_bench::cluster::{Cluster, ClusterSpec};
-use shoal_router::config::Config;
 use shoal_router::plan::{RoutePlan, Router};
 use shoal_router::rule::ShardValue;
 use shoal_router::sql::SqlMode;
 use shoal_router::topology::{TableDef, Topology};
+
+use common::{Gen, golden_topology as topology};
 
 const MODES: &[&str] = &[
     "DEFAULT",
@@ -30,13 +32,6 @@ const MODES: &[&str] = &[
     "IGNORE_SPACE",
     "PIPES_AS_CONCAT,HIGH_NOT_PRECEDENCE",
 ];
-
-fn topology() -> Arc<Topology> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../router/tests/golden/topology.yaml");
-    let cfg = Config::from_yaml_str(&std::fs::read_to_string(path).expect("read topology"))
-        .expect("parse topology");
-    Arc::new(Topology::build(&cfg).expect("build topology"))
-}
 
 /// The datanode holding `id` by the topology's rule for `sbtest1`.
 fn datanode_of(topo: &Topology, id: i64) -> usize {
@@ -73,23 +68,6 @@ fn version_number(v: &str) -> u32 {
                 .unwrap_or(0);
     }
     n
-}
-
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[self.below(xs.len())]
-    }
 }
 
 fn comments(version: u32) -> Vec<String> {

@@ -182,12 +182,7 @@ impl PlanRun {
 pub async fn run(args: MycatArgs) -> Result<Verdict, BenchError> {
     validate(&args)?;
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let bin = {
-        let explicit = args.shoal_bin.clone();
-        tokio::task::spawn_blocking(move || targets::shoal_release_bin(explicit.as_deref()))
-            .await
-            .map_err(|e| BenchError::Tool(format!("build task: {e}")))??
-    };
+    let bin = targets::shoal_release_bin_async(args.shoal_bin.clone()).await?;
     let work = tempdir("mycat")?;
     let total: u64 = args.plans.iter().map(|&p| plan_steps(&args, p)).sum();
     let progress = Progress::new("mycat", total);

@@ -182,14 +182,7 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
         e.check_reachable()?;
     }
     let shoal_bin = if args.targets.iter().any(|t| t.starts_with("shoal")) {
-        Some(
-            tokio::task::spawn_blocking({
-                let explicit = args.shoal_bin.clone();
-                move || targets::shoal_release_bin(explicit.as_deref())
-            })
-            .await
-            .expect("build task")?,
-        )
+        Some(targets::shoal_release_bin_async(args.shoal_bin.clone()).await?)
     } else {
         None
     };

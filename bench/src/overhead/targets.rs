@@ -180,6 +180,13 @@ pub fn start_shoal_config(
     ProxyProcess::spawn("shoal", port, cmd, &dir.join(log_name))
 }
 
+/// [`shoal_release_bin`] off the async runtime (it may run a cargo build).
+pub async fn shoal_release_bin_async(explicit: Option<PathBuf>) -> Result<PathBuf, OverheadError> {
+    tokio::task::spawn_blocking(move || shoal_release_bin(explicit.as_deref()))
+        .await
+        .map_err(|e| OverheadError::Tool(format!("build task: {e}")))?
+}
+
 /// The release `shoal` binary: `--shoal-bin`, else `target/release/shoal` built now (a no-op when
 /// it is up to date, and never a stale binary).
 pub fn shoal_release_bin(explicit: Option<&Path>) -> Result<PathBuf, OverheadError> {

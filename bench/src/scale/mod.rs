@@ -87,12 +87,7 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
         ));
     }
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let bin = {
-        let explicit = args.shoal_bin.clone();
-        tokio::task::spawn_blocking(move || targets::shoal_release_bin(explicit.as_deref()))
-            .await
-            .map_err(|e| BenchError::Tool(format!("build task: {e}")))??
-    };
+    let bin = targets::shoal_release_bin_async(args.shoal_bin.clone()).await?;
     let work = std::env::temp_dir().join(format!("shoal-scale-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(BenchError::io(format!("create {}", work.display())))?;
     let started = crate::results::utc_timestamp(std::time::SystemTime::now(), true);

@@ -1,7 +1,7 @@
 //! Answers Shoal gives itself with the router: SHOW DATABASES, SHOW [FULL] TABLES, SELECT
 //! DATABASE() and EXPLAIN ROUTE, as text result sets of string columns.
 
-use mysql_common::constants::CapabilityFlags;
+use mysql_common::constants::{ColumnFlags, ColumnType};
 use shoal_router::plan::LocalAnswer;
 
 use super::query_payload;
@@ -9,11 +9,11 @@ use super::reader::{ResultStream, Row};
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
-use crate::wire::messages::{ok_payload, put_lenenc_bytes, read_lenenc_bytes};
+use crate::wire::messages::read_lenenc_bytes;
+use crate::wire::resultset::{ResultSetWriter, column_definition, text_row};
 
 /// utf8mb4_general_ci, the collation of the proxy's own string columns.
 const UTF8MB4: u16 = 45;
-const VAR_STRING: u8 = 0xFD;
 
 impl Session {
     pub(super) async fn answer_local(
@@ -165,42 +165,36 @@ impl Session {
         defs: &[Vec<u8>],
         rows: Vec<Vec<Option<Vec<u8>>>>,
     ) -> Result<()> {
-        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
-        let status = self.status;
-        let mut seq = reply_seq;
-        let mut count = Vec::new();
-        crate::wire::messages::put_lenenc(&mut count, defs.len() as u64);
-        self.client.write_packet(&mut seq, &count);
-        for d in defs {
-            self.client.write_packet(&mut seq, d);
-        }
-        let mut eof = vec![0xFE, 0, 0];
-        eof.extend_from_slice(&status.to_le_bytes());
-        if !deprecate_eof {
-            self.client.write_packet(&mut seq, &eof);
-        }
         let n = rows.len() as u64;
-        let mut buf = Vec::new();
-        for row in rows {
-            buf.clear();
-            for v in row {
-                match v {
-                    Some(v) => put_lenenc_bytes(&mut buf, &v),
-                    None => buf.push(0xFB),
-                }
-            }
-            self.client.write_packet(&mut seq, &buf);
-        }
-        if deprecate_eof {
-            let mut ok = ok_payload(status);
-            ok[0] = 0xFE;
-            self.client.write_packet(&mut seq, &ok);
-        } else {
-            self.client.write_packet(&mut seq, &eof);
-        }
+        self.write_result(reply_seq, defs, rows).await?;
         self.diag.known = true;
         self.diag.row_count = -1;
         self.diag.found_rows = n;
+        Ok(())
+    }
+
+    /// Writes and flushes a text result set, leaving the session's diagnostics to the caller.
+    pub(crate) async fn write_result(
+        &mut self,
+        reply_seq: u8,
+        defs: &[Vec<u8>],
+        rows: Vec<Vec<Option<Vec<u8>>>>,
+    ) -> Result<()> {
+        let status = self.status;
+        let mut w = ResultSetWriter::start(
+            &mut self.client,
+            reply_seq,
+            self.caps,
+            status,
+            defs.iter().map(Vec::as_slice),
+        );
+        let mut buf = Vec::new();
+        for row in &rows {
+            buf.clear();
+            text_row(&mut buf, row.iter().map(Option::as_deref));
+            w.row(&mut self.client, &buf);
+        }
+        w.finish(&mut self.client, status);
         self.flush_client().await
     }
 }
@@ -216,17 +210,14 @@ fn text_field(b: &mut &[u8]) -> Option<String> {
 
 /// A column definition for a VARCHAR result column named `name`.
 pub(crate) fn string_column(name: &str) -> Vec<u8> {
-    let mut col = Vec::with_capacity(32 + name.len());
-    for field in [&b"def"[..], b"", b"", b"", name.as_bytes(), name.as_bytes()] {
-        put_lenenc_bytes(&mut col, field);
-    }
-    col.push(0x0c);
-    col.extend_from_slice(&UTF8MB4.to_le_bytes());
-    col.extend_from_slice(&(256u32 * 4).to_le_bytes());
-    col.push(VAR_STRING);
-    col.extend_from_slice(&0u16.to_le_bytes());
-    col.extend_from_slice(&[0, 0, 0]);
-    col
+    column_definition(
+        name,
+        name,
+        UTF8MB4,
+        256 * 4,
+        ColumnType::MYSQL_TYPE_VAR_STRING,
+        ColumnFlags::empty(),
+    )
 }
 
 /// SQL LIKE with `%` and `_` (and `\` escaping), case-insensitive as table names compare.

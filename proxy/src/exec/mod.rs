@@ -15,6 +15,7 @@
 //! through the same arms.
 
 pub mod admission;
+pub mod collations;
 pub mod connset;
 pub use prepared::Statements;
 mod local;
@@ -40,7 +41,7 @@ use crate::backend::pool::Wanted;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::relay::{Expect, Outcome, relay};
-use crate::session::{Session, align_to, diagnostics_query, pinning};
+use crate::session::{Session, align_to, diagnostics_tokens, pinning};
 use crate::wire::command::*;
 use connset::{Held, Want};
 
@@ -59,6 +60,9 @@ fn unsupported(what: &str) -> Error {
         "{what} on a sharded configuration"
     )))
 }
+
+/// Token buffer capacity a session keeps between statements.
+const MAX_KEPT_TOKENS: usize = 4096;
 
 const IN_TRANS: u16 = StatusFlags::SERVER_STATUS_IN_TRANS.bits();
 const AUTOCOMMIT: u16 = StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
@@ -159,7 +163,9 @@ impl Session {
     /// A COM_QUERY: plan it, then run the plan.
     async fn query_routed(&mut self, routing: &Arc<Routing>, reply_seq: u8) -> Result<()> {
         let mode = self.sql_mode();
-        let (plan, effects, diag) = {
+        // One tokenization serves the diagnostics check, the pin check and the router.
+        let mut toks = std::mem::take(&mut self.tokens);
+        let (plan, effects, diag, read_route) = {
             let p = self.client.packet_payload();
             let Ok(sql) = std::str::from_utf8(&p[1..]) else {
                 return Err(refusal(&RouterError::unsupported(
@@ -167,27 +173,37 @@ impl Session {
                 )));
             };
             self.check_read_only(routing, mode, sql)?;
-            let diag = diagnostics_query(sql.as_bytes());
-            let effects = pinning::effects(sql.as_bytes());
             // MariaDB would run a Mycat hint `/*!mycat:...*/` as code: it is cut off (after
             // the read/write decision has seen it).
             let text = match shoal_router::sql::readwrite::mycat_hint_len(sql) {
                 Some(n) => &sql[n..],
                 None => sql,
             };
-            let plan = if diag.is_some() {
-                None
-            } else {
-                let plan = routing
-                    .router
-                    .route_in(self.logical.as_deref(), mode, text, &[]);
-                if let Some(route) = self.read_route_of(routing, mode, sql) {
-                    (self.conns.want, self.conns.writing) = replica::statement_want(route, &plan);
+            match routing.router.tokenize(text, mode, &mut toks) {
+                // Unterminated string or comment: refused, nothing runs.
+                Err(e) => (Some(RoutePlan::Refuse(e)), Default::default(), None, None),
+                Ok(()) => {
+                    let diag = diagnostics_tokens(text, &toks);
+                    let effects = pinning::token_effects(text, &toks);
+                    let plan = diag.is_none().then(|| {
+                        routing
+                            .router
+                            .route_tokens(self.logical.as_deref(), mode, text, &toks, &[])
+                    });
+                    let route = plan
+                        .as_ref()
+                        .and_then(|_| self.read_route_of(routing, mode, sql));
+                    (plan, effects, diag, route)
                 }
-                Some(plan)
-            };
-            (plan, effects, diag)
+            }
         };
+        if let (Some(route), Some(plan)) = (read_route, &plan) {
+            (self.conns.want, self.conns.writing) = replica::statement_want(route, plan);
+        }
+        // A huge statement's buffer is not kept for the session's lifetime.
+        if toks.capacity() <= MAX_KEPT_TOKENS {
+            self.tokens = toks;
+        }
         if let Some(which) = diag {
             // The statement before may have run anywhere: the session's own record answers.
             if self.diag.known || which == crate::session::DiagQuery::ConnectionId {
@@ -437,7 +453,7 @@ impl Session {
             };
             let pool = self.shared.pools[server].clone();
             if pool.would_wait() {
-                self.release_idle_of(routing, node.datahost);
+                self.release_stale();
             }
             let got = pool
                 .acquire(Wanted {
@@ -662,25 +678,26 @@ impl Session {
         self.publish_backends();
     }
 
-    /// Gives back this session's connections to `datahost` that the running statement has not
-    /// used and nothing pins. Admission keeps sessions from waiting on each other; this keeps
-    /// a session from waiting on itself, where a pool is smaller than what one session can
-    /// need on it and the session still holds connections from earlier statements.
-    pub(crate) fn release_idle_of(&mut self, routing: &Routing, datahost: usize) {
+    /// Gives back this session's connections that the running statement has not used and
+    /// nothing pins, before the session waits for a pool: a session must not wait while it
+    /// keeps connections from earlier statements, on any datahost (two sessions each keeping
+    /// one pool's last connection while waiting for the other's would wait until the acquire
+    /// timeout), nor wait on itself where a pool is smaller than what one session can need.
+    pub(crate) fn release_stale(&mut self) {
         let statement = self.conns.statement;
+        let before = self.conns.held.len();
         let mut i = 0;
         while i < self.conns.held.len() {
             let h = &self.conns.held[i];
-            if h.used_in != statement
-                && !h.pinned()
-                && routing.topology.datanodes[h.dn].datahost == datahost
-            {
+            if h.used_in != statement && !h.pinned() {
                 self.conns.held.remove(i).conn.release();
             } else {
                 i += 1;
             }
         }
-        self.publish_backends();
+        if self.conns.held.len() != before {
+            self.publish_backends();
+        }
     }
 
     /// Whether taking another connection now could make this session wait while it holds
@@ -705,17 +722,7 @@ impl Session {
             return Ok(());
         }
         if !routing.admission.would_admit() {
-            let statement = self.conns.statement;
-            let mut i = 0;
-            while i < self.conns.held.len() {
-                let h = &self.conns.held[i];
-                if h.used_in != statement && !h.pinned() {
-                    self.conns.held.remove(i).conn.release();
-                } else {
-                    i += 1;
-                }
-            }
-            self.publish_backends();
+            self.release_stale();
         }
         self.conns.admitted = Some(routing.admission.enter().await?);
         Ok(())

@@ -5,7 +5,7 @@
 
 use mysql_common::constants::CapabilityFlags;
 use shoal_router::plan::{Merge, ParamValue, RoutePlan, Target};
-use shoal_router::sql::lex::{TokKind, tokenize_into};
+use shoal_router::sql::lex::TokKind;
 use shoal_router::topology::DatanodeId;
 
 use super::local::string_column;
@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::session::relay::Expect;
 use crate::wire::command::{COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE};
-use crate::wire::messages::{read_lenenc, read_lenenc_bytes};
+use crate::wire::messages::{eof_payload, read_lenenc, read_lenenc_bytes};
 use crate::wire::response::{self, Event, ResponseReader};
 
 /// Shoal's ids start high so that they never look like a backend's (helps reading logs).
@@ -326,37 +326,41 @@ pub enum Request<'a> {
 impl Session {
     /// COM_STMT_PREPARE with the router.
     pub(super) async fn prepare_routed(&mut self, routing: &Routing, reply_seq: u8) -> Result<()> {
-        let (sql, params) = {
+        let mode = self.sql_mode();
+        let sql = {
             let p = self.client.packet_payload();
             let Ok(sql) = std::str::from_utf8(&p[1..]) else {
                 return Err(unsupported("a statement that is not valid UTF-8"));
             };
-            let mut toks = Vec::new();
-            let n = match tokenize_into(sql, &mut toks) {
-                Ok(()) => toks
-                    .iter()
-                    .filter(|t| t.kind == TokKind::Placeholder)
-                    .count(),
-                Err(_) => 0,
-            };
-            (sql.to_string(), n as u16)
+            sql.to_string()
         };
+        // `?` counted on the tokens the session's server would read (sql_mode, versioned
+        // comments), the same tokens the router plans with.
+        let mut toks = Vec::new();
+        let tokenized = routing.router.tokenize(&sql, mode, &mut toks);
+        let params = toks
+            .iter()
+            .filter(|t| t.kind == TokKind::Placeholder)
+            .count() as u16;
         // Plan without values, for where to read the statement's metadata; where values are
         // needed to plan at all (an INSERT's shard key), with stand-in values: only the
         // metadata is read there, every EXECUTE is planned with its own values.
-        let mode = self.sql_mode();
         self.check_read_only(routing, mode, &sql)?;
-        let mut plan = routing
-            .router
-            .route_in(self.logical.as_deref(), mode, &sql, &[]);
+        let route = |values: &[ParamValue]| match &tokenized {
+            Ok(()) => {
+                routing
+                    .router
+                    .route_tokens(self.logical.as_deref(), mode, &sql, &toks, values)
+            }
+            Err(e) => RoutePlan::Refuse(e.clone()),
+        };
+        let mut plan = route(&[]);
         for stand_in in [ParamValue::Int(0), ParamValue::Str("0".into())] {
             if !matches!(plan, RoutePlan::Refuse(_)) {
                 break;
             }
             let values = vec![stand_in; params as usize];
-            let retry = routing
-                .router
-                .route_in(self.logical.as_deref(), mode, &sql, &values);
+            let retry = route(&values);
             if !matches!(retry, RoutePlan::Refuse(_)) {
                 plan = retry;
             }
@@ -402,8 +406,7 @@ impl Session {
         ok.push(0);
         ok.extend_from_slice(&0u16.to_le_bytes());
         self.client.write_packet(&mut seq, &ok);
-        let mut eof = vec![0xFE, 0, 0];
-        eof.extend_from_slice(&self.status.to_le_bytes());
+        let eof = eof_payload(self.status);
         if params > 0 {
             let def = string_column("?");
             for _ in 0..params {

@@ -2,7 +2,6 @@
 //! are checked to agree, and rows stream through the merge operator to the client, a shard
 //! read only when the merge needs its next row (memory stays bounded by the merge's needs).
 
-use mysql_common::constants::CapabilityFlags;
 use shoal_router::plan::{MergeSpec, Target};
 
 use shoal_router::topology::DatanodeId;
@@ -18,8 +17,9 @@ use crate::error::{Error, Result};
 use crate::merge::{Column, Merger, Protocol, Step, columns_agree, parse_column};
 use crate::session::Session;
 use crate::session::align_to;
-use crate::wire::messages::{err_payload, ok_payload, put_lenenc};
+use crate::wire::messages::err_payload;
 use crate::wire::packet::FLUSH_THRESHOLD;
+use crate::wire::resultset::ResultSetWriter;
 
 impl Session {
     pub(super) async fn run_scatter(
@@ -104,13 +104,22 @@ impl Session {
                 Err(e) => return Err(self.scatter_broken(&targets, e)),
             }
         }
-        let parsed: Result<Vec<Vec<Column>>> = match first_err {
+        let mut parsed: Result<Vec<Vec<Column>>> = match first_err {
             Some(_) => Ok(Vec::new()),
             None => columns
                 .iter()
                 .map(|defs| defs.iter().map(|d| parse_column(d)).collect())
                 .collect(),
         };
+        // Strings the merge compares go by the collation their columns are declared with.
+        let compares = spec.aggregate.is_some() || spec.distinct || !spec.order_by.is_empty();
+        if let Ok(cols) = &mut parsed
+            && compares
+            && first_err.is_none()
+            && let Err(e) = self.learn_collations(routing, &targets, cols).await
+        {
+            parsed = Err(e);
+        }
         let merger = match (first_err, parsed) {
             (Some(e), _) => Err(e),
             (None, Err(e)) => Err(e),
@@ -143,20 +152,14 @@ impl Session {
             }
         };
         // Header: the visible columns, as the first shard described them.
-        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
         let visible = merger.visible_columns();
-        let mut seq = reply_seq;
-        let mut count = Vec::new();
-        put_lenenc(&mut count, visible as u64);
-        self.client.write_packet(&mut seq, &count);
-        for def in &columns[0][..visible] {
-            self.client.write_packet(&mut seq, def);
-        }
-        if !deprecate_eof {
-            let mut eof = vec![0xFE, 0, 0];
-            eof.extend_from_slice(&self.status.to_le_bytes());
-            self.client.write_packet(&mut seq, &eof);
-        }
+        let mut out = ResultSetWriter::start(
+            &mut self.client,
+            reply_seq,
+            self.caps,
+            self.status,
+            columns[0][..visible].iter().map(Vec::as_slice),
+        );
         drop(columns);
         let mut sent = 0u64;
         let mut error: Option<Error> = None;
@@ -177,7 +180,7 @@ impl Session {
             match step {
                 Step::Done => break,
                 Step::Row(row) => {
-                    self.client.write_packet(&mut seq, &row);
+                    out.row(&mut self.client, &row);
                     sent += 1;
                     if self.client.pending_write() >= FLUSH_THRESHOLD {
                         self.flush_client().await?;
@@ -231,21 +234,12 @@ impl Session {
                 Some((code, state, msg)) => err_payload(code, state, msg),
                 None => err_payload(2013, b"HY000", &e.to_string()),
             };
-            self.client.write_packet(&mut seq, &p);
+            out.fail(&mut self.client, &p);
             self.diag.known = true;
             self.diag.row_count = -1;
             return self.flush_client().await;
         }
-        let status = self.status;
-        if deprecate_eof {
-            let mut ok = ok_payload(status);
-            ok[0] = 0xFE;
-            self.client.write_packet(&mut seq, &ok);
-        } else {
-            let mut eof = vec![0xFE, 0, 0];
-            eof.extend_from_slice(&status.to_le_bytes());
-            self.client.write_packet(&mut seq, &eof);
-        }
+        out.finish(&mut self.client, self.status);
         self.diag.known = true;
         self.diag.row_count = -1;
         self.diag.found_rows = sent;
@@ -280,7 +274,11 @@ impl Session {
     }
 
     /// A connection of `dn`'s pool in the session's state, for one statement.
-    async fn extra_connection(&mut self, routing: &Routing, dn: DatanodeId) -> Result<PooledConn> {
+    pub(super) async fn extra_connection(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+    ) -> Result<PooledConn> {
         let node = &routing.topology.datanodes[dn];
         // The same server as the datanode's held connection (the statement chose it).
         let server = match self.conns.get_mut(dn) {

@@ -92,7 +92,7 @@ impl Session {
         let node = &routing.topology.datanodes[fill.datanode];
         let pool = self.shared.pools[self.shared.backends.primary(node.datahost)].clone();
         if pool.would_wait() {
-            self.release_idle_of(routing, node.datahost);
+            self.release_stale();
         }
         let mut conn = pool
             .acquire(Wanted {

@@ -183,6 +183,8 @@ impl Session {
             self.end_transaction(true).await?;
         }
         let results = self.send_all(routing, &targets, &Request::Text).await?;
+        // A column's collation may have changed (on some datanodes, if some failed).
+        routing.collations.clear();
         let mut ok = Vec::new();
         let mut failed = Vec::new();
         let mut first_err = None;

@@ -17,6 +17,14 @@ pub struct Column {
     /// `character_set_results` (its default one), not the column's own; 63 for binary data.
     pub charset: u16,
     pub length: u32,
+    /// Where the values come from: the physical database, table and column (empty for an
+    /// expression).
+    pub schema: String,
+    pub org_table: String,
+    pub org_name: String,
+    /// The collation the column is declared with, when the executor learned it (see
+    /// `exec::collations`): strings then compare under it rather than under `charset`.
+    pub declared: Option<u16>,
     /// The definition packet as the shard sent it.
     pub raw: Vec<u8>,
 }
@@ -35,13 +43,12 @@ impl Column {
 pub fn parse_column(payload: &[u8]) -> Result<Column> {
     let bad = || protocol_error("malformed column definition");
     let mut b = payload;
-    let mut name = &[][..];
-    for i in 0..6 {
-        let s = read_lenenc_bytes(&mut b).ok_or_else(bad)?;
-        if i == 4 {
-            name = s;
-        }
+    // catalog, schema, table, org_table, name, org_name
+    let mut fields = [&[][..]; 6];
+    for f in &mut fields {
+        *f = read_lenenc_bytes(&mut b).ok_or_else(bad)?;
     }
+    let text = |s: &[u8]| String::from_utf8_lossy(s).into_owned();
     let fixed = read_lenenc(&mut b).ok_or_else(bad)?;
     if fixed < 10 || b.len() < 10 {
         return Err(bad());
@@ -52,12 +59,16 @@ pub fn parse_column(payload: &[u8]) -> Result<Column> {
     let flags = ColumnFlags::from_bits_truncate(u16::from_le_bytes([b[7], b[8]]));
     let decimals = b[9];
     Ok(Column {
-        name: String::from_utf8_lossy(name).into_owned(),
+        name: text(fields[4]),
         column_type,
         flags,
         decimals,
         charset,
         length,
+        schema: text(fields[1]),
+        org_table: text(fields[3]),
+        org_name: text(fields[5]),
+        declared: None,
         raw: payload.to_vec(),
     })
 }

@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use shoal_router::plan::{CmpOp, HavingSpec, Operand};
 use shoal_router::sql::stmt::Literal;
 
-use super::value::{Coll, Dec, Key, Kind, cmp_keys, key_of, weights};
+use super::value::{Coll, Dec, Key, Kind, cmp_keys, key_of, latin1_byte, weights};
 use super::{Protocol, column::Column, refuse, resolve};
 use crate::error::Result;
 
@@ -78,8 +78,7 @@ fn check_pair(k: Kind, charset: u16, l: Lit) -> Result<Lit> {
         (Kind::Str(Coll::Latin1SwedishCi), Lit::Str(s)) => {
             // The literal is UTF-8 text; the column's values are latin1 bytes.
             let t = std::str::from_utf8(&s).unwrap_or("");
-            let bytes: Option<Vec<u8>> =
-                t.chars().map(|c| u8::try_from(u32::from(c)).ok()).collect();
+            let bytes: Option<Vec<u8>> = t.chars().map(latin1_byte).collect();
             match bytes {
                 Some(b) => Lit::Str(b),
                 None => {
@@ -88,6 +87,16 @@ fn check_pair(k: Kind, charset: u16, l: Lit) -> Result<Lit> {
                     ));
                 }
             }
+        }
+        (Kind::Str(Coll::Latin1SwedishCiUtf8 | Coll::Latin1BinUtf8), Lit::Str(s)) => {
+            // Values and literal are UTF-8; the literal must be latin1 text to be weighed.
+            let t = std::str::from_utf8(&s).unwrap_or("\u{FFFD}");
+            if t.chars().any(|c| latin1_byte(c).is_none()) {
+                return Err(refuse(
+                    "HAVING comparing a latin1 column with a string outside latin1",
+                ));
+            }
+            Lit::Str(s)
         }
         (Kind::Str(_), Lit::Str(s)) => {
             let utf8 = matches!(charset, 33 | 45 | 46 | 83 | 63);
@@ -129,6 +138,10 @@ fn dummy() -> Column {
         decimals: 0,
         charset: 63,
         length: 0,
+        schema: String::new(),
+        org_table: String::new(),
+        org_name: String::new(),
+        declared: None,
         raw: Vec::new(),
     }
 }

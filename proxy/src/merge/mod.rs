@@ -43,12 +43,14 @@
 //! - rows that need no change (no aggregation, no hidden columns) go out as the shard sent
 //!   them; others are re-encoded in the client's protocol with the column definitions' types.
 //!
-//! Strings compare under the collation the column definition reports (binary, `*_bin` with
-//! PAD SPACE, `utf8mb4/utf8mb3_general_ci`); any other collation is refused when a comparison
-//! on it is needed. Result metadata carries the collation of `character_set_results`, not the
-//! column's own, so a column declared e.g. `utf8mb4_unicode_ci` looks `general_ci` here; to
-//! avoid sorting wrongly, the merge checks each shard's stream is in its own order under the
-//! comparison used, and fails if a shard's rows are not.
+//! Strings compare under the collation the column is declared with when the executor learned
+//! it ([`Column::declared`], from `information_schema.COLUMNS`): binary, `*_bin` with PAD
+//! SPACE, `utf8mb4/utf8mb3_general_ci`, `latin1_swedish_ci` and `latin1_bin` (also when their
+//! values arrive converted to UTF-8); any other collation is refused when a comparison on it is
+//! needed. Expressions have no declared collation and compare under the one their definition
+//! reports, which is `character_set_results`' (an expression over a `utf8mb4_unicode_ci`
+//! column looks `general_ci` here); to avoid sorting wrongly, the merge checks each shard's
+//! stream is in its own order under the comparison used, and fails if a shard's rows are not.
 
 mod column;
 mod having;

@@ -24,6 +24,75 @@ pub enum Coll {
     GeneralCi,
     /// `latin1_swedish_ci`: one weight per byte, PAD SPACE.
     Latin1SwedishCi,
+    /// `latin1_swedish_ci` values sent as UTF-8 (the client's `character_set_results`): each
+    /// character weighs as its latin1 byte.
+    Latin1SwedishCiUtf8,
+    /// `latin1_bin` values sent as UTF-8: the latin1 byte order (which is not the code point
+    /// order: latin1 is cp1252 in MariaDB, 0x80 is the euro sign), PAD SPACE.
+    Latin1BinUtf8,
+}
+
+/// MariaDB's latin1 (cp1252, its undefined bytes mapped to C1 controls) for bytes 0x80..=0x9F;
+/// the other bytes are their own code points.
+const LATIN1_80_9F: [u32; 32] = [
+    0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160, 0x2039,
+    0x0152, 0x008D, 0x017D, 0x008F, 0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014,
+    0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178,
+];
+
+/// The latin1 byte of a character, if latin1 has it.
+pub fn latin1_byte(c: char) -> Option<u8> {
+    let u = c as u32;
+    if u < 0x80 || (0xA0..=0xFF).contains(&u) {
+        return Some(u as u8);
+    }
+    LATIN1_80_9F
+        .iter()
+        .position(|&x| x == u)
+        .map(|i| 0x80 + i as u8)
+}
+
+/// The character set family of a collation id, for what encoding cells arrive in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Utf8,
+    Latin1,
+    Binary,
+    Other,
+}
+
+fn encoding(collation: u16) -> Encoding {
+    use mysql_common::collations::{Collation, CollationId};
+    match Collation::resolve(CollationId::from(collation)).charset() {
+        "utf8mb4" | "utf8mb3" | "utf8" => Encoding::Utf8,
+        "latin1" => Encoding::Latin1,
+        "binary" => Encoding::Binary,
+        _ => Encoding::Other,
+    }
+}
+
+/// How strings of a column declared with collation `declared` compare, their cells sent in the
+/// character set of `reported` (the column definition's; binary means unconverted). A
+/// collation Shoal does not implement, or values in an encoding it does not read for that
+/// collation, cannot be compared.
+fn declared_kind(declared: u16, reported: u16) -> Kind {
+    let cells = match encoding(reported) {
+        Encoding::Binary => encoding(declared),
+        e => e,
+    };
+    match (declared, cells) {
+        (63, _) => Kind::Str(Coll::Binary),
+        (33 | 45, Encoding::Utf8) => Kind::Str(Coll::GeneralCi),
+        (46 | 83, Encoding::Utf8) => Kind::Str(Coll::Bin),
+        (8, Encoding::Latin1) => Kind::Str(Coll::Latin1SwedishCi),
+        (47, Encoding::Latin1) => Kind::Str(Coll::Bin),
+        (8, Encoding::Utf8) => Kind::Str(Coll::Latin1SwedishCiUtf8),
+        (47, Encoding::Utf8) => Kind::Str(Coll::Latin1BinUtf8),
+        _ => Kind::Incomparable(
+            "strings under this column's collation (Shoal merges binary, *_bin of utf8mb4, \
+             utf8mb3 and latin1, utf8mb4/utf8mb3_general_ci and latin1_swedish_ci)",
+        ),
+    }
 }
 
 /// MariaDB 10.11's `latin1_swedish_ci` weight of each byte, from
@@ -98,10 +167,11 @@ fn layout(t: ColumnType) -> Layout {
     }
 }
 
-/// The kind of a column, from its definition. The collation comes from the reported
-/// character set and the BINARY flag (set for `*_bin` collations); servers report the
-/// `character_set_results` collation, so a column declared with another collation of the same
-/// character set (e.g. `utf8mb4_unicode_ci`) is indistinguishable from the default one here.
+/// The kind of a column, from its definition. Strings compare under the column's declared
+/// collation when the executor learned it ([`Column::declared`]); otherwise (expressions)
+/// under the reported character set and the BINARY flag (set for `*_bin` collations). Servers
+/// report the `character_set_results` collation, so without the declared one a collation of
+/// the same character set (e.g. `utf8mb4_unicode_ci`) is indistinguishable from the default.
 pub fn kind(c: &Column) -> Kind {
     use ColumnType::*;
     let unsigned = c.unsigned();
@@ -130,6 +200,7 @@ pub fn kind(c: &Column) -> Kind {
             // Sorted by member index, which result metadata does not carry.
             Kind::Incomparable("ENUM/SET values")
         }
+        _ if c.declared.is_some() => declared_kind(c.declared.unwrap_or(63), c.charset),
         _ => match c.charset {
             63 => Kind::Str(Coll::Binary),
             // utf8mb3_bin, utf8mb4_bin, or any character set's *_bin (BINARY flag).
@@ -494,6 +565,21 @@ pub fn weights(s: &[u8], coll: Coll) -> Result<Key> {
             let s = std::str::from_utf8(s)
                 .map_err(|_| protocol_error("invalid UTF-8 in a utf8 string column"))?;
             s.chars().map(|c| general_ci_weight(c) as u32).collect()
+        }
+        Coll::Latin1SwedishCiUtf8 | Coll::Latin1BinUtf8 => {
+            let bad = || protocol_error("a latin1 column's value is not latin1 text");
+            let s = std::str::from_utf8(s).map_err(|_| bad())?;
+            let swedish = coll == Coll::Latin1SwedishCiUtf8;
+            s.chars()
+                .map(|c| {
+                    let b = latin1_byte(c).ok_or_else(bad)?;
+                    Ok(u32::from(if swedish {
+                        LATIN1_SWEDISH_CI[b as usize]
+                    } else {
+                        b
+                    }))
+                })
+                .collect::<Result<_>>()?
         }
     };
     while w.last() == Some(&space) {

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mysql_common::collations::{Collation, CollationId};
-use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType, StatusFlags};
+use shoal_router::sql::lex::Token;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::{debug, trace, warn};
@@ -25,8 +26,9 @@ use crate::config::ProxyConfig;
 use crate::error::{Error, Result};
 use crate::exec::connset::ConnSet;
 use crate::wire::command::*;
-use crate::wire::messages::{err_payload, ok_payload, put_lenenc_bytes};
+use crate::wire::messages::{err_payload, ok_payload};
 use crate::wire::packet::{PacketStream, is_too_large};
+use crate::wire::resultset::column_definition;
 use relay::{Expect, Outcome, relay};
 
 /// What every session of one proxy shares.
@@ -105,6 +107,9 @@ pub struct Session {
     /// The last sql_mode value the session set and what it means for the router (parsed once
     /// per change, not per statement).
     mode_seen: (String, shoal_router::sql::SqlMode),
+    /// The routed path's token buffer, reused from statement to statement: each COM_QUERY is
+    /// tokenized once into it and read by the router, the pin check and the diagnostics check.
+    pub(crate) tokens: Vec<Token>,
     pub(crate) conns: ConnSet,
     pub(crate) txn_begin: Option<String>,
     /// Client prepared statements with the router (Shoal's ids).
@@ -156,6 +161,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         },
         logical: None,
         mode_seen: (String::new(), shoal_router::sql::SqlMode::default()),
+        tokens: Vec::new(),
         conns: ConnSet::default(),
         txn_begin: None,
         statements: Default::default(),
@@ -299,6 +305,30 @@ pub(crate) fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
     } else if squeezed().eq(b"FOUND_ROWS()".iter().copied()) {
         Some(DiagQuery::FoundRows)
     } else if squeezed().eq(b"CONNECTION_ID()".iter().copied()) {
+        Some(DiagQuery::ConnectionId)
+    } else {
+        None
+    }
+}
+
+/// [`diagnostics_query`] read on the statement's tokens (the routed path, which has them):
+/// comments and spacing do not matter, text in strings cannot match.
+pub(crate) fn diagnostics_tokens(sql: &str, toks: &[Token]) -> Option<DiagQuery> {
+    let toks = match toks.split_last() {
+        Some((last, rest)) if last.is_punct(sql, ";") => rest,
+        _ => toks,
+    };
+    let [select, func, open, close] = toks else {
+        return None;
+    };
+    if !select.is_kw(sql, "SELECT") || !open.is_punct(sql, "(") || !close.is_punct(sql, ")") {
+        return None;
+    }
+    if func.is_kw(sql, "ROW_COUNT") {
+        Some(DiagQuery::RowCount)
+    } else if func.is_kw(sql, "FOUND_ROWS") {
+        Some(DiagQuery::FoundRows)
+    } else if func.is_kw(sql, "CONNECTION_ID") {
         Some(DiagQuery::ConnectionId)
     } else {
         None
@@ -695,37 +725,16 @@ impl Session {
             DiagQuery::FoundRows => ("FOUND_ROWS()", self.diag.found_rows.to_string()),
             DiagQuery::ConnectionId => ("CONNECTION_ID()", self.id.to_string()),
         };
-        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
-        let mut seq = reply_seq;
-        self.client.write_packet(&mut seq, &[1]);
-        let mut col = Vec::with_capacity(40);
-        for field in [&b"def"[..], b"", b"", b"", name.as_bytes(), b""] {
-            put_lenenc_bytes(&mut col, field);
-        }
-        col.push(0x0c);
-        col.extend_from_slice(&63u16.to_le_bytes()); // binary
-        col.extend_from_slice(&21u32.to_le_bytes());
-        col.push(8); // LONGLONG
-        col.extend_from_slice(&0x81u16.to_le_bytes()); // NOT_NULL | BINARY
-        col.extend_from_slice(&[0, 0, 0]);
-        self.client.write_packet(&mut seq, &col);
-        let status = self.status;
-        let mut eof = vec![0xFE, 0, 0];
-        eof.extend_from_slice(&status.to_le_bytes());
-        if !deprecate_eof {
-            self.client.write_packet(&mut seq, &eof);
-        }
-        let mut row = Vec::with_capacity(24);
-        put_lenenc_bytes(&mut row, value.as_bytes());
-        self.client.write_packet(&mut seq, &row);
-        if deprecate_eof {
-            let mut ok = ok_payload(status);
-            ok[0] = 0xFE;
-            self.client.write_packet(&mut seq, &ok);
-        } else {
-            self.client.write_packet(&mut seq, &eof);
-        }
-        self.client.flush().await.map_err(Error::ClientIo)?;
+        let def = column_definition(
+            name,
+            "",
+            63, // binary
+            21,
+            ColumnType::MYSQL_TYPE_LONGLONG,
+            ColumnFlags::NOT_NULL_FLAG | ColumnFlags::BINARY_FLAG,
+        );
+        self.write_result(reply_seq, &[def], vec![vec![Some(value.into_bytes())]])
+            .await?;
         self.diag.row_count = -1;
         self.diag.found_rows = 1;
         Ok(())
@@ -956,5 +965,30 @@ mod tests {
         );
         assert_eq!(diagnostics_query(b"SELECT ROW_COUNT() + 1"), None);
         assert_eq!(diagnostics_query(b"SELECT 1"), None);
+    }
+
+    #[test]
+    fn recognises_diagnostics_queries_on_tokens() {
+        use super::{DiagQuery, diagnostics_tokens};
+        use shoal_router::sql::lex::tokenize;
+        let diag = |sql: &str| diagnostics_tokens(sql, &tokenize(sql).expect("tokens"));
+        assert_eq!(diag("SELECT ROW_COUNT()"), Some(DiagQuery::RowCount));
+        assert_eq!(diag(" select found_rows( ) ;"), Some(DiagQuery::FoundRows));
+        assert_eq!(
+            diag("SELECT /* id 7 */ connection_id()"),
+            Some(DiagQuery::ConnectionId)
+        );
+        for sql in [
+            "SELECT ROW_COUNT() + 1",
+            "SELECT 1",
+            "SELECT 'ROW_COUNT()'",
+            "SELECT `ROW_COUNT`()",
+            "SELECT ROW_COUNT(); SELECT 1",
+            "SELECT FOUND_ROWS(1)",
+            ";",
+            "",
+        ] {
+            assert_eq!(diag(sql), None, "{sql}");
+        }
     }
 }

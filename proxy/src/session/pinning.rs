@@ -2,9 +2,11 @@
 //! (a SELECT GET_LOCK() answers with a result set; the trackers may be off on old servers). A
 //! match pins the backend connection to the session.
 //!
-//! Two stages: a byte scan, cheap enough for every statement, finds candidates; a candidate is
-//! confirmed on the router's tokens, so text inside strings, comments and identifiers (an
-//! e-mail address in a WHERE clause, a column named `prepared_at`) never pins.
+//! Read on the router's tokens, so text inside strings, comments and identifiers (an e-mail
+//! address in a WHERE clause, a column named `prepared_at`) never pins. The routed path has the
+//! statement's tokens already ([`token_effects`]); the relay-only path, which tokenizes nothing
+//! else, first runs a byte scan cheap enough for every statement and tokenizes only the
+//! candidates it finds ([`effects`]).
 
 use shoal_router::sql::lex::{TokKind, Token, tokenize_into};
 
@@ -182,12 +184,21 @@ pub fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    /// Both paths' answer: the relay-only scan and the routed path's token read must agree.
+    fn both(sql: &[u8]) -> Effects {
+        let text = std::str::from_utf8(sql).expect("utf-8");
+        let toks = shoal_router::sql::lex::tokenize(text).expect("tokens");
+        let routed = token_effects(text, &toks);
+        assert_eq!(effects(sql), routed, "{text}");
+        routed
+    }
+
     fn leaves_state(sql: &[u8]) -> bool {
-        effects(sql).leaves_state
+        both(sql).leaves_state
     }
 
     fn sets_last_insert_id(sql: &[u8]) -> bool {
-        effects(sql).sets_last_insert_id
+        both(sql).sets_last_insert_id
     }
 
     #[test]

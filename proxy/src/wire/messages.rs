@@ -144,6 +144,13 @@ pub fn ok_payload(status: u16) -> Vec<u8> {
     out
 }
 
+/// An old-style EOF payload (no warnings) with the given status flags.
+pub fn eof_payload(status: u16) -> Vec<u8> {
+    let mut out = vec![0xFE, 0, 0];
+    out.extend_from_slice(&status.to_le_bytes());
+    out
+}
+
 /// An ERR payload in protocol 4.1 form.
 pub fn err_payload(code: u16, state: &[u8; 5], message: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(9 + message.len());

@@ -7,3 +7,4 @@ pub mod handshake;
 pub mod messages;
 pub mod packet;
 pub mod response;
+pub mod resultset;

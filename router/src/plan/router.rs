@@ -113,10 +113,24 @@ impl Router {
         params: &[ParamValue],
     ) -> RoutePlan {
         let mut toks = Vec::new();
-        if let Err(e) = tokenize_with(sql, mode, self.server_version, &mut toks) {
-            return RoutePlan::Refuse(parse_error(&format!("{} at offset {}", e.what, e.offset)));
+        if let Err(e) = self.tokenize(sql, mode, &mut toks) {
+            return RoutePlan::Refuse(e);
         }
         self.route_tokens(current, mode, sql, &toks, params)
+    }
+
+    /// The tokens of `sql` as this router's backends read it in sql_mode `mode` (versioned
+    /// comments gated by [`Self::server_version`]), into `toks`: what [`Self::route_tokens`]
+    /// takes, for a caller that reads the statement's tokens itself too (one scan per
+    /// statement). The error is the refusal [`Self::route_in`] would answer.
+    pub fn tokenize(
+        &self,
+        sql: &str,
+        mode: SqlMode,
+        toks: &mut Vec<Token>,
+    ) -> Result<(), RouterError> {
+        tokenize_with(sql, mode, self.server_version, toks)
+            .map_err(|e| parse_error(&format!("{} at offset {}", e.what, e.offset)))
     }
 
     /// Like [`Self::route`], without the plan cache: parses and plans every time (benchmarks,
@@ -139,8 +153,8 @@ impl Router {
         params: &[ParamValue],
     ) -> RoutePlan {
         let mut toks = Vec::new();
-        if let Err(e) = tokenize_with(sql, mode, self.server_version, &mut toks) {
-            return RoutePlan::Refuse(parse_error(&format!("{} at offset {}", e.what, e.offset)));
+        if let Err(e) = self.tokenize(sql, mode, &mut toks) {
+            return RoutePlan::Refuse(e);
         }
         if !classify_tokens(sql, &toks).is_dml() {
             return self.route_tokens(current, mode, sql, &toks, params);
@@ -167,7 +181,9 @@ impl Router {
         explain::render(&self.topo, &self.route(current, sql, &[]))
     }
 
-    fn route_tokens(
+    /// [`Self::route_in`] for a statement already tokenized by [`Self::tokenize`] with the same
+    /// `mode` (tokens read another way would plan another statement).
+    pub fn route_tokens(
         &self,
         current: Option<&str>,
         mode: SqlMode,
@@ -428,5 +444,43 @@ mod tests {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<super::Router>();
         assert_send_sync::<super::RoutePlan>();
+    }
+
+    /// A caller that tokenizes once and routes the tokens gets the plan `route_in` gives,
+    /// in the session's sql_mode, refusals included.
+    #[test]
+    fn routing_tokens_plans_as_route_in() {
+        use crate::config::Config;
+        use crate::sql::SqlMode;
+        use crate::topology::Topology;
+        let cfg = Config::from_yaml_str(
+            "users: [{ name: u, password: p, schemas: [s] }]\n\
+             datahosts: [{ name: dh1, primary: { address: '127.0.0.1:3307', user: u, password: p } }]\n\
+             datanodes: [{ name: dn1..dn2, datahost: dh1, database: d1..d2 }]\n\
+             rules: [{ name: by_id, algorithm: mod }]\n\
+             schemas:\n  - name: s\n    default_datanode: dn1\n    tables: [{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: dn1..dn2 }]\n",
+        )
+        .expect("config");
+        let router = super::Router::new(std::sync::Arc::new(
+            Topology::build(&cfg).expect("topology"),
+        ));
+        let ansi = SqlMode::parse("ANSI_QUOTES");
+        for mode in [SqlMode::default(), ansi] {
+            for sql in [
+                "SELECT c FROM t WHERE id = 3",
+                "SELECT c FROM t WHERE id = \"3\"",
+                "SELECT COUNT(*) FROM t",
+                "SET @a = 1",
+                "SELECT 'unterminated",
+                "",
+            ] {
+                let mut toks = Vec::new();
+                let routed = match router.tokenize(sql, mode, &mut toks) {
+                    Ok(()) => router.route_tokens(Some("s"), mode, sql, &toks, &[]),
+                    Err(e) => super::RoutePlan::Refuse(e),
+                };
+                assert_eq!(routed, router.route_in(Some("s"), mode, sql, &[]), "{sql}");
+            }
+        }
     }
 }

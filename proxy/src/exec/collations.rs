@@ -1,0 +1,159 @@
+//! The collations physical columns are declared with, for the merge: result metadata carries
+//! the collation of `character_set_results`, not the column's, so a scatter whose merge compares
+//! strings looks the column up in `information_schema.COLUMNS` (once per database of a
+//! datahost, cached until DDL through Shoal or a table it has not seen).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use mysql_common::constants::ColumnType;
+use shoal_router::plan::Target;
+
+use super::reader::{ResultStream, Row};
+use crate::config::Routing;
+use crate::error::{Error, Result};
+use crate::merge::Column;
+use crate::session::Session;
+use crate::wire::messages::read_lenenc_bytes;
+
+/// Table and column (lower-case) to collation id, for one database.
+type Declared = HashMap<(String, String), u16>;
+
+/// Declared collations per (datahost, database), shared by the sessions of one topology.
+#[derive(Default)]
+pub struct Collations {
+    known: Mutex<HashMap<(usize, String), Arc<Declared>>>,
+}
+
+impl Collations {
+    fn get(&self, datahost: usize, db: &str) -> Option<Arc<Declared>> {
+        let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        known.get(&(datahost, db.to_string())).cloned()
+    }
+
+    fn put(&self, datahost: usize, db: &str, d: Declared) -> Arc<Declared> {
+        let d = Arc::new(d);
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        known.insert((datahost, db.to_string()), d.clone());
+        d
+    }
+
+    /// Forgets everything (DDL may have changed a column's collation).
+    pub fn clear(&self) {
+        self.known.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+/// A string column read straight from a table (not an expression).
+fn table_string(c: &Column) -> bool {
+    use ColumnType::*;
+    matches!(
+        c.column_type,
+        MYSQL_TYPE_VARCHAR
+            | MYSQL_TYPE_VAR_STRING
+            | MYSQL_TYPE_STRING
+            | MYSQL_TYPE_TINY_BLOB
+            | MYSQL_TYPE_MEDIUM_BLOB
+            | MYSQL_TYPE_LONG_BLOB
+            | MYSQL_TYPE_BLOB
+    ) && !c.schema.is_empty()
+        && !c.org_table.is_empty()
+        && !c.org_name.is_empty()
+}
+
+/// `s` as a single-quoted SQL string.
+fn quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+impl Session {
+    /// Sets [`Column::declared`] on every shard's string columns read from a table, and checks
+    /// the shards declare each column alike (a merge across different collations has no one
+    /// right order).
+    pub(super) async fn learn_collations(
+        &mut self,
+        routing: &Routing,
+        targets: &[Target],
+        columns: &mut [Vec<Column>],
+    ) -> Result<()> {
+        // Databases read during this call: a column still missing after that is not re-read.
+        let mut read: Vec<(usize, String)> = Vec::new();
+        for (t, cols) in targets.iter().zip(columns.iter_mut()) {
+            let datahost = routing.topology.datanodes[t.datanode].datahost;
+            for c in cols.iter_mut().filter(|c| table_string(c)) {
+                let key = (c.org_table.to_lowercase(), c.org_name.to_lowercase());
+                let mut found = routing
+                    .collations
+                    .get(datahost, &c.schema)
+                    .and_then(|d| d.get(&key).copied());
+                let fresh = read.iter().any(|(h, d)| *h == datahost && *d == c.schema);
+                if found.is_none() && !fresh {
+                    // Not looked up yet, or a table created since: read the database again.
+                    let d = self.read_declared(routing, t, &c.schema).await?;
+                    found = routing
+                        .collations
+                        .put(datahost, &c.schema, d)
+                        .get(&key)
+                        .copied();
+                    read.push((datahost, c.schema.clone()));
+                }
+                c.declared = found;
+            }
+        }
+        let Some((first, rest)) = columns.split_first() else {
+            return Ok(());
+        };
+        for other in rest {
+            for (a, b) in first.iter().zip(other) {
+                if a.declared != b.declared {
+                    return Err(super::unsupported(&format!(
+                        "merging column '{}', declared with different collations on the \
+                         datanodes (or not found on one of them)",
+                        a.name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The declared collation of every string column of database `db`, read on a connection
+    /// of `t`'s datanode taken for this lookup.
+    async fn read_declared(&mut self, routing: &Routing, t: &Target, db: &str) -> Result<Declared> {
+        let mut conn = self.extra_connection(routing, t.datanode).await?;
+        let sql = format!(
+            "SELECT c.TABLE_NAME, c.COLUMN_NAME, l.ID FROM information_schema.COLUMNS c \
+             JOIN information_schema.COLLATIONS l ON l.COLLATION_NAME = c.COLLATION_NAME \
+             WHERE c.TABLE_SCHEMA = {}",
+            quoted(db)
+        );
+        let mut payload = vec![crate::wire::command::COM_QUERY];
+        payload.extend_from_slice(sql.as_bytes());
+        let mut seq = 0;
+        conn.io.write_packet(&mut seq, &payload);
+        // A connection that failed mid-lookup is dropped (closed), never pooled.
+        conn.io.flush().await.map_err(Error::BackendIo)?;
+        let mut stream = ResultStream::new(&conn, false);
+        stream.columns(&mut conn).await?;
+        let mut out = Declared::new();
+        loop {
+            match stream.next_row(&mut conn).await? {
+                Row::End => break,
+                Row::Data(row) => {
+                    let mut b = &row[..];
+                    let mut field = || {
+                        read_lenenc_bytes(&mut b).map(|v| String::from_utf8_lossy(v).to_lowercase())
+                    };
+                    let (Some(table), Some(column), Some(id)) = (field(), field(), field()) else {
+                        continue;
+                    };
+                    if let Ok(id) = id.parse::<u16>() {
+                        out.insert((table, column), id);
+                    }
+                }
+            }
+        }
+        conn.release();
+        Ok(out)
+    }
+}
