@@ -7,3 +7,5 @@ pub mod handshake;
 pub mod messages;
 pub mod packet;
 pub mod response;
+pub mod rsa_key;
+pub mod tls;
