@@ -53,6 +53,9 @@ impl Proxy {
         .await
         {
             Ok(mut c) => {
+                if let Some(why) = &c.tracking_refused {
+                    warn!(backend = %spec.addr(), reason = %why, "session tracking cannot be switched on: connections to this backend are never pooled (each is closed when its session lets go of it)");
+                }
                 // Statements are planned as the backend reads them: its sql_mode decides what
                 // `||` and `"x"` mean for sessions that never set their own.
                 let mode = match c.query_value("SELECT @@SESSION.sql_mode").await {
