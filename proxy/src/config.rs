@@ -10,6 +10,21 @@ use shoal_router::config::{PoolConfig, ServerConfig};
 use shoal_router::plan::Router;
 use shoal_router::topology::Topology;
 
+use crate::wire::auth::{AuthPlugin, Secret};
+
+/// Largest packet a client may send before it has logged in: a handshake response (user name,
+/// schema, connection attributes) is well below this.
+pub const LOGIN_MAX_PACKET: usize = 64 * 1024;
+
+/// TLS to clients: PEM files, read when the proxy binds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: String,
+    pub key: String,
+    /// Plain clients are refused with error 3159.
+    pub required: bool,
+}
+
 /// One backend MySQL/MariaDB server and the credentials the proxy uses on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendSpec {
@@ -109,7 +124,12 @@ fn percent_decode(s: &str) -> Result<String, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {
     pub name: String,
-    pub password: String,
+    /// The password, or its hash.
+    pub secret: Secret,
+    /// The plugin the user authenticates with (clients using another one are switched).
+    pub plugin: AuthPlugin,
+    /// Sessions of this user at once (error 1203 beyond); 0 = no limit.
+    pub max_connections: usize,
     /// Schemas this user may use; `None` means any the backend has.
     pub schemas: Option<Vec<String>>,
     /// Only reads: the classifier refuses anything else with 1290 (config files route such
@@ -193,6 +213,12 @@ pub struct ProxyConfig {
     pub shutdown_timeout: Duration,
     /// Largest client packet accepted (the client-side `max_allowed_packet`).
     pub max_packet: usize,
+    /// A client must log in within this long of connecting.
+    pub handshake_timeout: Duration,
+    /// TLS to clients, if configured.
+    pub tls: Option<TlsFiles>,
+    /// The RSA private key (PEM) for caching_sha2 over plain TCP; generated at start if `None`.
+    pub rsa_private_key: Option<String>,
     /// Logical schema name -> physical database, for schemas whose name differs from the
     /// database that holds them (config files); quick mode has none.
     pub schema_map: Vec<(String, String)>,
@@ -208,9 +234,12 @@ pub struct ProxyConfig {
 impl ProxyConfig {
     /// Quick mode: one backend, and its own user/password is the only login.
     pub fn quick(listen: String, backend: BackendSpec) -> Self {
+        let secret = Secret::Plain(backend.password.clone());
         let users = vec![User {
             name: backend.user.clone(),
-            password: backend.password.clone(),
+            plugin: secret.default_plugin(),
+            secret,
+            max_connections: 0,
             schemas: None,
             read_only: false,
         }];
@@ -223,7 +252,10 @@ impl ProxyConfig {
             max_connections: server.max_connections as usize,
             client_idle_timeout: server.client_idle_timeout,
             shutdown_timeout: server.shutdown_timeout,
-            max_packet: 1 << 30,
+            max_packet: server.max_allowed_packet as usize,
+            handshake_timeout: server.handshake_timeout,
+            tls: None,
+            rsa_private_key: None,
             schema_map: Vec::new(),
             only_mapped_schemas: false,
             routing: None,

@@ -12,7 +12,8 @@ use shoal_router::config::{Balance, HostEndpoint};
 use shoal_router::plan::Router;
 use shoal_router::topology::{TableDef, Topology};
 
-use crate::config::{BackendSpec, PoolSettings, ProxyConfig, Routing, User};
+use crate::config::{BackendSpec, PoolSettings, ProxyConfig, Routing, TlsFiles, User};
+use crate::wire::auth::{AuthPlugin, Secret};
 
 /// The one datanode a file can be served from without the router: the one every schema
 /// defaults to, when no schema lists (sharded, global, child) tables. `Err` says why the
@@ -98,11 +99,20 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
     let users = t
         .users
         .iter()
-        .map(|u| User {
-            name: u.name.clone(),
-            password: u.password.clone(),
-            schemas: Some(u.schemas.clone()),
-            read_only: u.read_only,
+        .map(|u| {
+            let secret = Secret::parse(&u.password);
+            User {
+                name: u.name.clone(),
+                plugin: u
+                    .auth_plugin
+                    .as_deref()
+                    .and_then(|p| AuthPlugin::from_name(p.as_bytes()))
+                    .unwrap_or_else(|| secret.default_plugin()),
+                secret,
+                max_connections: u.max_connections as usize,
+                schemas: Some(u.schemas.clone()),
+                read_only: u.read_only,
+            }
         })
         .collect();
     // Without the router, logical schemas served by the datanode are its physical database;
@@ -198,6 +208,14 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
     cfg.client_idle_timeout = idle;
     cfg.shutdown_timeout = server.shutdown_timeout;
     cfg.routing = routing;
+    cfg.max_packet = server.max_allowed_packet as usize;
+    cfg.handshake_timeout = server.handshake_timeout;
+    cfg.tls = server.tls.as_ref().map(|t| TlsFiles {
+        cert: t.cert.clone(),
+        key: t.key.clone(),
+        required: t.required,
+    });
+    cfg.rsa_private_key = server.rsa.as_ref().map(|r| r.private_key.clone());
     Ok(cfg)
 }
 

@@ -35,6 +35,9 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Code and SQLSTATE of "lost connection to backend" (see [`Error::lost_backend`]).
+pub const LOST_BACKEND: (u16, [u8; 5]) = (1430, *b"HY000");
+
 impl Error {
     pub fn reply(code: u16, state: &[u8; 5], message: impl Into<String>) -> Self {
         Error::Reply {
@@ -67,6 +70,25 @@ impl Error {
         Self::reply(1049, b"42000", format!("Unknown database '{db}'"))
     }
 
+    /// 1203 (42000): the user already has `users[].max_connections` sessions.
+    pub fn too_many_user_connections(user: &str) -> Self {
+        Self::fatal(
+            1203,
+            b"42000",
+            format!("User {user} already has more than 'max_user_connections' active connections"),
+        )
+    }
+
+    /// 3159 (HY000): a plain connection while `server.tls.required` is set (MySQL's message for
+    /// require_secure_transport).
+    pub fn insecure_transport() -> Self {
+        Self::fatal(
+            3159,
+            b"HY000",
+            "Connections using insecure transport are prohibited while --require_secure_transport=ON.",
+        )
+    }
+
     /// 1040 (08004): beyond `max_connections`.
     pub fn too_many_connections() -> Self {
         Self::fatal(1040, b"08004", "Too many connections")
@@ -77,19 +99,23 @@ impl Error {
         Self::reply(1047, b"08S01", format!("Unknown command 0x{cmd:02x}"))
     }
 
-    /// 2013 (HY000): the backend died while serving the statement.
+    /// The backend died while serving the statement. Not 2013: codes 2000-2999 are the
+    /// client library's own, and libmariadb (the `mariadb` CLI) reads a server sending one as
+    /// a malformed packet (2027); 1430 is what MariaDB's FEDERATED engine says of a remote
+    /// server failing mid-query.
     pub fn lost_backend() -> Self {
         Self::reply(
-            2013,
-            b"HY000",
+            LOST_BACKEND.0,
+            &LOST_BACKEND.1,
             "Lost connection to backend server during query",
         )
     }
 
-    /// 2003 (HY000): no backend connection could be opened.
+    /// 1429 (HY000), ER_CONNECT_TO_FOREIGN_DATA_SOURCE: no backend connection could be opened
+    /// (not 2003, a client-side code: see [`Error::lost_backend`]).
     pub fn backend_unreachable(addr: &str, why: impl std::fmt::Display) -> Self {
         Self::reply(
-            2003,
+            1429,
             b"HY000",
             format!("Can't connect to backend server on '{addr}' ({why})"),
         )
@@ -157,8 +183,8 @@ impl Error {
             } => Some((*code, state, message)),
             Error::ClientIo(_) => None,
             Error::BackendIo(_) => Some((
-                2013,
-                b"HY000",
+                LOST_BACKEND.0,
+                &LOST_BACKEND.1,
                 "Lost connection to backend server during query",
             )),
         }

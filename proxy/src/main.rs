@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use shoal_proxy::config::{BackendSpec, ProxyConfig};
+use shoal_proxy::config::{BackendSpec, ProxyConfig, TlsFiles};
 use shoal_proxy::config_file;
 use shoal_proxy::server::Proxy;
 use shoal_router::topology::Topology;
@@ -17,8 +17,10 @@ use tracing_subscriber::EnvFilter;
 /// Quick mode (no config file): `shoal --listen 127.0.0.1:8066 --backend mysql://USER:PASS@HOST:PORT/DB`
 /// serves one backend; clients log in with the backend's user and password.
 #[derive(Debug, Parser)]
-#[command(name = "shoal", version)]
+#[command(name = "shoal", version, args_conflicts_with_subcommands = true)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Address to listen on [default: 127.0.0.1:8066, or server.listen of the config].
     #[arg(long)]
     listen: Option<String>,
@@ -59,6 +61,79 @@ struct Cli {
     /// config's server.log_level, else info.
     #[arg(long)]
     log: Option<String>,
+    /// Largest packet a client may send, in bytes (error 1153 and the connection closed beyond) [default: 67108864, or server.max_allowed_packet].
+    #[arg(long)]
+    max_allowed_packet: Option<u64>,
+    /// Clients not logged in within this many seconds are disconnected [default: 10].
+    #[arg(long)]
+    handshake_timeout_secs: Option<u64>,
+    /// TLS to clients: certificate chain (PEM); needs --tls-key [default: server.tls.cert].
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<String>,
+    /// TLS to clients: private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<String>,
+    /// Refuse clients that do not use TLS (error 3159).
+    #[arg(long)]
+    tls_required: bool,
+    /// RSA private key (PEM) for caching_sha2_password over plain TCP [default: generated at start].
+    #[arg(long)]
+    rsa_key: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Prints the hashes of a password for `users[].password` (reads it from stdin, one line).
+    HashPassword,
+    /// Writes a self-signed CA and a server certificate signed by it (ca.pem, server-cert.pem,
+    /// server-key.pem) for trying TLS.
+    GenCert {
+        /// Directory to write the files into.
+        #[arg(long)]
+        dir: PathBuf,
+        /// Names the server certificate is valid for.
+        #[arg(long, default_values_t = ["localhost".to_string(), "127.0.0.1".to_string()])]
+        name: Vec<String>,
+    },
+}
+
+fn hash_password() -> ExitCode {
+    let mut line = String::new();
+    if let Err(e) = std::io::stdin().read_line(&mut line) {
+        eprintln!("shoal: cannot read the password: {e}");
+        return ExitCode::FAILURE;
+    }
+    let pw = line.trim_end_matches(['\n', '\r']);
+    println!(
+        "mysql_native_password: {}",
+        shoal_proxy::wire::auth::native_hash(pw)
+    );
+    println!(
+        "caching_sha2_password: {}",
+        shoal_proxy::wire::auth::sha2_hash(pw)
+    );
+    ExitCode::SUCCESS
+}
+
+fn gen_cert(dir: &std::path::Path, names: &[String]) -> ExitCode {
+    let (ca, cert, key) = match shoal_proxy::wire::tls::generate_demo_certs(names) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("shoal: cannot make certificates: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let write = |name: &str, text: &str| std::fs::write(dir.join(name), text);
+    if let Err(e) = std::fs::create_dir_all(dir)
+        .and_then(|_| write("ca.pem", &ca))
+        .and_then(|_| write("server-cert.pem", &cert))
+        .and_then(|_| write("server-key.pem", &key))
+    {
+        eprintln!("shoal: cannot write into {}: {e}", dir.display());
+        return ExitCode::FAILURE;
+    }
+    println!("{}", dir.display());
+    ExitCode::SUCCESS
 }
 
 fn init_logging(flag: Option<&str>, from_config: Option<&str>) {
@@ -115,11 +190,40 @@ fn build_config(cli: &Cli) -> Result<(ProxyConfig, Option<String>), String> {
     if let Some(s) = cli.shutdown_timeout_secs {
         config.shutdown_timeout = Duration::from_secs(s);
     }
+    if let Some(n) = cli.max_allowed_packet {
+        if !(1024..=1 << 30).contains(&n) {
+            return Err("--max-allowed-packet must be between 1024 and 1073741824".into());
+        }
+        config.max_packet = n as usize;
+    }
+    if let Some(s) = cli.handshake_timeout_secs {
+        config.handshake_timeout = Duration::from_secs(s.max(1));
+    }
+    if let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) {
+        config.tls = Some(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            required: cli.tls_required,
+        });
+    } else if cli.tls_required {
+        match config.tls.as_mut() {
+            Some(t) => t.required = true,
+            None => return Err("--tls-required needs --tls-cert/--tls-key or server.tls".into()),
+        }
+    }
+    if let Some(k) = &cli.rsa_key {
+        config.rsa_private_key = Some(k.clone());
+    }
     Ok((config, log_level))
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    match &cli.command {
+        Some(Command::HashPassword) => return hash_password(),
+        Some(Command::GenCert { dir, name }) => return gen_cert(dir, name),
+        None => {}
+    }
 
     if cli.check {
         let path = cli

@@ -22,6 +22,8 @@ use crate::session::{self, Shared};
 use crate::wire::handshake::server_capabilities;
 use crate::wire::messages::err_payload;
 use crate::wire::packet::PacketStream;
+use crate::wire::rsa_key::RsaKey;
+use crate::wire::tls::ClientTls;
 
 /// Wire capabilities most clients ask for; used for connections opened ahead of demand.
 fn typical_client_wire() -> CapabilityFlags {
@@ -53,6 +55,9 @@ impl Proxy {
         .await
         {
             Ok(mut c) => {
+                if let Some(why) = &c.tracking_refused {
+                    warn!(backend = %spec.addr(), reason = %why, "session tracking cannot be switched on: connections to this backend are never pooled (each is closed when its session lets go of it)");
+                }
                 // Statements are planned as the backend reads them: its sql_mode decides what
                 // `||` and `"x"` mean for sessions that never set their own.
                 let mode = match c.query_value("SELECT @@SESSION.sql_mode").await {
@@ -105,6 +110,30 @@ impl Proxy {
                 (pool.clone(), vec![pool], backends)
             }
         };
+        let tls = match &config.tls {
+            Some(files) => {
+                let server = crate::wire::tls::load_server_config(&files.cert, &files.key)
+                    .map_err(std::io::Error::other)?;
+                info!(cert = %files.cert, required = files.required, "TLS to clients enabled (TLS 1.2 and 1.3)");
+                Some(ClientTls {
+                    acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
+                    required: files.required,
+                })
+            }
+            None => None,
+        };
+        let rsa = match &config.rsa_private_key {
+            Some(path) => RsaKey::load(path).map_err(std::io::Error::other)?,
+            None => tokio::task::spawn_blocking(RsaKey::generate)
+                .await
+                .map_err(std::io::Error::other)?
+                .map_err(std::io::Error::other)?,
+        };
+        info!(
+            fingerprint = %rsa.fingerprint,
+            source = if config.rsa_private_key.is_some() { "config" } else { "generated at start" },
+            "RSA key for caching_sha2_password over plain connections"
+        );
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             config: Arc::new(config),
@@ -117,6 +146,11 @@ impl Proxy {
             shutdown: shutdown_rx,
             stopping: std::sync::atomic::AtomicBool::new(false),
             sessions: Default::default(),
+            tls,
+            rsa: Arc::new(rsa),
+            throttle: Default::default(),
+            user_conns: Default::default(),
+            sha2_cache: Default::default(),
         });
         Ok(Proxy {
             listener,

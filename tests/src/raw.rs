@@ -42,7 +42,7 @@ pub enum Reply {
 }
 
 impl Reply {
-    fn parse(payload: &[u8]) -> Reply {
+    pub fn parse(payload: &[u8]) -> Reply {
         match payload.first() {
             Some(0x00) if payload.len() >= 7 => Reply::Ok,
             Some(0xff) if payload.len() >= 3 => {

@@ -71,6 +71,8 @@ pub struct BackendConn {
     pub state: SessionState,
     /// Session tracking is on: responses report state changes.
     pub tracking: bool,
+    /// Why it is not, when it is not (reported at startup).
+    pub tracking_refused: Option<String>,
     pub last_used: Instant,
     pub info: ServerInfo,
     /// Statements prepared here for the router's prepared statements, kept across sessions.
@@ -265,6 +267,7 @@ impl BackendConn {
                 last_insert_id: 0,
             },
             tracking: false,
+            tracking_refused: None,
             last_used: Instant::now(),
             info,
             stmts: StmtCache::default(),
@@ -276,6 +279,8 @@ impl BackendConn {
     async fn enable_tracking(&mut self) -> Result<()> {
         if !self.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK) {
             self.tracking = false;
+            self.tracking_refused =
+                Some("the server does not offer CLIENT_SESSION_TRACK".to_string());
             return Ok(());
         }
         match self.command(COM_QUERY, ENABLE_TRACKING.as_bytes()).await {
@@ -285,8 +290,9 @@ impl BackendConn {
                 self.state.vars.clear();
                 Ok(())
             }
-            Err(Error::Reply { .. }) => {
+            Err(e @ Error::Reply { .. }) => {
                 self.tracking = false;
+                self.tracking_refused = Some(format!("{ENABLE_TRACKING}: {e}"));
                 Ok(())
             }
             Err(e) => Err(e),

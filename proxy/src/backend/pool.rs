@@ -92,6 +92,11 @@ impl PooledConn {
     /// Returns the connection to the idle list. The caller has made sure it carries nothing
     /// that may not leak to another session (see the session's pinning rules).
     pub fn release(mut self) {
+        // Without session tracking the proxy cannot see what a session changed on the
+        // connection, so it never goes to another session: dropping it here closes it.
+        if self.conn.as_ref().is_some_and(|c| !c.tracking) {
+            return;
+        }
         if let Some(c) = self.conn.take() {
             self.pool.put_idle(c);
         }

@@ -584,7 +584,11 @@ impl Session {
                         state,
                         message,
                     } => (code, state, message),
-                    _ => (2013, *b"HY000", "Lost connection to backend".into()),
+                    _ => (
+                        crate::error::LOST_BACKEND.0,
+                        crate::error::LOST_BACKEND.1,
+                        "Lost connection to backend".into(),
+                    ),
                 };
                 self.send_error(seq, code, &state, &msg).await?;
                 Ok(None)

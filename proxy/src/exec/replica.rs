@@ -20,10 +20,12 @@ use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::session::relay::{Expect, Outcome};
 
-/// 2003: writes (and reads with nowhere else to go) on a datanode whose primary is down.
+/// 1429 (ER_CONNECT_TO_FOREIGN_DATA_SOURCE, as for any unreachable backend: 2003 is a client
+/// library's code, which libmariadb reports as a malformed packet): writes (and reads with
+/// nowhere else to go) on a datanode whose primary is down.
 fn primary_down(datanode: &str, datahost: &str, address: &str) -> Error {
     Error::reply(
-        2003,
+        1429,
         b"HY000",
         format!(
             "datanode {datanode}: the primary {address} of datahost {datahost} is down \

@@ -232,7 +232,11 @@ impl Session {
         if let Some(e) = error {
             let p = match e.as_reply() {
                 Some((code, state, msg)) => err_payload(code, state, msg),
-                None => err_payload(2013, b"HY000", &e.to_string()),
+                None => err_payload(
+                    crate::error::LOST_BACKEND.0,
+                    &crate::error::LOST_BACKEND.1,
+                    &e.to_string(),
+                ),
             };
             out.fail(&mut self.client, &p);
             self.diag.known = true;

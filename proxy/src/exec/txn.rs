@@ -199,7 +199,7 @@ impl Session {
         }
         let (code, state) = match failed[0].1.as_reply() {
             Some((c, s, _)) => (c, *s),
-            None => (2013, *b"HY000"),
+            None => crate::error::LOST_BACKEND,
         };
         Err(Error::reply(
             code,

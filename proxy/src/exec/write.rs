@@ -114,7 +114,7 @@ impl Session {
                 .iter()
                 .find_map(|(_, r)| r.as_ref().err().and_then(|e| e.as_reply()))
                 .map(|(c, s, _)| (c, *s))
-                .unwrap_or((2013, *b"HY000"));
+                .unwrap_or(crate::error::LOST_BACKEND);
             let whole = targets.len() > 1;
             let note = if own_txn {
                 "; the statement was rolled back on every datanode"
@@ -213,7 +213,7 @@ impl Session {
             self.diag.row_count = 0;
             return self.send_ok_with(reply_seq, 0, 0, warnings).await;
         }
-        let (code, state) = first_err.unwrap_or((2013, *b"HY000"));
+        let (code, state) = first_err.unwrap_or(crate::error::LOST_BACKEND);
         let done = if ok.is_empty() {
             String::new()
         } else {

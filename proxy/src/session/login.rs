@@ -1,15 +1,18 @@
 //! The connection phase with a client, and COM_CHANGE_USER, which repeats it mid-session.
 
 use mysql_common::constants::CapabilityFlags;
-use tracing::debug;
+use tracing::{debug, info, warn};
 
 use super::{Pins, Session, charset_vars};
+use crate::config::LOGIN_MAX_PACKET;
 use crate::error::{Error, Result};
-use crate::wire::auth::verify_native;
+use crate::wire::auth::{AuthPlugin, Secret, sha256, verify_sha2_scramble};
 use crate::wire::handshake::{
-    NATIVE_PLUGIN, auth_switch_to_native, initial_handshake, new_scramble, parse_handshake_response,
+    NATIVE_PLUGIN, auth_switch, initial_handshake, is_ssl_request, new_scramble,
+    parse_handshake_response,
 };
 use crate::wire::packet::is_too_large;
+use crate::wire::tls::{ClientStream, Rewind};
 
 /// The parts of a COM_CHANGE_USER payload the proxy needs.
 struct ChangeUser {
@@ -61,65 +64,241 @@ fn parse_change_user(payload: &[u8], caps: CapabilityFlags) -> Result<ChangeUser
 }
 
 impl Session {
-    fn password_ok(&self, user: &str, auth: &[u8]) -> bool {
-        match self.shared.config.user(user) {
-            Some(u) => verify_native(&self.scramble, &u.password, auth),
-            None => false,
-        }
-    }
-
-    /// Asks the client to answer with `mysql_native_password` if it used another plugin;
-    /// returns the auth response to verify and the next sequence id.
-    async fn native_auth_response(
+    /// Authenticates `user` as the plugin configured for them, switching the client to it when
+    /// it answered for another; returns whether the password was proven, whether one was given,
+    /// and the next sequence id.
+    async fn authenticate(
         &mut self,
-        plugin: Option<&[u8]>,
+        user: &str,
+        client_plugin: Option<&[u8]>,
         auth: Vec<u8>,
         seq: u8,
-    ) -> Result<(Vec<u8>, u8)> {
-        match plugin {
-            Some(p) if p != NATIVE_PLUGIN => {
-                let mut s = seq;
-                self.client
-                    .write_packet(&mut s, &auth_switch_to_native(&self.scramble));
-                self.client.flush().await.map_err(Error::ClientIo)?;
-                let info = self.client.next_packet().await.map_err(Error::ClientIo)?;
-                let auth = self.client.packet_payload().into_owned();
-                Ok((auth, info.last_seq.wrapping_add(1)))
+    ) -> Result<(bool, bool, u8)> {
+        let account = self.shared.config.user(user).cloned();
+        // Unknown users go through the native exchange, so a client cannot tell them apart
+        // from a wrong password.
+        let target = account.as_ref().map_or(AuthPlugin::Native, |u| u.plugin);
+        let client = client_plugin
+            .map(AuthPlugin::from_name)
+            .unwrap_or(Some(AuthPlugin::Native));
+        let (auth, mut seq) = if client == Some(target) {
+            (auth, seq)
+        } else {
+            let mut s = seq;
+            self.client
+                .write_packet(&mut s, &auth_switch(target.name(), &self.scramble));
+            self.client.flush().await.map_err(Error::ClientIo)?;
+            let info = self.next_login_packet().await?;
+            (
+                self.client.packet_payload().into_owned(),
+                info.last_seq.wrapping_add(1),
+            )
+        };
+        let Some(account) = account else {
+            return Ok((false, !auth.is_empty(), seq));
+        };
+        let given = !auth.is_empty();
+        let ok = match target {
+            AuthPlugin::Native => account.secret.verify_native(&self.scramble, &auth),
+            AuthPlugin::CachingSha2 => {
+                let (ok, next) = self.sha2_auth(user, &account.secret, &auth, seq).await?;
+                seq = next;
+                ok
             }
-            _ => Ok((auth, seq)),
+        };
+        Ok((ok, given, seq))
+    }
+
+    /// caching_sha2_password after the client's scramble: the fast path when the proxy knows
+    /// SHA256(SHA256(password)) for the user, else a full authentication with the password
+    /// sent over TLS or RSA-encrypted.
+    async fn sha2_auth(
+        &mut self,
+        user: &str,
+        secret: &Secret,
+        auth: &[u8],
+        seq: u8,
+    ) -> Result<(bool, u8)> {
+        if auth.is_empty() || auth == [0] {
+            return Ok((secret.is_empty(), seq));
+        }
+        let mut seq = seq;
+        let stage2 = secret
+            .sha2_stage2()
+            .or_else(|| self.shared.sha2_cache.get(user));
+        if let Some(stage2) = stage2
+            && verify_sha2_scramble(&stage2, &self.scramble, auth)
+        {
+            self.client.write_packet(&mut seq, &[0x01, 0x03]);
+            return Ok((true, seq));
+        }
+        self.client.write_packet(&mut seq, &[0x01, 0x04]);
+        self.client.flush().await.map_err(Error::ClientIo)?;
+        let info = self.next_login_packet().await?;
+        seq = info.last_seq.wrapping_add(1);
+        let mut reply = self.client.packet_payload().into_owned();
+        let password = if self.client.get_ref().is_tls() {
+            if reply.last() == Some(&0) {
+                reply.pop();
+            }
+            Some(reply)
+        } else {
+            if reply == [0x02] {
+                let mut pem = vec![0x01];
+                pem.extend_from_slice(self.shared.rsa.public_pem.as_bytes());
+                self.client.write_packet(&mut seq, &pem);
+                self.client.flush().await.map_err(Error::ClientIo)?;
+                let info = self.next_login_packet().await?;
+                seq = info.last_seq.wrapping_add(1);
+                reply = self.client.packet_payload().into_owned();
+            }
+            self.shared.rsa.decrypt_password(&reply, &self.scramble)
+        };
+        let Some(password) = password else {
+            return Ok((false, seq));
+        };
+        let ok = secret.verify_clear(&password);
+        if ok {
+            self.shared.sha2_cache.put(user, sha256(&sha256(&password)));
+        }
+        Ok((ok, seq))
+    }
+
+    /// The next packet of the connection phase (capped at [`LOGIN_MAX_PACKET`]).
+    async fn next_login_packet(&mut self) -> Result<crate::wire::packet::PacketInfo> {
+        match self.client.next_packet().await {
+            Ok(i) => Ok(i),
+            Err(e) if is_too_large(&e) => Err(Error::packet_too_large()),
+            Err(e) => Err(Error::ClientIo(e)),
         }
     }
 
+    /// Waits before answering a login from an address with repeated failures.
+    async fn throttle(&self) {
+        if let Some((delay, failures)) = self.shared.throttle.delay_for(&self.peer_host) {
+            warn!(
+                client = %self.peer_host,
+                failures,
+                delay_ms = delay.as_millis() as u64,
+                "login throttled after repeated failed logins from this address"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    fn login_failed(&self, user: &str) {
+        let failures = self.shared.throttle.failed(&self.peer_host);
+        info!(client = %self.peer_host, user, failures, "failed login");
+    }
+
+    /// The connection phase, bounded by the handshake timeout: a client that has not logged
+    /// in by then is disconnected.
     pub(super) async fn login(&mut self, connection_id: u32) -> Result<()> {
+        let limit = self.shared.config.handshake_timeout;
+        match tokio::time::timeout(limit, self.login_steps(connection_id)).await {
+            Ok(r) => r,
+            Err(_) => {
+                debug!(connection_id, client = %self.peer_host, "handshake timeout");
+                Err(Error::ClientIo(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no login within the handshake timeout",
+                )))
+            }
+        }
+    }
+
+    async fn login_steps(&mut self, connection_id: u32) -> Result<()> {
+        self.client.set_max_packet(LOGIN_MAX_PACKET);
         self.scramble = new_scramble();
+        let mut capabilities = self.shared.capabilities;
+        if self.shared.tls.is_some() {
+            capabilities |= CapabilityFlags::CLIENT_SSL;
+        }
         let hs = initial_handshake(
             &self.shared.server_version,
             connection_id,
             &self.scramble,
             super::BACKEND_COLLATION,
-            self.shared.capabilities,
+            capabilities,
+            NATIVE_PLUGIN,
         );
         let mut seq = 0;
         self.client.write_packet(&mut seq, &hs);
         self.client.flush().await.map_err(Error::ClientIo)?;
 
-        let info = match self.client.next_packet().await {
+        let mut info = match self.next_login_packet().await {
             Ok(i) => i,
-            Err(e) if is_too_large(&e) => return Err(Error::packet_too_large()),
-            Err(e) => return Err(Error::ClientIo(e)),
+            Err(e) => return self.fail(1, e).await,
         };
+        if is_ssl_request(&self.client.packet_payload()) {
+            let Some(tls) = self.shared.tls.clone() else {
+                let e = Error::fatal(
+                    1043,
+                    b"08S01",
+                    "Bad handshake: TLS is not configured on this proxy",
+                );
+                return self.fail(info.last_seq.wrapping_add(1), e).await;
+            };
+            let unread = self.client.take_unread();
+            let ClientStream::Plain(tcp) =
+                std::mem::replace(self.client.stream_mut(), ClientStream::Detached)
+            else {
+                return Err(Error::malformed("second SSL request"));
+            };
+            let stream = tls
+                .acceptor
+                .accept(Rewind::new(unread, tcp))
+                .await
+                .map_err(Error::ClientIo)?;
+            *self.client.stream_mut() = ClientStream::Tls(Box::new(stream));
+            info = match self.next_login_packet().await {
+                Ok(i) => i,
+                Err(e) => return self.fail(info.last_seq.wrapping_add(2), e).await,
+            };
+        }
         let seq = info.last_seq.wrapping_add(1);
+        if !self.client.get_ref().is_tls() && self.shared.tls.as_ref().is_some_and(|t| t.required) {
+            return self.fail(seq, Error::insecure_transport()).await;
+        }
         let hello = match parse_handshake_response(&self.client.packet_payload()) {
             Ok(h) => h,
             Err(e) => return self.fail(seq, e).await,
         };
-        self.caps = hello.capabilities & self.shared.capabilities;
-        let (auth, seq) = self
-            .native_auth_response(hello.plugin.as_deref(), hello.auth_response, seq)
+        self.caps = hello.capabilities & capabilities;
+        self.throttle().await;
+        let (ok, given, seq) = self
+            .authenticate(
+                &hello.user,
+                hello.plugin.as_deref(),
+                hello.auth_response,
+                seq,
+            )
             .await?;
-        if !self.password_ok(&hello.user, &auth) {
-            let e = Error::access_denied(&hello.user, &self.peer_host, !auth.is_empty());
+        if !ok {
+            self.login_failed(&hello.user);
+            let e = Error::access_denied(&hello.user, &self.peer_host, given);
             return self.fail(seq, e).await;
+        }
+        self.shared.throttle.succeeded(&self.peer_host);
+        let Some(account) = self.shared.config.user(&hello.user).cloned() else {
+            return self
+                .fail(
+                    seq,
+                    Error::access_denied(&hello.user, &self.peer_host, given),
+                )
+                .await;
+        };
+        match self
+            .shared
+            .user_conns
+            .acquire(&account.name, account.max_connections)
+        {
+            Some(slot) => self.user_slot = Some(slot),
+            None => {
+                return self
+                    .fail(seq, Error::too_many_user_connections(&account.name))
+                    .await;
+            }
         }
         self.user = hello.user;
         self.want.multi_statements = self.caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
@@ -128,7 +307,9 @@ impl Session {
         if let Err(e) = self.enter_schema(hello.database).await {
             return self.fail(seq, e).await;
         }
-        self.send_ok(seq).await
+        self.send_ok(seq).await?;
+        self.client.set_max_packet(self.shared.config.max_packet);
+        Ok(())
     }
 
     /// Sets the schema a (re)authenticated session starts in, checking a requested one
@@ -183,12 +364,29 @@ impl Session {
     /// COM_CHANGE_USER: authenticates again, then starts over like a new connection.
     pub(crate) async fn change_user(&mut self, reply_seq: u8) -> Result<()> {
         let req = parse_change_user(&self.client.packet_payload(), self.caps)?;
-        let (auth, seq) = self
-            .native_auth_response(req.plugin.as_deref(), req.auth, reply_seq)
+        self.throttle().await;
+        let (ok, given, seq) = self
+            .authenticate(&req.user, req.plugin.as_deref(), req.auth, reply_seq)
             .await?;
-        if !self.password_ok(&req.user, &auth) {
-            let e = Error::access_denied(&req.user, &self.peer_host, !auth.is_empty());
+        if !ok {
+            self.login_failed(&req.user);
+            let e = Error::access_denied(&req.user, &self.peer_host, given);
             return self.fail(seq, e).await;
+        }
+        let limit = self
+            .shared
+            .config
+            .user(&req.user)
+            .map_or(0, |u| u.max_connections);
+        // The session stops counting as its old user before it counts as the new one.
+        self.user_slot = None;
+        match self.shared.user_conns.acquire(&req.user, limit) {
+            Some(slot) => self.user_slot = Some(slot),
+            None => {
+                return self
+                    .fail(seq, Error::too_many_user_connections(&req.user))
+                    .await;
+            }
         }
         debug!(from = %self.user, to = %req.user, "change user");
         if self.pins.any()

@@ -6,6 +6,7 @@
 //! nothing pins it, and replays its state onto whatever connection it gets next.
 
 pub mod kill;
+pub mod limits;
 mod login;
 pub mod pinning;
 pub mod relay;
@@ -17,6 +18,8 @@ use mysql_common::collations::{Collation, CollationId};
 use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType, StatusFlags};
 use shoal_router::sql::lex::Token;
 use tokio::net::TcpStream;
+
+use crate::wire::tls::ClientStream;
 use tokio::sync::watch;
 use tracing::{debug, trace, warn};
 
@@ -53,6 +56,13 @@ pub struct Shared {
     pub stopping: std::sync::atomic::AtomicBool,
     /// Live sessions by handshake id, for KILL.
     pub sessions: kill::Registry,
+    /// TLS to clients, when configured.
+    pub tls: Option<crate::wire::tls::ClientTls>,
+    /// The key caching_sha2 clients encrypt their password with over plain TCP.
+    pub rsa: Arc<crate::wire::rsa_key::RsaKey>,
+    pub throttle: limits::LoginThrottle,
+    pub user_conns: Arc<limits::UserConnections>,
+    pub sha2_cache: limits::Sha2Cache,
 }
 
 /// How often an idle session wakes to check its idle timeout and whether the pool wants its
@@ -82,7 +92,7 @@ impl Pins {
 
 pub struct Session {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) client: PacketStream<TcpStream>,
+    pub(crate) client: PacketStream<ClientStream>,
     pub(crate) peer_host: String,
     /// Capabilities negotiated with the client.
     pub(crate) caps: CapabilityFlags,
@@ -120,6 +130,8 @@ pub struct Session {
     /// sessions see of this one.
     pub(crate) id: u32,
     pub(crate) handle: Arc<kill::SessionHandle>,
+    /// Counts this session against its user's `max_connections`.
+    pub(crate) user_slot: Option<limits::UserSlot>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -139,7 +151,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         .map(|a| a.ip().to_string())
         .unwrap_or_else(|_| "unknown".into());
     let _ = stream.set_nodelay(true);
-    let client = PacketStream::new(stream, shared.config.max_packet);
+    let client = PacketStream::new(ClientStream::Plain(stream), shared.config.max_packet);
     let mut session = Session {
         shared,
         client,
@@ -168,6 +180,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         sequence_first: None,
         id: connection_id,
         handle: Arc::new(kill::SessionHandle::default()),
+        user_slot: None,
     };
     match session.login(connection_id).await {
         Ok(()) => {

@@ -9,11 +9,10 @@ use rand::Rng;
 
 use crate::error::{Error, Result};
 
-/// The only plugin clients authenticate with (the proxy knows the plain passwords, so it can
-/// check a native scramble; a client proposing another plugin is switched to this one).
-pub const NATIVE_PLUGIN: &[u8] = b"mysql_native_password";
+pub use super::auth::NATIVE_PLUGIN;
 
-/// Capabilities the proxy offers to clients. No CLIENT_SSL yet, no CLIENT_LOCAL_FILES (LOAD DATA
+/// Capabilities the proxy offers to clients (CLIENT_SSL is added when TLS is configured). No
+/// CLIENT_LOCAL_FILES (LOAD DATA
 /// LOCAL is refused), no compression, no MariaDB extensions (bulk execute, progress reports).
 pub fn server_capabilities() -> CapabilityFlags {
     CapabilityFlags::CLIENT_LONG_PASSWORD
@@ -47,13 +46,14 @@ pub fn new_scramble() -> [u8; 20] {
     s
 }
 
-/// The initial handshake packet payload.
+/// The initial handshake packet payload, announcing `plugin` (what the scramble is for).
 pub fn initial_handshake(
     server_version: &[u8],
     connection_id: u32,
     scramble: &[u8; 20],
     collation: u8,
     capabilities: CapabilityFlags,
+    plugin: &[u8],
 ) -> Vec<u8> {
     let mut part2 = scramble[8..].to_vec();
     part2.push(0);
@@ -68,7 +68,7 @@ pub fn initial_handshake(
         capabilities,
         collation,
         StatusFlags::SERVER_STATUS_AUTOCOMMIT,
-        Some(NATIVE_PLUGIN),
+        Some(plugin),
     );
     let mut out = Vec::with_capacity(128);
     packet.serialize(&mut out);
@@ -94,13 +94,6 @@ pub fn parse_handshake_response(payload: &[u8]) -> Result<ClientHello> {
         return Err(Error::malformed("handshake response too short"));
     }
     let client_caps = u32::from_le_bytes([payload[0], payload[1], payload[2], payload[3]]);
-    if client_caps & CapabilityFlags::CLIENT_SSL.bits() != 0 && payload.len() == 32 {
-        return Err(Error::fatal(
-            1045,
-            b"28000",
-            "SSL is not supported by this proxy yet; connect without TLS",
-        ));
-    }
     if client_caps & CapabilityFlags::CLIENT_PROTOCOL_41.bits() == 0 {
         return Err(Error::fatal(
             1047,
@@ -124,12 +117,21 @@ pub fn parse_handshake_response(payload: &[u8]) -> Result<ClientHello> {
     })
 }
 
-/// An AuthSwitchRequest asking for `mysql_native_password` over `scramble`.
-pub fn auth_switch_to_native(scramble: &[u8; 20]) -> Vec<u8> {
+/// Whether a client's first packet is an SSLRequest: the first 32 bytes of a handshake
+/// response with CLIENT_SSL set and nothing after them (the rest follows over TLS).
+pub fn is_ssl_request(payload: &[u8]) -> bool {
+    payload.len() == 32
+        && u32::from_le_bytes([payload[0], payload[1], payload[2], payload[3]])
+            & CapabilityFlags::CLIENT_SSL.bits()
+            != 0
+}
+
+/// An AuthSwitchRequest asking for `plugin` over `scramble`.
+pub fn auth_switch(plugin: &[u8], scramble: &[u8; 20]) -> Vec<u8> {
     let mut data = scramble.to_vec();
     data.push(0);
     let mut out = Vec::new();
-    AuthSwitchRequest::new(NATIVE_PLUGIN, data).serialize(&mut out);
+    AuthSwitchRequest::new(plugin, data).serialize(&mut out);
     out
 }
 
@@ -147,6 +149,7 @@ mod tests {
             &scramble,
             45,
             server_capabilities(),
+            NATIVE_PLUGIN,
         );
         let hs = HandshakePacket::deserialize((), &mut ParseBuf(&payload)).unwrap();
         assert_eq!(hs.connection_id(), 42);

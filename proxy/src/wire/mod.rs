@@ -8,3 +8,5 @@ pub mod messages;
 pub mod packet;
 pub mod response;
 pub mod resultset;
+pub mod rsa_key;
+pub mod tls;

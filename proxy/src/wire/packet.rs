@@ -93,6 +93,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         &self.stream
     }
 
+    pub fn stream_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+
+    /// Changes the largest packet `next_packet` accepts (small until a client has logged in).
+    pub fn set_max_packet(&mut self, max_packet: usize) {
+        self.max_packet = max_packet;
+    }
+
+    /// Takes the bytes read from the stream but not yet handed out (read ahead of the frame
+    /// last read), e.g. to give them to a TLS layer put on the stream.
+    pub fn take_unread(&mut self) -> BytesMut {
+        self.drop_consumed();
+        self.rbuf.split()
+    }
+
     fn drop_consumed(&mut self) {
         if self.consumed > 0 {
             self.rbuf.advance(self.consumed);
@@ -125,7 +141,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     pub async fn next_frame(&mut self) -> io::Result<FrameHeader> {
         self.drop_consumed();
         self.fill_to(4).await?;
-        let h = header_at(&self.rbuf, 0).expect("4 bytes buffered");
+        let Some(h) = header_at(&self.rbuf, 0) else {
+            return Err(eof());
+        };
         self.fill_to(4 + h.len).await?;
         self.consumed = 4 + h.len;
         Ok(h)
@@ -152,7 +170,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         let mut first_seq = 0;
         loop {
             self.fill_to(pos + 4).await?;
-            let h = header_at(&self.rbuf, pos).expect("header buffered");
+            let Some(h) = header_at(&self.rbuf, pos) else {
+                return Err(eof());
+            };
             if frames == 0 {
                 first_seq = h.seq;
             }

@@ -76,6 +76,41 @@ pub struct ServerConfig {
     /// `error`, `warn`, `info`, `debug` or `trace` (or a tracing filter directive).
     #[serde(default = "default_log_level")]
     pub log_level: String,
+    /// A client must have logged in within this long of connecting, or it is disconnected.
+    #[serde(default = "default_handshake_timeout", with = "de::duration")]
+    pub handshake_timeout: Duration,
+    /// Largest packet a logged-in client may send, in bytes; a larger one gets error 1153 and
+    /// the connection is closed, as MySQL does.
+    #[serde(default = "default_max_allowed_packet")]
+    pub max_allowed_packet: u64,
+    /// TLS to clients; without it clients connect in plain text only.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+    /// RSA key pair (PEM files) for `caching_sha2_password` over plain connections; without it
+    /// a key pair is generated at start.
+    #[serde(default)]
+    pub rsa: Option<RsaKeyConfig>,
+}
+
+/// `server.tls:` certificate and key (PEM files) offered to clients.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Certificate chain, leaf first.
+    pub cert: String,
+    /// Private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: String,
+    /// Refuse clients that do not switch to TLS (error 3159).
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// `server.rsa:` the key pair clients encrypt `caching_sha2_password` passwords with.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RsaKeyConfig {
+    /// Private key (PKCS#8 or PKCS#1 PEM).
+    pub private_key: String,
 }
 
 impl Default for ServerConfig {
@@ -86,6 +121,10 @@ impl Default for ServerConfig {
             client_idle_timeout: default_client_idle_timeout(),
             shutdown_timeout: default_shutdown_timeout(),
             log_level: default_log_level(),
+            handshake_timeout: default_handshake_timeout(),
+            max_allowed_packet: default_max_allowed_packet(),
+            tls: None,
+            rsa: None,
         }
     }
 }
@@ -102,6 +141,12 @@ fn default_client_idle_timeout() -> Duration {
 fn default_shutdown_timeout() -> Duration {
     Duration::from_secs(10)
 }
+fn default_handshake_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_max_allowed_packet() -> u64 {
+    64 << 20 // MySQL 8's default
+}
 fn default_log_level() -> String {
     "info".to_string()
 }
@@ -111,13 +156,47 @@ fn default_log_level() -> String {
 #[serde(deny_unknown_fields)]
 pub struct UserDef {
     pub name: String,
+    /// The password in plain text, or its hash: `*` and 40 hex digits (`mysql_native_password`,
+    /// as `PASSWORD('...')` prints it) or `$A$005$...` (`caching_sha2_password`). See
+    /// `shoal hash-password`.
     #[serde(default)]
     pub password: String,
+    /// The plugin clients authenticate with: `mysql_native_password` or
+    /// `caching_sha2_password`; default from the password form (a `$A$` hash means caching_sha2,
+    /// otherwise native).
+    #[serde(default)]
+    pub auth_plugin: Option<String>,
+    /// Connections of this user at once; more are refused with error 1203. 0 = no limit.
+    #[serde(default)]
+    pub max_connections: u32,
     /// Logical schemas this user may use (at least one).
     pub schemas: Vec<String>,
     /// Refuse every write from this user.
     #[serde(default)]
     pub read_only: bool,
+}
+
+/// How a configured password is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PasswordForm {
+    Plain,
+    /// `*` and 40 hex digits: SHA1(SHA1(password)), MySQL's `mysql_native_password` hash.
+    NativeHash,
+    /// `$A$005$` + 20-byte salt + 43-character digest: MySQL's `caching_sha2_password` hash.
+    Sha2Hash,
+}
+
+impl PasswordForm {
+    pub fn of(password: &str) -> PasswordForm {
+        let b = password.as_bytes();
+        if b.len() == 41 && b[0] == b'*' && b[1..].iter().all(u8::is_ascii_hexdigit) {
+            PasswordForm::NativeHash
+        } else if password.starts_with("$A$") && b.len() == 70 {
+            PasswordForm::Sha2Hash
+        } else {
+            PasswordForm::Plain
+        }
+    }
 }
 
 /// `datahosts:` — one MySQL primary with optional replicas.

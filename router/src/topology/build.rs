@@ -125,6 +125,19 @@ impl<'a> Builder<'a> {
         if s.max_connections == 0 {
             return Err(err("server.max_connections", "must be at least 1"));
         }
+        if !(1024..=(1 << 30)).contains(&s.max_allowed_packet) {
+            return Err(err(
+                "server.max_allowed_packet",
+                "must be between 1024 and 1073741824 bytes (1 GiB), as in MySQL",
+            ));
+        }
+        if s.handshake_timeout.is_zero() {
+            return Err(err("server.handshake_timeout", "must be more than 0"));
+        }
+        if let Some(t) = &s.tls {
+            non_empty("server.tls.cert", &t.cert)?;
+            non_empty("server.tls.key", &t.key)?;
+        }
         non_empty("server.log_level", &s.log_level)
     }
 
@@ -676,6 +689,27 @@ impl<'a> Builder<'a> {
                     format!("{key}.name"),
                     format!("duplicate user {:?}", u.name),
                 ));
+            }
+            let form = crate::config::PasswordForm::of(&u.password);
+            match (u.auth_plugin.as_deref(), form) {
+                (None, _) => {}
+                (Some("mysql_native_password"), crate::config::PasswordForm::Sha2Hash)
+                | (Some("caching_sha2_password"), crate::config::PasswordForm::NativeHash) => {
+                    return Err(err(
+                        format!("{key}.auth_plugin"),
+                        "the password is a hash of the other plugin: give the plain password \
+                         or this plugin's hash",
+                    ));
+                }
+                (Some("mysql_native_password" | "caching_sha2_password"), _) => {}
+                (Some(other), _) => {
+                    return Err(err(
+                        format!("{key}.auth_plugin"),
+                        format!(
+                            "{other:?}: expected mysql_native_password or caching_sha2_password"
+                        ),
+                    ));
+                }
             }
             if u.schemas.is_empty() {
                 return Err(err(format!("{key}.schemas"), "list at least one schema"));
