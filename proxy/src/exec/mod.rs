@@ -18,7 +18,7 @@ pub mod connset;
 pub use prepared::Statements;
 mod local;
 mod metadata;
-mod prepared;
+pub(crate) mod prepared;
 mod reader;
 mod scatter;
 pub mod sequence;
@@ -531,8 +531,7 @@ impl Session {
         let mut i = 0;
         while i < self.conns.held.len() {
             let h = &self.conns.held[i];
-            let pool = &self.shared.pools[h.conn_pool_index(&self.shared)];
-            let wanted = all || (!h.pinned() && pool.reclaim_requested());
+            let wanted = all || (!h.pinned() && h.conn.pool().reclaim_requested());
             if !wanted {
                 i += 1;
                 continue;
@@ -593,17 +592,6 @@ impl Session {
     /// Sends everything written to the client so far.
     pub(crate) async fn flush_client(&mut self) -> Result<()> {
         self.client.flush().await.map_err(Error::ClientIo)
-    }
-}
-
-impl Held {
-    fn conn_pool_index(&self, shared: &crate::session::Shared) -> usize {
-        let routing = shared
-            .config
-            .routing
-            .as_ref()
-            .expect("held connections exist only with the router");
-        routing.topology.datanodes[self.dn].datahost
     }
 }
 

@@ -88,7 +88,7 @@ fn value_len(ty: u8, b: &[u8]) -> Option<usize> {
 }
 
 /// The router's view of a bound value.
-fn literal(p: &RawParam) -> ParamValue {
+pub(crate) fn literal(p: &RawParam) -> ParamValue {
     let Some(v) = &p.value else {
         return ParamValue::Null;
     };
@@ -165,7 +165,7 @@ fn time_text(b: &[u8]) -> String {
 
 /// Decodes a COM_STMT_EXECUTE payload's parameters (`types` remembered from an earlier
 /// execute when this one does not send them). Returns (flags, params).
-fn decode_execute(p: &[u8], n: usize, types: &mut Vec<(u8, u8)>) -> Result<(u8, Vec<RawParam>)> {
+pub(crate) fn decode_execute(p: &[u8], n: usize, types: &mut Vec<(u8, u8)>) -> Result<(u8, Vec<RawParam>)> {
     let bad = || Error::malformed("COM_STMT_EXECUTE");
     let flags = *p.get(5).ok_or_else(bad)?;
     let mut b = p.get(10..).ok_or_else(bad)?;

@@ -52,7 +52,7 @@
 
 mod column;
 mod having;
-mod value;
+pub(crate) mod value;
 
 #[cfg(test)]
 mod tests;
