@@ -20,7 +20,7 @@ use crate::merge::{Column, Protocol, parse_column};
 use crate::session::login::parse_change_user;
 use crate::wire::messages::{for_each_state_change, parse_err, parse_ok, read_lenenc_bytes};
 use crate::wire::packet::{MAX_FRAME, PacketStream, write_frames};
-use crate::wire::response::{Expect, Event, ResponseReader};
+use crate::wire::response::{Event, Expect, ResponseReader};
 
 /// An in-memory peer that hands out `data` in reads of at most `chunk` bytes (so frames
 /// straddle reads as they do on a socket) and accepts every write.
@@ -154,7 +154,11 @@ pub fn client_command(data: &[u8]) {
     let mut types = Vec::new();
     for remembered in [false, true] {
         if remembered {
-            types = data.chunks(2).take(n).map(|c| (c[0], c[c.len() - 1])).collect();
+            types = data
+                .chunks(2)
+                .take(n)
+                .map(|c| (c[0], c[c.len() - 1]))
+                .collect();
         }
         if let Ok((_, params)) = decode_execute(data, n, &mut types) {
             assert_eq!(params.len(), n);
@@ -228,7 +232,7 @@ pub fn backend_response(data: &[u8]) {
 }
 
 /// The column types a merged result can have, for [`merge_values`].
-const TYPES: [ColumnType; 18] = [
+const TYPES: [ColumnType; 19] = [
     ColumnType::MYSQL_TYPE_TINY,
     ColumnType::MYSQL_TYPE_SHORT,
     ColumnType::MYSQL_TYPE_LONG,
@@ -244,6 +248,7 @@ const TYPES: [ColumnType; 18] = [
     ColumnType::MYSQL_TYPE_TIME,
     ColumnType::MYSQL_TYPE_BIT,
     ColumnType::MYSQL_TYPE_VAR_STRING,
+    ColumnType::MYSQL_TYPE_STRING,
     ColumnType::MYSQL_TYPE_BLOB,
     ColumnType::MYSQL_TYPE_NULL,
     ColumnType::MYSQL_TYPE_JSON,

@@ -174,7 +174,10 @@ proptest! {
 
 /// The golden topology with one line dropped, duplicated or one value replaced.
 fn golden_lines() -> Vec<String> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../router/tests/golden/topology.yaml");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../router/tests/golden/topology.yaml"
+    );
     std::fs::read_to_string(path)
         .expect("read golden topology")
         .lines()

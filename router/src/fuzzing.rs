@@ -61,7 +61,10 @@ pub fn route_text(data: &[u8]) {
     let _ = classify_in(&sql, mode, version);
     if let Ok(ranges) = split_statements_in(&sql, mode, version) {
         for r in ranges {
-            assert!(sql.get(r.clone()).is_some(), "statement range {r:?} off a char boundary");
+            assert!(
+                sql.get(r.clone()).is_some(),
+                "statement range {r:?} off a char boundary"
+            );
         }
     }
     let (topo, warm) = fixture();

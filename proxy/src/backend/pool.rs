@@ -327,11 +327,7 @@ impl BackendPool {
 
     /// Replaces a checked-out connection with a freshly opened one (same slot), for when its
     /// state cannot be brought to what the session needs (e.g. no schema at all).
-    pub async fn reopen(
-        self: &Arc<Self>,
-        old: PooledConn,
-        want: Wanted<'_>,
-    ) -> Result<PooledConn> {
+    pub async fn reopen(self: &Arc<Self>, old: PooledConn, want: Wanted<'_>) -> Result<PooledConn> {
         // Keep the slot: the old connection closes, the slot is not freed.
         let PooledConn { conn, mut slot } = old;
         slot.held = false;

@@ -165,7 +165,11 @@ fn time_text(b: &[u8]) -> String {
 
 /// Decodes a COM_STMT_EXECUTE payload's parameters (`types` remembered from an earlier
 /// execute when this one does not send them). Returns (flags, params).
-pub(crate) fn decode_execute(p: &[u8], n: usize, types: &mut Vec<(u8, u8)>) -> Result<(u8, Vec<RawParam>)> {
+pub(crate) fn decode_execute(
+    p: &[u8],
+    n: usize,
+    types: &mut Vec<(u8, u8)>,
+) -> Result<(u8, Vec<RawParam>)> {
     let bad = || Error::malformed("COM_STMT_EXECUTE");
     let flags = *p.get(5).ok_or_else(bad)?;
     let mut b = p.get(10..).ok_or_else(bad)?;

@@ -14,8 +14,8 @@ use super::Session;
 use crate::backend::conn::BackendConn;
 use crate::backend::pool::PooledConn;
 use crate::config::Routing;
-use crate::exec::connset::Held;
 use crate::error::{Error, Result};
+use crate::exec::connset::Held;
 use crate::wire::command::COM_QUERY;
 
 /// What other sessions may see of one session.
