@@ -299,15 +299,15 @@ pub fn merge_values(data: &[u8]) {
     for p in packets(&rest[2 * ncols..]) {
         let _ = parse_column(p);
         let mut b = p;
-        if let Some(s) = read_lenenc_bytes(&mut b) {
-            if let Some(d) = Dec::parse(s) {
-                let _ = d.to_text(u32::from(sel & 0x3F));
-                let _ = d.to_f64();
-                if let Some(sum) = d.checked_add(&d) {
-                    assert_eq!(sum.cmp(&d), d.m.signum().cmp(&0), "{d:?} + itself");
-                }
-                let _ = d.div_round(i128::from(sel) + 1, u32::from(sel & 0x1F));
+        if let Some(s) = read_lenenc_bytes(&mut b)
+            && let Some(d) = Dec::parse(s)
+        {
+            let _ = d.to_text(u32::from(sel & 0x3F));
+            let _ = d.to_f64();
+            if let Some(sum) = d.checked_add(&d) {
+                assert_eq!(sum.cmp(&d), d.m.signum().cmp(&0), "{d:?} + itself");
             }
+            let _ = d.div_round(i128::from(sel) + 1, u32::from(sel & 0x1F));
         }
         let cells = match split_row(p, &cols, protocol) {
             Ok(c) => c,
