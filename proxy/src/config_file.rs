@@ -93,7 +93,9 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
     // The datanode whose server version is announced to clients (and, without the router,
     // the one served).
     let first = passthrough.unwrap_or(0);
-    let dn = &t.datanodes[first];
+    let Some(dn) = t.datanodes.get(first) else {
+        return Err("datanodes: none configured; Shoal needs at least one backend".into());
+    };
     let host = &t.datahosts[dn.datahost];
     let backend = host_spec(t, dn.datahost, Some(&dn.database))?;
     let users = t
@@ -328,5 +330,23 @@ fn shard_list<'a>(t: &Topology, shards: impl Iterator<Item = (usize, &'a String)
         all.join(", ")
     } else {
         format!("{}, ..., {}", all[..3].join(", "), all[all.len() - 1])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_router::config::Config;
+
+    /// Found by the `config` fuzz target: a config without datanodes builds a topology, and
+    /// deriving the proxy's settings from it indexed the first datanode.
+    #[test]
+    fn config_without_datanodes_is_refused() {
+        for text in ["#", "", "datahosts: []\n"] {
+            let t = Topology::build(&Config::from_yaml_str(text).unwrap()).unwrap();
+            let err = proxy_config(&t, None).unwrap_err();
+            assert!(err.contains("datanodes"), "{err}");
+            let _ = describe(&t);
+        }
     }
 }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod config_file;
 pub mod error;
 pub mod exec;
+pub mod fuzzing;
 pub mod merge;
 pub mod server;
 pub mod session;

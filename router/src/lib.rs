@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod error;
+pub mod fuzzing;
 pub mod plan;
 pub mod rule;
 pub mod sql;

@@ -59,47 +59,55 @@ pub struct BackendPool {
 /// A connection checked out of a pool. Dropping it without [`PooledConn::release`] closes it
 /// and frees its slot (e.g. when the session panicked or the connection broke).
 pub struct PooledConn {
-    conn: Option<BackendConn>,
+    conn: BackendConn,
+    slot: Slot,
+}
+
+/// The pool slot a checked-out connection occupies; freed when dropped while still held, i.e.
+/// unless [`PooledConn::release`] gave the connection back to the idle list.
+struct Slot {
     pool: Arc<BackendPool>,
+    held: bool,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.held {
+            self.pool.forget_one();
+        }
+    }
 }
 
 impl std::ops::Deref for PooledConn {
     type Target = BackendConn;
     fn deref(&self) -> &BackendConn {
-        self.conn
-            .as_ref()
-            .expect("connection present until released")
+        &self.conn
     }
 }
 
 impl std::ops::DerefMut for PooledConn {
     fn deref_mut(&mut self) -> &mut BackendConn {
-        self.conn
-            .as_mut()
-            .expect("connection present until released")
-    }
-}
-
-impl Drop for PooledConn {
-    fn drop(&mut self) {
-        if self.conn.take().is_some() {
-            self.pool.forget_one();
-        }
+        &mut self.conn
     }
 }
 
 impl PooledConn {
     /// Returns the connection to the idle list. The caller has made sure it carries nothing
     /// that may not leak to another session (see the session's pinning rules).
-    pub fn release(mut self) {
+    pub fn release(self) {
         // Without session tracking the proxy cannot see what a session changed on the
-        // connection, so it never goes to another session: dropping it here closes it.
-        if self.conn.as_ref().is_some_and(|c| !c.tracking) {
+        // connection, so it never goes to another session: dropping it closes it.
+        if !self.conn.tracking {
             return;
         }
-        if let Some(c) = self.conn.take() {
-            self.pool.put_idle(c);
-        }
+        let PooledConn { conn, mut slot } = self;
+        slot.held = false;
+        slot.pool.put_idle(conn);
+    }
+
+    /// The pool this connection belongs to.
+    pub fn pool(&self) -> &Arc<BackendPool> {
+        &self.slot.pool
     }
 }
 
@@ -224,8 +232,11 @@ impl BackendPool {
                     "opened backend connection"
                 );
                 Ok(PooledConn {
-                    conn: Some(c),
-                    pool: self.clone(),
+                    conn: c,
+                    slot: Slot {
+                        pool: self.clone(),
+                        held: true,
+                    },
                 })
             }
             Err(e) => {
@@ -332,8 +343,11 @@ impl BackendPool {
                     return self.open(&want).await;
                 }
                 Ok(PooledConn {
-                    conn: Some(c),
-                    pool: self.clone(),
+                    conn: c,
+                    slot: Slot {
+                        pool: self.clone(),
+                        held: true,
+                    },
                 })
             }
             Handoff::Slot => self.open(&want).await,
@@ -349,14 +363,11 @@ impl BackendPool {
 
     /// Replaces a checked-out connection with a freshly opened one (same slot), for when its
     /// state cannot be brought to what the session needs (e.g. no schema at all).
-    pub async fn reopen(
-        self: &Arc<Self>,
-        mut old: PooledConn,
-        want: Wanted<'_>,
-    ) -> Result<PooledConn> {
-        // Keep the slot: with the connection taken out, dropping `old` does not free it.
-        drop(old.conn.take());
-        drop(old);
+    pub async fn reopen(self: &Arc<Self>, old: PooledConn, want: Wanted<'_>) -> Result<PooledConn> {
+        // Keep the slot: the old connection closes, the slot is not freed.
+        let PooledConn { conn, mut slot } = old;
+        slot.held = false;
+        drop(conn);
         self.open(&want).await
     }
 

@@ -20,7 +20,7 @@ pub mod connset;
 pub use prepared::Statements;
 mod local;
 mod metadata;
-mod prepared;
+pub(crate) mod prepared;
 mod reader;
 mod replica;
 mod scatter;

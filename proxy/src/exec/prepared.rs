@@ -91,7 +91,7 @@ fn value_len(ty: u8, b: &[u8]) -> Option<usize> {
 }
 
 /// The router's view of a bound value.
-fn literal(p: &RawParam) -> ParamValue {
+pub(crate) fn literal(p: &RawParam) -> ParamValue {
     let Some(v) = &p.value else {
         return ParamValue::Null;
     };
@@ -152,7 +152,8 @@ fn time_text(b: &[u8]) -> String {
     }
     let neg = g(0) == 1;
     let days = g(1) | (g(2) << 8) | (g(3) << 16) | (g(4) << 24);
-    let hours = days * 24 + g(5);
+    // u64: a client may send any 4-byte day count (the server clamps, the text must not panic).
+    let hours = u64::from(days) * 24 + u64::from(g(5));
     let mut s = format!(
         "{}{hours:02}:{:02}:{:02}",
         if neg { "-" } else { "" },
@@ -168,7 +169,11 @@ fn time_text(b: &[u8]) -> String {
 
 /// Decodes a COM_STMT_EXECUTE payload's parameters (`types` remembered from an earlier
 /// execute when this one does not send them). Returns (flags, params).
-fn decode_execute(p: &[u8], n: usize, types: &mut Vec<(u8, u8)>) -> Result<(u8, Vec<RawParam>)> {
+pub(crate) fn decode_execute(
+    p: &[u8],
+    n: usize,
+    types: &mut Vec<(u8, u8)>,
+) -> Result<(u8, Vec<RawParam>)> {
     let bad = || Error::malformed("COM_STMT_EXECUTE");
     let flags = *p.get(5).ok_or_else(bad)?;
     let mut b = p.get(10..).ok_or_else(bad)?;
@@ -578,6 +583,21 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
+    /// Found by the `client_command` fuzz twin: a TIME parameter with a day count near
+    /// u32::MAX overflowed the hour count (a panic with overflow checks, wrapped text without).
+    #[test]
+    fn time_parameter_with_huge_day_count() {
+        let mut p = vec![COM_STMT_EXECUTE, 1, 0, 0, 0, 0, 1, 0, 0, 0];
+        p.extend_from_slice(&[0x00, 0x01, 0x0b, 0x00]);
+        p.extend_from_slice(&[8, 0, 0xff, 0xff, 0xff, 0xff, 23, 59, 59]);
+        let mut types = Vec::new();
+        let (_, params) = decode_execute(&p, 1, &mut types).unwrap();
+        assert_eq!(
+            literal(&params[0]),
+            ParamValue::Str("103079215103:59:59".into())
+        );
+    }
+
     use super::*;
 
     #[test]

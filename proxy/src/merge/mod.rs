@@ -54,7 +54,7 @@
 
 mod column;
 mod having;
-mod value;
+pub(crate) mod value;
 
 #[cfg(test)]
 mod tests;

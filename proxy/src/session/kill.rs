@@ -12,7 +12,10 @@ use tracing::debug;
 
 use super::Session;
 use crate::backend::conn::BackendConn;
+use crate::backend::pool::PooledConn;
+use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::exec::connset::Held;
 use crate::wire::command::COM_QUERY;
 
 /// What other sessions may see of one session.
@@ -73,28 +76,38 @@ pub fn parse_kill(sql: &[u8]) -> Option<(bool, u64)> {
     }
 }
 
+/// Publishes the passthrough connection `backend` and the routed connections `held` in
+/// `handle`. A free function so that a caller holding `&mut` to the session's connection
+/// can publish it (the session's fields are borrowed one by one).
+pub(crate) fn publish(
+    handle: &SessionHandle,
+    routing: Option<&Routing>,
+    backend: Option<&PooledConn>,
+    held: &[Held],
+) {
+    let current = || {
+        let passthrough = backend.iter().map(|b| (0, b.thread_id));
+        let routed = held
+            .iter()
+            .filter_map(move |h| routing.map(|_| (h.server, h.conn.thread_id)));
+        passthrough.chain(routed)
+    };
+    let mut published = handle.backends.lock().unwrap_or_else(|p| p.into_inner());
+    if !published.iter().copied().eq(current()) {
+        *published = current().collect();
+    }
+}
+
 impl Session {
     /// Tells other sessions which backend connections this one holds now.
     /// Called after every command: compares without allocating, writes only on a change.
     pub(crate) fn publish_backends(&self) {
-        let routing = self.shared.config.routing.as_deref();
-        let current = || {
-            let passthrough = self.backend.iter().map(|b| (0, b.thread_id));
-            let routed = self
-                .conns
-                .held
-                .iter()
-                .filter_map(move |h| routing.map(|_| (h.server, h.conn.thread_id)));
-            passthrough.chain(routed)
-        };
-        let mut published = self
-            .handle
-            .backends
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if !published.iter().copied().eq(current()) {
-            *published = current().collect();
-        }
+        publish(
+            &self.handle,
+            self.shared.config.routing.as_deref(),
+            self.backend.as_ref(),
+            &self.conns.held,
+        );
     }
 
     /// Runs `KILL [QUERY|CONNECTION] n` for Shoal's session `n`.

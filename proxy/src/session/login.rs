@@ -15,7 +15,7 @@ use crate::wire::packet::is_too_large;
 use crate::wire::tls::{ClientStream, Rewind};
 
 /// The parts of a COM_CHANGE_USER payload the proxy needs.
-struct ChangeUser {
+pub(crate) struct ChangeUser {
     user: String,
     auth: Vec<u8>,
     database: Option<String>,
@@ -30,7 +30,7 @@ fn take_nul<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
     Some(s)
 }
 
-fn parse_change_user(payload: &[u8], caps: CapabilityFlags) -> Result<ChangeUser> {
+pub(crate) fn parse_change_user(payload: &[u8], caps: CapabilityFlags) -> Result<ChangeUser> {
     let bad = || Error::malformed("COM_CHANGE_USER");
     let mut b = payload.get(1..).ok_or_else(bad)?;
     let user = String::from_utf8_lossy(take_nul(&mut b).ok_or_else(bad)?).into_owned();
@@ -333,7 +333,7 @@ impl Session {
                     .ok_or_else(|| Error::unknown_database(&db))?
                     .to_string();
                 self.want.schema = Some(physical);
-                self.ensure_backend().await
+                self.ensure_backend().await.map(|_| ())
             }
             None => {
                 self.want.schema = self.shared.pool.spec().database.clone();

@@ -7,7 +7,7 @@
 
 pub mod kill;
 pub mod limits;
-mod login;
+pub(crate) mod login;
 pub mod pinning;
 pub mod relay;
 
@@ -266,7 +266,7 @@ pub(crate) async fn align_to(
 
 /// The schema of a query that is exactly `USE db` (optionally back-quoted, optionally ending
 /// with `;`), handled like COM_INIT_DB so schema names are checked and mapped the same way.
-fn use_statement(sql: &[u8]) -> Option<String> {
+pub(crate) fn use_statement(sql: &[u8]) -> Option<String> {
     // Cheap reject first: this runs for every query.
     let head = sql.trim_ascii_start();
     if head.len() < 5 || !head[..4].eq_ignore_ascii_case(b"USE ") {
@@ -378,8 +378,17 @@ impl Session {
         }
     }
 
-    /// Makes sure a backend connection in the state the client expects is at hand.
-    async fn ensure_backend(&mut self) -> Result<()> {
+    /// Makes sure a backend connection in the state the client expects is at hand, and
+    /// returns it.
+    async fn ensure_backend(&mut self) -> Result<&mut PooledConn> {
+        let conn = self.checkout_backend().await?;
+        Ok(self.backend.insert(conn))
+    }
+
+    /// Takes the session's backend connection out of `self.backend`, acquired first if there
+    /// was none and brought to the state the client expects, and published for KILL. The
+    /// caller puts it back (or drops it if it broke).
+    async fn checkout_backend(&mut self) -> Result<PooledConn> {
         if let Some(b) = self.backend.as_mut() {
             let validate = self.shared.pool.settings().validate_after;
             let pinned = self.pins.any();
@@ -398,21 +407,34 @@ impl Session {
                 self.lose_backend();
             }
         }
-        if self.backend.is_none() {
-            let conn = self.shared.pool.acquire(self.wanted()).await?;
-            self.last_backend = conn.id;
-            self.backend = Some(conn);
-            self.publish_backends();
+        let (conn, changed) = match self.backend.take() {
+            Some(conn) if conn.state == self.want => (conn, false),
+            Some(conn) => (self.align_backend(conn).await?, true),
+            None => {
+                let conn = self.shared.pool.acquire(self.wanted()).await?;
+                self.last_backend = conn.id;
+                let conn = if conn.state == self.want {
+                    conn
+                } else {
+                    self.align_backend(conn).await?
+                };
+                (conn, true)
+            }
+        };
+        if changed {
+            kill::publish(
+                &self.handle,
+                self.shared.config.routing.as_deref(),
+                Some(&conn),
+                &self.conns.held,
+            );
         }
-        if self.backend.as_ref().is_some_and(|b| b.state != self.want) {
-            self.align_backend().await?;
-        }
-        Ok(())
+        Ok(conn)
     }
 
-    /// Replays the difference between the held connection's state and the client's.
-    async fn align_backend(&mut self) -> Result<()> {
-        let mut conn = self.backend.take().expect("backend held");
+    /// Replays the difference between `conn`'s state and the client's. A refused replay keeps
+    /// the connection as the session's (it is fine); a broken one drops it.
+    async fn align_backend(&mut self, mut conn: PooledConn) -> Result<PooledConn> {
         if self.want.schema.is_none() && conn.state.schema.is_some() {
             // There is no way to leave a schema: start over on a fresh connection.
             let want = self.wanted();
@@ -421,11 +443,7 @@ impl Session {
         }
         let result = align_to(&self.want, self.want.schema.as_deref(), &mut conn).await;
         match result {
-            Ok(()) => {
-                self.backend = Some(conn);
-                self.publish_backends();
-                Ok(())
-            }
+            Ok(()) => Ok(conn),
             Err(Error::Reply {
                 code,
                 state,
@@ -708,13 +726,15 @@ impl Session {
             COM_STMT_SEND_LONG_DATA | COM_STMT_CLOSE => {
                 // No response: errors are kept by the server for the next EXECUTE.
                 let id = stmt_id(&self.client.packet_payload()).unwrap_or(0);
-                if !self.pins.statements.contains(&id) || self.backend.is_none() {
+                if !self.pins.statements.contains(&id) {
                     return Ok(());
                 }
+                let Some(backend) = self.backend.as_mut() else {
+                    return Ok(());
+                };
                 if cmd == COM_STMT_CLOSE {
                     self.pins.statements.retain(|s| *s != id);
                 }
-                let backend = self.backend.as_mut().expect("checked above");
                 backend.io.write_raw(self.client.frame());
                 if let Err(e) = backend.io.flush().await {
                     debug!(error = %e, "backend write failed");
@@ -763,8 +783,7 @@ impl Session {
             .physical_schema(db)
             .ok_or_else(|| Error::unknown_database(db))?
             .to_string();
-        self.ensure_backend().await?;
-        let backend = self.backend.as_mut().expect("ensured");
+        let backend = self.ensure_backend().await?;
         match backend.init_db(&physical).await {
             Ok(()) => {
                 self.want.schema = Some(physical);
@@ -782,15 +801,19 @@ impl Session {
     /// Sends the client's command as is to the backend and streams the response back.
     /// Returns `None` if the backend broke (the client already got a 2013 error).
     async fn forward(&mut self, expect: Expect, reply_seq: u8) -> Result<Option<Outcome>> {
-        self.ensure_backend().await?;
-        let backend = self.backend.as_mut().expect("ensured");
+        let mut backend = self.checkout_backend().await?;
         backend.io.write_raw(self.client.frame());
         let mut seq = reply_seq;
         let result = match backend.io.flush().await {
-            Ok(()) => relay(backend, &mut self.client, self.caps, expect, &mut seq).await,
+            Ok(()) => relay(&mut backend, &mut self.client, self.caps, expect, &mut seq).await,
             Err(e) => Err(Error::BackendIo(e)),
         };
         backend.last_used = Instant::now();
+        if !matches!(result, Err(Error::ClientIo(_))) {
+            // Kept unless the client went away mid-response (then it may be mid-response
+            // itself and cannot be reused).
+            self.backend = Some(backend);
+        }
         match result {
             Ok(out) => {
                 if let Expect::Results { .. } | Expect::CursorResults = expect {
@@ -811,18 +834,13 @@ impl Session {
             Err(Error::BackendIo(e)) => {
                 debug!(error = %e, "backend failed during a command");
                 self.lose_backend();
-                let err = Error::lost_backend();
-                let (code, state, msg) = err.as_reply().expect("has reply");
-                let msg = msg.to_string();
-                let state = *state;
-                self.send_error(seq, code, &state, &msg).await?;
+                if let Some((code, state, msg)) = Error::lost_backend().as_reply() {
+                    let (msg, state) = (msg.to_string(), *state);
+                    self.send_error(seq, code, &state, &msg).await?;
+                }
                 Ok(None)
             }
-            Err(Error::ClientIo(e)) => {
-                // The backend may be mid-response: it cannot be reused.
-                self.backend = None;
-                Err(Error::ClientIo(e))
-            }
+            Err(Error::ClientIo(e)) => Err(Error::ClientIo(e)),
             Err(e) => Err(e),
         }
     }

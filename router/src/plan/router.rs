@@ -163,7 +163,7 @@ impl Router {
             return refusal;
         }
         let shape = normalize::shape_with_prefix(sql, &toks, current.unwrap_or(""), mode);
-        let template = self.build(current, mode, sql, &toks, &shape);
+        let (template, _) = self.build(current, mode, sql, &toks, &shape);
         let values = Values {
             text: Text {
                 sql,
@@ -279,8 +279,11 @@ impl Router {
         let template = match cached {
             Some(t) => t,
             None => {
-                let t = Arc::new(self.build(current, mode, sql, toks, &shape));
-                self.cache.put(key, t.clone());
+                let (t, cacheable) = self.build(current, mode, sql, toks, &shape);
+                let t = Arc::new(t);
+                if cacheable {
+                    self.cache.put(key, t.clone());
+                }
                 t
             }
         };
@@ -303,20 +306,27 @@ impl Router {
         sql: &str,
         toks: &[Token],
         shape: &normalize::Shape,
-    ) -> Template {
+    ) -> (Template, bool) {
         let src = Source::with_mode(sql, toks, shape, mode);
+        let refused = |e| Template {
+            pins: Vec::new(),
+            body: Body::Done(Box::new(RoutePlan::Refuse(e))),
+        };
         match analyze::analyze(&src) {
-            Ok(dml) => planner::build(&self.topo, current, sql, toks, &shape.slot_tokens, &dml),
-            Err(e) => Template {
-                pins: Vec::new(),
-                body: Body::Done(Box::new(RoutePlan::Refuse(match e {
-                    AnalyzeError::Parse(m) => parse_error(&m),
-                    AnalyzeError::MultipleStatements => {
-                        refuse("several statements in one query string here (split them)")
-                    }
-                    AnalyzeError::NotDml => refuse("this statement"),
-                }))),
-            },
+            Ok(dml) => (
+                planner::build(&self.topo, current, sql, toks, &shape.slot_tokens, &dml),
+                true,
+            ),
+            // The parser's message quotes the text where it stopped, literals included: kept,
+            // it would answer another statement of the same shape with this one's values.
+            Err(AnalyzeError::Parse(m)) => (refused(parse_error(&m)), false),
+            Err(AnalyzeError::MultipleStatements) => (
+                refused(refuse(
+                    "several statements in one query string here (split them)",
+                )),
+                true,
+            ),
+            Err(AnalyzeError::NotDml) => (refused(refuse("this statement")), true),
         }
     }
 
@@ -480,6 +490,35 @@ mod tests {
                     Err(e) => super::RoutePlan::Refuse(e),
                 };
                 assert_eq!(routed, router.route_in(Some("s"), mode, sql, &[]), "{sql}");
+            }
+        }
+    }
+
+    /// Found by fuzzing the router: a parse refusal quotes the statement's literals, so it is
+    /// not cached, or a later statement of the same shape would get this one's message (and
+    /// one client's value would reach another's error).
+    #[test]
+    fn parse_refusals_quote_their_own_statement() {
+        use crate::config::Config;
+        use crate::topology::Topology;
+        let cfg = Config::from_yaml_str(
+            "users: [{ name: u, password: p, schemas: [s] }]\n\
+             datahosts: [{ name: dh1, primary: { address: '127.0.0.1:3307', user: u, password: p } }]\n\
+             datanodes: [{ name: dn1..dn2, datahost: dh1, database: d1..d2 }]\n\
+             rules: [{ name: by_id, algorithm: mod }]\n\
+             schemas:\n  - name: s\n    default_datanode: dn1\n    tables: [{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: dn1..dn2 }]\n",
+        )
+        .expect("config");
+        let router = super::Router::new(std::sync::Arc::new(
+            Topology::build(&cfg).expect("topology"),
+        ));
+        for value in ["14307046221", "28614092442"] {
+            let sql = format!("UPDATE t SET c = 1 WHERE id = 1 {value} garbage");
+            match router.route(Some("s"), &sql, &[]) {
+                super::RoutePlan::Refuse(e) => {
+                    assert!(e.message().contains(value), "{sql}: {}", e.message())
+                }
+                other => panic!("{sql}: {other:?}"),
             }
         }
     }
