@@ -449,6 +449,23 @@ fn parse_error(detail: &str) -> RouterError {
 
 #[cfg(test)]
 mod tests {
+    /// `t` sharded by `id` (mod) over two datanodes of schema `s`.
+    fn two_shards() -> super::Router {
+        use crate::config::Config;
+        use crate::topology::Topology;
+        let cfg = Config::from_yaml_str(
+            "users: [{ name: u, password: p, schemas: [s] }]\n\
+             datahosts: [{ name: dh1, primary: { address: '127.0.0.1:3307', user: u, password: p } }]\n\
+             datanodes: [{ name: dn1..dn2, datahost: dh1, database: d1..d2 }]\n\
+             rules: [{ name: by_id, algorithm: mod }]\n\
+             schemas:\n  - name: s\n    default_datanode: dn1\n    tables: [{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: dn1..dn2 }]\n",
+        )
+        .expect("config");
+        super::Router::new(std::sync::Arc::new(
+            Topology::build(&cfg).expect("topology"),
+        ))
+    }
+
     #[test]
     fn router_is_shareable_across_threads() {
         fn assert_send_sync<T: Send + Sync>() {}
@@ -460,20 +477,8 @@ mod tests {
     /// in the session's sql_mode, refusals included.
     #[test]
     fn routing_tokens_plans_as_route_in() {
-        use crate::config::Config;
         use crate::sql::SqlMode;
-        use crate::topology::Topology;
-        let cfg = Config::from_yaml_str(
-            "users: [{ name: u, password: p, schemas: [s] }]\n\
-             datahosts: [{ name: dh1, primary: { address: '127.0.0.1:3307', user: u, password: p } }]\n\
-             datanodes: [{ name: dn1..dn2, datahost: dh1, database: d1..d2 }]\n\
-             rules: [{ name: by_id, algorithm: mod }]\n\
-             schemas:\n  - name: s\n    default_datanode: dn1\n    tables: [{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: dn1..dn2 }]\n",
-        )
-        .expect("config");
-        let router = super::Router::new(std::sync::Arc::new(
-            Topology::build(&cfg).expect("topology"),
-        ));
+        let router = two_shards();
         let ansi = SqlMode::parse("ANSI_QUOTES");
         for mode in [SqlMode::default(), ansi] {
             for sql in [
@@ -499,19 +504,7 @@ mod tests {
     /// one client's value would reach another's error).
     #[test]
     fn parse_refusals_quote_their_own_statement() {
-        use crate::config::Config;
-        use crate::topology::Topology;
-        let cfg = Config::from_yaml_str(
-            "users: [{ name: u, password: p, schemas: [s] }]\n\
-             datahosts: [{ name: dh1, primary: { address: '127.0.0.1:3307', user: u, password: p } }]\n\
-             datanodes: [{ name: dn1..dn2, datahost: dh1, database: d1..d2 }]\n\
-             rules: [{ name: by_id, algorithm: mod }]\n\
-             schemas:\n  - name: s\n    default_datanode: dn1\n    tables: [{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: dn1..dn2 }]\n",
-        )
-        .expect("config");
-        let router = super::Router::new(std::sync::Arc::new(
-            Topology::build(&cfg).expect("topology"),
-        ));
+        let router = two_shards();
         for value in ["14307046221", "28614092442"] {
             let sql = format!("UPDATE t SET c = 1 WHERE id = 1 {value} garbage");
             match router.route(Some("s"), &sql, &[]) {
