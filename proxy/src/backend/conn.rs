@@ -357,36 +357,8 @@ impl BackendConn {
     /// For the rare reads the proxy needs on its own behalf (e.g. `@@collation_connection`,
     /// which the session trackers do not report after `SET NAMES ... COLLATE`).
     pub async fn query_value(&mut self, sql: &str) -> Result<Option<String>> {
-        let mut payload = Vec::with_capacity(1 + sql.len());
-        payload.push(COM_QUERY);
-        payload.extend_from_slice(sql.as_bytes());
-        let mut seq = 0;
-        self.io.write_packet(&mut seq, &payload);
-        self.io.flush().await.map_err(io_err)?;
-        let mut reader = ResponseReader::new(Expect::Results { binary: false }, self.caps);
-        let mut value = None;
-        let mut error = None;
-        while !reader.finished() {
-            self.io.next_packet().await.map_err(io_err)?;
-            let p = self.io.packet_payload();
-            match reader.next(&p)? {
-                Event::Err { .. } => error = Some(server_err(&p)),
-                Event::Row(row) => {
-                    let mut b = row;
-                    value = if row.first() == Some(&0xFB) {
-                        None
-                    } else {
-                        read_lenenc_bytes(&mut b).map(|v| String::from_utf8_lossy(v).into_owned())
-                    };
-                }
-                _ => {}
-            }
-        }
-        if let Some(e) = error {
-            return Err(e);
-        }
-        self.last_used = Instant::now();
-        Ok(value)
+        let row = self.query_named_row(sql).await?;
+        Ok(row.and_then(|r| r.into_iter().next()).and_then(|(_, v)| v))
     }
 
     /// Runs a query and gives its first row as (column name, value) pairs (`None` for NULL),

@@ -94,29 +94,9 @@ impl Session {
                 }
                 // Run on one connection; the variables it reports become the session's and are
                 // replayed on every other connection before its next statement.
-                let dn = self.any_datanode(routing);
-                self.run_on(
-                    routing,
-                    dn,
-                    prepared,
-                    Expect::Results { binary: false },
-                    reply_seq,
-                )
-                .await?;
-                Ok(())
+                self.run_anywhere(routing, prepared, reply_seq).await
             }
-            K::Do => {
-                let dn = self.any_datanode(routing);
-                self.run_on(
-                    routing,
-                    dn,
-                    prepared,
-                    Expect::Results { binary: false },
-                    reply_seq,
-                )
-                .await?;
-                Ok(())
-            }
+            K::Do => self.run_anywhere(routing, prepared, reply_seq).await,
             // Nothing can be locked through the router: LOCK TABLES is refused.
             K::UnlockTables => self.send_ok(reply_seq).await,
             K::Savepoint | K::RollbackToSavepoint | K::ReleaseSavepoint => {
@@ -137,6 +117,25 @@ impl Session {
             K::Flush => Err(unsupported("FLUSH")),
             other => Err(unsupported(&format!("the statement {other:?}"))),
         }
+    }
+
+    /// Runs the statement (the client's text, or `prepared`'s) on any one datanode.
+    async fn run_anywhere(
+        &mut self,
+        routing: &Routing,
+        prepared: Option<&str>,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let dn = self.any_datanode(routing);
+        self.run_on(
+            routing,
+            dn,
+            prepared,
+            Expect::Results { binary: false },
+            reply_seq,
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Ends the session's transaction on every datanode it touched: COMMIT (`commit`) or
