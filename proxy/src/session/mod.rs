@@ -488,6 +488,9 @@ impl Session {
     }
 
     async fn finish(&mut self) {
+        // The client is gone: its user's session slot is free now, not after the backend
+        // cleanup below, so a client that quits and logs straight back in is not refused 1203.
+        self.user_slot = None;
         self.release_backend().await;
         self.release_conns(true).await;
         self.client.shutdown().await;
