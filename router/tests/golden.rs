@@ -162,6 +162,7 @@ fn golden_route_plans() {
         .collect();
     files.sort();
     let mut total = 0;
+    let mut prepared_checked = 0;
     let mut failures = Vec::new();
     for f in &files {
         let text = fs::read_to_string(f).expect("read cases");
@@ -202,6 +203,24 @@ fn golden_route_plans() {
                     c.comment
                 ));
             }
+            // Planned once as a prepared statement, then evaluated with the values: the same
+            // plan (twice, as each EXECUTE evaluates the kept template again).
+            if let Some(prepared) = fresh.prepare_route(schema, mode, &c.sql) {
+                for _ in 0..2 {
+                    let plan = render(
+                        &topo,
+                        &fresh.route_prepared(&prepared, schema, mode, &c.params),
+                    );
+                    if plan != cold {
+                        failures.push(format!(
+                            "{}: `{}`\n  plan differs when prepared:\n--- cold\n{cold}\n--- prepared\n{plan}",
+                            f.display(),
+                            c.comment
+                        ));
+                    }
+                }
+                prepared_checked += 1;
+            }
             if cold != cached || cold != again {
                 failures.push(format!(
                     "{}: `{}`\n  plan differs with a warm cache:\n--- cold\n{cold}\n--- warm\n{cached}\n--- again\n{again}",
@@ -228,6 +247,10 @@ fn golden_route_plans() {
         }
     }
     if only.is_none() {
+        assert!(
+            prepared_checked >= 200,
+            "only {prepared_checked} cases were checked as prepared statements"
+        );
         assert!(
             total >= 250,
             "only {total} golden cases; the spec asks for at least 250"

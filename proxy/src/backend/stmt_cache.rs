@@ -9,7 +9,9 @@
 //! (`max_prepared_stmt_count`, 16382 by default), shared by every connection.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
+
+use foldhash::fast::FixedState;
 
 use super::state::SessionState;
 
@@ -25,21 +27,22 @@ struct Entry {
 #[derive(Default)]
 pub struct StmtCache {
     /// Keyed by a hash of (state fingerprint, text); the entry's text is compared on lookup.
-    entries: HashMap<u64, Entry>,
+    /// Hashed with foldhash, not SipHash: this runs on every execute, and a crafted collision
+    /// only costs its own sessions a re-prepare (the text is compared).
+    entries: HashMap<u64, Entry, FixedState>,
     tick: u64,
 }
 
 /// Hash of what changes how the server reads a statement's text: schema and variables.
 pub fn fingerprint(state: &SessionState) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = FixedState::default().build_hasher();
     state.schema.hash(&mut h);
     state.vars.hash(&mut h);
     h.finish()
 }
 
 fn key(fingerprint: u64, sql: &str) -> u64 {
-    let mut h = DefaultHasher::new();
-    fingerprint.hash(&mut h);
+    let mut h = FixedState::with_seed(fingerprint).build_hasher();
     sql.hash(&mut h);
     h.finish()
 }

@@ -649,6 +649,7 @@ impl Session {
     /// Gives held connections back to their pools: all of them (`all`, resetting pinned ones
     /// first) or, between statements, the unpinned ones whose pool has sessions waiting.
     pub(crate) async fn release_conns(&mut self, all: bool) {
+        let before = self.conns.held.len();
         let mut i = 0;
         while i < self.conns.held.len() {
             let h = &self.conns.held[i];
@@ -679,7 +680,9 @@ impl Session {
             h.conn.release();
         }
         self.settle_admission();
-        self.publish_backends();
+        if self.conns.held.len() != before {
+            self.publish_backends();
+        }
     }
 
     /// Gives back this session's connections that the running statement has not used and

@@ -4,7 +4,9 @@
 //! connection (kept while the client statement is open, closed with it).
 
 use mysql_common::constants::CapabilityFlags;
-use shoal_router::plan::{Merge, ParamValue, RoutePlan, Target};
+use std::sync::Arc;
+
+use shoal_router::plan::{Merge, ParamValue, PreparedRoute, RoutePlan, Target};
 use shoal_router::sql::lex::TokKind;
 use shoal_router::topology::DatanodeId;
 
@@ -26,7 +28,12 @@ const FIRST_ID: u32 = 1 << 20;
 /// One client statement.
 pub struct ClientStmt {
     pub id: u32,
-    pub sql: String,
+    /// Shared with each execution's plan arms, which outlive the borrow of the statement list.
+    pub sql: Arc<str>,
+    /// The router's reading of `sql` in the schema and sql_mode it was prepared in: each
+    /// EXECUTE only evaluates it with its values (the router plans from the text again where
+    /// the schema or sql_mode has changed since).
+    pub route: Option<PreparedRoute>,
     pub params: u16,
     /// Parameter types from the last EXECUTE that sent them (type, unsigned flag).
     pub types: Vec<(u8, u8)>,
@@ -51,7 +58,7 @@ pub struct Statements {
 }
 
 impl Statements {
-    fn add(&mut self, sql: String, params: u16) -> u32 {
+    fn add(&mut self, sql: Arc<str>, route: Option<PreparedRoute>, params: u16) -> u32 {
         if self.next == 0 {
             self.next = FIRST_ID;
         }
@@ -60,6 +67,7 @@ impl Statements {
         self.list.push(ClientStmt {
             id,
             sql,
+            route,
             params,
             types: Vec::new(),
             long_data: false,
@@ -181,7 +189,7 @@ pub(crate) fn decode_execute(
         return Ok((flags, Vec::new()));
     }
     let nb = n.div_ceil(8);
-    let nulls = b.get(..nb).ok_or_else(bad)?.to_vec();
+    let nulls = b.get(..nb).ok_or_else(bad)?;
     b = &b[nb..];
     let bound = *b.first().ok_or_else(bad)?;
     b = &b[1..];
@@ -217,30 +225,30 @@ pub(crate) fn decode_execute(
 
 /// A COM_STMT_EXECUTE for backend statement `id` with the client's parameters `which`.
 pub fn execute_payload(id: u32, params: &[RawParam], which: &[u16]) -> Vec<u8> {
-    let mut out = vec![COM_STMT_EXECUTE];
+    let sel = || which.iter().filter_map(|&i| params.get(i as usize));
+    let n = sel().count();
+    let values: usize = sel().map(|p| p.value.as_ref().map_or(0, Vec::len)).sum();
+    let mut out = Vec::with_capacity(10 + n.div_ceil(8) + 1 + 2 * n + values);
+    out.push(COM_STMT_EXECUTE);
     out.extend_from_slice(&id.to_le_bytes());
     out.push(0);
     out.extend_from_slice(&1u32.to_le_bytes());
-    let sel: Vec<&RawParam> = which
-        .iter()
-        .filter_map(|&i| params.get(i as usize))
-        .collect();
-    if sel.is_empty() {
+    if n == 0 {
         return out;
     }
-    let mut nulls = vec![0u8; sel.len().div_ceil(8)];
-    for (i, p) in sel.iter().enumerate() {
+    let nulls = out.len();
+    out.resize(nulls + n.div_ceil(8), 0);
+    for (i, p) in sel().enumerate() {
         if p.value.is_none() {
-            nulls[i / 8] |= 1 << (i % 8);
+            out[nulls + i / 8] |= 1 << (i % 8);
         }
     }
-    out.extend_from_slice(&nulls);
     out.push(1);
-    for p in &sel {
+    for p in sel() {
         out.push(p.ty);
         out.push(p.unsigned);
     }
-    for p in &sel {
+    for p in sel() {
         if let Some(v) = &p.value {
             out.extend_from_slice(v);
         }
@@ -401,7 +409,10 @@ impl Session {
             }
             None => Vec::new(),
         };
-        let id = self.statements.add(sql, params);
+        let prepared = routing
+            .router
+            .prepare_route(self.logical.as_deref(), mode, &sql);
+        let id = self.statements.add(sql.into(), prepared, params);
         let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
         let mut seq = reply_seq;
         let mut ok = vec![0x00];
@@ -434,8 +445,9 @@ impl Session {
 
     /// COM_STMT_EXECUTE with the router: routed by the bound values.
     pub(super) async fn execute_routed(&mut self, routing: &Routing, reply_seq: u8) -> Result<()> {
-        let id = crate::wire::command::stmt_id(&self.client.packet_payload()).unwrap_or(0);
-        let payload = self.client.packet_payload().into_owned();
+        let mode = self.sql_mode();
+        let payload = self.client.packet_payload();
+        let id = crate::wire::command::stmt_id(&payload).unwrap_or(0);
         let Some(stmt) = self.statements.get_mut(id) else {
             return Err(Error::unknown_statement(id, "COM_STMT_EXECUTE"));
         };
@@ -451,10 +463,11 @@ impl Session {
         let sql = stmt.sql.clone();
         let cached_route = stmt.read_route;
         let values: Vec<ParamValue> = params.iter().map(literal).collect();
-        let mode = self.sql_mode();
-        let plan = routing
-            .router
-            .route_in(self.logical.as_deref(), mode, &sql, &values);
+        let current = self.logical.as_deref();
+        let plan = match &stmt.route {
+            Some(r) => routing.router.route_prepared(r, current, mode, &values),
+            None => routing.router.route_in(current, mode, &sql, &values),
+        };
         let route = cached_route.or_else(|| self.read_route_of(routing, mode, &sql));
         if let Some(route) = route {
             if let Some(stmt) = self.statements.get_mut(id) {

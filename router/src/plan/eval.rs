@@ -179,12 +179,35 @@ fn rebound<'a>(b: &Bound<ShardValue<'a>>, v: Option<ShardValue<'a>>) -> Bound<Sh
 
 /// The shard indices of a group for this statement.
 pub(crate) fn group_shards(g: &GroupT, v: &Values) -> Vec<usize> {
+    // The point lookup (`key = value`), on every execute of a prepared statement: the shards
+    // `shards` would give, without its intermediate vectors and set. Where it would not route
+    // (no value, a rule that cannot route it) the general path below answers.
+    if let RouteExpr::Eq(vals) = &g.route
+        && let [x] = vals.as_slice()
+        && let Some(lit) = v.value(x)
+    {
+        let mut sv = [shard_value(&lit)];
+        widen(g, &mut sv);
+        if let Some(mut s) = g.rule.route_eq(&sv[0]) {
+            s.sort_unstable();
+            s.dedup();
+            return placed(g, s);
+        }
+    }
     match shards(g, &g.route, v) {
         None => (0..g.datanodes.len()).collect(),
-        // No row can match: one shard still answers, with the right columns and no rows.
-        Some(s) if s.is_empty() => vec![0],
-        Some(s) => s.into_iter().filter(|&i| i < g.datanodes.len()).collect(),
+        Some(s) => placed(g, s.into_iter().collect()),
     }
+}
+
+/// Sorted shard indices as a group's shards: in range, and never none.
+fn placed(g: &GroupT, mut s: Vec<usize>) -> Vec<usize> {
+    if s.is_empty() {
+        // No row can match: one shard still answers, with the right columns and no rows.
+        return vec![0];
+    }
+    s.retain(|&i| i < g.datanodes.len());
+    s
 }
 
 pub(crate) fn evaluate(t: &Template, topo: &Topology, v: &Values) -> RoutePlan {

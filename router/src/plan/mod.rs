@@ -20,7 +20,7 @@ pub mod sequence;
 
 pub use cache::CacheStats;
 pub use explain::{merge_steps, render, rows as explain_rows};
-pub use router::Router;
+pub use router::{PreparedRoute, Router};
 
 use crate::error::RouterError;
 use crate::sql::StatementKind;

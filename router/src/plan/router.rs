@@ -50,6 +50,21 @@ const MYSQL_STATEMENTS: &[&str] = &[
 /// Default number of cached plan shapes.
 pub const DEFAULT_CACHE_CAPACITY: usize = 4096;
 
+/// A DML statement planned for repeated execution ([`Router::prepare_route`]): what the
+/// router read from its text, kept with the schema, sql_mode and router it was read for.
+#[derive(Debug)]
+pub struct PreparedRoute {
+    topo: Arc<Topology>,
+    server_version: u32,
+    current: Option<String>,
+    mode: SqlMode,
+    sql: String,
+    toks: Vec<Token>,
+    slot_tokens: Vec<u32>,
+    param_tokens: Vec<u32>,
+    template: Arc<Template>,
+}
+
 /// Plans statements against one topology. Cheap to share (`Arc<Router>`); build a new one when
 /// the topology changes (its plan cache belongs to the topology it was built for).
 pub struct Router {
@@ -255,6 +270,67 @@ impl Router {
             | K::Deallocate
             | K::Flush => RoutePlan::Session(kind),
         }
+    }
+
+    /// Plans `sql` once for many executions with bound values (a prepared statement): its
+    /// tokens, shape and template are kept, so that [`Self::route_prepared`] only evaluates
+    /// the template with each execution's values. `None` where that would not be exactly what
+    /// [`Self::route_in`] answers (not a DML statement, a refusal before planning, a template
+    /// the plan cache would not keep): the caller routes each execution with `route_in`.
+    pub fn prepare_route(
+        &self,
+        current: Option<&str>,
+        mode: SqlMode,
+        sql: &str,
+    ) -> Option<PreparedRoute> {
+        let mut toks = Vec::new();
+        self.tokenize(sql, mode, &mut toks).ok()?;
+        if !classify_tokens(sql, &toks).is_dml() || unreadable(mode, sql, &toks).is_some() {
+            return None;
+        }
+        let mut shape = normalize::shape_with_prefix(sql, &toks, current.unwrap_or(""), mode);
+        shape.key = String::new();
+        let (template, cacheable) = self.build(current, mode, sql, &toks, &shape);
+        cacheable.then(|| PreparedRoute {
+            topo: self.topo.clone(),
+            server_version: self.server_version,
+            current: current.map(str::to_string),
+            mode,
+            sql: sql.to_string(),
+            toks,
+            slot_tokens: shape.slot_tokens,
+            param_tokens: shape.param_tokens,
+            template: Arc::new(template),
+        })
+    }
+
+    /// The plan of a statement prepared with [`Self::prepare_route`], for one execution's
+    /// `params`: the same plan [`Self::route_in`] gives for its text. A statement prepared in
+    /// another schema or sql_mode, or by another router, is planned again from its text.
+    pub fn route_prepared(
+        &self,
+        p: &PreparedRoute,
+        current: Option<&str>,
+        mode: SqlMode,
+        params: &[ParamValue],
+    ) -> RoutePlan {
+        if !Arc::ptr_eq(&p.topo, &self.topo)
+            || p.server_version != self.server_version
+            || p.mode != mode
+            || p.current.as_deref() != current
+        {
+            return self.route_in(current, mode, &p.sql, params);
+        }
+        let values = Values {
+            text: Text {
+                sql: &p.sql,
+                toks: &p.toks,
+                param_tokens: &p.param_tokens,
+            },
+            slot_tokens: &p.slot_tokens,
+            params,
+        };
+        eval::evaluate(&p.template, &self.topo, &values)
     }
 
     fn dml(
@@ -471,6 +547,72 @@ mod tests {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<super::Router>();
         assert_send_sync::<super::RoutePlan>();
+    }
+
+    /// A statement prepared in one schema or sql_mode and executed in another is planned
+    /// there, not with the template read for the first: `"x"` is a string by default and a
+    /// column under ANSI_QUOTES, and `t` is another table outside schema `s`.
+    #[test]
+    fn prepared_routes_follow_the_schema_and_sql_mode_of_each_execution() {
+        use super::ParamValue;
+        use crate::sql::SqlMode;
+        let router = two_shards();
+        let ansi = SqlMode::parse("ANSI_QUOTES");
+        for sql in [
+            "SELECT * FROM t WHERE id = ?",
+            "SELECT * FROM t WHERE id = \"3\" OR id = ?",
+            "UPDATE t SET v = 1 WHERE id IN (?, 4)",
+        ] {
+            let p = router
+                .prepare_route(Some("s"), SqlMode::default(), sql)
+                .expect("a DML statement is prepared");
+            for (schema, mode) in [
+                (Some("s"), SqlMode::default()),
+                (Some("s"), ansi),
+                (None, SqlMode::default()),
+                (Some("other"), SqlMode::default()),
+            ] {
+                for v in [ParamValue::Int(1), ParamValue::Int(2), ParamValue::Null] {
+                    let params = [v];
+                    assert_eq!(
+                        format!("{:?}", router.route_prepared(&p, schema, mode, &params)),
+                        format!("{:?}", router.route_in(schema, mode, sql, &params)),
+                        "{sql} in {schema:?} {mode:?}"
+                    );
+                }
+            }
+        }
+        // Another router (another topology) plans it from its text.
+        let other = two_shards();
+        let p = router
+            .prepare_route(
+                Some("s"),
+                SqlMode::default(),
+                "SELECT * FROM t WHERE id = ?",
+            )
+            .expect("prepared");
+        let params = [ParamValue::Int(3)];
+        assert_eq!(
+            format!(
+                "{:?}",
+                other.route_prepared(&p, Some("s"), SqlMode::default(), &params)
+            ),
+            format!(
+                "{:?}",
+                other.route_in(
+                    Some("s"),
+                    SqlMode::default(),
+                    "SELECT * FROM t WHERE id = ?",
+                    &params
+                )
+            ),
+        );
+        // Not DML: nothing to keep.
+        assert!(
+            router
+                .prepare_route(Some("s"), SqlMode::default(), "BEGIN")
+                .is_none()
+        );
     }
 
     /// A caller that tokenizes once and routes the tokens gets the plan `route_in` gives,
