@@ -97,6 +97,13 @@ impl ConnSet {
         self.held.iter().position(|h| h.dn == dn)
     }
 
+    /// The index of datanode `dn`'s connection, which the running statement has touched. Gone
+    /// only if it broke since: the statement fails as with a lost backend, never a panic.
+    pub fn touched(&self, dn: DatanodeId) -> crate::error::Result<usize> {
+        self.position(dn)
+            .ok_or_else(crate::error::Error::lost_backend)
+    }
+
     pub fn get_mut(&mut self, dn: DatanodeId) -> Option<&mut Held> {
         self.held.iter_mut().find(|h| h.dn == dn)
     }

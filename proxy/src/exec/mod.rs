@@ -220,7 +220,10 @@ impl Session {
             .await?;
             return Ok(());
         }
-        let plan = plan.expect("planned unless a diagnostics query");
+        let Some(plan) = plan else {
+            // Only a diagnostics query goes unplanned, and it was answered above.
+            return Err(Error::malformed("COM_QUERY"));
+        };
         match plan {
             RoutePlan::Single(t) => {
                 let same = self.is_client_text(&t.sql);

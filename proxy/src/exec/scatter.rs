@@ -42,7 +42,7 @@ impl Session {
         let mut extra: Vec<(PooledConn, bool)> = Vec::new();
         let mut place: Vec<Place> = Vec::with_capacity(targets.len());
         for (k, t) in targets.iter().enumerate() {
-            let i = self.conns.position(t.datanode).expect("touched");
+            let i = self.conns.touched(t.datanode)?;
             if !targets[..k].iter().any(|o| o.datanode == t.datanode) {
                 place.push(Place::Held(i));
                 continue;

@@ -32,12 +32,12 @@ impl Session {
         }
         let mut payloads = Vec::with_capacity(targets.len());
         for t in targets {
-            let i = self.conns.position(t.datanode).expect("touched");
+            let i = self.conns.touched(t.datanode)?;
             payloads.push(self.request_payload(i, t, req).await?);
         }
         let mut sent = Vec::with_capacity(targets.len());
         for (t, payload) in targets.iter().zip(&payloads) {
-            let i = self.conns.position(t.datanode).expect("touched");
+            let i = self.conns.touched(t.datanode)?;
             let h = &mut self.conns.held[i];
             let mut seq = 0;
             h.conn.io.write_packet(&mut seq, payload);
@@ -46,7 +46,7 @@ impl Session {
         }
         let mut out = Vec::with_capacity(targets.len());
         for (t, sent) in targets.iter().zip(sent) {
-            let i = self.conns.position(t.datanode).expect("touched");
+            let i = self.conns.touched(t.datanode)?;
             let r = match sent {
                 Ok(()) => read_write_result(&mut self.conns.held[i].conn).await,
                 Err(e) => Err(e),
@@ -143,8 +143,11 @@ impl Session {
         let mut affected = 0u64;
         let mut last_insert_id = 0u64;
         let mut warnings = 0u16;
-        for (k, (_, r)) in results.iter().enumerate() {
-            let d = r.as_ref().expect("no failures");
+        for (k, d) in results
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok())
+            .enumerate()
+        {
             if sum || k == 0 {
                 affected = affected.saturating_add(d.affected);
             }
