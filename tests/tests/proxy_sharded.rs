@@ -401,6 +401,54 @@ async fn transactions_span_datanodes() {
     );
 }
 
+/// A COMMIT that fails on one datanode after another committed is never reported as success:
+/// error 1180 names the datanodes that committed and those that did not, and the rows are
+/// where it says.
+#[tokio::test]
+async fn a_partial_commit_is_reported_with_the_datanodes_on_each_side() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+
+    c.query_drop("BEGIN").await.unwrap();
+    // id 4 lands on dn1 (server 1), then id 2 on dn3 (server 2): committed in that order.
+    c.query_drop("INSERT INTO orders (id, user_name, amount) VALUES (4, 'a', 1)")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO orders (id, user_name, amount) VALUES (2, 'b', 2)")
+        .await
+        .unwrap();
+    assert_eq!((dn_of(4), dn_of(2)), (1, 3));
+    // dn3's connection dies before the COMMIT (its server rolls its transaction back).
+    let mut admin = l.datanode(3).await;
+    let ids: Vec<u64> = admin
+        .exec(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
+            (format!("{}_1", l.prefix),),
+        )
+        .await
+        .unwrap();
+    assert!(!ids.is_empty(), "no Shoal connection on dn3");
+    for id in ids {
+        let _ = admin.query_drop(format!("KILL CONNECTION {id}")).await;
+    }
+    let (code, state, message) = server_error(c.query_drop("COMMIT").await);
+    assert_eq!((code, state.as_str()), (1180, "HY000"), "{message}");
+    assert!(
+        message.contains("committed on datanodes dn1") && message.contains("NOT committed on dn3"),
+        "{message}"
+    );
+    assert_eq!(l.ids_on(1, "orders", "id").await, vec![4]);
+    assert_eq!(l.ids_on(3, "orders", "id").await, Vec::<i64>::new());
+    // The session goes on, outside any transaction.
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM orders").await.unwrap();
+    assert_eq!(n, Some(1));
+    c.query_drop("INSERT INTO orders (id, user_name, amount) VALUES (2, 'b', 2)")
+        .await
+        .unwrap();
+    assert_eq!(l.ids_on(3, "orders", "id").await, vec![2]);
+}
+
 #[tokio::test]
 async fn refusals_reach_the_client_and_the_session_goes_on() {
     let l = Layout::start().await;
