@@ -449,6 +449,25 @@ async fn a_partial_commit_is_reported_with_the_datanodes_on_each_side() {
     assert_eq!(l.ids_on(3, "orders", "id").await, vec![2]);
 }
 
+/// Server-level SHOW statements are answered by one datanode's server (in the session's
+/// variables); SHOW WARNINGS stays refused.
+#[tokio::test]
+async fn server_level_show_statements_are_answered() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    c.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES'")
+        .await
+        .unwrap();
+    let mode: Vec<(String, String)> = c.query("SHOW VARIABLES LIKE 'sql_mode'").await.unwrap();
+    assert_eq!(mode, vec![("sql_mode".into(), "ANSI_QUOTES".into())]);
+    let uptime: Vec<(String, String)> = c.query("SHOW GLOBAL STATUS LIKE 'Uptime'").await.unwrap();
+    assert_eq!(uptime.len(), 1, "{uptime:?}");
+    let charsets: Vec<mysql_async::Row> = c.query("SHOW CHARACTER SET").await.unwrap();
+    assert!(charsets.len() > 10);
+    let (code, _, message) = server_error(c.query_drop("SHOW WARNINGS").await);
+    assert_eq!(code, 1235, "{message}");
+}
+
 #[tokio::test]
 async fn refusals_reach_the_client_and_the_session_goes_on() {
     let l = Layout::start().await;

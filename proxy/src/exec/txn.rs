@@ -115,6 +115,9 @@ impl Session {
                 Err(unsupported("SQL-level PREPARE/EXECUTE"))
             }
             K::Flush => Err(unsupported("FLUSH")),
+            K::Show if server_level_show(&text(self)) => {
+                self.run_anywhere(routing, prepared, reply_seq).await
+            }
             other => Err(unsupported(&format!("the statement {other:?}"))),
         }
     }
@@ -203,5 +206,56 @@ impl Session {
             &state,
             format!("{word} failed on datanodes {}", reasons.join(", ")),
         ))
+    }
+}
+
+/// `SHOW` statements about the server rather than the session's data or last statement
+/// (status, variables, engines, collations, character sets, plugins): the server of one
+/// datanode answers them, as a client connected to it directly would see. SHOW WARNINGS,
+/// PROCESSLIST and the rest stay refused: their answer would be one backend connection's.
+fn server_level_show(sql: &str) -> bool {
+    let mut words = sql
+        .split(|c: char| c.is_ascii_whitespace() || c == ';')
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_uppercase);
+    if words.next().as_deref() != Some("SHOW") {
+        return false;
+    }
+    let mut w = words.next();
+    if matches!(w.as_deref(), Some("GLOBAL" | "SESSION" | "LOCAL")) {
+        w = words.next();
+    }
+    match w.as_deref() {
+        Some("STATUS" | "VARIABLES" | "ENGINES" | "COLLATION" | "CHARSET" | "PLUGINS") => true,
+        Some("CHARACTER") => words.next().as_deref() == Some("SET"),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn server_level_shows() {
+        for sql in [
+            "SHOW STATUS",
+            "show global status like 'Uptime'",
+            "SHOW SESSION VARIABLES LIKE 'max%'",
+            "SHOW VARIABLES;",
+            "SHOW CHARACTER SET",
+            "SHOW COLLATION WHERE Charset = 'utf8mb4'",
+            "SHOW ENGINES",
+        ] {
+            assert!(super::server_level_show(sql), "{sql}");
+        }
+        for sql in [
+            "SHOW WARNINGS",
+            "SHOW PROCESSLIST",
+            "SHOW CHARACTER",
+            "SHOW MASTER STATUS",
+            "SHOW SLAVE STATUS",
+            "SELECT 'SHOW STATUS'",
+        ] {
+            assert!(!super::server_level_show(sql), "{sql}");
+        }
     }
 }
