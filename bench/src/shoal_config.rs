@@ -84,6 +84,12 @@ impl Layout {
     }
 
     pub fn yaml(&self, listen: &str) -> String {
+        self.yaml_with(listen, &[])
+    }
+
+    /// [`Layout::yaml`] with more keys for every datahost, one YAML line each
+    /// (`balance: round_robin`, `health: { heartbeat: 1s }`).
+    pub fn yaml_with(&self, listen: &str, datahost_extra: &[&str]) -> String {
         let mut y = String::new();
         let _ = writeln!(
             y,
@@ -119,6 +125,9 @@ impl Layout {
                 "    pool: {{ max: {}, acquire_timeout: 120s }}",
                 self.pool_max
             );
+            for line in datahost_extra {
+                let _ = writeln!(y, "    {line}");
+            }
         }
         let _ = writeln!(y, "datanodes:");
         for d in &self.datanodes {
