@@ -67,7 +67,11 @@ fn replicas_spreads_reads_and_measures_the_idle_monitor() {
         .expect("running shoal-bench");
     let stdout = String::from_utf8_lossy(&run.stdout);
     let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "exit {:?}\n{stdout}\n{stderr}", run.status);
+    assert!(
+        run.status.success(),
+        "exit {:?}\n{stdout}\n{stderr}",
+        run.status
+    );
     let dirs: Vec<PathBuf> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -78,8 +82,7 @@ fn replicas_spreads_reads_and_measures_the_idle_monitor() {
         assert!(dir.join(f).is_file(), "{f} missing in {}", dir.display());
     }
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     let servers = json["split"]["servers"].as_array().unwrap();
     assert_eq!(servers.len(), 3, "{json}");
     assert_eq!(servers[0]["role"], "primary");
@@ -122,7 +125,10 @@ fn replicas_spreads_reads_and_measures_the_idle_monitor() {
     assert!(monitor["checks"].as_u64().unwrap() >= 4, "{monitor}");
     assert!(monitor["core_percent"].as_f64().is_some(), "{monitor}");
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
-    assert!(report.contains("round_robin QPS / primary_only QPS"), "{report}");
+    assert!(
+        report.contains("round_robin QPS / primary_only QPS"),
+        "{report}"
+    );
     assert!(report.contains("of one core"), "{report}");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -92,7 +92,11 @@ fn start_shoal(config: &Path) -> ShoalProcess {
 }
 
 /// Shoal over one datahost: primary 0 and `replicas`, with `extra` datahost keys.
-fn start_one_host(cluster: &Cluster, replicas: &[(usize, Option<u32>)], extra: &str) -> ShoalProcess {
+fn start_one_host(
+    cluster: &Cluster,
+    replicas: &[(usize, Option<u32>)],
+    extra: &str,
+) -> ShoalProcess {
     start_shoal(&write_config(
         cluster,
         &[Host {
@@ -390,7 +394,11 @@ async fn causal_reads_see_the_sessions_own_writes() {
         &one,
         "balance: round_robin\nread_your_writes: { causal: 20s }\nhealth: { heartbeat: 1h }",
     );
-    let off = start_one_host(&cluster, &one, "balance: round_robin\nhealth: { heartbeat: 1h }");
+    let off = start_one_host(
+        &cluster,
+        &one,
+        "balance: round_robin\nhealth: { heartbeat: 1h }",
+    );
     let short = start_one_host(
         &cluster,
         &one,
@@ -574,8 +582,7 @@ impl ReadLoad {
     }
 }
 
-const KILL_HEALTH: &str =
-    "balance: round_robin\nhealth: { heartbeat: 200ms, timeout: 500ms, down_after: 2, up_after: 2 }";
+const KILL_HEALTH: &str = "balance: round_robin\nhealth: { heartbeat: 200ms, timeout: 500ms, down_after: 2, up_after: 2 }";
 
 fn point_read(k: u64) -> (String, Vec<String>) {
     let id = k % 100 + 1;
@@ -666,9 +673,12 @@ async fn scatter_reads_survive_a_killed_replica_without_client_errors() {
     ));
     let mut c = client(&shoal).await;
     let values: Vec<String> = (1..=200).map(|id| format!("({id}, {id})")).collect();
-    c.query_drop(format!("INSERT INTO t (id, w) VALUES {}", values.join(", ")))
-        .await
-        .unwrap();
+    c.query_drop(format!(
+        "INSERT INTO t (id, w) VALUES {}",
+        values.join(", ")
+    ))
+    .await
+    .unwrap();
     cluster.sync_replicas().await.expect("replicas caught up");
     for r in 2..6 {
         wait_state(&shoal, &addr_of(&cluster, r), "up").await;
@@ -699,7 +709,10 @@ async fn scatter_reads_survive_a_killed_replica_without_client_errors() {
     let (errors_before, errors_after) = load.finish().await;
     // The victim's datahost read on its other replica meanwhile.
     let took = selects(&cluster, 3).await - before;
-    assert!(took >= 500, "the other replica of dh1 took its reads: {took}");
+    assert!(
+        took >= 500,
+        "the other replica of dh1 took its reads: {took}"
+    );
     assert!(
         errors_before.is_empty() && errors_after.is_empty(),
         "client errors: {errors_before:?} before detection, {errors_after:?} after\n{}",

@@ -155,11 +155,26 @@ fn start_shoal(
     extra: &[&str],
 ) -> Result<(ProxyProcess, Endpoint), BenchError> {
     let port = targets::free_port()?;
-    let yaml = layout.yaml_with(&format!("127.0.0.1:{port}"), extra);
+    // A read_only user: Shoal then routes every statement whatever the balance mode. Without
+    // one, `primary_only` over one unsharded datanode is relayed without the router (and
+    // without health checks), so the two configurations would differ in more than the mode.
+    let yaml = layout
+        .yaml_with(&format!("127.0.0.1:{port}"), extra)
+        .replacen(
+            "users:\n",
+            &format!(
+                "users:\n  - {{ name: bench_reader, password: bench_reader, schemas: [{}], \
+             read_only: true }}\n",
+                layout.schema
+            ),
+            1,
+        );
     crate::shoal_config::topology(&yaml)?;
     let config = work_dir.join(format!("{name}.yaml"));
-    std::fs::write(&config, &yaml).map_err(BenchError::io(format!("write {}", config.display())))?;
-    let process = targets::start_shoal_config(work_dir, bin, &config, port, &format!("{name}.log"))?;
+    std::fs::write(&config, &yaml)
+        .map_err(BenchError::io(format!("write {}", config.display())))?;
+    let process =
+        targets::start_shoal_config(work_dir, bin, &config, port, &format!("{name}.log"))?;
     let endpoint = Endpoint {
         name: format!("shoal ({name})"),
         host: "127.0.0.1".into(),
@@ -557,16 +572,18 @@ fn write_results(
             &reads
                 .iter()
                 .flat_map(|(mode, per)| {
-                    per.iter().zip(&split.servers).map(move |(n, (name, role))| {
-                        let total: u64 = per.iter().sum();
-                        vec![
-                            mode.clone(),
-                            name.clone(),
-                            role.clone(),
-                            n.to_string(),
-                            format!("{:.1}", *n as f64 * 100.0 / total.max(1) as f64),
-                        ]
-                    })
+                    per.iter()
+                        .zip(&split.servers)
+                        .map(move |(n, (name, role))| {
+                            let total: u64 = per.iter().sum();
+                            vec![
+                                mode.clone(),
+                                name.clone(),
+                                role.clone(),
+                                n.to_string(),
+                                format!("{:.1}", *n as f64 * 100.0 / total.max(1) as f64),
+                            ]
+                        })
                 })
                 .collect::<Vec<_>>(),
         )?;

@@ -140,9 +140,13 @@ pub fn markdown(
              machine. Two Shoals serve it at once, `balance: round_robin` and \
              `balance: primary_only` (heartbeat {} ms); sysbench `oltp_read_only --skip-trx=on` \
              ({} tables x {} rows; autocommit reads: inside a transaction reads stay on the \
-             primary by design) runs through them in turn, {} round(s) of {} s each. Medians \
+             primary by design) runs through them in turn, {} round(s) of {} s each. Both \
+             configs also name a read_only user, so that Shoal routes statements in both \
+             (alone, primary_only over one unsharded datanode is relayed without the router). \
+             Medians \
              over the rounds. CPU per query: utime+stime from /proc over the run divided by \
-             the queries sysbench counted. Machine busy: CPU of Shoal, every mariadbd and \
+             the queries sysbench counted. Latency is per sysbench event (14 SELECTs). \
+             Machine busy: CPU of Shoal, every mariadbd and \
              sysbench over the wall time, as a share of all cores.\n",
             split.servers.len().saturating_sub(1),
             args.heartbeat_ms,
@@ -217,9 +221,10 @@ pub fn markdown(
             .map(|(m, per)| {
                 let total: u64 = per.iter().sum();
                 let mut row = vec![m];
-                row.extend(per.iter().map(|n| {
-                    format!("{n} ({:.1}%)", *n as f64 * 100.0 / total.max(1) as f64)
-                }));
+                row.extend(
+                    per.iter()
+                        .map(|n| format!("{n} ({:.1}%)", *n as f64 * 100.0 / total.max(1) as f64)),
+                );
                 row
             })
             .collect();
