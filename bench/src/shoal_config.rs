@@ -187,9 +187,20 @@ impl RunningShoal {
         layout: &Layout,
         name: &str,
     ) -> Result<RunningShoal, BenchError> {
+        Self::start_with(dir, bin, layout, name, |listen| layout.yaml(listen))
+    }
+
+    /// [`RunningShoal::start`] with the YAML `yaml` makes for the listen address.
+    pub fn start_with(
+        dir: &Path,
+        bin: &Path,
+        layout: &Layout,
+        name: &str,
+        yaml: impl FnOnce(&str) -> String,
+    ) -> Result<RunningShoal, BenchError> {
         let port = targets::free_port()?;
         let listen = format!("127.0.0.1:{port}");
-        let yaml = layout.yaml(&listen);
+        let yaml = yaml(&listen);
         let topology = topology(&yaml)?;
         let config = dir.join(format!("{name}.yaml"));
         std::fs::write(&config, &yaml)

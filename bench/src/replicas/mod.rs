@@ -29,10 +29,10 @@ use crate::error::BenchError;
 use crate::interrupt;
 use crate::load::Endpoint;
 use crate::overhead::sysbench::{self, SysbenchTarget};
-use crate::overhead::targets::{self, ProxyProcess};
+use crate::overhead::targets;
 use crate::progress::Progress;
 use crate::results::{ResultsDir, utc_timestamp};
-use crate::shoal_config::Layout;
+use crate::shoal_config::{Layout, RunningShoal};
 pub use report::{MonitorResult, Sample};
 
 #[derive(Debug, Clone, Args)]
@@ -153,37 +153,20 @@ fn start_shoal(
     layout: &Layout,
     name: &str,
     extra: &[&str],
-) -> Result<(ProxyProcess, Endpoint), BenchError> {
-    let port = targets::free_port()?;
+) -> Result<RunningShoal, BenchError> {
     // A read_only user: Shoal then routes every statement whatever the balance mode. Without
     // one, `primary_only` over one unsharded datanode is relayed without the router (and
     // without health checks), so the two configurations would differ in more than the mode.
-    let yaml = layout
-        .yaml_with(&format!("127.0.0.1:{port}"), extra)
-        .replacen(
-            "users:\n",
-            &format!(
-                "users:\n  - {{ name: bench_reader, password: bench_reader, schemas: [{}], \
-             read_only: true }}\n",
-                layout.schema
-            ),
-            1,
-        );
-    crate::shoal_config::topology(&yaml)?;
-    let config = work_dir.join(format!("{name}.yaml"));
-    std::fs::write(&config, &yaml)
-        .map_err(BenchError::io(format!("write {}", config.display())))?;
-    let process =
-        targets::start_shoal_config(work_dir, bin, &config, port, &format!("{name}.log"))?;
-    let endpoint = Endpoint {
-        name: format!("shoal ({name})"),
-        host: "127.0.0.1".into(),
-        port,
-        user: layout.user.clone(),
-        password: layout.password.clone(),
-        db: Some(layout.schema.clone()),
-    };
-    Ok((process, endpoint))
+    let reader = format!(
+        "users:\n  - {{ name: bench_reader, password: bench_reader, schemas: [{}], \
+         read_only: true }}\n",
+        layout.schema
+    );
+    RunningShoal::start_with(work_dir, bin, layout, name, |listen| {
+        layout
+            .yaml_with(listen, extra)
+            .replacen("users:\n", &reader, 1)
+    })
 }
 
 /// Waits until `SHOW SHOAL BACKENDS` lists `servers` servers, every one `up` (in the read set)
@@ -303,9 +286,9 @@ async fn split_phase(
     let mut shoals = Vec::new();
     for mode in MODES {
         let balance = format!("balance: {mode}");
-        let (p, e) = start_shoal(work_dir, bin, &layout, mode, &[&balance, &heartbeat])?;
-        wait_all_up(&e, 1 + args.replicas).await?;
-        shoals.push((mode, p, e));
+        let shoal = start_shoal(work_dir, bin, &layout, mode, &[&balance, &heartbeat])?;
+        wait_all_up(&shoal.endpoint, 1 + args.replicas).await?;
+        shoals.push((mode, shoal));
     }
     let servers: Vec<(String, String)> = cluster
         .instances()
@@ -331,7 +314,8 @@ async fn split_phase(
     let mut samples = Vec::new();
     for round in 0..args.rounds {
         for &threads in &args.threads {
-            for (mode, shoal, endpoint) in shoals.iter_mut() {
+            for (mode, shoal) in shoals.iter_mut() {
+                let endpoint = &shoal.endpoint;
                 interrupt::check()?;
                 progress.stage(format!("round {} {threads} thr {mode}", round + 1));
                 let target = SysbenchTarget {
@@ -341,7 +325,7 @@ async fn split_phase(
                     ..direct.clone()
                 };
                 let reads_before = selects(&mut conns).await?;
-                let shoal_before = targets::cpu_seconds(shoal.pid())?;
+                let shoal_before = targets::cpu_seconds(shoal.process.pid())?;
                 let backends_before = cpu_all(&pids)?;
                 let children_before = children_cpu_seconds();
                 let started = Instant::now();
@@ -359,10 +343,10 @@ async fn split_phase(
                 })
                 .await
                 .map_err(|e| BenchError::Tool(format!("sysbench task: {e}")))?
-                .map_err(|e| BenchError::Tool(format!("{}: {e}", endpoint.label())))?;
+                .map_err(|e| BenchError::Tool(format!("{}: {e}", shoal.endpoint.label())))?;
                 let wall_s = started.elapsed().as_secs_f64();
                 let sysbench_cpu_s = children_cpu_seconds() - children_before;
-                let shoal_cpu_s = targets::cpu_seconds(shoal.pid())? - shoal_before;
+                let shoal_cpu_s = targets::cpu_seconds(shoal.process.pid())? - shoal_before;
                 let backend_cpu_s: Vec<f64> = cpu_all(&pids)?
                     .iter()
                     .zip(&backends_before)
@@ -374,7 +358,7 @@ async fn split_phase(
                     .zip(&reads_before)
                     .map(|(a, b)| a.saturating_sub(*b))
                     .collect();
-                shoal.check_alive()?;
+                shoal.process.check_alive()?;
                 progress.inc(1);
                 progress.println(format!(
                     "round {} {threads} thr {mode}: {:.0} qps, avg {:.3} ms, Shoal {:.1} us/query, \
@@ -427,14 +411,14 @@ async fn monitor_phase(
     let mut layout = Layout::from_cluster(&cluster, 1, "mon");
     layout.schema = "mon".into();
     let heartbeat = format!("health: {{ heartbeat: {}ms }}", args.heartbeat_ms);
-    let (mut shoal, endpoint) = start_shoal(
+    let mut shoal = start_shoal(
         work_dir,
         bin,
         &layout,
         "monitor",
         &["balance: round_robin", &heartbeat],
     )?;
-    wait_all_up(&endpoint, servers).await?;
+    wait_all_up(&shoal.endpoint, servers).await?;
     let mut conns = status_conns(&cluster).await?;
     // The monitor's connections are open and the start-up is over: from here Shoal only checks.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -443,14 +427,14 @@ async fn monitor_phase(
         args.monitor_seconds
     );
     let checks_before = selects(&mut conns).await?;
-    let cpu_before = targets::cpu_seconds(shoal.pid())?;
+    let cpu_before = targets::cpu_seconds(shoal.process.pid())?;
     let started = Instant::now();
     let deadline = started + Duration::from_secs(u64::from(args.monitor_seconds));
     while Instant::now() < deadline {
         interrupt::check()?;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let cpu_s = targets::cpu_seconds(shoal.pid())? - cpu_before;
+    let cpu_s = targets::cpu_seconds(shoal.process.pid())? - cpu_before;
     let wall_s = started.elapsed().as_secs_f64();
     let checks: u64 = selects(&mut conns)
         .await?
@@ -458,7 +442,7 @@ async fn monitor_phase(
         .zip(&checks_before)
         .map(|(a, b)| a.saturating_sub(*b))
         .sum();
-    shoal.check_alive()?;
+    shoal.process.check_alive()?;
     for c in conns {
         c.disconnect().await.ok();
     }
@@ -535,35 +519,8 @@ fn write_results(
         let cells = report::cells(&split.samples);
         dir.write_csv(
             "medians.csv",
-            &[
-                "threads",
-                "balance",
-                "runs",
-                "qps",
-                "avg_ms",
-                "p95_ms",
-                "shoal_cpu_us_per_query",
-                "mariadbd_cpu_us_per_query",
-                "machine_busy_pct",
-                "errors",
-            ],
-            &cells
-                .iter()
-                .map(|((t, m), c)| {
-                    vec![
-                        t.to_string(),
-                        m.clone(),
-                        c.runs.to_string(),
-                        format!("{:.2}", c.qps),
-                        format!("{:.3}", c.avg_ms),
-                        format!("{:.3}", c.p95_ms),
-                        format!("{:.2}", c.shoal_cpu_us_per_query),
-                        format!("{:.2}", c.backend_cpu_us_per_query),
-                        format!("{:.1}", c.busy_pct),
-                        c.errors.to_string(),
-                    ]
-                })
-                .collect::<Vec<_>>(),
+            &report::MEDIAN_COLUMNS,
+            &report::median_rows(&cells),
         )?;
         let reads = report::reads_by_mode(split);
         dir.write_csv(

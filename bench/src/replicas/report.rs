@@ -76,6 +76,41 @@ pub fn cells(samples: &[Sample]) -> BTreeMap<(u32, String), Cell> {
         .collect()
 }
 
+/// The columns of [`median_rows`], as `medians.csv` names them.
+pub const MEDIAN_COLUMNS: [&str; 10] = [
+    "threads",
+    "balance",
+    "qps",
+    "avg_ms",
+    "p95_ms",
+    "shoal_cpu_us_per_query",
+    "mariadbd_cpu_us_per_query",
+    "machine_busy_pct",
+    "errors",
+    "runs",
+];
+
+/// One row per cell, for the report's table and `medians.csv`.
+pub fn median_rows(cells: &BTreeMap<(u32, String), Cell>) -> Vec<Vec<String>> {
+    cells
+        .iter()
+        .map(|((t, m), c)| {
+            vec![
+                t.to_string(),
+                m.clone(),
+                format!("{:.1}", c.qps),
+                format!("{:.3}", c.avg_ms),
+                format!("{:.3}", c.p95_ms),
+                format!("{:.1}", c.shoal_cpu_us_per_query),
+                format!("{:.1}", c.backend_cpu_us_per_query),
+                format!("{:.0}", c.busy_pct),
+                c.errors.to_string(),
+                c.runs.to_string(),
+            ]
+        })
+        .collect()
+}
+
 /// SELECTs per server summed over every run of each balance mode, in [`MODES`] order.
 pub fn reads_by_mode(split: &Split) -> Vec<(String, Vec<u64>)> {
     MODES
@@ -156,23 +191,6 @@ pub fn markdown(
             args.duration,
         );
         let cells = cells(&split.samples);
-        let rows: Vec<Vec<String>> = cells
-            .iter()
-            .map(|((t, m), c)| {
-                vec![
-                    t.to_string(),
-                    m.clone(),
-                    format!("{:.0}", c.qps),
-                    format!("{:.3}", c.avg_ms),
-                    format!("{:.3}", c.p95_ms),
-                    format!("{:.1}", c.shoal_cpu_us_per_query),
-                    format!("{:.1}", c.backend_cpu_us_per_query),
-                    format!("{:.0}%", c.busy_pct),
-                    c.errors.to_string(),
-                    c.runs.to_string(),
-                ]
-            })
-            .collect();
         md.push_str(&markdown_table(
             &[
                 "threads",
@@ -182,12 +200,12 @@ pub fn markdown(
                 "p95 ms",
                 "Shoal CPU us/query",
                 "mariadbd CPU us/query (all)",
-                "machine busy",
+                "machine busy %",
                 "errors",
                 "runs",
             ],
             &[0, 2, 3, 4, 5, 6, 7, 8, 9],
-            &rows,
+            &median_rows(&cells),
         ));
         md.push('\n');
         for &t in &args.threads {
