@@ -11,6 +11,7 @@ pub mod mycat;
 pub mod overhead;
 pub mod placement;
 pub mod progress;
+pub mod replicas;
 pub mod results;
 pub mod scale;
 pub mod shoal_config;

@@ -28,6 +28,9 @@ enum Command {
     /// Shoal's peak RSS merging a 2-million-row ORDER BY to a slow client and a
     /// 1-million-group GROUP BY over 4 datanodes.
     Memory(shoal_bench::memory::MemoryArgs),
+    /// Read/write splitting: sysbench oltp_read_only through round_robin vs primary_only over
+    /// 2 replicas (reads counted per server), and the health monitor's idle CPU at 16 servers.
+    Replicas(shoal_bench::replicas::ReplicasArgs),
 }
 
 #[tokio::main]
@@ -56,6 +59,9 @@ async fn main() -> ExitCode {
             .await
             .map_err(|e| e.to_string()),
         Command::Memory(args) => shoal_bench::memory::run(args)
+            .await
+            .map_err(|e| e.to_string()),
+        Command::Replicas(args) => shoal_bench::replicas::run(args)
             .await
             .map_err(|e| e.to_string()),
     };

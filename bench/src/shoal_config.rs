@@ -84,6 +84,12 @@ impl Layout {
     }
 
     pub fn yaml(&self, listen: &str) -> String {
+        self.yaml_with(listen, &[])
+    }
+
+    /// [`Layout::yaml`] with more keys for every datahost, one YAML line each
+    /// (`balance: round_robin`, `health: { heartbeat: 1s }`).
+    pub fn yaml_with(&self, listen: &str, datahost_extra: &[&str]) -> String {
         let mut y = String::new();
         let _ = writeln!(
             y,
@@ -119,6 +125,9 @@ impl Layout {
                 "    pool: {{ max: {}, acquire_timeout: 120s }}",
                 self.pool_max
             );
+            for line in datahost_extra {
+                let _ = writeln!(y, "    {line}");
+            }
         }
         let _ = writeln!(y, "datanodes:");
         for d in &self.datanodes {
@@ -178,9 +187,20 @@ impl RunningShoal {
         layout: &Layout,
         name: &str,
     ) -> Result<RunningShoal, BenchError> {
+        Self::start_with(dir, bin, layout, name, |listen| layout.yaml(listen))
+    }
+
+    /// [`RunningShoal::start`] with the YAML `yaml` makes for the listen address.
+    pub fn start_with(
+        dir: &Path,
+        bin: &Path,
+        layout: &Layout,
+        name: &str,
+        yaml: impl FnOnce(&str) -> String,
+    ) -> Result<RunningShoal, BenchError> {
         let port = targets::free_port()?;
         let listen = format!("127.0.0.1:{port}");
-        let yaml = layout.yaml(&listen);
+        let yaml = yaml(&listen);
         let topology = topology(&yaml)?;
         let config = dir.join(format!("{name}.yaml"));
         std::fs::write(&config, &yaml)

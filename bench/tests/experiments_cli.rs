@@ -1,5 +1,6 @@
-//! `shoal-bench mycat`, `scale` and `overhead` as a user runs them, at a tiny scale: the whole
-//! pipeline (clusters, Shoal with a generated config, load, checks, report files) in seconds.
+//! `shoal-bench mycat`, `scale`, `overhead` and `replicas` as a user runs them, at a tiny
+//! scale: the whole pipeline (clusters, Shoal with a generated config, load, checks, report
+//! files) in seconds.
 //! Until Shoal serves sharded tables, sharded plans and counts must come back as "not run" with
 //! Shoal's reason and exit status 3, never as a crash; once it does, they must pass.
 
@@ -241,4 +242,92 @@ fn overhead_names_an_unreachable_target_before_starting_anything() {
         "{stderr}"
     );
     assert!(!stderr.contains("starting a MariaDB"), "{stderr}");
+}
+
+/// `replicas` end to end at a tiny scale: a primary with 2 replicas behind two Shoals, then an
+/// idle Shoal over 4 servers. The round_robin runs' reads are counted on the replicas, the
+/// primary_only runs' on the primary; the monitor's checks are counted on the servers. No
+/// timing is asserted.
+#[test]
+fn replicas_spreads_reads_and_measures_the_idle_monitor() {
+    let out = temp_dir("replicas");
+    let bin = shoal_bin();
+    let run = shoal_bench(&[
+        "replicas",
+        "--quick",
+        "--duration",
+        "2",
+        "--threads",
+        "4",
+        "--tables",
+        "2",
+        "--table-size",
+        "1000",
+        "--monitor-seconds",
+        "3",
+        "--monitor-datahosts",
+        "2",
+        "--monitor-replicas",
+        "1",
+        "--shoal-bin",
+        bin.to_str().unwrap(),
+        "--out",
+        out.0.to_str().unwrap(),
+    ]);
+    assert!(
+        run.status.success(),
+        "exit {:?}\n{}\n{}",
+        run.status,
+        text(&run.stdout),
+        text(&run.stderr)
+    );
+    let dir = results_dir(&out.0, "replicas-");
+    for f in ["samples.csv", "medians.csv", "reads.csv"] {
+        read(&dir, f);
+    }
+    let json: serde_json::Value = serde_json::from_str(&read(&dir, "results.json")).unwrap();
+    let servers = json["split"]["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 3, "{json}");
+    assert_eq!(servers[0]["role"], "primary");
+    let reads = |mode: &str| -> Vec<u64> {
+        json["split"]["reads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["balance"] == mode)
+            .unwrap_or_else(|| panic!("no reads for {mode}: {json}"))["selects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .collect()
+    };
+    let (rr, po) = (reads("round_robin"), reads("primary_only"));
+    // round_robin: the replicas ran the reads, in about equal parts; the primary only the
+    // monitors' checks. primary_only: the other way round.
+    let replica_reads = rr[1] + rr[2];
+    assert!(
+        replica_reads > 100 && rr[0] * 20 < replica_reads,
+        "round_robin reads per server: {rr:?}"
+    );
+    assert!(
+        rr[1] * 3 > rr[2] && rr[2] * 3 > rr[1],
+        "round_robin is uneven: {rr:?}"
+    );
+    assert!(
+        po[0] > 100 && (po[1] + po[2]) * 20 < po[0],
+        "primary_only reads per server: {po:?}"
+    );
+    for m in json["split"]["medians"].as_array().unwrap() {
+        assert!(m["qps"].as_f64().unwrap() > 0.0, "{m}");
+        assert_eq!(m["errors"], 0, "{m}");
+    }
+    let monitor = &json["monitor"];
+    assert_eq!(monitor["servers"], 4, "{json}");
+    // The monitor ran: the servers counted its checks.
+    assert!(monitor["checks"].as_u64().unwrap() >= 4, "{monitor}");
+    assert!(monitor["core_percent"].as_f64().is_some(), "{monitor}");
+    let md = read(&dir, "report.md");
+    assert!(md.contains("round_robin QPS / primary_only QPS"), "{md}");
+    assert!(md.contains("of one core"), "{md}");
 }

@@ -91,6 +91,37 @@ fn start_shoal(config: &Path) -> ShoalProcess {
     ShoalProcess::start(&["--config".to_string(), config.display().to_string()])
 }
 
+/// Shoal over one datahost: primary 0 and `replicas`, with `extra` datahost keys.
+fn start_one_host(
+    cluster: &Cluster,
+    replicas: &[(usize, Option<u32>)],
+    extra: &str,
+) -> ShoalProcess {
+    start_shoal(&write_config(
+        cluster,
+        &[Host {
+            primary: 0,
+            replicas,
+            extra,
+        }],
+    ))
+}
+
+/// `n` point reads of `items` (each answer checked) on `c`; returns the SELECTs each of the
+/// first `servers` instances ran meanwhile.
+async fn read_items(c: &mut Conn, cluster: &Cluster, servers: usize, n: u64) -> Vec<u64> {
+    let before = all_selects(cluster, servers).await;
+    for k in 0..n {
+        let id = k % 100 + 1;
+        let v: Option<String> = c
+            .query_first(format!("SELECT v FROM items WHERE id = {id}"))
+            .await
+            .unwrap();
+        assert_eq!(v, Some(format!("v{id}")));
+    }
+    delta(&all_selects(cluster, servers).await, &before)
+}
+
 async fn client(shoal: &ShoalProcess) -> Conn {
     client_as(shoal, "app", "app-secret").await
 }
@@ -199,26 +230,11 @@ async fn reads_spread_by_balance_writes_and_transactions_stay_on_the_primary() {
     prepare_table(&cluster).await;
     // A long heartbeat: the monitor's own SELECTs happen once, at start, not during counting.
     let quiet = "health: { heartbeat: 1h }";
-    let rr = format!("balance: round_robin\n{quiet}");
-    let shoal_rr = start_shoal(&write_config(
-        &cluster,
-        &[Host {
-            primary: 0,
-            replicas: &[(1, None), (2, None)],
-            extra: &rr,
-        }],
-    ));
+    let two = [(1, None), (2, None)];
+    let shoal_rr = start_one_host(&cluster, &two, &format!("balance: round_robin\n{quiet}"));
     let mut c = client(&shoal_rr).await;
     let n = 200u64;
-    let before = all_selects(&cluster, 3).await;
-    for k in 0..n {
-        let v: Option<String> = c
-            .query_first(format!("SELECT v FROM items WHERE id = {}", k % 100 + 1))
-            .await
-            .unwrap();
-        assert_eq!(v, Some(format!("v{}", k % 100 + 1)));
-    }
-    let d = delta(&all_selects(&cluster, 3).await, &before);
+    let d = read_items(&mut c, &cluster, 3, n).await;
     // Round robin over two replicas of weight 1: each takes half, the primary none.
     assert!(d[0] <= 2, "round_robin: primary ran {} reads: {d:?}", d[0]);
     for r in [1, 2] {
@@ -291,25 +307,14 @@ async fn reads_spread_by_balance_writes_and_transactions_stay_on_the_primary() {
     drop(shoal_rr);
 
     // weighted_random: weights 1 and 3.
-    let wr = format!("balance: weighted_random\n{quiet}");
-    let shoal_wr = start_shoal(&write_config(
+    let shoal_wr = start_one_host(
         &cluster,
-        &[Host {
-            primary: 0,
-            replicas: &[(1, Some(1)), (2, Some(3))],
-            extra: &wr,
-        }],
-    ));
+        &[(1, Some(1)), (2, Some(3))],
+        &format!("balance: weighted_random\n{quiet}"),
+    );
     let mut c = client(&shoal_wr).await;
     let n = 400u64;
-    let before = all_selects(&cluster, 3).await;
-    for k in 0..n {
-        let _: Option<String> = c
-            .query_first(format!("SELECT v FROM items WHERE id = {}", k % 100 + 1))
-            .await
-            .unwrap();
-    }
-    let d = delta(&all_selects(&cluster, 3).await, &before);
+    let d = read_items(&mut c, &cluster, 3, n).await;
     assert!(d[0] <= 2, "weighted_random: primary {d:?}");
     assert!(
         d[1] + d[2] >= n,
@@ -322,24 +327,9 @@ async fn reads_spread_by_balance_writes_and_transactions_stay_on_the_primary() {
     drop(shoal_wr);
 
     // primary_only: every read on the primary, but a replica hint is honoured.
-    let po = format!("balance: primary_only\n{quiet}");
-    let shoal_po = start_shoal(&write_config(
-        &cluster,
-        &[Host {
-            primary: 0,
-            replicas: &[(1, None), (2, None)],
-            extra: &po,
-        }],
-    ));
+    let shoal_po = start_one_host(&cluster, &two, &format!("balance: primary_only\n{quiet}"));
     let mut c = client(&shoal_po).await;
-    let before = all_selects(&cluster, 3).await;
-    for k in 0..50 {
-        let _: Option<String> = c
-            .query_first(format!("SELECT v FROM items WHERE id = {}", k + 1))
-            .await
-            .unwrap();
-    }
-    let d = delta(&all_selects(&cluster, 3).await, &before);
+    let d = read_items(&mut c, &cluster, 3, 50).await;
     assert!(d[0] >= 50 && d[1] + d[2] == 0, "primary_only: {d:?}");
     let before = all_selects(&cluster, 3).await;
     for _ in 0..10 {
@@ -354,24 +344,13 @@ async fn reads_spread_by_balance_writes_and_transactions_stay_on_the_primary() {
 
     // least_connections: reads on replicas.
     drop(shoal_po);
-    let lc = format!("balance: least_connections\n{quiet}");
-    let shoal_lc = start_shoal(&write_config(
+    let shoal_lc = start_one_host(
         &cluster,
-        &[Host {
-            primary: 0,
-            replicas: &[(1, None), (2, None)],
-            extra: &lc,
-        }],
-    ));
+        &two,
+        &format!("balance: least_connections\n{quiet}"),
+    );
     let mut c = client(&shoal_lc).await;
-    let before = all_selects(&cluster, 3).await;
-    for k in 0..50 {
-        let _: Option<String> = c
-            .query_first(format!("SELECT v FROM items WHERE id = {}", k + 1))
-            .await
-            .unwrap();
-    }
-    let d = delta(&all_selects(&cluster, 3).await, &before);
+    let d = read_items(&mut c, &cluster, 3, 50).await;
     assert!(d[0] <= 2 && d[1] + d[2] >= 50, "least_connections: {d:?}");
 
     // A read-only user reads, and its write is refused with 1290 naming it.
@@ -407,29 +386,24 @@ async fn reads_spread_by_balance_writes_and_transactions_stay_on_the_primary() {
 async fn causal_reads_see_the_sessions_own_writes() {
     let cluster = start_cluster(1, 1).await;
     prepare_table(&cluster).await;
-    let host = |extra| Host {
-        primary: 0,
-        replicas: &[(1, None)],
-        extra,
-    };
     // The monitor checks once (1h heartbeat): the replica stays in the read set while its SQL
     // thread is stopped, as during a short replication delay.
-    let causal = start_shoal(&write_config(
+    let one = [(1, None)];
+    let causal = start_one_host(
         &cluster,
-        &[host(
-            "balance: round_robin\nread_your_writes: { causal: 20s }\nhealth: { heartbeat: 1h }",
-        )],
-    ));
-    let off = start_shoal(&write_config(
+        &one,
+        "balance: round_robin\nread_your_writes: { causal: 20s }\nhealth: { heartbeat: 1h }",
+    );
+    let off = start_one_host(
         &cluster,
-        &[host("balance: round_robin\nhealth: { heartbeat: 1h }")],
-    ));
-    let short = start_shoal(&write_config(
+        &one,
+        "balance: round_robin\nhealth: { heartbeat: 1h }",
+    );
+    let short = start_one_host(
         &cluster,
-        &[host(
-            "balance: round_robin\nread_your_writes: { causal: 300ms }\nhealth: { heartbeat: 1h }",
-        )],
-    ));
+        &one,
+        "balance: round_robin\nread_your_writes: { causal: 300ms }\nhealth: { heartbeat: 1h }",
+    );
     // Reads go to the replica only once the monitor's first check has found it up.
     for shoal in [&causal, &off, &short] {
         wait_state(shoal, &addr_of(&cluster, 1), "up").await;
@@ -491,83 +465,149 @@ async fn causal_reads_see_the_sessions_own_writes() {
     replica.query_drop("START SLAVE SQL_THREAD").await.unwrap();
 }
 
+/// A read load through Shoal on `threads` connections: worker `w` runs `query(k)` for
+/// k = w, w + threads, ... and compares the first row's columns with the expected texts.
+/// Client errors are kept apart: before and after [`ReadLoad::detected`] is set.
+struct ReadLoad {
+    stop: Arc<AtomicBool>,
+    detected: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    errors_before: Arc<std::sync::Mutex<Vec<String>>>,
+    errors_after: Arc<std::sync::Mutex<Vec<String>>>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// A read and the texts of its first row's columns.
+type Query = fn(u64) -> (String, Vec<String>);
+
+impl ReadLoad {
+    fn start(shoal: &ShoalProcess, threads: u64, query: Query) -> ReadLoad {
+        let load = ReadLoad {
+            stop: Arc::default(),
+            detected: Arc::default(),
+            ok: Arc::default(),
+            errors_before: Arc::default(),
+            errors_after: Arc::default(),
+            workers: Vec::new(),
+        };
+        let workers = (0..threads)
+            .map(|w| {
+                let opts = shoal.opts_as("app", "app-secret", Some("shop"));
+                let (stop, detected, ok) =
+                    (load.stop.clone(), load.detected.clone(), load.ok.clone());
+                let (before, after) = (load.errors_before.clone(), load.errors_after.clone());
+                tokio::spawn(async move {
+                    let mut c: Option<Conn> = None;
+                    let mut k = w;
+                    while !stop.load(Ordering::Relaxed) {
+                        let errors = if detected.load(Ordering::Relaxed) {
+                            &after
+                        } else {
+                            &before
+                        };
+                        let conn = match c.as_mut() {
+                            Some(c) => c,
+                            None => match Conn::new(opts.clone()).await {
+                                Ok(n) => c.insert(n),
+                                Err(e) => {
+                                    errors.lock().unwrap().push(e.to_string());
+                                    continue;
+                                }
+                            },
+                        };
+                        let (sql, want) = query(k);
+                        k += threads;
+                        match conn.query_first::<mysql_async::Row, _>(&sql).await {
+                            Ok(Some(row)) => {
+                                let got: Vec<String> = row
+                                    .unwrap()
+                                    .into_iter()
+                                    .map(|v| match v {
+                                        mysql_async::Value::Bytes(b) => {
+                                            String::from_utf8_lossy(&b).into_owned()
+                                        }
+                                        other => format!("{other:?}"),
+                                    })
+                                    .collect();
+                                assert_eq!(got, want, "wrong answer to {sql}");
+                                ok.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Ok(None) => panic!("no row for {sql}"),
+                            Err(e) => {
+                                errors.lock().unwrap().push(e.to_string());
+                                c = None;
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        ReadLoad { workers, ..load }
+    }
+
+    fn ok(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed)
+    }
+
+    /// Waits until `n` more reads than `from` have succeeded (a generous deadline: not a
+    /// timing assertion).
+    async fn wait_reads(&self, from: u64, n: u64, shoal: &ShoalProcess) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.ok() < from + n {
+            assert!(
+                Instant::now() < deadline,
+                "the read load is stuck at {} (errors before {:?}, after {:?})\n{}",
+                self.ok(),
+                self.errors_before.lock().unwrap(),
+                self.errors_after.lock().unwrap(),
+                shoal.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn mark_detected(&self) {
+        self.detected.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops the workers; the client errors seen before and after detection.
+    async fn finish(self) -> (Vec<String>, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        for w in self.workers {
+            w.await.expect("worker");
+        }
+        let before = self.errors_before.lock().unwrap().clone();
+        let after = self.errors_after.lock().unwrap().clone();
+        (before, after)
+    }
+}
+
+const KILL_HEALTH: &str = "balance: round_robin\nhealth: { heartbeat: 200ms, timeout: 500ms, down_after: 2, up_after: 2 }";
+
+fn point_read(k: u64) -> (String, Vec<String>) {
+    let id = k % 100 + 1;
+    (
+        format!("SELECT v FROM items WHERE id = {id}"),
+        vec![format!("v{id}")],
+    )
+}
+
 /// kill -9 of a replica under a 16-thread read load: once the monitor has marked it down, no
 /// client sees an error; restarted, it takes reads again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_replica_leaves_the_read_set_without_client_errors_and_rejoins() {
     let mut cluster = start_cluster(1, 2).await;
     prepare_table(&cluster).await;
-    let shoal = start_shoal(&write_config(
-        &cluster,
-        &[Host {
-            primary: 0,
-            replicas: &[(1, None), (2, None)],
-            extra: "balance: round_robin\nhealth: { heartbeat: 200ms, timeout: 500ms, down_after: 2, up_after: 2 }",
-        }],
-    ));
+    let shoal = start_one_host(&cluster, &[(1, None), (2, None)], KILL_HEALTH);
     let victim = addr_of(&cluster, 1);
-    let stop = Arc::new(AtomicBool::new(false));
-    let detected = Arc::new(AtomicBool::new(false));
-    let ok = Arc::new(AtomicU64::new(0));
-    let errors_before = Arc::new(AtomicU64::new(0));
-    let errors_after = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let mut workers = Vec::new();
-    for w in 0..16u64 {
-        let opts = shoal.opts_as("app", "app-secret", Some("shop"));
-        let (stop, detected, ok) = (stop.clone(), detected.clone(), ok.clone());
-        let (errors_before, errors_after) = (errors_before.clone(), errors_after.clone());
-        workers.push(tokio::spawn(async move {
-            let mut c: Option<Conn> = None;
-            let mut k = w;
-            while !stop.load(Ordering::Relaxed) {
-                let after = detected.load(Ordering::Relaxed);
-                let conn = match c.as_mut() {
-                    Some(c) => c,
-                    None => match Conn::new(opts.clone()).await {
-                        Ok(n) => c.insert(n),
-                        Err(e) => {
-                            note(after, &errors_before, &errors_after, e.to_string());
-                            continue;
-                        }
-                    },
-                };
-                k += 16;
-                let id = k % 100 + 1;
-                let r: Result<Option<String>, _> = conn
-                    .query_first(format!("SELECT v FROM items WHERE id = {id}"))
-                    .await;
-                match r {
-                    Ok(Some(v)) if v == format!("v{id}") => {
-                        ok.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(other) => panic!("wrong answer for {id}: {other:?}"),
-                    Err(e) => {
-                        note(after, &errors_before, &errors_after, e.to_string());
-                        c = None;
-                    }
-                }
-            }
-        }));
-    }
-    fn note(after: bool, before: &AtomicU64, list: &std::sync::Mutex<Vec<String>>, e: String) {
-        if after {
-            list.lock().unwrap().push(e);
-        } else {
-            before.fetch_add(1, Ordering::Relaxed);
-        }
-    }
+    let load = ReadLoad::start(&shoal, 16, point_read);
     // Load running, then the crash.
-    while ok.load(Ordering::Relaxed) < 500 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    load.wait_reads(0, 500, &shoal).await;
     cluster.kill(1);
     wait_state(&shoal, &victim, "down").await;
-    detected.store(true, Ordering::Relaxed);
-    let at_detection = ok.load(Ordering::Relaxed);
+    load.mark_detected();
     let before = selects(&cluster, 2).await;
-    while ok.load(Ordering::Relaxed) < at_detection + 2000 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    load.wait_reads(load.ok(), 2000, &shoal).await;
     // The surviving replica (the primary has weight 0) took the reads.
     let r2 = selects(&cluster, 2).await - before;
     assert!(r2 >= 2000, "the other replica served the reads: {r2}");
@@ -580,30 +620,105 @@ async fn a_killed_replica_leaves_the_read_set_without_client_errors_and_rejoins(
         .unwrap();
     wait_state(&shoal, &victim, "up").await;
     let back = selects(&cluster, 1).await;
-    let mark = ok.load(Ordering::Relaxed);
-    while ok.load(Ordering::Relaxed) < mark + 1000 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        w.await.expect("worker");
-    }
+    load.wait_reads(load.ok(), 1000, &shoal).await;
+    let reads = load.ok();
+    let (errors_before, errors_after) = load.finish().await;
     let rejoined = selects(&cluster, 1).await - back;
     assert!(
         rejoined >= 100,
         "the restarted replica takes reads again: {rejoined}"
     );
-    let after = errors_after.lock().unwrap().clone();
     assert!(
-        after.is_empty(),
-        "client errors after the replica was marked down ({} before): {after:?}",
-        errors_before.load(Ordering::Relaxed)
+        errors_after.is_empty(),
+        "client errors after the replica was marked down ({errors_before:?} before): \
+         {errors_after:?}"
     );
     eprintln!(
-        "replica kill: {} reads, {} client errors before detection, 0 after",
-        ok.load(Ordering::Relaxed),
-        errors_before.load(Ordering::Relaxed)
+        "replica kill: {reads} reads, {} client errors before detection, 0 after",
+        errors_before.len()
     );
+}
+
+/// Scatter reads (a sharded table's aggregate over 2 datahosts, each a primary and 2
+/// replicas) under a 16-thread load while one replica is killed with -9: a read whose replica
+/// dies before its answer reached the client runs again elsewhere, so no client sees an
+/// error, before or after the monitor marks the replica down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn scatter_reads_survive_a_killed_replica_without_client_errors() {
+    let mut cluster = start_cluster(2, 2).await;
+    // Instances: p0, p1, then p0r0, p0r1, p1r0, p1r1.
+    for i in 0..2 {
+        admin(&cluster, i)
+            .await
+            .query_drop(format!(
+                "CREATE TABLE {DB}.t (id INT PRIMARY KEY, w INT) ENGINE=InnoDB"
+            ))
+            .await
+            .unwrap();
+    }
+    let shoal = start_shoal(&write_config(
+        &cluster,
+        &[
+            Host {
+                primary: 0,
+                replicas: &[(2, None), (3, None)],
+                extra: KILL_HEALTH,
+            },
+            Host {
+                primary: 1,
+                replicas: &[(4, None), (5, None)],
+                extra: KILL_HEALTH,
+            },
+        ],
+    ));
+    let mut c = client(&shoal).await;
+    let values: Vec<String> = (1..=200).map(|id| format!("({id}, {id})")).collect();
+    c.query_drop(format!(
+        "INSERT INTO t (id, w) VALUES {}",
+        values.join(", ")
+    ))
+    .await
+    .unwrap();
+    cluster.sync_replicas().await.expect("replicas caught up");
+    for r in 2..6 {
+        wait_state(&shoal, &addr_of(&cluster, r), "up").await;
+    }
+    let victim = addr_of(&cluster, 2);
+    fn scatter_read(k: u64) -> (String, Vec<String>) {
+        // Both shards, every time; the bound varies the text.
+        let below = 150 + k % 50;
+        (
+            format!("SELECT COUNT(*), SUM(w) FROM t WHERE id <= {below}"),
+            vec![below.to_string(), (below * (below + 1) / 2).to_string()],
+        )
+    }
+    let load = ReadLoad::start(&shoal, 16, scatter_read);
+    load.wait_reads(0, 500, &shoal).await;
+    let on_victim = selects(&cluster, 2).await;
+    load.wait_reads(load.ok(), 200, &shoal).await;
+    assert!(
+        selects(&cluster, 2).await - on_victim >= 20,
+        "the victim served scatter reads before the kill"
+    );
+    cluster.kill(2);
+    wait_state(&shoal, &victim, "down").await;
+    load.mark_detected();
+    let before = selects(&cluster, 3).await;
+    load.wait_reads(load.ok(), 1000, &shoal).await;
+    let reads = load.ok();
+    let (errors_before, errors_after) = load.finish().await;
+    // The victim's datahost read on its other replica meanwhile.
+    let took = selects(&cluster, 3).await - before;
+    assert!(
+        took >= 500,
+        "the other replica of dh1 took its reads: {took}"
+    );
+    assert!(
+        errors_before.is_empty() && errors_after.is_empty(),
+        "client errors: {errors_before:?} before detection, {errors_after:?} after\n{}",
+        shoal.log()
+    );
+    eprintln!("scatter reads under a replica kill: {reads} reads, no client error");
 }
 
 /// A replica further behind than `max_replication_lag` leaves the read set, and comes back
@@ -612,14 +727,11 @@ async fn a_killed_replica_leaves_the_read_set_without_client_errors_and_rejoins(
 async fn a_lagging_replica_leaves_the_read_set_until_it_catches_up() {
     let cluster = start_cluster(1, 1).await;
     prepare_table(&cluster).await;
-    let shoal = start_shoal(&write_config(
+    let shoal = start_one_host(
         &cluster,
-        &[Host {
-            primary: 0,
-            replicas: &[(1, None)],
-            extra: "balance: round_robin\nhealth: { heartbeat: 200ms, max_replication_lag: 2s }",
-        }],
-    ));
+        &[(1, None)],
+        "balance: round_robin\nhealth: { heartbeat: 200ms, max_replication_lag: 2s }",
+    );
     let replica = addr_of(&cluster, 1);
     wait_state(&shoal, &replica, "up").await;
     // Delayed replication: events are applied 30 s after they were written.
@@ -661,14 +773,7 @@ async fn a_lagging_replica_leaves_the_read_set_until_it_catches_up() {
         assert!(Instant::now() < deadline, "never lagging: {rows:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let before = all_selects(&cluster, 2).await;
-    for k in 0..50 {
-        let _: Option<String> = c
-            .query_first(format!("SELECT v FROM items WHERE id = {}", k + 1))
-            .await
-            .unwrap();
-    }
-    let d = delta(&all_selects(&cluster, 2).await, &before);
+    let d = read_items(&mut c, &cluster, 2, 50).await;
     assert!(
         d[0] >= 50,
         "reads on the primary while the replica lags: {d:?}"
@@ -682,14 +787,7 @@ async fn a_lagging_replica_leaves_the_read_set_until_it_catches_up() {
         .unwrap();
     r.query_drop("START SLAVE").await.unwrap();
     wait_state(&shoal, &replica, "up").await;
-    let before = all_selects(&cluster, 2).await;
-    for k in 0..50 {
-        let _: Option<String> = c
-            .query_first(format!("SELECT v FROM items WHERE id = {}", k + 1))
-            .await
-            .unwrap();
-    }
-    let d = delta(&all_selects(&cluster, 2).await, &before);
+    let d = read_items(&mut c, &cluster, 2, 50).await;
     assert!(d[1] >= 50, "reads on the replica again: {d:?}");
 }
 
@@ -859,14 +957,11 @@ async fn a_killed_primary_fails_its_shard_only_and_loses_no_acknowledged_insert(
 async fn writes_follow_an_external_failover_to_the_writable_replica() {
     let mut cluster = start_cluster(1, 1).await;
     prepare_table(&cluster).await;
-    let shoal = start_shoal(&write_config(
+    let shoal = start_one_host(
         &cluster,
-        &[Host {
-            primary: 0,
-            replicas: &[(1, None)],
-            extra: "balance: round_robin\nhealth: { heartbeat: 200ms, timeout: 500ms, down_after: 2 }",
-        }],
-    ));
+        &[(1, None)],
+        "balance: round_robin\nhealth: { heartbeat: 200ms, timeout: 500ms, down_after: 2 }",
+    );
     let mut c = client(&shoal).await;
     c.query_drop("INSERT INTO items VALUES (700, 'before')")
         .await

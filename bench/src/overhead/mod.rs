@@ -7,8 +7,8 @@
 //! reported. Alongside QPS and latency it reports the CPU time per query of the proxy process,
 //! the figure least disturbed by noisy neighbours.
 
-mod report;
-mod sysbench;
+pub(crate) mod report;
+pub(crate) mod sysbench;
 pub(crate) mod targets;
 
 use std::net::{TcpStream, ToSocketAddrs};

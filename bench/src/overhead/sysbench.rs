@@ -72,8 +72,22 @@ pub fn run(
     tables: u32,
     table_size: u32,
 ) -> Result<RunStats, OverheadError> {
+    run_with(target, workload, threads, seconds, tables, table_size, &[])
+}
+
+/// [`run`] with extra sysbench options (e.g. `--skip-trx=on`).
+pub fn run_with(
+    target: &SysbenchTarget,
+    workload: &str,
+    threads: u32,
+    seconds: u32,
+    tables: u32,
+    table_size: u32,
+    extra: &[&str],
+) -> Result<RunStats, OverheadError> {
     let mut args = vec![workload.to_string()];
     args.extend(base_args(target, tables, table_size));
+    args.extend(extra.iter().map(|a| a.to_string()));
     args.extend([
         format!("--threads={threads}"),
         format!("--time={seconds}"),

@@ -7,12 +7,13 @@
 use std::time::Duration;
 
 use shoal_router::config::{Balance, ReadYourWrites};
-use shoal_router::plan::RoutePlan;
+use shoal_router::plan::{MergeSpec, RoutePlan, Target};
 use shoal_router::sql::readwrite::{PrimaryWhy, ReadRoute, read_route};
 use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
 use super::connset::Want;
+use super::prepared::Request;
 use super::{AUTOCOMMIT, IN_TRANS};
 use crate::backend::pool::PooledConn;
 use crate::config::Routing;
@@ -216,6 +217,40 @@ impl Session {
                 );
                 self.conns.avoid = Some(bad);
                 self.run_on(routing, dn, sql, expect, reply_seq).await
+            }
+            (out, _) => out,
+        }
+    }
+
+    /// A read over several datanodes; when a server fails before anything reached the client
+    /// (the query not sent, or no column definitions back), the whole read runs once more with
+    /// that server avoided, on the same terms as [`Self::run_read_on`].
+    pub(super) async fn run_scatter(
+        &mut self,
+        routing: &Routing,
+        targets: Vec<Target>,
+        spec: &MergeSpec,
+        req: &Request<'_>,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let retry = matches!(self.conns.want, Want::Read { .. }) && !self.in_transaction_now();
+        if !retry {
+            return self
+                .scatter_attempt(routing, targets, spec, req, reply_seq)
+                .await;
+        }
+        self.conns.retry_read = true;
+        let out = self
+            .scatter_attempt(routing, targets.clone(), spec, req, reply_seq)
+            .await;
+        self.conns.retry_read = false;
+        match (out, self.conns.failed_read.take()) {
+            (Err(e), Some(bad)) => {
+                debug!(server = bad, error = %e, "scatter read failed on a server: retried");
+                self.shared.backends.servers[bad].health.note_error();
+                self.conns.avoid = Some(bad);
+                self.scatter_attempt(routing, targets, spec, req, reply_seq)
+                    .await
             }
             (out, _) => out,
         }

@@ -22,7 +22,9 @@ use crate::wire::packet::FLUSH_THRESHOLD;
 use crate::wire::resultset::ResultSetWriter;
 
 impl Session {
-    pub(super) async fn run_scatter(
+    /// One attempt at a scatter read (`run_scatter` in `replica.rs` retries a read whose
+    /// server failed before anything reached the client).
+    pub(super) async fn scatter_attempt(
         &mut self,
         routing: &Routing,
         targets: Vec<Target>,
@@ -62,23 +64,29 @@ impl Session {
         let mut payloads = Vec::with_capacity(targets.len());
         for (t, p) in targets.iter().zip(&place) {
             payloads.push(match p {
-                Place::Held(i) => self.request_payload(*i, t, req).await?,
+                Place::Held(i) => match self.request_payload(*i, t, req).await {
+                    Ok(payload) => payload,
+                    Err(e @ Error::BackendIo(_)) => {
+                        return Err(self.scatter_broken(&targets, e, Some(t.datanode)));
+                    }
+                    Err(e) => return Err(e),
+                },
                 Place::Extra(_) => super::query_payload(t),
             });
         }
         let binary = matches!(req, Request::Execute { .. });
-        let mut failure: Option<Error> = None;
-        for (payload, p) in payloads.iter().zip(&place) {
+        let mut failure: Option<(Error, DatanodeId)> = None;
+        for ((payload, p), t) in payloads.iter().zip(&place).zip(&targets) {
             let conn = conn_at(&mut self.conns, &mut extra, *p);
             let mut seq = 0;
             conn.io.write_packet(&mut seq, payload);
             if let Err(e) = conn.io.flush().await {
-                failure = Some(Error::BackendIo(e));
+                failure = Some((Error::BackendIo(e), t.datanode));
                 break;
             }
         }
-        if let Some(e) = failure {
-            return Err(self.scatter_broken(&targets, e));
+        if let Some((e, dn)) = failure {
+            return Err(self.scatter_broken(&targets, e, Some(dn)));
         }
         // Column definitions of every shard; a shard's error is the statement's.
         let mut streams: Vec<ResultStream> = place
@@ -101,7 +109,10 @@ impl Session {
                     first_err.get_or_insert(e);
                     columns.push(Vec::new());
                 }
-                Err(e) => return Err(self.scatter_broken(&targets, e)),
+                Err(e) => {
+                    let dn = targets[k].datanode;
+                    return Err(self.scatter_broken(&targets, e, Some(dn)));
+                }
             }
         }
         let mut parsed: Result<Vec<Vec<Column>>> = match first_err {
@@ -223,7 +234,7 @@ impl Session {
             // Every connection of the statement is somewhere in its response: drop them all.
             // Extra connections are dropped too (closed, never pooled mid-response).
             drop(extra);
-            error = Some(self.scatter_broken(&targets, e));
+            error = Some(self.scatter_broken(&targets, e, None));
         } else {
             self.drain_open(&place, &mut extra, &open, &mut streams)
                 .await?;
@@ -303,8 +314,21 @@ impl Session {
 
     /// A shard connection broke mid-statement: every connection of the statement is in an
     /// unknown place in its response, so they are all dropped (an open transaction with them).
-    fn scatter_broken(&mut self, targets: &[Target], e: Error) -> Error {
+    /// `before_reply`: the datanode whose connection broke before anything went to the client;
+    /// a retried read then learns its server from `failed_read`.
+    fn scatter_broken(
+        &mut self,
+        targets: &[Target],
+        e: Error,
+        before_reply: Option<DatanodeId>,
+    ) -> Error {
         tracing::debug!(error = %e, "a shard connection broke during a scatter");
+        if self.conns.retry_read
+            && let Some(dn) = before_reply
+            && let Some(h) = self.conns.get_mut(dn)
+        {
+            self.conns.failed_read = Some(h.server);
+        }
         let in_txn = self.txn_begin.is_some();
         for t in targets {
             self.conns.remove(t.datanode);
