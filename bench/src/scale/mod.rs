@@ -18,7 +18,7 @@ use crate::load::{self, InsertSpec, QueryKind, QuerySpec, table};
 use crate::overhead::targets;
 use crate::placement::{self, PlacementReport};
 use crate::progress::Progress;
-use crate::results::ResultsDir;
+use crate::results::RunInfo;
 use crate::shoal_config::{Layout, RunningShoal, ShardedTable};
 
 pub const SCHEMA: &str = "SCALEDB";
@@ -86,12 +86,10 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
             "--rows must be 1..=2147483647; --threads and --batch at least 1".into(),
         ));
     }
-    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
     let bin = targets::shoal_release_bin_async(args.shoal_bin.clone()).await?;
+    let info = RunInfo::capture("scale");
     let work = std::env::temp_dir().join(format!("shoal-scale-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(BenchError::io(format!("create {}", work.display())))?;
-    let started = crate::results::utc_timestamp(std::time::SystemTime::now(), true);
-    let machine = crate::results::machine_line();
     let per_step = args.rows + args.point_selects + args.aggregates;
     let progress = Progress::new("scale", per_step * args.datanodes.len() as u64);
 
@@ -126,17 +124,7 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
     let _ = std::fs::remove_dir_all(&work);
     outcome?;
     progress.finish();
-    let ctx = report::Context {
-        started,
-        machine,
-        command_line,
-        args: args.clone(),
-    };
-    // Created only now, so that a run that fails or is interrupted leaves no empty directory.
-    let results = ResultsDir::create(&args.out, "scale")?;
-    let md = report::write_all(&results, &ctx, &steps)?;
-    println!("{md}");
-    eprintln!("scale: results in {}", results.path().display());
+    report::build(&info, &args, &steps).publish(&args.out, &info)?;
     // Wrong answers and misplaced rows fail the run. The CPU-ratio goal is reported, not turned
     // into the exit status: on a small or busy run it is clock-tick noise (10 ms per tick).
     let failed = steps.iter().any(|s| {
