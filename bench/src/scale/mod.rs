@@ -46,6 +46,12 @@ pub struct ScaleArgs {
     /// `SELECT COUNT(*), SUM(SALENUM)` over the whole table (every shard each).
     #[arg(long, default_value_t = 500)]
     pub aggregates: u64,
+    /// Shoal's backend connections per server (`pool.max`). Default: every session can keep one
+    /// connection per datanode of a server (threads x datanodes per primary), as
+    /// docs/config.md sizes it; with fewer, sessions hand connections to each other and each
+    /// hand-off re-selects the database (COM_INIT_DB) before the statement.
+    #[arg(long)]
+    pub pool_max: Option<usize>,
     /// The shoal binary (default: `target/release/shoal`, built first).
     #[arg(long)]
     pub shoal_bin: Option<PathBuf>,
@@ -163,6 +169,9 @@ async fn run_step(
 ) -> Result<Step, BenchError> {
     let mut layout = first_datanodes(full, n, args.primaries);
     layout.schema = SCHEMA.into();
+    layout.pool_max = args
+        .pool_max
+        .unwrap_or_else(|| (args.threads * n.div_ceil(args.primaries)).max(64));
     layout.sharded = vec![ShardedTable {
         name: table::TABLE.into(),
         key: table::KEY.into(),
