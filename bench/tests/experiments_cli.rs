@@ -148,7 +148,10 @@ fn mycat_runs_plans_one_and_two_end_to_end() {
     // Plan 2 shards the table over 7 datanodes: every row on the datanode its rule names, and
     // the index created through Shoal on every shard.
     assert!(md.contains("| 2 | shoal | 3 | 600 | 600 | 7 |"), "{md}");
-    assert!(md.contains("the index created through Shoal is on 7 of 7"), "{md}");
+    assert!(
+        md.contains("the index created through Shoal is on 7 of 7"),
+        "{md}"
+    );
     assert!(json["plans"][1]["not_run"].is_null());
 }
 
