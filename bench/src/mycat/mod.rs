@@ -27,7 +27,7 @@ use crate::load::{self, Endpoint, InsertSpec, QueryKind, QuerySpec, QueryStat, R
 use crate::overhead::targets;
 use crate::placement::{self, PlacementReport};
 use crate::progress::Progress;
-use crate::results::RunInfo;
+use crate::results::{RunArgs, RunInfo};
 use crate::shoal_config::{self, Layout, RunningShoal, ShardedTable};
 
 pub const SCHEMA: &str = "TESTDB";
@@ -68,12 +68,8 @@ pub struct MycatArgs {
     /// wait until the busy ones finish (up to the 120 s acquire timeout, then error 1040).
     #[arg(long)]
     pub pool_max: Option<usize>,
-    /// The shoal binary (default: `target/release/shoal`, built first).
-    #[arg(long)]
-    pub shoal_bin: Option<PathBuf>,
-    /// Results go to `<out>/mycat-<UTC timestamp>/`.
-    #[arg(long, default_value = "bench-results")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 impl MycatArgs {
@@ -181,7 +177,7 @@ impl PlanRun {
 
 pub async fn run(args: MycatArgs) -> Result<Verdict, BenchError> {
     validate(&args)?;
-    let bin = targets::shoal_release_bin_async(args.shoal_bin.clone()).await?;
+    let bin = targets::shoal_release_bin_async(args.run.shoal_bin.clone()).await?;
     let info = RunInfo::capture("mycat");
     let work = tempdir("mycat")?;
     let total: u64 = args.plans.iter().map(|&p| plan_steps(&args, p)).sum();
@@ -196,7 +192,7 @@ pub async fn run(args: MycatArgs) -> Result<Verdict, BenchError> {
         runs.push(run);
     }
     progress.finish();
-    report::build(&info, &args, &runs).publish(&args.out, &info)?;
+    report::build(&info, &args, &runs).publish(&args.run.out, &info)?;
     Ok(if !runs.iter().all(PlanRun::passed) {
         Verdict::Fail
     } else if runs.iter().any(|r| r.not_run.is_some()) {

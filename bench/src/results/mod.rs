@@ -64,6 +64,17 @@ impl ResultsDir {
     }
 }
 
+/// The options of every experiment that starts its own Shoal and writes a results directory.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The shoal binary (default: `target/release/shoal`, built first).
+    #[arg(long)]
+    pub shoal_bin: Option<PathBuf>,
+    /// Results go to `<out>/<command>-<UTC timestamp>/`.
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+}
+
 /// When, where and how a run was made: what every report starts with and every results.json
 /// carries.
 #[derive(Debug, Clone)]

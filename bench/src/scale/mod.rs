@@ -6,8 +6,6 @@
 
 pub mod report;
 
-use std::path::PathBuf;
-
 use clap::Args;
 use serde::Serialize;
 
@@ -18,7 +16,7 @@ use crate::load::{self, InsertSpec, QueryKind, QuerySpec, table};
 use crate::overhead::targets;
 use crate::placement::{self, PlacementReport};
 use crate::progress::Progress;
-use crate::results::RunInfo;
+use crate::results::{RunArgs, RunInfo};
 use crate::shoal_config::{Layout, RunningShoal, ShardedTable};
 
 pub const SCHEMA: &str = "SCALEDB";
@@ -52,12 +50,8 @@ pub struct ScaleArgs {
     /// hand-off re-selects the database (COM_INIT_DB) before the statement.
     #[arg(long)]
     pub pool_max: Option<usize>,
-    /// The shoal binary (default: `target/release/shoal`, built first).
-    #[arg(long)]
-    pub shoal_bin: Option<PathBuf>,
-    /// Results go to `<out>/scale-<UTC timestamp>/`.
-    #[arg(long, default_value = "bench-results")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// One phase at one datanode count.
@@ -92,7 +86,7 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
             "--rows must be 1..=2147483647; --threads and --batch at least 1".into(),
         ));
     }
-    let bin = targets::shoal_release_bin_async(args.shoal_bin.clone()).await?;
+    let bin = targets::shoal_release_bin_async(args.run.shoal_bin.clone()).await?;
     let info = RunInfo::capture("scale");
     let work = std::env::temp_dir().join(format!("shoal-scale-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(BenchError::io(format!("create {}", work.display())))?;
@@ -130,7 +124,7 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
     let _ = std::fs::remove_dir_all(&work);
     outcome?;
     progress.finish();
-    report::build(&info, &args, &steps).publish(&args.out, &info)?;
+    report::build(&info, &args, &steps).publish(&args.run.out, &info)?;
     // Wrong answers and misplaced rows fail the run. The CPU-ratio goal is reported, not turned
     // into the exit status: on a small or busy run it is clock-tick noise (10 ms per tick).
     let failed = steps.iter().any(|s| {
