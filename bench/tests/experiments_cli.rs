@@ -1,8 +1,7 @@
 //! `shoal-bench mycat`, `scale`, `overhead` and `replicas` as a user runs them, at a tiny
 //! scale: the whole pipeline (clusters, Shoal with a generated config, load, checks, report
-//! files) in seconds.
-//! Until Shoal serves sharded tables, sharded plans and counts must come back as "not run" with
-//! Shoal's reason and exit status 3, never as a crash; once it does, they must pass.
+//! files) in seconds. Shoal serves sharded tables, so every plan and count must run and pass
+//! (exit status 0).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -77,7 +76,7 @@ fn read(dir: &Path, name: &str) -> String {
 }
 
 #[test]
-fn mycat_runs_plan_one_end_to_end_and_reports_unserved_plans_as_not_run() {
+fn mycat_runs_plans_one_and_two_end_to_end() {
     let out = temp_dir("mycat");
     let bin = shoal_bin();
     let o = out.0.to_str().unwrap();
@@ -103,11 +102,7 @@ fn mycat_runs_plan_one_end_to_end_and_reports_unserved_plans_as_not_run() {
         o,
     ]);
     let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
-    let code = run.status.code();
-    assert!(
-        code == Some(0) || code == Some(3),
-        "{code:?}\n{stderr}\n{stdout}"
-    );
+    assert_eq!(run.status.code(), Some(0), "{stderr}\n{stdout}");
     let dir = results_dir(&out.0, "mycat-");
     let md = read(&dir, "report.md");
     assert_eq!(stdout.trim(), md.trim());
@@ -145,34 +140,24 @@ fn mycat_runs_plan_one_end_to_end_and_reports_unserved_plans_as_not_run() {
     }
     assert!(md.contains("| 1 | shoal | 3 | 600 | 600 | 1 |"), "{md}");
     assert!(md.contains("the index created through Shoal is on 1 of 1"));
-    assert!(
-        read(&dir, "selects.csv").lines().count() == 1 + 4 + if code == Some(0) { 2 } else { 0 }
-    );
+    assert_eq!(read(&dir, "selects.csv").lines().count(), 1 + 4 + 2);
     for svg in ["inserts.svg", "seed-inserts.svg"] {
         let s = read(&dir, svg);
         assert!(s.starts_with("<svg") && s.contains("plan 1"), "{svg}");
     }
 
-    // Plan 2 shards the table over 7 datanodes: served, it must place every row right;
-    // refused, the report says so with Shoal's reason.
-    if code == Some(3) {
-        assert!(stderr.contains("incomplete"), "{stderr}");
-        assert!(md.contains("**not run**: shoal refused to start"), "{md}");
-        assert!(md.contains("| not tested |"));
-        assert!(p1["not_run"].is_null());
-        assert!(
-            json["plans"][1]["not_run"]
-                .as_str()
-                .unwrap()
-                .contains("shoal")
-        );
-    } else {
-        assert!(md.contains("| 2 | shoal | 3 | 600 | 600 | 7 |"), "{md}");
-    }
+    // Plan 2 shards the table over 7 datanodes: every row on the datanode its rule names, and
+    // the index created through Shoal on every shard.
+    assert!(md.contains("| 2 | shoal | 3 | 600 | 600 | 7 |"), "{md}");
+    assert!(
+        md.contains("the index created through Shoal is on 7 of 7"),
+        "{md}"
+    );
+    assert!(json["plans"][1]["not_run"].is_null());
 }
 
 #[test]
-fn scale_sweeps_or_reports_each_count_it_could_not_run() {
+fn scale_sweeps_two_datanode_counts() {
     let out = temp_dir("scale");
     let bin = shoal_bin();
     let run = shoal_bench(&[
@@ -193,28 +178,16 @@ fn scale_sweeps_or_reports_each_count_it_could_not_run() {
         out.0.to_str().unwrap(),
     ]);
     let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
-    let code = run.status.code();
-    assert!(
-        code == Some(0) || code == Some(3),
-        "{code:?}\n{stderr}\n{stdout}"
-    );
+    assert_eq!(run.status.code(), Some(0), "{stderr}\n{stdout}");
     let dir = results_dir(&out.0, "scale-");
     let md = read(&dir, "report.md");
     let csv = read(&dir, "scale.csv");
     assert!(read(&dir, "cpu.svg").starts_with("<svg"));
     assert!(read(&dir, "qps.svg").starts_with("<svg"));
-    if code == Some(3) {
-        assert_eq!(
-            md.matches("**not run**: shoal refused to start").count(),
-            2,
-            "{md}"
-        );
-        assert_eq!(csv.lines().count(), 1, "{csv}");
-    } else {
-        assert_eq!(csv.lines().count(), 1 + 2 * 3, "{csv}");
-        assert!(!md.contains("FAILED"), "{md}");
-        assert!(md.contains("Shoal CPU per statement at 3 datanodes / at 1"));
-    }
+    assert_eq!(csv.lines().count(), 1 + 2 * 3, "{csv}");
+    assert!(!md.contains("FAILED"), "{md}");
+    assert!(md.contains("Shoal CPU per statement at 3 datanodes / at 1"));
+    assert!(md.contains("Files: `scale.csv`, `results.json`, `cpu.svg`, `qps.svg`."));
 }
 
 #[test]

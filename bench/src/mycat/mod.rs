@@ -27,7 +27,7 @@ use crate::load::{self, Endpoint, InsertSpec, QueryKind, QuerySpec, QueryStat, R
 use crate::overhead::targets;
 use crate::placement::{self, PlacementReport};
 use crate::progress::Progress;
-use crate::results::ResultsDir;
+use crate::results::{RunArgs, RunInfo};
 use crate::shoal_config::{self, Layout, RunningShoal, ShardedTable};
 
 pub const SCHEMA: &str = "TESTDB";
@@ -68,12 +68,8 @@ pub struct MycatArgs {
     /// wait until the busy ones finish (up to the 120 s acquire timeout, then error 1040).
     #[arg(long)]
     pub pool_max: Option<usize>,
-    /// The shoal binary (default: `target/release/shoal`, built first).
-    #[arg(long)]
-    pub shoal_bin: Option<PathBuf>,
-    /// Results go to `<out>/mycat-<UTC timestamp>/`.
-    #[arg(long, default_value = "bench-results")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 impl MycatArgs {
@@ -181,13 +177,11 @@ impl PlanRun {
 
 pub async fn run(args: MycatArgs) -> Result<Verdict, BenchError> {
     validate(&args)?;
-    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let bin = targets::shoal_release_bin_async(args.shoal_bin.clone()).await?;
+    let bin = targets::shoal_release_bin_async(args.run.shoal_bin.clone()).await?;
+    let info = RunInfo::capture("mycat");
     let work = tempdir("mycat")?;
     let total: u64 = args.plans.iter().map(|&p| plan_steps(&args, p)).sum();
     let progress = Progress::new("mycat", total);
-    let started = crate::results::utc_timestamp(std::time::SystemTime::now(), true);
-    let machine = crate::results::machine_line();
     let mut runs = Vec::new();
     for &plan in &args.plans {
         let run = run_plan(plan, &args, &bin, &work.0, &progress).await?;
@@ -198,17 +192,7 @@ pub async fn run(args: MycatArgs) -> Result<Verdict, BenchError> {
         runs.push(run);
     }
     progress.finish();
-    let ctx = report::Context {
-        started,
-        machine,
-        command_line,
-        args: args.clone(),
-    };
-    // Created only now, so that a run that fails or is interrupted leaves no empty directory.
-    let results = ResultsDir::create(&args.out, "mycat")?;
-    let md = report::write_all(&results, &ctx, &runs)?;
-    println!("{md}");
-    eprintln!("mycat: results in {}", results.path().display());
+    report::build(&info, &args, &runs).publish(&args.run.out, &info)?;
     Ok(if !runs.iter().all(PlanRun::passed) {
         Verdict::Fail
     } else if runs.iter().any(|r| r.not_run.is_some()) {

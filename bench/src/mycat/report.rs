@@ -7,15 +7,9 @@ use serde_json::json;
 
 use super::seed;
 use super::{InsertRun, MycatArgs, PlanRun, SelectRun};
-use crate::error::BenchError;
-use crate::results::{LineChart, ResultsDir, Series, markdown_table};
-
-pub struct Context {
-    pub started: String,
-    pub machine: String,
-    pub command_line: String,
-    pub args: MycatArgs,
-}
+use crate::load::RoundStat;
+use crate::placement::ShardRows;
+use crate::results::{Column, Csv, LineChart, Report, RunInfo, Series, fixed, markdown_table};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finding {
@@ -40,125 +34,80 @@ pub struct Conclusion {
     pub why: String,
 }
 
-/// Writes report.md, inserts.csv, selects.csv, placement.csv, results.json, inserts.svg and
-/// seed-inserts.svg; returns the markdown.
-pub fn write_all(dir: &ResultsDir, ctx: &Context, runs: &[PlanRun]) -> Result<String, BenchError> {
-    let md = markdown(ctx, runs);
-    dir.write("report.md", &md)?;
-    dir.write_csv(
-        "inserts.csv",
-        &[
-            "plan",
-            "path",
-            "concurrency",
-            "batch",
-            "round",
-            "rows_after",
-            "rows",
-            "statements",
-            "secs",
-            "qps",
+/// The report: report.md, inserts.csv, selects.csv, placement.csv, results.json, inserts.svg
+/// and seed-inserts.svg.
+pub fn build(info: &RunInfo, args: &MycatArgs, runs: &[PlanRun]) -> Report {
+    let inserts = || runs.iter().flat_map(|r| &r.inserts);
+    let insert_columns: [Column<(&InsertRun, &RoundStat)>; 10] = [
+        ("plan", |(i, _)| i.plan.to_string()),
+        ("path", |(i, _)| i.path.clone()),
+        ("concurrency", |(i, _)| i.concurrency.to_string()),
+        ("batch", |(i, _)| i.batch.to_string()),
+        ("round", |(_, r)| r.round.to_string()),
+        ("rows_after", |(_, r)| r.rows_after.to_string()),
+        ("rows", |(_, r)| r.rows.to_string()),
+        ("statements", |(_, r)| r.statements.to_string()),
+        ("secs", |(_, r)| fixed(r.secs, 3)),
+        ("qps", |(_, r)| fixed(r.qps, 1)),
+    ];
+    let select_columns: [Column<&SelectRun>; 11] = [
+        ("plan", |s| s.plan.to_string()),
+        ("path", |s| s.path.clone()),
+        ("rows", |s| s.rows.to_string()),
+        ("index", |s| s.index.to_string()),
+        ("queries", |s| s.stat.queries.to_string()),
+        ("threads", |s| s.stat.threads.to_string()),
+        ("secs", |s| fixed(s.stat.secs, 3)),
+        ("qps", |s| fixed(s.stat.qps, 2)),
+        ("avg_ms", |s| fixed(s.stat.avg_ms, 3)),
+        ("max_ms", |s| fixed(s.stat.max_ms, 3)),
+        ("wrong", |s| s.stat.wrong.to_string()),
+    ];
+    let placement_columns: [Column<(&InsertRun, &ShardRows)>; 9] = [
+        ("plan", |(i, _)| i.plan.to_string()),
+        ("path", |(i, _)| i.path.clone()),
+        ("concurrency", |(i, _)| i.concurrency.to_string()),
+        ("datanode", |(_, s)| s.datanode.clone()),
+        ("address", |(_, s)| s.address.clone()),
+        ("database", |(_, s)| s.database.clone()),
+        ("table", |(_, s)| s.table.clone()),
+        ("rows", |(_, s)| s.rows.to_string()),
+        ("misplaced", |(_, s)| s.misplaced.to_string()),
+    ];
+    Report {
+        markdown: markdown(info, args, runs),
+        csv: vec![
+            Csv::of(
+                "inserts.csv",
+                inserts().flat_map(|i| i.rounds.iter().map(move |r| (i, r))),
+                &insert_columns,
+            ),
+            Csv::of(
+                "selects.csv",
+                runs.iter().flat_map(|r| &r.selects),
+                &select_columns,
+            ),
+            Csv::of(
+                "placement.csv",
+                inserts().flat_map(|i| i.placement.shards.iter().map(move |s| (i, s))),
+                &placement_columns,
+            ),
         ],
-        &runs
-            .iter()
-            .flat_map(|r| &r.inserts)
-            .flat_map(|i| {
-                i.rounds.iter().map(move |r| {
-                    vec![
-                        i.plan.to_string(),
-                        i.path.clone(),
-                        i.concurrency.to_string(),
-                        i.batch.to_string(),
-                        r.round.to_string(),
-                        r.rows_after.to_string(),
-                        r.rows.to_string(),
-                        r.statements.to_string(),
-                        format!("{:.3}", r.secs),
-                        format!("{:.1}", r.qps),
-                    ]
-                })
-            })
-            .collect::<Vec<_>>(),
-    )?;
-    dir.write_csv(
-        "selects.csv",
-        &[
-            "plan", "path", "rows", "index", "queries", "threads", "secs", "qps", "avg_ms",
-            "max_ms", "wrong",
-        ],
-        &runs
-            .iter()
-            .flat_map(|r| &r.selects)
-            .map(|s| {
-                vec![
-                    s.plan.to_string(),
-                    s.path.clone(),
-                    s.rows.to_string(),
-                    s.index.to_string(),
-                    s.stat.queries.to_string(),
-                    s.stat.threads.to_string(),
-                    format!("{:.3}", s.stat.secs),
-                    format!("{:.2}", s.stat.qps),
-                    format!("{:.3}", s.stat.avg_ms),
-                    format!("{:.3}", s.stat.max_ms),
-                    s.stat.wrong.to_string(),
-                ]
-            })
-            .collect::<Vec<_>>(),
-    )?;
-    dir.write_csv(
-        "placement.csv",
-        &[
-            "plan",
-            "path",
-            "concurrency",
-            "datanode",
-            "address",
-            "database",
-            "table",
-            "rows",
-            "misplaced",
-        ],
-        &runs
-            .iter()
-            .flat_map(|r| &r.inserts)
-            .flat_map(|i| {
-                i.placement.shards.iter().map(move |s| {
-                    vec![
-                        i.plan.to_string(),
-                        i.path.clone(),
-                        i.concurrency.to_string(),
-                        s.datanode.clone(),
-                        s.address.clone(),
-                        s.database.clone(),
-                        s.table.clone(),
-                        s.rows.to_string(),
-                        s.misplaced.to_string(),
-                    ]
-                })
-            })
-            .collect::<Vec<_>>(),
-    )?;
-    dir.write_json(
-        "results.json",
-        &json!({
-            "experiment": "mycat",
-            "started": ctx.started,
-            "machine": ctx.machine,
-            "command": ctx.command_line,
-            "rows": ctx.args.rows,
-            "rounds": ctx.args.rounds,
-            "concurrency": ctx.args.concurrency,
-            "batch": ctx.args.batch,
+        json: json!({
+            "rows": args.rows,
+            "rounds": args.rounds,
+            "concurrency": args.concurrency,
+            "batch": args.batch,
             "plans": runs,
             "conclusions": conclusions(runs).iter().map(|c| json!({
                 "claim": c.claim, "finding": c.finding.as_str(), "why": c.why
             })).collect::<Vec<_>>(),
         }),
-    )?;
-    dir.write_chart("inserts.svg", &insert_chart(runs))?;
-    dir.write_chart("seed-inserts.svg", &seed_chart())?;
-    Ok(md)
+        charts: vec![
+            ("inserts.svg".into(), insert_chart(runs)),
+            ("seed-inserts.svg".into(), seed_chart()),
+        ],
+    }
 }
 
 fn label(i: &InsertRun) -> String {
@@ -214,21 +163,15 @@ fn rows_label(n: u64) -> String {
     }
 }
 
-pub fn markdown(ctx: &Context, runs: &[PlanRun]) -> String {
-    let a = &ctx.args;
-    let mut md = String::new();
+pub fn markdown(info: &RunInfo, a: &MycatArgs, runs: &[PlanRun]) -> String {
+    let mut md = info.heading("The Mycat sharding experiment (seeds/003) through Shoal");
     let _ = writeln!(
         md,
-        "# The Mycat sharding experiment (seeds/003) through Shoal\n\n\
-         {} on {}.\n\n`{}`\n\n\
-         {} rows per run in {} rounds, concurrency {:?}, {} row(s) per INSERT; selects by FACTID \
+        "\n{} rows per run in {} rounds, concurrency {:?}, {} row(s) per INSERT; selects by FACTID \
          on {} threads: {} without an index, {} with one. Every plan runs on its own local \
          MariaDB cluster (all instances on this one machine); Shoal's pool: {} connections per \
          server. The report ran 100M rows per run on 4-core VMs, one MySQL instance per VM: \
          compare the shapes, not the absolute numbers.\n",
-        ctx.started,
-        ctx.machine,
-        ctx.command_line,
         a.rows,
         a.rounds,
         a.concurrency,
@@ -537,8 +480,7 @@ pub fn markdown(ctx: &Context, runs: &[PlanRun]) -> String {
     ));
     let _ = writeln!(
         md,
-        "\nFiles: `inserts.csv`, `selects.csv`, `placement.csv`, `results.json`, `inserts.svg` \
-         (this run), `seed-inserts.svg` (the report)."
+        "\n`inserts.svg` draws this run's insert QPS by round, `seed-inserts.svg` the report's."
     );
     md
 }
@@ -964,17 +906,18 @@ mod tests {
     #[test]
     fn markdown_puts_the_seed_beside_ours() {
         let runs = vec![plan(1, 900.0)];
-        let ctx = Context {
+        let info = RunInfo {
+            experiment: "mycat",
             started: "2026-11-30T00:00:00Z".into(),
             machine: "test".into(),
-            command_line: "shoal-bench mycat".into(),
-            args: <crate::mycat::MycatArgs as clap::FromArgMatches>::from_arg_matches(
-                &<crate::mycat::MycatArgs as clap::Args>::augment_args(clap::Command::new("t"))
-                    .get_matches_from(["t"]),
-            )
-            .unwrap(),
+            command: "shoal-bench mycat".into(),
         };
-        let md = markdown(&ctx, &runs);
+        let args = <crate::mycat::MycatArgs as clap::FromArgMatches>::from_arg_matches(
+            &<crate::mycat::MycatArgs as clap::Args>::augment_args(clap::Command::new("t"))
+                .get_matches_from(["t"]),
+        )
+        .unwrap();
+        let md = markdown(&info, &args, &runs);
         assert!(md.contains("| 1 | shoal | 100 | 2034 |"), "{md}");
         assert!(md.contains("| 1 | mycat | 100 | 20344 | 20532 |"));
         assert!(

@@ -22,7 +22,7 @@ use crate::Verdict;
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::interrupt;
 use crate::progress::Progress;
-use crate::results::{LineChart, ResultsDir, Series, utc_timestamp};
+use crate::results::{Column, Csv, LineChart, ResultsDir, Series, fixed, utc_timestamp};
 use crate::shoal_config::{Layout, ShardedTable};
 use report::Sample;
 use sysbench::SysbenchTarget;
@@ -489,71 +489,44 @@ fn write_results(
     not_run: &[(String, String)],
 ) -> Result<(), OverheadError> {
     dir.write("report.md", md)?;
-    let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
-    dir.write_csv(
-        "samples.csv",
-        &[
-            "workload",
-            "threads",
-            "target",
-            "queries",
-            "qps",
-            "avg_ms",
-            "p95_ms",
-            "errors",
-            "proxy_cpu_s",
-            "backend_cpu_s",
-        ],
-        &samples
-            .iter()
-            .map(|s| {
-                vec![
-                    s.workload.clone(),
-                    s.threads.to_string(),
-                    s.target.clone(),
-                    s.stats.queries.to_string(),
-                    format!("{:.2}", s.stats.qps),
-                    format!("{:.3}", s.stats.avg_ms),
-                    format!("{:.3}", s.stats.p95_ms),
-                    s.stats.errors.to_string(),
-                    f(s.proxy_cpu_s),
-                    format!("{:.3}", s.backend_cpu_s),
-                ]
-            })
-            .collect::<Vec<_>>(),
-    )?;
-    dir.write_csv(
-        "medians.csv",
-        &[
-            "workload",
-            "threads",
-            "target",
-            "runs",
-            "qps",
-            "avg_ms",
-            "p95_ms",
-            "proxy_cpu_us_per_query",
-            "backend_cpu_us_per_query",
-            "errors",
-        ],
-        &cells
-            .iter()
-            .map(|((w, t, target), c)| {
-                vec![
-                    w.clone(),
-                    t.to_string(),
-                    target.clone(),
-                    c.runs.to_string(),
-                    format!("{:.2}", c.qps),
-                    format!("{:.3}", c.avg_ms),
-                    format!("{:.3}", c.p95_ms),
-                    f(c.proxy_cpu_us_per_query),
-                    format!("{:.2}", c.backend_cpu_us_per_query),
-                    c.errors.to_string(),
-                ]
-            })
-            .collect::<Vec<_>>(),
-    )?;
+    let sample_columns: [Column<&Sample>; 10] = [
+        ("workload", |s| s.workload.clone()),
+        ("threads", |s| s.threads.to_string()),
+        ("target", |s| s.target.clone()),
+        ("queries", |s| s.stats.queries.to_string()),
+        ("qps", |s| fixed(s.stats.qps, 2)),
+        ("avg_ms", |s| fixed(s.stats.avg_ms, 3)),
+        ("p95_ms", |s| fixed(s.stats.p95_ms, 3)),
+        ("errors", |s| s.stats.errors.to_string()),
+        ("proxy_cpu_s", |s| {
+            s.proxy_cpu_s.map_or(String::new(), |v| fixed(v, 3))
+        }),
+        ("backend_cpu_s", |s| fixed(s.backend_cpu_s, 3)),
+    ];
+    type CellKey<'a> = (&'a (String, u32, String), &'a report::Cell);
+    let median_columns: [Column<CellKey>; 10] = [
+        ("workload", |(k, _)| k.0.clone()),
+        ("threads", |(k, _)| k.1.to_string()),
+        ("target", |(k, _)| k.2.clone()),
+        ("runs", |(_, c)| c.runs.to_string()),
+        ("qps", |(_, c)| fixed(c.qps, 2)),
+        ("avg_ms", |(_, c)| fixed(c.avg_ms, 3)),
+        ("p95_ms", |(_, c)| fixed(c.p95_ms, 3)),
+        ("proxy_cpu_us_per_query", |(_, c)| {
+            c.proxy_cpu_us_per_query
+                .map_or(String::new(), |v| fixed(v, 3))
+        }),
+        ("backend_cpu_us_per_query", |(_, c)| {
+            fixed(c.backend_cpu_us_per_query, 2)
+        }),
+        ("errors", |(_, c)| c.errors.to_string()),
+    ];
+    for csv in [
+        Csv::of("samples.csv", samples, &sample_columns),
+        Csv::of("medians.csv", cells, &median_columns),
+    ] {
+        dir.write(&csv.name, &csv.text)?;
+    }
     dir.write_json(
         "results.json",
         &json!({

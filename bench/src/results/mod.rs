@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use chart::{LineChart, Series};
-pub use table::{csv_text, markdown_table};
+pub use table::{Column, Csv, csv_text, fixed, markdown_table};
 
 use crate::error::BenchError;
 
@@ -53,23 +53,123 @@ impl ResultsDir {
         Ok(file)
     }
 
-    pub fn write_csv(
-        &self,
-        name: &str,
-        header: &[&str],
-        rows: &[Vec<String>],
-    ) -> Result<PathBuf, BenchError> {
-        self.write(name, &csv_text(header, rows))
-    }
-
     pub fn write_json(&self, name: &str, value: &serde_json::Value) -> Result<PathBuf, BenchError> {
         let text = serde_json::to_string_pretty(value)
             .map_err(|e| BenchError::Tool(format!("encoding {name}: {e}")))?;
         self.write(name, &(text + "\n"))
     }
 
+    /// Rows built by hand (where [`table::Csv::of`]'s column lists do not fit, as for columns
+    /// that depend on the run).
+    pub fn write_csv(
+        &self,
+        name: &str,
+        header: &[&str],
+        rows: &[Vec<String>],
+    ) -> Result<PathBuf, BenchError> {
+        self.write(name, &table::csv_text(header, rows))
+    }
+
     pub fn write_chart(&self, name: &str, chart: &LineChart) -> Result<PathBuf, BenchError> {
         self.write(name, &chart.to_svg()?)
+    }
+}
+
+/// The options of every experiment that starts its own Shoal and writes a results directory.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The shoal binary (default: `target/release/shoal`, built first).
+    #[arg(long)]
+    pub shoal_bin: Option<PathBuf>,
+    /// Results go to `<out>/<command>-<UTC timestamp>/`.
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+}
+
+/// When, where and how a run was made: what every report starts with and every results.json
+/// carries.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    /// The subcommand, which also names the results directory (`mycat`, `scale`, ...).
+    pub experiment: &'static str,
+    pub started: String,
+    pub machine: String,
+    pub command: String,
+}
+
+impl RunInfo {
+    /// Taken at the start of a run (the machine line carries the load average at that moment).
+    pub fn capture(experiment: &'static str) -> RunInfo {
+        RunInfo {
+            experiment,
+            started: utc_timestamp(SystemTime::now(), true),
+            machine: machine_line(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        }
+    }
+
+    /// The report's title, when and where it ran, and the command line.
+    pub fn heading(&self, title: &str) -> String {
+        format!(
+            "# {title}\n\n{} on {}.\n\n`{}`\n",
+            self.started, self.machine, self.command
+        )
+    }
+}
+
+/// A command's results: the markdown report, CSV files of the raw figures, the run's figures as
+/// JSON, and SVG charts; [`Report::publish`] writes them all into one results directory.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub markdown: String,
+    pub csv: Vec<Csv>,
+    /// The experiment's own fields of results.json (an object); the run's [`RunInfo`] is added.
+    pub json: serde_json::Value,
+    pub charts: Vec<(String, LineChart)>,
+}
+
+impl Report {
+    /// Renders every chart first (so that nothing is written when one fails), then creates
+    /// `<out>/<experiment>-<timestamp>/` with report.md (ending in the list of files),
+    /// the CSV files, results.json and the SVGs; prints the markdown on stdout and where the
+    /// results went on stderr. Returns the directory.
+    pub fn publish(self, out: &Path, info: &RunInfo) -> Result<PathBuf, BenchError> {
+        let charts = self
+            .charts
+            .iter()
+            .map(|(name, chart)| Ok((name.as_str(), chart.to_svg()?)))
+            .collect::<Result<Vec<_>, BenchError>>()?;
+        let mut json = serde_json::json!({
+            "experiment": info.experiment,
+            "started": info.started,
+            "machine": info.machine,
+            "command": info.command,
+        });
+        if let (Some(all), serde_json::Value::Object(own)) = (json.as_object_mut(), self.json) {
+            all.extend(own);
+        }
+        let files: Vec<String> = self
+            .csv
+            .iter()
+            .map(|c| c.name.clone())
+            .chain(["results.json".to_string()])
+            .chain(charts.iter().map(|(n, _)| n.to_string()))
+            .map(|n| format!("`{n}`"))
+            .collect();
+        let md = format!("{}\nFiles: {}.\n", self.markdown, files.join(", "));
+        // Created only now, so that a run that fails or is interrupted leaves no empty directory.
+        let dir = ResultsDir::create(out, info.experiment)?;
+        dir.write("report.md", &md)?;
+        for c in &self.csv {
+            dir.write(&c.name, &c.text)?;
+        }
+        dir.write_json("results.json", &json)?;
+        for (name, svg) in &charts {
+            dir.write(name, svg)?;
+        }
+        println!("{md}");
+        eprintln!("{}: results in {}", info.experiment, dir.path().display());
+        Ok(dir.path.clone())
     }
 }
 

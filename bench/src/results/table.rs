@@ -2,6 +2,37 @@
 
 use std::fmt::Write;
 
+/// A column of a CSV file: its header beside the function that writes its cell, so that the
+/// header and the cells cannot drift apart.
+pub type Column<T> = (&'static str, fn(&T) -> String);
+
+/// A named CSV file, rendered.
+#[derive(Debug, Clone)]
+pub struct Csv {
+    pub name: String,
+    pub text: String,
+}
+
+impl Csv {
+    /// One line per record, one cell per column.
+    pub fn of<T>(name: &str, records: impl IntoIterator<Item = T>, columns: &[Column<T>]) -> Csv {
+        let header: Vec<&str> = columns.iter().map(|c| c.0).collect();
+        let rows: Vec<Vec<String>> = records
+            .into_iter()
+            .map(|r| columns.iter().map(|c| (c.1)(&r)).collect())
+            .collect();
+        Csv {
+            name: name.into(),
+            text: csv_text(&header, &rows),
+        }
+    }
+}
+
+/// A number with a fixed count of decimals, as every CSV writes its measured figures.
+pub fn fixed(v: f64, decimals: usize) -> String {
+    format!("{v:.decimals$}")
+}
+
 pub fn csv_text(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut out = String::new();
     let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
@@ -53,6 +84,14 @@ mod tests {
             ],
         );
         assert_eq!(text, "plan,note\n1,\"a, \"\"b\"\"\"\n2,c\n");
+    }
+
+    #[test]
+    fn csv_columns_keep_header_and_cells_together() {
+        let cols: [Column<(u8, f64)>; 2] = [("n", |r| r.0.to_string()), ("v", |r| fixed(r.1, 2))];
+        let csv = Csv::of("x.csv", [(1, 0.5), (2, 1.0 / 3.0)], &cols);
+        assert_eq!(csv.text, "n,v\n1,0.50\n2,0.33\n");
+        assert_eq!(Csv::of("e.csv", [], &cols).text, "n,v\n");
     }
 
     #[test]

@@ -6,8 +6,6 @@
 
 pub mod report;
 
-use std::path::PathBuf;
-
 use clap::Args;
 use serde::Serialize;
 
@@ -18,7 +16,7 @@ use crate::load::{self, InsertSpec, QueryKind, QuerySpec, table};
 use crate::overhead::targets;
 use crate::placement::{self, PlacementReport};
 use crate::progress::Progress;
-use crate::results::ResultsDir;
+use crate::results::{RunArgs, RunInfo};
 use crate::shoal_config::{Layout, RunningShoal, ShardedTable};
 
 pub const SCHEMA: &str = "SCALEDB";
@@ -46,12 +44,14 @@ pub struct ScaleArgs {
     /// `SELECT COUNT(*), SUM(SALENUM)` over the whole table (every shard each).
     #[arg(long, default_value_t = 500)]
     pub aggregates: u64,
-    /// The shoal binary (default: `target/release/shoal`, built first).
+    /// Shoal's backend connections per server (`pool.max`). Default: every session can keep one
+    /// connection per datanode of a server (threads x datanodes per primary), as
+    /// docs/config.md sizes it; with fewer, sessions hand connections to each other and each
+    /// hand-off re-selects the database (COM_INIT_DB) before the statement.
     #[arg(long)]
-    pub shoal_bin: Option<PathBuf>,
-    /// Results go to `<out>/scale-<UTC timestamp>/`.
-    #[arg(long, default_value = "bench-results")]
-    pub out: PathBuf,
+    pub pool_max: Option<usize>,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// One phase at one datanode count.
@@ -86,12 +86,10 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
             "--rows must be 1..=2147483647; --threads and --batch at least 1".into(),
         ));
     }
-    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let bin = targets::shoal_release_bin_async(args.shoal_bin.clone()).await?;
+    let bin = targets::shoal_release_bin_async(args.run.shoal_bin.clone()).await?;
+    let info = RunInfo::capture("scale");
     let work = std::env::temp_dir().join(format!("shoal-scale-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(BenchError::io(format!("create {}", work.display())))?;
-    let started = crate::results::utc_timestamp(std::time::SystemTime::now(), true);
-    let machine = crate::results::machine_line();
     let per_step = args.rows + args.point_selects + args.aggregates;
     let progress = Progress::new("scale", per_step * args.datanodes.len() as u64);
 
@@ -126,17 +124,7 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
     let _ = std::fs::remove_dir_all(&work);
     outcome?;
     progress.finish();
-    let ctx = report::Context {
-        started,
-        machine,
-        command_line,
-        args: args.clone(),
-    };
-    // Created only now, so that a run that fails or is interrupted leaves no empty directory.
-    let results = ResultsDir::create(&args.out, "scale")?;
-    let md = report::write_all(&results, &ctx, &steps)?;
-    println!("{md}");
-    eprintln!("scale: results in {}", results.path().display());
+    report::build(&info, &args, &steps).publish(&args.run.out, &info)?;
     // Wrong answers and misplaced rows fail the run. The CPU-ratio goal is reported, not turned
     // into the exit status: on a small or busy run it is clock-tick noise (10 ms per tick).
     let failed = steps.iter().any(|s| {
@@ -175,6 +163,9 @@ async fn run_step(
 ) -> Result<Step, BenchError> {
     let mut layout = first_datanodes(full, n, args.primaries);
     layout.schema = SCHEMA.into();
+    layout.pool_max = args
+        .pool_max
+        .unwrap_or_else(|| (args.threads * n.div_ceil(args.primaries)).max(64));
     layout.sharded = vec![ShardedTable {
         name: table::TABLE.into(),
         key: table::KEY.into(),

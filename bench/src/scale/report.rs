@@ -5,16 +5,8 @@ use std::fmt::Write;
 
 use serde_json::json;
 
-use super::{ScaleArgs, Step};
-use crate::error::BenchError;
-use crate::results::{LineChart, ResultsDir, Series, markdown_table};
-
-pub struct Context {
-    pub started: String,
-    pub machine: String,
-    pub command_line: String,
-    pub args: ScaleArgs,
-}
+use super::{Phase, ScaleArgs, Step};
+use crate::results::{Column, Csv, LineChart, Report, RunInfo, Series, fixed, markdown_table};
 
 const WORKLOADS: [&str; 3] = ["insert", "point_select", "aggregate"];
 
@@ -38,54 +30,23 @@ pub fn point_cpu_ratio(steps: &[Step]) -> Option<(usize, usize, f64)> {
     ))
 }
 
-pub fn write_all(dir: &ResultsDir, ctx: &Context, steps: &[Step]) -> Result<String, BenchError> {
-    let md = markdown(ctx, steps);
-    dir.write("report.md", &md)?;
-    let rows: Vec<Vec<String>> = steps
-        .iter()
-        .flat_map(|s| {
-            s.phases.iter().map(move |p| {
-                vec![
-                    s.datanodes.to_string(),
-                    p.workload.clone(),
-                    p.statements.to_string(),
-                    format!("{:.3}", p.secs),
-                    format!("{:.1}", p.qps),
-                    p.avg_ms.map_or(String::new(), |v| format!("{v:.3}")),
-                    format!("{:.2}", p.shoal_cpu_us_per_statement),
-                    p.wrong.to_string(),
-                ]
-            })
-        })
-        .collect();
-    dir.write_csv(
-        "scale.csv",
-        &[
-            "datanodes",
-            "workload",
-            "statements",
-            "secs",
-            "qps",
-            "avg_ms",
-            "shoal_cpu_us_per_statement",
-            "wrong",
-        ],
-        &rows,
-    )?;
-    dir.write_json(
-        "results.json",
-        &json!({
-            "experiment": "scale",
-            "started": ctx.started,
-            "machine": ctx.machine,
-            "command": ctx.command_line,
-            "rows": ctx.args.rows,
-            "threads": ctx.args.threads,
-            "primaries": ctx.args.primaries,
-            "steps": steps,
+/// The report: report.md, scale.csv, results.json, cpu.svg and qps.svg.
+pub fn build(info: &RunInfo, args: &ScaleArgs, steps: &[Step]) -> Report {
+    let columns: [Column<(&Step, &Phase)>; 8] = [
+        ("datanodes", |(s, _)| s.datanodes.to_string()),
+        ("workload", |(_, p)| p.workload.clone()),
+        ("statements", |(_, p)| p.statements.to_string()),
+        ("secs", |(_, p)| fixed(p.secs, 3)),
+        ("qps", |(_, p)| fixed(p.qps, 1)),
+        ("avg_ms", |(_, p)| {
+            p.avg_ms.map_or(String::new(), |v| fixed(v, 3))
         }),
-    )?;
-    let chart = |title: &str, y: &str, f: &dyn Fn(&super::Phase) -> f64| LineChart {
+        ("shoal_cpu_us_per_statement", |(_, p)| {
+            fixed(p.shoal_cpu_us_per_statement, 2)
+        }),
+        ("wrong", |(_, p)| p.wrong.to_string()),
+    ];
+    let chart = |title: &str, y: &str, f: fn(&Phase) -> f64| LineChart {
         title: title.into(),
         x_label: "datanodes".into(),
         y_label: y.into(),
@@ -103,39 +64,51 @@ pub fn write_all(dir: &ResultsDir, ctx: &Context, steps: &[Step]) -> Result<Stri
             })
             .collect(),
     };
-    dir.write_chart(
-        "cpu.svg",
-        &chart(
-            "Shoal CPU per statement by datanode count",
-            "Shoal CPU us per statement",
-            &|p| p.shoal_cpu_us_per_statement,
-        ),
-    )?;
-    dir.write_chart(
-        "qps.svg",
-        &chart(
-            "QPS through Shoal by datanode count",
-            "statements per second",
-            &|p| p.qps,
-        ),
-    )?;
-    Ok(md)
+    Report {
+        markdown: markdown(info, args, steps),
+        csv: vec![Csv::of(
+            "scale.csv",
+            steps
+                .iter()
+                .flat_map(|s| s.phases.iter().map(move |p| (s, p))),
+            &columns,
+        )],
+        json: json!({
+            "rows": args.rows,
+            "threads": args.threads,
+            "primaries": args.primaries,
+            "steps": steps,
+        }),
+        charts: vec![
+            (
+                "cpu.svg".into(),
+                chart(
+                    "Shoal CPU per statement by datanode count",
+                    "Shoal CPU us per statement",
+                    |p| p.shoal_cpu_us_per_statement,
+                ),
+            ),
+            (
+                "qps.svg".into(),
+                chart(
+                    "QPS through Shoal by datanode count",
+                    "statements per second",
+                    |p| p.qps,
+                ),
+            ),
+        ],
+    }
 }
 
-pub fn markdown(ctx: &Context, steps: &[Step]) -> String {
-    let a = &ctx.args;
-    let mut md = String::new();
+pub fn markdown(info: &RunInfo, a: &ScaleArgs, steps: &[Step]) -> String {
+    let mut md = info.heading("Shard-count sweep through Shoal");
     let _ = writeln!(
         md,
-        "# Shard-count sweep through Shoal\n\n{} on {}.\n\n`{}`\n\n\
-         The Mycat table with an index on FACTID, sharded by `mod` over the first N datanodes \
+        "\nThe Mycat table with an index on FACTID, sharded by `mod` over the first N datanodes \
          (databases spread round-robin over {} MariaDB primar{}). At each N: {} rows inserted \
          ({} per INSERT), {} point selects by FACTID (one shard each), {} `SELECT COUNT(*), \
          SUM(SALENUM)` (every shard each), all on {} connections and every answer checked. \
          Shoal CPU: utime+stime of its process from /proc over the phase, per statement.\n",
-        ctx.started,
-        ctx.machine,
-        ctx.command_line,
         a.primaries,
         if a.primaries == 1 { "y" } else { "ies" },
         a.rows,
@@ -209,9 +182,5 @@ pub fn markdown(ctx: &Context, steps: &[Step]) -> String {
             );
         }
     }
-    let _ = writeln!(
-        md,
-        "\nFiles: `scale.csv`, `results.json`, `cpu.svg`, `qps.svg`."
-    );
     md
 }
