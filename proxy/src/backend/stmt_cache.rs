@@ -42,9 +42,7 @@ pub fn fingerprint(state: &SessionState) -> u64 {
 }
 
 fn key(fingerprint: u64, sql: &str) -> u64 {
-    let mut h = FixedState::with_seed(fingerprint).build_hasher();
-    sql.hash(&mut h);
-    h.finish()
+    FixedState::with_seed(fingerprint).hash_one(sql)
 }
 
 impl StmtCache {
