@@ -12,6 +12,8 @@ pub struct SysbenchTarget {
     pub user: String,
     pub password: String,
     pub db: String,
+    /// Connect with TLS (`--mysql-ssl=on`, no certificate verification: sysbench's default).
+    pub ssl: bool,
 }
 
 /// The figures of one `sysbench run` that the benchmark reports.
@@ -36,7 +38,7 @@ fn base_args(target: &SysbenchTarget, tables: u32, table_size: u32) -> Vec<Strin
         format!("--mysql-user={}", target.user),
         format!("--mysql-password={}", target.password),
         format!("--mysql-db={}", target.db),
-        "--mysql-ssl=off".into(),
+        format!("--mysql-ssl={}", if target.ssl { "on" } else { "off" }),
         format!("--tables={tables}"),
         format!("--table-size={table_size}"),
     ]
