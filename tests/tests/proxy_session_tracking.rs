@@ -86,7 +86,8 @@ async fn five_sessions(shoal: &ShoalProcess, backend: &Backend) -> (u64, Vec<Opt
     let mut seen = Vec::new();
     for _ in 0..5 {
         let mut c = Conn::new(opts(shoal, backend)).await.expect("login");
-        seen.push(c.query_first("SELECT @leak").await.expect("read @leak"));
+        let leak: Option<Option<i64>> = c.query_first("SELECT @leak").await.expect("read @leak");
+        seen.push(leak.flatten());
         c.query_drop("SET @leak = 42").await.expect("set @leak");
         c.disconnect().await.expect("disconnect");
     }
