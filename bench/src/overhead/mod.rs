@@ -236,7 +236,7 @@ fn measure(
         user: cluster.user().to_string(),
         password: cluster.password().to_string(),
         db: "sbtest".into(),
-        ssl: false,
+        ssl: None,
     };
     eprintln!(
         "overhead: sysbench prepare ({} tables x {} rows) on {}",
@@ -332,7 +332,7 @@ fn measure(
                     let endpoint = SysbenchTarget {
                         host: target.host.clone(),
                         port: target.port,
-                        ssl: target.name == "shoal-tls",
+                        ssl: (target.name == "shoal-tls").then(|| work_dir.join("tls")),
                         ..direct.clone()
                     };
                     let proxy_before = target.pid.map(targets::cpu_seconds).transpose()?;
@@ -449,7 +449,7 @@ fn start_sharded_shoal(
             user: cluster.user().to_string(),
             password: cluster.password().to_string(),
             db: dn.database.clone(),
-            ssl: false,
+            ssl: None,
         };
         eprintln!("overhead: shoal-config: preparing {}", dn.database);
         sysbench::prepare(&target, args.tables, args.table_size)?;

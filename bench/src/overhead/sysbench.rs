@@ -12,8 +12,9 @@ pub struct SysbenchTarget {
     pub user: String,
     pub password: String,
     pub db: String,
-    /// Connect with TLS (`--mysql-ssl=on`, no certificate verification: sysbench's default).
-    pub ssl: bool,
+    /// Connect with TLS (`--mysql-ssl=on`), run in this directory: sysbench 1.0 reads
+    /// `cacert.pem`, `client-cert.pem` and `client-key.pem` from its working directory.
+    pub ssl: Option<std::path::PathBuf>,
 }
 
 /// The figures of one `sysbench run` that the benchmark reports.
@@ -38,7 +39,10 @@ fn base_args(target: &SysbenchTarget, tables: u32, table_size: u32) -> Vec<Strin
         format!("--mysql-user={}", target.user),
         format!("--mysql-password={}", target.password),
         format!("--mysql-db={}", target.db),
-        format!("--mysql-ssl={}", if target.ssl { "on" } else { "off" }),
+        format!(
+            "--mysql-ssl={}",
+            if target.ssl.is_some() { "on" } else { "off" }
+        ),
         format!("--tables={tables}"),
         format!("--table-size={table_size}"),
     ]
@@ -85,7 +89,11 @@ pub fn run(
         "--rand-type=uniform".into(),
         "run".into(),
     ]);
-    let out = Command::new("sysbench")
+    let mut cmd = Command::new("sysbench");
+    if let Some(dir) = &target.ssl {
+        cmd.current_dir(dir);
+    }
+    let out = cmd
         .args(&args)
         .output()
         .map_err(|e| OverheadError::Tool(format!("cannot run sysbench: {e}")))?;

@@ -163,6 +163,16 @@ pub fn start_shoal(
                 "shoal gen-cert failed: {status}"
             )));
         }
+        // sysbench 1.0 loads these fixed names from its working directory (the client pair is
+        // never asked for: Shoal does not request client certificates).
+        for (from, to) in [
+            ("ca.pem", "cacert.pem"),
+            ("server-cert.pem", "client-cert.pem"),
+            ("server-key.pem", "client-key.pem"),
+        ] {
+            fs::copy(cert_dir.join(from), cert_dir.join(to))
+                .map_err(OverheadError::io(format!("copy {from} for sysbench")))?;
+        }
         cmd.arg("--tls-cert")
             .arg(cert_dir.join("server-cert.pem"))
             .arg("--tls-key")
