@@ -2,6 +2,8 @@
 # Runs the fuzz targets one after the other (CPU is usually shared), each for SECONDS
 # (default 600), new inputs kept in a scratch corpus so the committed seeds stay small.
 # Usage: fuzz/run.sh [SECONDS] [TARGET...]   Logs: $FUZZ_LOGS (default /tmp/shoal-fuzz).
+# $FUZZ_BUILD_FLAGS go to `cargo fuzz run` (e.g. "-s none": no AddressSanitizer, which builds
+# faster and runs about twice as many inputs; overflow checks and debug assertions stay on).
 set -u
 cd "$(dirname "$0")/.."
 secs=${1:-600}
@@ -13,7 +15,8 @@ mkdir -p "$logs"
 for t in "${targets[@]}"; do
   mkdir -p "$logs/corpus/$t"
   echo "== $t: $secs s"
-  cargo +nightly fuzz run "$t" "$logs/corpus/$t" "fuzz/corpus/$t" -- \
+  # shellcheck disable=SC2086
+  cargo +nightly fuzz run ${FUZZ_BUILD_FLAGS:-} "$t" "$logs/corpus/$t" "fuzz/corpus/$t" -- \
     -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
     >"$logs/$t.log" 2>&1
   echo "   exit $?; $(grep -E '^#[0-9]+' "$logs/$t.log" | tail -1)"

@@ -25,6 +25,19 @@ pub struct TlsFiles {
     pub required: bool,
 }
 
+/// TLS from the proxy to one backend server (`datahosts[].primary.tls` and replicas').
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum BackendTls {
+    /// Plain TCP.
+    #[default]
+    Off,
+    /// Encrypted; the server's certificate is not checked (MySQL's `REQUIRED`).
+    Required,
+    /// Encrypted, and the server's certificate must be signed by the CA in this PEM file (the
+    /// host name is not checked: MySQL's `VERIFY_CA`).
+    VerifyCa(String),
+}
+
 /// One backend MySQL/MariaDB server and the credentials the proxy uses on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendSpec {
@@ -35,6 +48,7 @@ pub struct BackendSpec {
     /// Database the backend connections start in (and the default schema of clients that
     /// connect without naming one).
     pub database: Option<String>,
+    pub tls: BackendTls,
 }
 
 impl BackendSpec {
@@ -96,6 +110,7 @@ impl BackendSpec {
             user,
             password,
             database: db,
+            tls: BackendTls::Off,
         })
     }
 }

@@ -8,11 +8,11 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_router::config::{Balance, HostEndpoint};
+use shoal_router::config::{Balance, HostEndpoint, HostTls};
 use shoal_router::plan::Router;
 use shoal_router::topology::{TableDef, Topology};
 
-use crate::config::{BackendSpec, PoolSettings, ProxyConfig, Routing, TlsFiles, User};
+use crate::config::{BackendSpec, BackendTls, PoolSettings, ProxyConfig, Routing, TlsFiles, User};
 use crate::wire::auth::{AuthPlugin, Secret};
 
 /// The one datanode a file can be served from without the router: the one every schema
@@ -83,7 +83,23 @@ fn endpoint_spec(e: &HostEndpoint, database: Option<&str>) -> Result<BackendSpec
         user: e.user.clone(),
         password: e.password.clone(),
         database: database.map(str::to_string),
+        tls: endpoint_tls(e)?,
     })
+}
+
+/// The TLS mode of a datahost server (its CA file is read when the proxy binds).
+fn endpoint_tls(e: &HostEndpoint) -> Result<BackendTls, String> {
+    let at = |what: String| format!("datahost server {}: {what}", e.address);
+    let tls = match (e.tls, &e.tls_ca) {
+        (HostTls::Off, None) => return Ok(BackendTls::Off),
+        (HostTls::Required, None) => BackendTls::Required,
+        (HostTls::VerifyCa, Some(ca)) => BackendTls::VerifyCa(ca.clone()),
+        (HostTls::VerifyCa, None) => {
+            return Err(at("tls: verify_ca needs tls_ca (a PEM file)".into()));
+        }
+        (_, Some(_)) => return Err(at("tls_ca is used only with tls: verify_ca".into())),
+    };
+    Ok(tls)
 }
 
 /// Builds the proxy's runtime settings from a validated topology. `listen` overrides

@@ -32,6 +32,20 @@ fn typical_client_wire() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
 }
 
+/// Reads the CA files of the backends' TLS settings, so that a bad one stops the start.
+fn check_backend_tls(config: &ProxyConfig) -> std::io::Result<()> {
+    let mut specs = vec![&config.backend];
+    if let Some(r) = &config.routing {
+        specs.extend(r.hosts.iter().map(|(s, _)| s));
+        specs.extend(r.replicas.iter().flatten());
+    }
+    for spec in specs {
+        crate::backend::tls::client_config(&spec.tls)
+            .map_err(|e| std::io::Error::other(format!("TLS to backend {}: {e}", spec.addr())))?;
+    }
+    Ok(())
+}
+
 /// A bound, not yet running proxy (binding first lets callers learn the port).
 pub struct Proxy {
     listener: TcpListener,
@@ -44,6 +58,7 @@ impl Proxy {
     /// announced to clients as the backend's own).
     pub async fn bind(mut config: ProxyConfig) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind(&config.listen).await?;
+        check_backend_tls(&config)?;
         let spec = config.backend.clone();
         let (version, backend_caps, default_sql_mode) = match BackendConn::connect(
             &spec,

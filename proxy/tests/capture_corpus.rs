@@ -418,6 +418,7 @@ async fn capture_seed_corpus() {
         user: cluster.user().to_string(),
         password: cluster.password().to_string(),
         database: Some("cap".into()),
+        tls: Default::default(),
     };
     let proxy = Proxy::bind(ProxyConfig::quick("127.0.0.1:0".into(), backend))
         .await

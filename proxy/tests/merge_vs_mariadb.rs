@@ -336,6 +336,7 @@ async fn merged_shard_results_equal_mariadb_on_one_table() {
         user: cluster.user().into(),
         password: cluster.password().into(),
         database: Some("m".into()),
+        tls: Default::default(),
     };
     let mut checked = 0;
     // Strings come as utf8mb4 (general_ci) or latin1 (latin1_swedish_ci) per the connection;
@@ -470,6 +471,7 @@ async fn router_plans_merge_like_mariadb() {
         user: cluster.user().into(),
         password: cluster.password().into(),
         database: Some("m".into()),
+        tls: Default::default(),
     };
     let mut conn = BackendConn::connect(
         &spec,

@@ -41,6 +41,7 @@ async fn setup(tune: impl FnOnce(&mut ProxyConfig)) -> Setup {
         user: cluster.user().to_string(),
         password: cluster.password().to_string(),
         database: Some("app".into()),
+        tls: Default::default(),
     };
     let mut config = ProxyConfig::quick("127.0.0.1:0".into(), backend);
     tune(&mut config);

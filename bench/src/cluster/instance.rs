@@ -77,6 +77,8 @@ pub(crate) struct Plan {
     pub(crate) port: Option<u16>,
     pub(crate) dir: PathBuf,
     pub(crate) lifetime: Lifetime,
+    /// Extra lines for the `[mariadbd]` section.
+    pub(crate) server_options: Vec<String>,
 }
 
 /// Copies the template, writes the config, starts the server and waits until it answers.
@@ -137,6 +139,7 @@ pub(crate) async fn relaunch(
         port: Some(instance.port),
         dir: instance.dir.clone(),
         lifetime,
+        server_options: Vec::new(),
     };
     let process = spawn(bins, &plan)?;
     instance.pid = process.pid();
@@ -217,6 +220,10 @@ key-buffer-size=8M
     );
     if let Role::Replica { .. } = plan.role {
         cnf.push_str("read-only=1\nskip-slave-start\nslave-net-timeout=10\n");
+    }
+    for option in &plan.server_options {
+        cnf.push_str(option);
+        cnf.push('\n');
     }
     if template::is_root() {
         // mariadbd refuses to run as root unless told to.

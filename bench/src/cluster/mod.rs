@@ -103,7 +103,16 @@ impl Cluster {
     /// Starts the instances, creates the databases, starts replication and waits until every
     /// replica has caught up. The instances die with this `Cluster` (or with the process).
     pub async fn start(spec: ClusterSpec) -> Result<Cluster, LaunchError> {
-        Self::start_with(spec, Lifetime::Owned).await
+        Self::start_with(spec, Lifetime::Owned, &[]).await
+    }
+
+    /// Like [`Cluster::start`], with `server_options` (e.g. `ssl-cert=/path`) added to the
+    /// `[mariadbd]` section of every instance's config.
+    pub async fn start_with_options(
+        spec: ClusterSpec,
+        server_options: &[String],
+    ) -> Result<Cluster, LaunchError> {
+        Self::start_with(spec, Lifetime::Owned, server_options).await
     }
 
     /// Like [`Cluster::start`], but the instances outlive this process (what `cluster up` does):
@@ -115,10 +124,14 @@ impl Cluster {
                 "a detached cluster needs a dir to record its state in".into(),
             ));
         }
-        Self::start_with(spec, Lifetime::Detached).await
+        Self::start_with(spec, Lifetime::Detached, &[]).await
     }
 
-    async fn start_with(spec: ClusterSpec, lifetime: Lifetime) -> Result<Cluster> {
+    async fn start_with(
+        spec: ClusterSpec,
+        lifetime: Lifetime,
+        server_options: &[String],
+    ) -> Result<Cluster> {
         let started = Instant::now();
         validate(&spec)?;
         let (bins, template) = tokio::task::spawn_blocking(|| -> Result<_> {
@@ -143,7 +156,10 @@ impl Cluster {
             startup: Duration::ZERO,
         };
         // On any error below, stop what did start (also for a detached cluster) before returning.
-        match cluster.bring_up(&spec, bins, template).await {
+        match cluster
+            .bring_up(&spec, bins, template, server_options)
+            .await
+        {
             Ok(()) => {
                 cluster.startup = started.elapsed();
                 Ok(cluster)
@@ -160,8 +176,9 @@ impl Cluster {
         spec: &ClusterSpec,
         bins: Arc<Binaries>,
         template: PathBuf,
+        server_options: &[String],
     ) -> Result<()> {
-        let plans = plan(spec, &self.dir, self.lifetime);
+        let plans = plan(spec, &self.dir, self.lifetime, server_options);
         let handles: Vec<_> = plans
             .into_iter()
             .map(|plan| tokio::spawn(instance::launch(bins.clone(), template.clone(), plan)))
@@ -410,7 +427,12 @@ fn validate(spec: &ClusterSpec) -> Result<()> {
     Ok(())
 }
 
-fn plan(spec: &ClusterSpec, dir: &Path, lifetime: Lifetime) -> Vec<Plan> {
+fn plan(
+    spec: &ClusterSpec,
+    dir: &Path,
+    lifetime: Lifetime,
+    server_options: &[String],
+) -> Vec<Plan> {
     let mut plans = Vec::new();
     let mut push = |name: String, role: Role| {
         let index = plans.len();
@@ -421,6 +443,7 @@ fn plan(spec: &ClusterSpec, dir: &Path, lifetime: Lifetime) -> Vec<Plan> {
             server_id: index + 1,
             port: spec.base_port.map(|b| b + index as u16),
             lifetime,
+            server_options: server_options.to_vec(),
         });
     };
     for p in 0..spec.primaries {

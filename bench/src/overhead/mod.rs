@@ -49,7 +49,8 @@ pub struct OverheadArgs {
     )]
     pub workloads: Vec<String>,
     /// Targets to measure, in the order of the first round: direct, haproxy, shoal (quick mode),
-    /// shoal-config (Shoal with the sysbench tables sharded by id over 4 datanodes).
+    /// shoal-config (Shoal with the sysbench tables sharded by id over 4 datanodes), shoal-tls
+    /// (quick mode with TLS to clients, sysbench connecting with `--mysql-ssl=on`).
     #[arg(long, value_delimiter = ',', default_value = "direct,haproxy,shoal")]
     pub targets: Vec<String>,
     /// Another endpoint to measure beside them, `NAME=HOST:PORT[:PID]` (repeatable): a proxy you
@@ -146,7 +147,7 @@ impl ExternalTarget {
     }
 }
 
-const BUILT_IN: [&str; 4] = ["direct", "haproxy", "shoal", "shoal-config"];
+const BUILT_IN: [&str; 5] = ["direct", "haproxy", "shoal", "shoal-config", "shoal-tls"];
 
 /// Datanodes of the `shoal-config` target.
 const SHARDED_DATANODES: usize = 4;
@@ -161,7 +162,7 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
     for t in &args.targets {
         if !BUILT_IN.contains(&t.as_str()) {
             return Err(OverheadError::Tool(format!(
-                "unknown target {t:?} (direct, haproxy, shoal, shoal-config; others with \
+                "unknown target {t:?} (direct, haproxy, shoal, shoal-config, shoal-tls; others with \
                  --target NAME=HOST:PORT[:PID])"
             )));
         }
@@ -235,6 +236,7 @@ fn measure(
         user: cluster.user().to_string(),
         password: cluster.password().to_string(),
         db: "sbtest".into(),
+        ssl: None,
     };
     eprintln!(
         "overhead: sysbench prepare ({} tables x {} rows) on {}",
@@ -254,15 +256,17 @@ fn measure(
         proxies.push(("haproxy".into(), hp));
     }
     if let Some(bin) = shoal_bin {
-        if args.targets.iter().any(|t| t == "shoal") {
-            let url = format!(
-                "mysql://{}:{}@{}/sbtest",
-                direct.user,
-                direct.password,
-                primary.addr()
-            );
-            let shoal = targets::start_shoal(&work_dir, bin, &url, &args.shoal_args)?;
-            proxies.push(("shoal".into(), shoal));
+        let url = format!(
+            "mysql://{}:{}@{}/sbtest",
+            direct.user,
+            direct.password,
+            primary.addr()
+        );
+        for (name, tls) in [("shoal", false), ("shoal-tls", true)] {
+            if args.targets.iter().any(|t| t == name) {
+                let shoal = targets::start_shoal(&work_dir, bin, &url, &args.shoal_args, tls)?;
+                proxies.push((name.into(), shoal));
+            }
         }
         if args.targets.iter().any(|t| t == "shoal-config") {
             match start_sharded_shoal(args, cluster, bin, &work_dir, rt) {
@@ -328,6 +332,7 @@ fn measure(
                     let endpoint = SysbenchTarget {
                         host: target.host.clone(),
                         port: target.port,
+                        ssl: (target.name == "shoal-tls").then(|| work_dir.join("tls")),
                         ..direct.clone()
                     };
                     let proxy_before = target.pid.map(targets::cpu_seconds).transpose()?;
@@ -387,7 +392,8 @@ fn measure(
         "# Proxy overhead: {}\n\n\
          {} on {}, {} round(s) x {} s per run, sysbench {} tables x {} rows, \
          --db-ps-mode=auto, medians over rounds. HAProxy: TCP mode, nbthread {}; shoal: quick \
-         mode; shoal-config: the sysbench tables sharded by id (`mod`) over {SHARDED_DATANODES} \
+         mode; shoal-tls: quick mode, sysbench connecting with TLS (`--mysql-ssl=on`); \
+         shoal-config: the sysbench tables sharded by id (`mod`) over {SHARDED_DATANODES} \
          datanodes on the same server.\n\
          Latency is per sysbench event: one query for oltp_point_select, one 18-query transaction \
          for oltp_read_write. CPU per query: utime+stime of the process from /proc over the run, \
@@ -443,6 +449,7 @@ fn start_sharded_shoal(
             user: cluster.user().to_string(),
             password: cluster.password().to_string(),
             db: dn.database.clone(),
+            ssl: None,
         };
         eprintln!("overhead: shoal-config: preparing {}", dn.database);
         sysbench::prepare(&target, args.tables, args.table_size)?;

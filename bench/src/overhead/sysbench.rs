@@ -12,6 +12,9 @@ pub struct SysbenchTarget {
     pub user: String,
     pub password: String,
     pub db: String,
+    /// Connect with TLS (`--mysql-ssl=on`), run in this directory: sysbench 1.0 reads
+    /// `cacert.pem`, `client-cert.pem` and `client-key.pem` from its working directory.
+    pub ssl: Option<std::path::PathBuf>,
 }
 
 /// The figures of one `sysbench run` that the benchmark reports.
@@ -36,7 +39,10 @@ fn base_args(target: &SysbenchTarget, tables: u32, table_size: u32) -> Vec<Strin
         format!("--mysql-user={}", target.user),
         format!("--mysql-password={}", target.password),
         format!("--mysql-db={}", target.db),
-        "--mysql-ssl=off".into(),
+        format!(
+            "--mysql-ssl={}",
+            if target.ssl.is_some() { "on" } else { "off" }
+        ),
         format!("--tables={tables}"),
         format!("--table-size={table_size}"),
     ]
@@ -97,7 +103,11 @@ pub fn run_with(
         "--rand-type=uniform".into(),
         "run".into(),
     ]);
-    let out = Command::new("sysbench")
+    let mut cmd = Command::new("sysbench");
+    if let Some(dir) = &target.ssl {
+        cmd.current_dir(dir);
+    }
+    let out = cmd
         .args(&args)
         .output()
         .map_err(|e| OverheadError::Tool(format!("cannot run sysbench: {e}")))?;

@@ -138,15 +138,46 @@ pub fn start_haproxy(
     ProxyProcess::spawn("haproxy", port, cmd, &dir.join("haproxy.log"))
 }
 
-/// Shoal in quick mode in front of `backend_url`.
+/// Shoal in quick mode in front of `backend_url`; with `tls`, also offering TLS to clients
+/// (a certificate made by `shoal gen-cert` in `dir/tls`).
 pub fn start_shoal(
     dir: &Path,
     bin: &Path,
     backend_url: &str,
     extra: &[String],
+    tls: bool,
 ) -> Result<ProxyProcess, OverheadError> {
     let port = free_port()?;
     let mut cmd = Command::new(bin);
+    if tls {
+        let cert_dir = dir.join("tls");
+        let status = Command::new(bin)
+            .arg("gen-cert")
+            .arg("--dir")
+            .arg(&cert_dir)
+            .stdout(Stdio::null())
+            .status()
+            .map_err(|e| OverheadError::Tool(format!("cannot run shoal gen-cert: {e}")))?;
+        if !status.success() {
+            return Err(OverheadError::Tool(format!(
+                "shoal gen-cert failed: {status}"
+            )));
+        }
+        // sysbench 1.0 loads these fixed names from its working directory (the client pair is
+        // never asked for: Shoal does not request client certificates).
+        for (from, to) in [
+            ("ca.pem", "cacert.pem"),
+            ("server-cert.pem", "client-cert.pem"),
+            ("server-key.pem", "client-key.pem"),
+        ] {
+            fs::copy(cert_dir.join(from), cert_dir.join(to))
+                .map_err(OverheadError::io(format!("copy {from} for sysbench")))?;
+        }
+        cmd.arg("--tls-cert")
+            .arg(cert_dir.join("server-cert.pem"))
+            .arg("--tls-key")
+            .arg(cert_dir.join("server-key.pem"));
+    }
     cmd.arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
         .arg("--backend")
@@ -156,7 +187,8 @@ pub fn start_shoal(
             "RUST_LOG",
             std::env::var("SHOAL_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
         );
-    ProxyProcess::spawn("shoal", port, cmd, &dir.join("shoal.log"))
+    let log = if tls { "shoal-tls.log" } else { "shoal.log" };
+    ProxyProcess::spawn("shoal", port, cmd, &dir.join(log))
 }
 
 /// Shoal with a configuration file, listening on `port` (the config's `server.listen` is

@@ -13,7 +13,8 @@ use tokio::net::TcpStream;
 
 use crate::backend::state::{SessionState, Tracked};
 use crate::backend::stmt_cache::StmtCache;
-use crate::config::BackendSpec;
+use crate::backend::tls::{self, BackendStream};
+use crate::config::{BackendSpec, BackendTls};
 use crate::error::{Error, Result};
 use crate::wire::command::{
     COM_INIT_DB, COM_PING, COM_QUERY, COM_RESET_CONNECTION, COM_SET_OPTION,
@@ -60,7 +61,7 @@ pub struct ServerInfo {
 }
 
 pub struct BackendConn {
-    pub io: PacketStream<TcpStream>,
+    pub io: PacketStream<BackendStream>,
     /// Our id for this connection (unique in the process), used for session affinity.
     pub id: u64,
     /// The backend's connection id (what `CONNECTION_ID()` returns).
@@ -103,6 +104,44 @@ fn protocol(what: &str) -> Error {
     ))
 }
 
+/// How the config asked for TLS, for error messages.
+fn tls_setting(mode: &BackendTls) -> String {
+    match mode {
+        BackendTls::Off => "tls: off".into(),
+        BackendTls::Required => "tls: required".into(),
+        BackendTls::VerifyCa(ca) => format!("tls: verify_ca (tls_ca {ca})"),
+    }
+}
+
+/// Puts TLS on a connection that has just sent its SSL request.
+async fn start_tls(
+    io: PacketStream<BackendStream>,
+    spec: &BackendSpec,
+    config: std::sync::Arc<rustls::ClientConfig>,
+) -> Result<PacketStream<BackendStream>> {
+    let (stream, unread) = io.into_parts();
+    let BackendStream::Plain(tcp) = stream else {
+        return Err(protocol("TLS requested twice"));
+    };
+    if !unread.is_empty() {
+        return Err(protocol("backend sent data before the TLS handshake"));
+    }
+    let name = tls::server_name(&spec.host).map_err(|e| protocol(&e))?;
+    let stream = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| {
+            protocol(&format!(
+                "TLS handshake failed ({}): {e}",
+                tls_setting(&spec.tls)
+            ))
+        })?;
+    Ok(PacketStream::new(
+        BackendStream::Tls(Box::new(stream)),
+        usize::MAX,
+    ))
+}
+
 impl BackendConn {
     /// Opens and authenticates a connection, then turns session tracking on.
     /// `wire` is the client's choice of [`wire_capabilities`].
@@ -131,7 +170,7 @@ impl BackendConn {
     ) -> Result<BackendConn> {
         let stream = TcpStream::connect(spec.addr()).await.map_err(io_err)?;
         stream.set_nodelay(true).map_err(io_err)?;
-        let mut io = PacketStream::new(stream, usize::MAX);
+        let mut io = PacketStream::new(BackendStream::Plain(stream), usize::MAX);
 
         io.next_packet().await.map_err(io_err)?;
         let payload = io.packet_payload().into_owned();
@@ -163,7 +202,17 @@ impl BackendConn {
             want |=
                 CapabilityFlags::CLIENT_MULTI_STATEMENTS | CapabilityFlags::CLIENT_MULTI_RESULTS;
         }
-        let caps = want & (hs.capabilities() | CapabilityFlags::CLIENT_CONNECT_WITH_DB);
+        let mut caps = want & (hs.capabilities() | CapabilityFlags::CLIENT_CONNECT_WITH_DB);
+        let tls_config = tls::client_config(&spec.tls).map_err(|e| protocol(&e))?;
+        if tls_config.is_some() {
+            if !hs.capabilities().contains(CapabilityFlags::CLIENT_SSL) {
+                return Err(protocol(&format!(
+                    "the server does not offer TLS, and {} asks for it",
+                    tls_setting(&spec.tls)
+                )));
+            }
+            caps |= CapabilityFlags::CLIENT_SSL;
+        }
         let pass = spec.password.as_str();
         let data = plugin.gen_data(Some(pass), &nonce);
         let mut scramble = Vec::new();
@@ -183,6 +232,14 @@ impl BackendConn {
         let mut out = Vec::new();
         resp.serialize(&mut out);
         let mut seq = 1u8;
+        if let Some(config) = tls_config {
+            // The SSL request is the first 32 bytes of the handshake response (capabilities,
+            // max packet, collation, filler); the response itself follows inside TLS.
+            io.write_packet(&mut seq, &out[..32]);
+            io.flush().await.map_err(io_err)?;
+            io = start_tls(io, spec, config).await?;
+        }
+        let over_tls = matches!(io.get_ref(), BackendStream::Tls(_));
         io.write_packet(&mut seq, &out);
         io.flush().await.map_err(io_err)?;
 
@@ -229,10 +286,17 @@ impl BackendConn {
                 }
                 Some(0x01) => {
                     // AuthMoreData from caching_sha2_password: 3 = fast auth succeeded (an OK
-                    // follows), 4 = full auth needed. Without TLS the password goes RSA-encrypted
-                    // with the server's public key, which we request (0x02).
+                    // follows), 4 = full auth needed: over TLS the password goes in clear;
+                    // without, RSA-encrypted with the server's public key, which we request
+                    // (0x02).
                     match payload.get(1) {
                         Some(3) => continue,
+                        Some(4) if over_tls => {
+                            let mut pw = pass.as_bytes().to_vec();
+                            pw.push(0);
+                            io.write_packet(&mut seq, &pw);
+                            io.flush().await.map_err(io_err)?;
+                        }
                         Some(4) => {
                             io.write_packet(&mut seq, &[0x02]);
                             io.flush().await.map_err(io_err)?;
@@ -274,6 +338,11 @@ impl BackendConn {
         };
         conn.enable_tracking().await?;
         Ok(conn)
+    }
+
+    /// Whether this connection is encrypted.
+    pub fn is_tls(&self) -> bool {
+        matches!(self.io.get_ref(), BackendStream::Tls(_))
     }
 
     async fn enable_tracking(&mut self) -> Result<()> {

@@ -6,3 +6,4 @@ pub mod health;
 pub mod pool;
 pub mod state;
 pub mod stmt_cache;
+pub mod tls;

@@ -93,7 +93,8 @@ fn value_len(ty: u8, b: &[u8]) -> Option<usize> {
         _ => {
             let mut s = b;
             let n = read_lenenc(&mut s)? as usize;
-            (b.len() - s.len()) + n
+            // A length near 2^64 from a client must not overflow (fuzz finding).
+            (b.len() - s.len()).checked_add(n)?
         }
     })
 }
@@ -656,5 +657,18 @@ mod tests {
             )
             .is_err()
         );
+    }
+}
+
+#[cfg(test)]
+mod value_len_tests {
+    use super::*;
+
+    /// fuzz/findings/client_command-execute-value-len-overflow: a string parameter whose
+    /// length-encoded length is 0xFFFFFFFFFFFFFFFF.
+    #[test]
+    fn huge_lenenc_length_is_refused_not_overflowed() {
+        let b = [0xFEu8, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF];
+        assert_eq!(value_len(0xFE, &b), None);
     }
 }

@@ -641,6 +641,10 @@ fn parse_hms(t: &str) -> Option<(bool, i128, i128, i128, i128)> {
     let h: i128 = p.next()?.parse().ok()?;
     let mi: i128 = p.next()?.parse().ok()?;
     let se: i128 = p.next()?.parse().ok()?;
+    // Bounded so the key arithmetic cannot overflow (fuzz finding: a 40-digit hour count).
+    if !(0..=100_000_000).contains(&h) || !(0..100).contains(&mi) || !(0..100).contains(&se) {
+        return None;
+    }
     if p.next().is_some() {
         return None;
     }
@@ -764,4 +768,20 @@ pub fn double_text(x: f64, decimals: u8) -> Result<String> {
     }
     let s = format!("{x}");
     Ok(if s == "-0" { "0".into() } else { s })
+}
+
+#[cfg(test)]
+mod time_overflow_tests {
+    use super::*;
+
+    /// fuzz/findings/merge_values-time-number-overflow: a TIME cell with an absurd hour count
+    /// is not a time (no overflow panic computing its key).
+    #[test]
+    fn absurd_hour_count_is_not_a_time() {
+        assert_eq!(
+            parse_hms("99999999999999999999999999999999999999:00:00"),
+            None
+        );
+        assert!(parse_hms("838:59:59").is_some());
+    }
 }

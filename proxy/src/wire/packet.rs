@@ -89,6 +89,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         }
     }
 
+    /// The stream and the bytes read from it but not yet handed out (to put TLS on it).
+    pub fn into_parts(mut self) -> (S, BytesMut) {
+        let unread = self.take_unread();
+        (self.stream, unread)
+    }
+
     pub fn get_ref(&self) -> &S {
         &self.stream
     }
@@ -247,6 +253,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         if !self.wbuf.is_empty() {
             self.stream.write_all(&self.wbuf).await?;
             self.wbuf.clear();
+            // A TLS stream may keep the last records after accepting all bytes (when the
+            // socket was full): flushing sends them. A no-op on plain TCP.
+            self.stream.flush().await?;
         }
         Ok(())
     }
@@ -263,24 +272,32 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     }
 }
 
-impl PacketStream<tokio::net::TcpStream> {
-    /// Whether the peer closed the connection, or sent something, while nothing was asked of it
-    /// (a backend connection sitting idle that the server killed or timed out). Costs no system
-    /// call unless the runtime has seen the socket become readable.
-    pub fn peer_closed_or_spoke(&mut self) -> bool {
-        if self.rbuf.len() > self.consumed {
-            return true;
-        }
+/// A stream that can tell, without waiting, whether its peer closed it or sent something.
+pub trait IdleProbe {
+    fn closed_or_spoke(&mut self) -> bool;
+}
+
+impl IdleProbe for tokio::net::TcpStream {
+    fn closed_or_spoke(&mut self) -> bool {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match self.stream.poll_read_ready(&mut cx) {
+        match self.poll_read_ready(&mut cx) {
             std::task::Poll::Pending => false,
             std::task::Poll::Ready(Err(_)) => true,
             std::task::Poll::Ready(Ok(())) => {
                 // Readiness may be stale (left from the last response): look.
                 let mut probe = [0u8; 16];
-                !matches!(self.stream.try_read(&mut probe), Err(ref e) if e.kind() == io::ErrorKind::WouldBlock)
+                !matches!(self.try_read(&mut probe), Err(ref e) if e.kind() == io::ErrorKind::WouldBlock)
             }
         }
+    }
+}
+
+impl<S: IdleProbe> PacketStream<S> {
+    /// Whether the peer closed the connection, or sent something, while nothing was asked of it
+    /// (a backend connection sitting idle that the server killed or timed out). Costs no system
+    /// call unless the runtime has seen the socket become readable.
+    pub fn peer_closed_or_spoke(&mut self) -> bool {
+        self.rbuf.len() > self.consumed || self.stream.closed_or_spoke()
     }
 }
 

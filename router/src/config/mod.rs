@@ -335,6 +335,25 @@ pub struct HostEndpoint {
     /// to 0 (it reads only when no replica can); 0 = no reads.
     #[serde(default)]
     pub weight: Option<u32>,
+    /// TLS from the proxy to this server.
+    #[serde(default)]
+    pub tls: HostTls,
+    /// PEM file of the CA that must have signed the server's certificate (`tls: verify_ca`).
+    #[serde(default)]
+    pub tls_ca: Option<String>,
+}
+
+/// `tls:` of a datahost server (the proxy is checked by `shoal-proxy`, which reads `tls_ca`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum HostTls {
+    /// Plain TCP.
+    #[default]
+    Off,
+    /// Encrypted; the certificate is not checked.
+    Required,
+    /// Encrypted; the certificate must be signed by `tls_ca` (the host name is not checked).
+    VerifyCa,
 }
 
 impl HostEndpoint {

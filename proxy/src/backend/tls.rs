@@ -1,0 +1,233 @@
+//! TLS to backends: the backend connection as plain TCP or TLS (one type for the packet layer),
+//! and the rustls client configurations of the three modes (`off`, `required`, `verify_ca`).
+
+use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+
+use crate::config::BackendTls;
+use crate::wire::packet::IdleProbe;
+
+/// A connection to a backend: plain, or TLS after the SSL request of the handshake.
+pub enum BackendStream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for BackendStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            BackendStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for BackendStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            BackendStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            BackendStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            BackendStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+impl IdleProbe for BackendStream {
+    fn closed_or_spoke(&mut self) -> bool {
+        match self {
+            BackendStream::Plain(s) => s.closed_or_spoke(),
+            BackendStream::Tls(s) => {
+                let mut cx = Context::from_waker(std::task::Waker::noop());
+                // Nothing arrived on the socket: the common case, no system call.
+                if s.get_ref().0.poll_read_ready(&mut cx).is_pending() {
+                    return false;
+                }
+                // Something did; it may be TLS housekeeping (a TLS 1.3 session ticket), which
+                // the TLS layer absorbs and reports as nothing to read. Application bytes or a
+                // close mean the connection is unusable, so losing the probed bytes is fine.
+                let mut probe = [0u8; 16];
+                let mut buf = ReadBuf::new(&mut probe);
+                !matches!(
+                    Pin::new(s.as_mut()).poll_read(&mut cx, &mut buf),
+                    Poll::Pending
+                )
+            }
+        }
+    }
+}
+
+/// The rustls client configuration for `mode` (`None` for `off`); built once per CA file and
+/// shared by every connection. Errors name the setting and the file.
+pub fn client_config(mode: &BackendTls) -> Result<Option<Arc<ClientConfig>>, String> {
+    static CONFIGS: Mutex<Option<HashMap<BackendTls, Arc<ClientConfig>>>> = Mutex::new(None);
+    if *mode == BackendTls::Off {
+        return Ok(None);
+    }
+    let mut cache = CONFIGS.lock().unwrap_or_else(|p| p.into_inner());
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(c) = cache.get(mode) {
+        return Ok(Some(c.clone()));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier: Arc<dyn ServerCertVerifier> = match mode {
+        BackendTls::Off => return Ok(None),
+        BackendTls::Required => Arc::new(NoCertCheck(provider.clone())),
+        BackendTls::VerifyCa(path) => Arc::new(CaOnly(load_ca(path, provider.clone())?)),
+    };
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| format!("TLS: {e}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    let config = Arc::new(config);
+    cache.insert(mode.clone(), config.clone());
+    Ok(Some(config))
+}
+
+fn load_ca(path: &str, provider: Arc<CryptoProvider>) -> Result<Arc<WebPkiServerVerifier>, String> {
+    let what = |e: &dyn std::fmt::Display| format!("tls_ca {path}: {e}");
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(path).map_err(|e| what(&e))? {
+        roots
+            .add(cert.map_err(|e| what(&e))?)
+            .map_err(|e| what(&e))?;
+    }
+    if roots.is_empty() {
+        return Err(what(&"no certificate in the file"));
+    }
+    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| what(&e))
+}
+
+/// The name rustls checks the certificate against (never checked in these modes, but the
+/// handshake needs one: it is also sent as SNI when it is a DNS name).
+pub fn server_name(host: &str) -> Result<ServerName<'static>, String> {
+    ServerName::try_from(host.to_string()).map_err(|e| format!("TLS server name {host:?}: {e}"))
+}
+
+/// `verify_ca`: the chain must lead to the configured CA and be valid now; the host name is
+/// not checked (MySQL's `VERIFY_CA`: backends are usually reached by address).
+#[derive(Debug)]
+struct CaOnly(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for CaOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        // webpki checks the name only after the chain, so a name error means the chain is good.
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// `required`: encrypted, the certificate not checked (MySQL's `REQUIRED`); the handshake
+/// signatures still are, so the session key is the certificate holder's.
+#[derive(Debug)]
+struct NoCertCheck(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoCertCheck {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
