@@ -267,6 +267,7 @@ async fn split_phase(
         user: cluster.user().to_string(),
         password: cluster.password().to_string(),
         db: "sbtest_1".into(),
+        ssl: None,
     };
     eprintln!(
         "replicas: sysbench prepare ({} tables x {} rows) on the primary",
