@@ -607,7 +607,13 @@ fn parse_datetime_text(s: &[u8]) -> Option<i128> {
     let y: i128 = d.next()?.parse().ok()?;
     let mo: i128 = d.next()?.parse().ok()?;
     let da: i128 = d.next()?.parse().ok()?;
-    if d.next().is_some() {
+    // A server writes years 0-9999 and two-digit months and days: anything else is not a
+    // date, and must not overflow the key.
+    if d.next().is_some()
+        || !(0..=9999).contains(&y)
+        || !(0..=99).contains(&mo)
+        || !(0..=99).contains(&da)
+    {
         return None;
     }
     let (h, mi, se, us) = match time {
@@ -783,5 +789,19 @@ mod time_overflow_tests {
             None
         );
         assert!(parse_hms("838:59:59").is_some());
+    }
+
+    /// fuzz/findings/merge_values-datetime-year-overflow (10-minute rerun after the fix
+    /// above): a DATETIME cell with a 40-digit year is not a date.
+    #[test]
+    fn absurd_year_is_not_a_date() {
+        let year = "1999599155555555555555555555555555550";
+        assert_eq!(
+            parse_datetime_text(format!("{year}-01-01").as_bytes()),
+            None
+        );
+        assert_eq!(parse_datetime_text(b"2024-001999-01"), None);
+        assert!(parse_datetime_text(b"9999-12-31 23:59:59.999999").is_some());
+        assert!(parse_datetime_text(b"0000-00-00").is_some());
     }
 }
