@@ -41,7 +41,9 @@ pub struct OverheadArgs {
     /// sysbench thread counts.
     #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
     pub threads: Vec<u32>,
-    /// sysbench workloads.
+    /// sysbench workloads: its own scripts, or ours: `shoal_scatter_count` (a prepared
+    /// `SELECT COUNT(*)` of a whole table: a 4-way scatter on shoal-config) and
+    /// `shoal_scatter_top10` (`WHERE k >= ? ORDER BY k, id LIMIT 10`: a scattered top-10 page).
     #[arg(
         long,
         value_delimiter = ',',
@@ -394,8 +396,9 @@ fn measure(
          --db-ps-mode=auto, medians over rounds. HAProxy: TCP mode, nbthread {}; shoal: quick \
          mode; shoal-tls: quick mode, sysbench connecting with TLS (`--mysql-ssl=on`); \
          shoal-config: the sysbench tables sharded by id (`mod`) over {SHARDED_DATANODES} \
-         datanodes on the same server.\n\
-         Latency is per sysbench event: one query for oltp_point_select, one 18-query transaction \
+         datanodes on the same server, pool.max = threads x datanodes.\n\
+         Latency is per sysbench event: one query for oltp_point_select and the shoal_scatter_* \
+         workloads, one 18-query transaction \
          for oltp_read_write. CPU per query: utime+stime of the process from /proc over the run, \
          divided by the queries sysbench counted.\n",
         names.join(" vs "),
@@ -435,6 +438,12 @@ fn start_sharded_shoal(
 ) -> Result<ProxyProcess, OverheadError> {
     let mut layout = Layout::from_cluster(cluster, SHARDED_DATANODES, "sbtest");
     layout.schema = "sbtest".into();
+    // Room for every sysbench thread to keep a connection per datanode, as a sharding proxy's
+    // pools are sized (ShardingSphere: 50 per datanode; Mycat: 1000 per host). A smaller pool
+    // still serves, giving connections back between statements; that costs more per query.
+    layout.pool_max = layout
+        .pool_max
+        .max(args.threads.iter().copied().max().unwrap_or(1) as usize * SHARDED_DATANODES);
     layout.sharded = (1..=args.tables)
         .map(|t| ShardedTable {
             name: format!("sbtest{t}"),

@@ -126,6 +126,27 @@ pub fn ratios(cells: &BTreeMap<Key, Cell>, workloads: &[String], threads: &[u32]
                 .collect();
             (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
         };
+        // The routed point select is the sharded hot path: its cost against quick mode and
+        // HAProxy is the sharded-execution goal.
+        if let (true, Some(c), Some(q), Some(h)) = (
+            w == "oltp_point_select",
+            mean("shoal-config"),
+            mean("shoal"),
+            mean("haproxy"),
+        ) {
+            for (base, b, goal) in [("Shoal quick", q, 1.1), ("HAProxy", h, 1.2)] {
+                let value = c / b;
+                out.push(Ratio {
+                    what: format!(
+                        "{w}: shoal-config (routed) CPU per query / {base} CPU per query \
+                         ({c:.1} us / {b:.1} us)"
+                    ),
+                    value,
+                    target: format!("<= {goal}"),
+                    met: value <= goal,
+                });
+            }
+        }
         if let (Some(s), Some(h)) = (mean("shoal"), mean("haproxy")) {
             let value = s / h;
             out.push(Ratio {

@@ -31,6 +31,33 @@ pub struct RunStats {
     pub errors: u64,
 }
 
+/// Workloads of ours beside sysbench's own scripts: name and Lua source. They measure what
+/// sysbench's scripts cannot show on a sharded target: scattered reads and their merge.
+const SCRIPTS: &[(&str, &str)] = &[
+    (
+        "shoal_scatter_count",
+        include_str!("../../lua/shoal_scatter_count.lua"),
+    ),
+    (
+        "shoal_scatter_top10",
+        include_str!("../../lua/shoal_scatter_top10.lua"),
+    ),
+];
+
+/// The workload as sysbench takes it: one of its own script names, or the path of one of ours,
+/// written out first (sysbench finds its `oltp_common` module from any script's location).
+fn workload_arg(workload: &str) -> Result<String, OverheadError> {
+    let Some((name, source)) = SCRIPTS.iter().find(|(name, _)| *name == workload) else {
+        return Ok(workload.to_string());
+    };
+    let dir = std::env::temp_dir().join(format!("shoal-bench-lua-{}", std::process::id()));
+    let path = dir.join(format!("{name}.lua"));
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&path, source))
+        .map_err(|e| OverheadError::Tool(format!("cannot write {}: {e}", path.display())))?;
+    Ok(path.display().to_string())
+}
+
 fn base_args(target: &SysbenchTarget, tables: u32, table_size: u32) -> Vec<String> {
     vec![
         "--db-driver=mysql".into(),
@@ -91,7 +118,7 @@ pub fn run_with(
     table_size: u32,
     extra: &[&str],
 ) -> Result<RunStats, OverheadError> {
-    let mut args = vec![workload.to_string()];
+    let mut args = vec![workload_arg(workload)?];
     args.extend(base_args(target, tables, table_size));
     args.extend(extra.iter().map(|a| a.to_string()));
     args.extend([

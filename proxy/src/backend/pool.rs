@@ -138,13 +138,13 @@ impl BackendPool {
         self.waiters.load(Ordering::Relaxed) > 0
     }
 
-    /// Whether an acquire now would queue: no idle connection, no free slot, or others queued.
-    pub fn would_wait(&self) -> bool {
+    /// Whether every slot is open or sessions are queued: an acquire now could only wait, or
+    /// take an idle connection that has to switch database first.
+    pub fn is_full(&self) -> bool {
         if self.reclaim_requested() {
             return true;
         }
-        let s = self.state.lock().unwrap();
-        s.idle.is_empty() && s.total >= self.settings.max_size
+        self.state.lock().unwrap().total >= self.settings.max_size
     }
 
     /// (total, idle) counts, for logs and tests.
@@ -247,8 +247,8 @@ impl BackendPool {
     }
 
     /// Checks out a connection: the one the session had before if it is idle, else one with
-    /// the same wire capabilities (and schema, if possible), else a new one while below
-    /// `max_size`; otherwise waits up to `acquire_timeout`.
+    /// the same wire capabilities and schema, else a new one while below `max_size`, else an
+    /// idle one in another schema; otherwise waits up to `acquire_timeout`.
     pub async fn acquire(self: &Arc<Self>, want: Wanted<'_>) -> Result<PooledConn> {
         let deadline = Instant::now() + self.settings.acquire_timeout;
         let wire = want.wire & wire_capabilities();
@@ -257,25 +257,33 @@ impl BackendPool {
             // Waiters whose session went away (cancelled acquire) hold no place.
             s.waiting.retain(|w| !w.is_closed());
             // Nobody may take an idle connection or a new slot ahead of a queued session.
-            let pick = if s.waiting.is_empty() {
-                s.idle
-                    .iter()
-                    .position(|c| c.id == want.prefer && c.wire_matches(wire))
-                    .or_else(|| {
-                        s.idle.iter().rposition(|c| {
-                            c.wire_matches(wire) && c.state.schema.as_deref() == want.schema
+            let free = s.waiting.is_empty();
+            let same = free
+                .then(|| {
+                    s.idle
+                        .iter()
+                        .position(|c| c.id == want.prefer && c.wire_matches(wire))
+                        .or_else(|| {
+                            s.idle.iter().rposition(|c| {
+                                c.wire_matches(wire) && c.state.schema.as_deref() == want.schema
+                            })
                         })
-                    })
-                    .or_else(|| s.idle.iter().rposition(|c| c.wire_matches(wire)))
-            } else {
-                None
-            };
-            if let Some(i) = pick {
+                })
+                .flatten();
+            if let Some(i) = same {
                 Ok(Handoff::Conn(Box::new(s.idle.remove(i))))
-            } else if s.waiting.is_empty() && s.total < self.settings.max_size {
+            } else if free && s.total < self.settings.max_size {
+                // A new connection rather than one in another schema: switching schema costs
+                // a round trip on every hand-off, opening costs one handshake per slot, and
+                // with several datanodes per server the switching would never end.
                 s.total += 1;
                 Ok(Handoff::Slot)
-            } else if s.waiting.is_empty() && !s.idle.is_empty() {
+            } else if let Some(i) = free
+                .then(|| s.idle.iter().rposition(|c| c.wire_matches(wire)))
+                .flatten()
+            {
+                Ok(Handoff::Conn(Box::new(s.idle.remove(i))))
+            } else if free && !s.idle.is_empty() {
                 // Full of connections with other wire capabilities: replace one (its slot
                 // is reused: a BackendConn dropped outside a PooledConn frees nothing).
                 drop(s.idle.remove(0));

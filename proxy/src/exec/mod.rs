@@ -153,7 +153,14 @@ impl Session {
             }
             other => Err(Error::unknown_command(other)),
         };
-        if self.txn_begin.is_none() && !self.conns.is_empty() {
+        if self.txn_begin.is_none() && self.conns.held.iter().any(|h| !h.pinned()) && {
+            let admission = self.admission_contended();
+            let pools = &self.shared.pools;
+            self.conns
+                .held
+                .iter()
+                .any(|h| admission || pools[h.server].reclaim_requested())
+        } {
             self.release_conns(false).await;
         }
         self.settle_admission();
@@ -455,7 +462,10 @@ impl Session {
                 None => self.target_server(routing, dn)?,
             };
             let pool = self.shared.pools[server].clone();
-            if pool.would_wait() {
+            if pool.is_full() {
+                // Connections kept from earlier statements go back first. A session keeps one
+                // per datanode it touched while the pool has room; once it is full, keeping
+                // them would make every acquire wait or switch a connection's database.
                 self.release_stale();
             }
             let got = pool
@@ -656,14 +666,10 @@ impl Session {
         let mut i = 0;
         while i < self.conns.held.len() {
             let h = &self.conns.held[i];
-            let contended = self.shared.pools[h.server].reclaim_requested()
-                || self
-                    .shared
-                    .config
-                    .routing
-                    .as_ref()
-                    .is_some_and(|r| r.admission.contended());
-            let wanted = all || (!h.pinned() && contended);
+            let wanted = all
+                || (!h.pinned()
+                    && (self.shared.pools[h.server].reclaim_requested()
+                        || self.admission_contended()));
             if !wanted {
                 i += 1;
                 continue;
@@ -686,6 +692,15 @@ impl Session {
         if self.conns.held.len() != before {
             self.publish_backends();
         }
+    }
+
+    /// Whether sessions wait for admission (see [`admission`]).
+    fn admission_contended(&self) -> bool {
+        self.shared
+            .config
+            .routing
+            .as_ref()
+            .is_some_and(|r| r.admission.contended())
     }
 
     /// Gives back this session's connections that the running statement has not used and

@@ -91,7 +91,7 @@ impl Session {
         let k = fill.step.max(n);
         let node = &routing.topology.datanodes[fill.datanode];
         let pool = self.shared.pools[self.shared.backends.primary(node.datahost)].clone();
-        if pool.would_wait() {
+        if pool.is_full() {
             self.release_stale();
         }
         let mut conn = pool

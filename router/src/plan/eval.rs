@@ -177,8 +177,28 @@ fn rebound<'a>(b: &Bound<ShardValue<'a>>, v: Option<ShardValue<'a>>) -> Bound<Sh
     }
 }
 
+/// The one shard of a point lookup (`key = value` on a mod or hash rule), found without
+/// allocating; `None` leaves the answer to [`group_shards`].
+fn point_shard(g: &GroupT, v: &Values) -> Option<usize> {
+    let RouteExpr::Eq(vals) = &g.route else {
+        return None;
+    };
+    let [x] = vals.as_slice() else {
+        return None;
+    };
+    let lit = v.value(x)?;
+    let mut sv = [shard_value(&lit)];
+    widen(g, &mut sv);
+    g.rule
+        .route_eq_single(&sv[0])
+        .filter(|&s| s < g.datanodes.len())
+}
+
 /// The shard indices of a group for this statement.
 pub(crate) fn group_shards(g: &GroupT, v: &Values) -> Vec<usize> {
+    if let Some(s) = point_shard(g, v) {
+        return vec![s];
+    }
     // The point lookup (`key = value`), on every execute of a prepared statement: the shards
     // `shards` would give, without its intermediate vectors and set. Where it would not route
     // (no value, a rule that cannot route it) the general path below answers.
@@ -289,6 +309,18 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
                 sql: v.text.sql.to_string(),
             },
         });
+    }
+    // A point lookup on one table: the general path below would give this one target.
+    if let [g] = d.groups.as_slice()
+        && let Some(s) = point_shard(g, v)
+    {
+        let dn = g.datanodes[s];
+        check_dn(d, topo, dn)?;
+        return Ok(RoutePlan::Single(target(
+            v,
+            dn,
+            &name_edits(d, topo, dn, &[s]),
+        )));
     }
     // (datanode, shard per group) of each target.
     let mut placements: Vec<(DatanodeId, Vec<usize>)> = Vec::new();

@@ -355,6 +355,20 @@ impl ShardRule {
         self.int_span_shards(lo, hi)
     }
 
+    /// The one shard `key = v` routes to, without allocating: the point lookup of every
+    /// execute. `None` leaves the answer to [`ShardRule::route_eq`] (a value it must work out,
+    /// a range or list rule, or no shard at all).
+    pub fn route_eq_single(&self, v: &ShardValue) -> Option<usize> {
+        match (&self.kind, v) {
+            (Kind::Mod | Kind::Hash(..) | Kind::Consistent(..), ShardValue::Int(n))
+                if self.compares_numerically() =>
+            {
+                self.int_shard(*n)
+            }
+            _ => None,
+        }
+    }
+
     /// Shards holding the integers (floors, for DECIMAL keys) in `[lo, hi]`; `None` for all.
     fn int_span_shards(&self, lo: i128, hi: i128) -> Option<Vec<usize>> {
         /// Beyond this many values a hashed span is sent everywhere.
