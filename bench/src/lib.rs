@@ -3,6 +3,7 @@
 //! (`overhead`, `mycat`, `scale`), with their progress display and report writers.
 
 pub mod cluster;
+pub mod cpu_limit;
 pub mod error;
 pub mod interrupt;
 pub mod load;

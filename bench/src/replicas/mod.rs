@@ -67,6 +67,11 @@ pub struct ReplicasArgs {
     /// Health check interval in milliseconds (both phases).
     #[arg(long, default_value_t = 1000)]
     pub heartbeat_ms: u64,
+    /// Cap every MariaDB server of the split phase at this many CPUs (cgroups; needs root), so
+    /// that servers sharing this machine's cores behave like servers with CPUs of their own.
+    /// Without it, on a 2-core machine replicas add processes, not capacity.
+    #[arg(long)]
+    pub server_cpus: Option<f64>,
     /// Only the monitor phase.
     #[arg(long, conflicts_with = "skip_monitor")]
     pub monitor_only: bool,
@@ -303,6 +308,10 @@ async fn split_phase(
         })
         .collect();
     let pids: Vec<u32> = cluster.instances().iter().map(|i| i.pid).collect();
+    let _limit = args
+        .server_cpus
+        .map(|cores| crate::cpu_limit::CpuLimit::apply(&pids, cores))
+        .transpose()?;
     let mut conns = status_conns(&cluster).await?;
 
     let total = args.rounds as usize * args.threads.len() * MODES.len();

@@ -182,13 +182,21 @@ pub fn markdown(
              over the rounds. CPU per query: utime+stime from /proc over the run divided by \
              the queries sysbench counted. Latency is per sysbench event (14 SELECTs). \
              Machine busy: CPU of Shoal, every mariadbd and \
-             sysbench over the wall time, as a share of all cores.\n",
+             sysbench over the wall time, as a share of all cores.{}\n",
             split.servers.len().saturating_sub(1),
             args.heartbeat_ms,
             args.tables,
             args.table_size,
             args.rounds,
             args.duration,
+            match args.server_cpus {
+                Some(c) => format!(
+                    " Every mariadbd is capped at {c} CPU (`--server-cpus`, a cgroup quota), as \
+                     servers with CPUs of their own: the capacity replicas add to a real \
+                     deployment, which processes sharing this machine's cores cannot show."
+                ),
+                None => String::new(),
+            },
         );
         let cells = cells(&split.samples);
         md.push_str(&markdown_table(
