@@ -68,6 +68,9 @@ pub struct Shared {
 /// How often an idle session wakes to check its idle timeout and whether the pool wants its
 /// connection back (a session that finishes a command checks the latter at once).
 const HOUSEKEEPING_TICK: std::time::Duration = std::time::Duration::from_millis(200);
+/// How much of an oversized packet is read and dropped after the 1153, at most.
+const OVERSIZE_DRAIN_BYTES: usize = 64 << 20;
+const OVERSIZE_DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Collation the proxy's backend connections are opened with (utf8mb4_general_ci).
 pub const BACKEND_COLLATION: u8 = 45;
@@ -567,6 +570,11 @@ impl Session {
                         let msg = msg.to_string();
                         let _ = self.send_error(0, code, state, &msg).await;
                     }
+                    // The client may still be sending the packet: let it finish (bounded), so
+                    // that it reads the 1153 instead of a reset, as it would from MySQL.
+                    self.client
+                        .discard_incoming(OVERSIZE_DRAIN_BYTES, OVERSIZE_DRAIN_WAIT)
+                        .await;
                     return Err(err);
                 }
                 Err(e) => return Err(Error::ClientIo(e)),

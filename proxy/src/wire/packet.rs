@@ -115,6 +115,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         self.rbuf.split()
     }
 
+    /// Reads and drops what the peer still sends, until it closes, `max` bytes have come, or
+    /// `wait` has passed. Closing a socket with unread input resets the connection, and a peer
+    /// still writing (an oversized packet) would lose the error written to it just before.
+    pub async fn discard_incoming(&mut self, max: usize, wait: std::time::Duration) {
+        self.rbuf.clear();
+        self.consumed = 0;
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut dropped = 0;
+        while dropped < max {
+            self.rbuf.clear();
+            self.rbuf.reserve(READ_CHUNK);
+            match tokio::time::timeout_at(deadline, self.stream.read_buf(&mut self.rbuf)).await {
+                Ok(Ok(n)) if n > 0 => dropped += n,
+                _ => break,
+            }
+        }
+        self.rbuf.clear();
+    }
+
     fn drop_consumed(&mut self) {
         if self.consumed > 0 {
             self.rbuf.advance(self.consumed);
