@@ -92,7 +92,7 @@ impl Proxy {
         };
         // Executable comments are gated by the backend's version, as the backend gates them.
         if let Some(r) = config.routing.as_mut().and_then(Arc::get_mut)
-            && let Some(v) = mariadb_version(&version)
+            && let Some(v) = crate::backend::conn::version_number(&version)
         {
             r.router = Arc::new(Router::new(r.topology.clone()).with_server_version(v));
         }
@@ -300,30 +300,5 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-/// The version number executable comments are compared with (`10.11.6-MariaDB` -> 101106),
-/// from the version string a backend announces (MariaDB before 11 may prefix `5.5.5-`).
-fn mariadb_version(announced: &[u8]) -> Option<u32> {
-    let s = std::str::from_utf8(announced).ok()?;
-    let s = s.strip_prefix("5.5.5-").unwrap_or(s);
-    let mut parts = s.split(|c: char| !c.is_ascii_digit());
-    let major: u32 = parts.next()?.parse().ok()?;
-    let minor: u32 = parts.next()?.parse().ok()?;
-    let patch: u32 = parts.next()?.parse().ok()?;
-    (minor < 100 && patch < 100).then_some(major * 10_000 + minor * 100 + patch)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::mariadb_version;
-
-    #[test]
-    fn reads_backend_versions() {
-        assert_eq!(mariadb_version(b"10.11.6-MariaDB-0+deb12u1"), Some(101106));
-        assert_eq!(mariadb_version(b"5.5.5-10.6.12-MariaDB"), Some(100612));
-        assert_eq!(mariadb_version(b"8.0.36"), Some(80036));
-        assert_eq!(mariadb_version(b"garbage"), None);
     }
 }

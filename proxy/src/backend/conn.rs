@@ -10,6 +10,7 @@ use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
 use mysql_common::proto::{MyDeserialize, MySerialize};
 use tokio::net::TcpStream;
+use tracing::debug;
 
 use crate::backend::state::{SessionState, Tracked};
 use crate::backend::stmt_cache::StmtCache;
@@ -58,6 +59,33 @@ pub struct ServerInfo {
     pub version: Vec<u8>,
     pub capabilities: CapabilityFlags,
     pub collation: u8,
+}
+
+impl ServerInfo {
+    /// A MySQL server, not MariaDB: its GTIDs, GTID wait and replica status differ.
+    pub fn is_mysql(&self) -> bool {
+        !self
+            .version
+            .windows(7)
+            .any(|w| w.eq_ignore_ascii_case(b"MariaDB"))
+    }
+
+    pub fn version_number(&self) -> Option<u32> {
+        version_number(&self.version)
+    }
+}
+
+/// The version number executable comments are compared with (`10.11.6-MariaDB` -> 101106,
+/// `8.0.36` -> 80036), from the version string a backend announces (MariaDB before 11 may
+/// prefix `5.5.5-`).
+pub fn version_number(announced: &[u8]) -> Option<u32> {
+    let s = std::str::from_utf8(announced).ok()?;
+    let s = s.strip_prefix("5.5.5-").unwrap_or(s);
+    let mut parts = s.split(|c: char| !c.is_ascii_digit());
+    let major: u32 = parts.next()?.parse().ok()?;
+    let minor: u32 = parts.next()?.parse().ok()?;
+    let patch: u32 = parts.next()?.parse().ok()?;
+    (minor < 100 && patch < 100).then_some(major * 10_000 + minor * 100 + patch)
 }
 
 pub struct BackendConn {
@@ -354,6 +382,17 @@ impl BackendConn {
         }
         match self.command(COM_QUERY, ENABLE_TRACKING.as_bytes()).await {
             Ok(_) => {
+                if self.info.is_mysql() {
+                    // MySQL reports the GTID of a session's commit only when asked (MariaDB's
+                    // `last_gtid` comes with the variables). Without it, causal reads wait for
+                    // nothing and go to the primary.
+                    if let Err(e) = self
+                        .command(COM_QUERY, b"SET SESSION session_track_gtids=OWN_GTID")
+                        .await
+                    {
+                        debug!(error = %e, "session_track_gtids refused");
+                    }
+                }
                 self.tracking = true;
                 // Enabling the trackers is reported as changes; our baseline starts after it.
                 self.state.vars.clear();
@@ -519,5 +558,18 @@ impl BackendConn {
         self.command(COM_SET_OPTION, &arg.to_le_bytes()).await?;
         self.state.multi_statements = on;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_number;
+
+    #[test]
+    fn reads_backend_versions() {
+        assert_eq!(version_number(b"10.11.6-MariaDB-0+deb12u1"), Some(101106));
+        assert_eq!(version_number(b"5.5.5-10.6.12-MariaDB"), Some(100612));
+        assert_eq!(version_number(b"8.0.36"), Some(80036));
+        assert_eq!(version_number(b"garbage"), None);
     }
 }

@@ -108,22 +108,37 @@ async fn check(conn: &mut Option<BackendConn>, backends: &Backends, s: usize) ->
     }
     let c = conn.as_mut().expect("connected");
     let read_only = c.query_value("SELECT @@read_only").await?;
-    let row = c.query_named_row("SHOW SLAVE STATUS").await?;
-    let replica = row.map(|row| {
-        let get = |name: &str| {
-            row.iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .and_then(|(_, v)| v.clone())
-        };
-        let running = get("Slave_IO_Running").as_deref() == Some("Yes")
-            && get("Slave_SQL_Running").as_deref() == Some("Yes");
-        let lag = get("Seconds_Behind_Master").and_then(|v| v.parse().ok());
-        (running, lag)
-    });
+    let row = c.query_named_row(replica_status_query(&c.info)).await?;
+    let replica = row.as_deref().map(replica_status);
     Ok(Status {
         read_only: read_only.as_deref() != Some("0"),
         replica,
     })
+}
+
+/// MySQL 8.4 removed `SHOW SLAVE STATUS` (8.0.22 added `SHOW REPLICA STATUS`); MariaDB keeps
+/// it in every version.
+fn replica_status_query(info: &crate::backend::conn::ServerInfo) -> &'static str {
+    if info.is_mysql() && info.version_number().is_some_and(|v| v >= 80022) {
+        "SHOW REPLICA STATUS"
+    } else {
+        "SHOW SLAVE STATUS"
+    }
+}
+
+/// (replicating, lag) from a replica status row: MariaDB and MySQL before 8.0.22 name the
+/// columns `Slave_*` and `Seconds_Behind_Master`, MySQL since `Replica_*` and
+/// `Seconds_Behind_Source`.
+fn replica_status(row: &[(String, Option<String>)]) -> (bool, Option<i64>) {
+    let get = |names: [&str; 2]| {
+        row.iter()
+            .find(|(n, _)| names.iter().any(|x| n.eq_ignore_ascii_case(x)))
+            .and_then(|(_, v)| v.as_deref())
+    };
+    let running = get(["Slave_IO_Running", "Replica_IO_Running"]) == Some("Yes")
+        && get(["Slave_SQL_Running", "Replica_SQL_Running"]) == Some("Yes");
+    let lag = get(["Seconds_Behind_Master", "Seconds_Behind_Source"]).and_then(|v| v.parse().ok());
+    (running, lag)
 }
 
 /// Checks server `s` every heartbeat until the process ends.
@@ -194,5 +209,51 @@ pub async fn monitor(backends: Arc<Backends>, s: usize) {
             }
         }
         backends.follow_failover(server.datahost);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::conn::ServerInfo;
+    use mysql_common::constants::CapabilityFlags;
+
+    fn row(cols: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
+        cols.iter()
+            .map(|(n, v)| (n.to_string(), v.map(str::to_string)))
+            .collect()
+    }
+
+    #[test]
+    fn replica_status_reads_both_column_namings() {
+        let mariadb = row(&[
+            ("Slave_IO_Running", Some("Yes")),
+            ("Slave_SQL_Running", Some("Yes")),
+            ("Seconds_Behind_Master", Some("3")),
+        ]);
+        assert_eq!(replica_status(&mariadb), (true, Some(3)));
+        let mysql = row(&[
+            ("Replica_IO_Running", Some("Yes")),
+            ("Replica_SQL_Running", Some("No")),
+            ("Seconds_Behind_Source", None),
+        ]);
+        assert_eq!(replica_status(&mysql), (false, None));
+    }
+
+    #[test]
+    fn replica_status_query_follows_the_server() {
+        let info = |v: &str| ServerInfo {
+            version: v.as_bytes().to_vec(),
+            capabilities: CapabilityFlags::empty(),
+            collation: 45,
+        };
+        assert_eq!(
+            replica_status_query(&info("11.4.2-MariaDB")),
+            "SHOW SLAVE STATUS"
+        );
+        assert_eq!(replica_status_query(&info("8.0.21")), "SHOW SLAVE STATUS");
+        assert_eq!(replica_status_query(&info("8.4.3")), "SHOW REPLICA STATUS");
+        assert!(!info("5.5.5-10.6.12-MariaDB").is_mysql());
+        assert!(info("8.0.36").is_mysql());
     }
 }

@@ -121,7 +121,8 @@ pub struct Tracked {
     pub vars: Vec<(String, String)>,
     /// The server said "session state changed".
     pub state_changed: bool,
-    /// `last_gtid`: the GTID of the write this response committed (MariaDB, binlog on).
+    /// The GTID of the write this response committed: MariaDB's `last_gtid` (binlog on), or
+    /// MySQL's SESSION_TRACK_GTIDS (`session_track_gtids=OWN_GTID`).
     pub gtid: Option<String>,
 }
 
@@ -155,7 +156,10 @@ impl Tracked {
             }
             StateChange::Schema(s) => self.schema = Some(String::from_utf8_lossy(s).into_owned()),
             StateChange::StateChanged => self.state_changed = true,
-            StateChange::Other(_) => {}
+            StateChange::Gtids(g) if !g.is_empty() => {
+                self.gtid = Some(String::from_utf8_lossy(g).into_owned())
+            }
+            StateChange::Gtids(_) | StateChange::Other(_) => {}
         })
         .is_some()
     }

@@ -174,16 +174,21 @@ impl Session {
             return true;
         };
         let Some(gtid) = w.gtid.clone() else {
-            return true;
+            // The server did not say which GTID the write committed (binlog or GTID tracking
+            // off, or a write that changed nothing): only the primary surely has it.
+            return false;
         };
         if w.applied_on.contains(&server) {
             return true;
         }
         let secs = timeout.as_secs_f64();
-        let sql = format!(
-            "SELECT MASTER_GTID_WAIT('{}', {secs:.3})",
-            gtid.replace('\'', "")
-        );
+        let set = gtid.replace('\'', "");
+        // Both answer 0 once the replica has applied the GTID (set), another value on timeout.
+        let sql = if conn.info.is_mysql() {
+            format!("SELECT WAIT_FOR_EXECUTED_GTID_SET('{set}', {secs:.3})")
+        } else {
+            format!("SELECT MASTER_GTID_WAIT('{set}', {secs:.3})")
+        };
         let limit = timeout + Duration::from_secs(1);
         let done = tokio::time::timeout(limit, conn.query_value(&sql)).await;
         let ok = matches!(&done, Ok(Ok(Some(v))) if v == "0");

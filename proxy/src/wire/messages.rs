@@ -196,7 +196,10 @@ pub enum StateChange<'a> {
     /// "Some session state changed" (SESSION_TRACK_STATE_CHANGE): user variables, temporary
     /// tables, prepared statements... as well as the changes reported above.
     StateChanged,
-    /// GTIDs, transaction characteristics or state: not needed to replay a session.
+    /// The GTIDs of what the statement committed (SESSION_TRACK_GTIDS: MySQL with
+    /// `session_track_gtids`; MariaDB reports `last_gtid` as a variable instead).
+    Gtids(&'a [u8]),
+    /// Transaction characteristics or state: not needed to replay a session.
     Other(u8),
 }
 
@@ -219,6 +222,11 @@ pub fn for_each_state_change<'a>(
             }
             1 => f(StateChange::Schema(read_lenenc_bytes(&mut data)?)),
             2 => f(StateChange::StateChanged),
+            3 => {
+                // An encoding byte (0: the set as text), then the GTID set.
+                let (_, mut set) = data.split_first()?;
+                f(StateChange::Gtids(read_lenenc_bytes(&mut set)?))
+            }
             other => f(StateChange::Other(other)),
         }
     }
@@ -227,6 +235,33 @@ pub fn for_each_state_change<'a>(
 
 #[cfg(test)]
 mod tests {
+    /// SESSION_TRACK_GTIDS as MySQL sends it with `session_track_gtids=OWN_GTID`: type 3, the
+    /// entry's length, an encoding byte 0, then the GTID set (length-encoded).
+    #[test]
+    fn gtid_sets_are_read_from_session_state() {
+        let set = b"3E11FA47-71CA-11E1-9E33-C80AA9429562:23";
+        let mut entry = vec![0u8, set.len() as u8];
+        entry.extend_from_slice(set);
+        let mut block = vec![3u8, entry.len() as u8];
+        block.extend_from_slice(&entry);
+        let mut seen = Vec::new();
+        for_each_state_change(&block, |c| {
+            if let StateChange::Gtids(g) = c {
+                seen.push(g.to_vec());
+            }
+        })
+        .expect("well-formed");
+        assert_eq!(seen, vec![set.to_vec()]);
+        let mut tracked = crate::backend::state::Tracked::default();
+        assert!(tracked.add_block(&block));
+        assert_eq!(
+            tracked.gtid.as_deref(),
+            Some(std::str::from_utf8(set).unwrap())
+        );
+        // A truncated entry is malformed, not a panic.
+        assert!(for_each_state_change(&block[..block.len() - 3], |_| {}).is_none());
+    }
+
     use super::*;
 
     const TRACK: CapabilityFlags = CapabilityFlags::CLIENT_SESSION_TRACK;
