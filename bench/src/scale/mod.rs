@@ -38,6 +38,10 @@ pub struct ScaleArgs {
     /// Client connections for every phase.
     #[arg(long, default_value_t = 16)]
     pub threads: usize,
+    /// Sweeps, alternately ascending and descending (so that a drifting machine load favours
+    /// no count); per count and phase the medians are reported.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
     /// Point selects by FACTID (indexed; one shard each).
     #[arg(long, default_value_t = 20_000)]
     pub point_selects: u64,
@@ -73,6 +77,8 @@ pub struct Step {
     pub phases: Vec<Phase>,
     pub placement: Option<PlacementReport>,
     pub not_run: Option<String>,
+    /// With several sweeps: the point-select CPU per statement of each, in sweep order.
+    pub rounds: Vec<f64>,
 }
 
 pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
@@ -81,9 +87,14 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
             "--datanodes needs counts of at least 1, --primaries at least 1".into(),
         ));
     }
-    if args.rows == 0 || args.rows > i32::MAX as u64 || args.threads == 0 || args.batch == 0 {
+    if args.rows == 0
+        || args.rows > i32::MAX as u64
+        || args.threads == 0
+        || args.batch == 0
+        || args.rounds == 0
+    {
         return Err(BenchError::Tool(
-            "--rows must be 1..=2147483647; --threads and --batch at least 1".into(),
+            "--rows must be 1..=2147483647; --threads, --batch and --rounds at least 1".into(),
         ));
     }
     let bin = targets::shoal_release_bin_async(args.run.shoal_bin.clone()).await?;
@@ -91,7 +102,10 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
     let work = std::env::temp_dir().join(format!("shoal-scale-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(BenchError::io(format!("create {}", work.display())))?;
     let per_step = args.rows + args.point_selects + args.aggregates;
-    let progress = Progress::new("scale", per_step * args.datanodes.len() as u64);
+    let progress = Progress::new(
+        "scale",
+        per_step * (args.datanodes.len() * args.rounds) as u64,
+    );
 
     let max = *args.datanodes.iter().max().expect("not empty");
     let per_primary = max.div_ceil(args.primaries);
@@ -107,15 +121,24 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
     })
     .await?;
     let full = Layout::from_cluster(&cluster, per_primary, "scale");
-    let mut steps = Vec::new();
+    let mut sweeps: Vec<Vec<Step>> = Vec::new();
     let outcome = async {
-        for &n in &args.datanodes {
-            let step = run_step(&args, &full, n, &bin, &work, &progress).await?;
-            if let Some(why) = &step.not_run {
-                progress.println(format!("{n} datanodes NOT RUN: {why}"));
-                progress.inc(per_step);
+        for round in 0..args.rounds {
+            let mut order = args.datanodes.clone();
+            if round % 2 == 1 {
+                order.reverse();
             }
-            steps.push(step);
+            let mut steps = Vec::new();
+            for n in order {
+                let step = run_step(&args, &full, n, &bin, &work, &progress).await?;
+                if let Some(why) = &step.not_run {
+                    progress.println(format!("{n} datanodes NOT RUN: {why}"));
+                    progress.inc(per_step);
+                }
+                steps.push(step);
+            }
+            steps.sort_by_key(|s| s.datanodes);
+            sweeps.push(steps);
         }
         Ok::<_, BenchError>(())
     }
@@ -124,6 +147,7 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
     let _ = std::fs::remove_dir_all(&work);
     outcome?;
     progress.finish();
+    let steps = report::medians(&sweeps);
     report::build(&info, &args, &steps).publish(&args.run.out, &info)?;
     // Wrong answers and misplaced rows fail the run. The CPU-ratio goal is reported, not turned
     // into the exit status: on a small or busy run it is clock-tick noise (10 ms per tick).
@@ -173,6 +197,7 @@ async fn run_step(
         phases: Vec::new(),
         placement: None,
         not_run: None,
+        rounds: Vec::new(),
     };
     progress.stage(format!("{n} datanodes: starting Shoal"));
     let mut shoal = match RunningShoal::start(work, bin, &layout, &format!("scale{n}")) {
@@ -310,5 +335,49 @@ mod tests {
             .map(|d| (d.datahost, d.database.as_str()))
             .collect();
         assert_eq!(got, vec![(0, "scale_1"), (1, "scale_1"), (0, "scale_2")]);
+    }
+
+    fn step(n: usize, cpu: f64, qps: f64, wrong: u64) -> Step {
+        Step {
+            datanodes: n,
+            phases: vec![Phase {
+                workload: "point_select".into(),
+                statements: 100,
+                secs: 1.0,
+                qps,
+                avg_ms: Some(2.0),
+                shoal_cpu_us_per_statement: cpu,
+                wrong,
+            }],
+            placement: None,
+            not_run: None,
+            rounds: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn sweeps_merge_into_medians_per_count() {
+        let sweeps = vec![
+            vec![step(1, 50.0, 900.0, 0), step(21, 90.0, 500.0, 0)],
+            vec![step(1, 40.0, 1000.0, 1), step(21, 55.0, 700.0, 0)],
+            vec![step(1, 45.0, 800.0, 0), step(21, 50.0, 600.0, 0)],
+        ];
+        let merged = report::medians(&sweeps);
+        assert_eq!(merged.len(), 2);
+        let p = &merged[0].phases[0];
+        assert_eq!((p.shoal_cpu_us_per_statement, p.qps), (45.0, 900.0));
+        assert_eq!((p.statements, p.wrong), (300, 1));
+        assert_eq!(merged[1].phases[0].shoal_cpu_us_per_statement, 55.0);
+        assert_eq!(merged[1].rounds, vec![90.0, 55.0, 50.0]);
+        // The 90 us outlier of one sweep does not decide the ratio: 55 / 45.
+        let (lo, hi, r) = report::point_cpu_ratio(&merged).unwrap();
+        assert_eq!((lo, hi), (1, 21));
+        assert!((r - 55.0 / 45.0).abs() < 1e-9);
+        let mut failed = sweeps.clone();
+        failed[2][1].not_run = Some("refused".into());
+        assert_eq!(
+            report::medians(&failed)[1].not_run.as_deref(),
+            Some("refused")
+        );
     }
 }

@@ -30,6 +30,56 @@ pub fn point_cpu_ratio(steps: &[Step]) -> Option<(usize, usize, f64)> {
     ))
 }
 
+/// One step per datanode count from sweeps that ran the same counts: each phase's figures are
+/// the medians over the sweeps (wrong answers summed); a count any sweep could not run, or whose
+/// placement failed, is reported as that sweep saw it.
+pub fn medians(sweeps: &[Vec<Step>]) -> Vec<Step> {
+    let Some(first) = sweeps.first() else {
+        return Vec::new();
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let m = v.len() / 2;
+        if v.len() % 2 == 1 {
+            v[m]
+        } else {
+            (v[m - 1] + v[m]) / 2.0
+        }
+    };
+    (0..first.len())
+        .map(|i| {
+            let runs: Vec<&Step> = sweeps.iter().filter_map(|s| s.get(i)).collect();
+            if let Some(bad) = runs
+                .iter()
+                .find(|s| s.not_run.is_some() || s.placement.as_ref().is_some_and(|p| !p.ok()))
+            {
+                return (*bad).clone();
+            }
+            let mut step = runs[0].clone();
+            for (j, phase) in step.phases.iter_mut().enumerate() {
+                let all: Vec<&Phase> = runs.iter().filter_map(|s| s.phases.get(j)).collect();
+                let of = |f: fn(&Phase) -> f64| median(all.iter().map(|p| f(p)).collect());
+                phase.secs = of(|p| p.secs);
+                phase.qps = of(|p| p.qps);
+                phase.shoal_cpu_us_per_statement = of(|p| p.shoal_cpu_us_per_statement);
+                phase.avg_ms = phase.avg_ms.map(|_| of(|p| p.avg_ms.unwrap_or(0.0)));
+                phase.statements = all.iter().map(|p| p.statements).sum();
+                phase.wrong = all.iter().map(|p| p.wrong).sum();
+            }
+            step.rounds = runs
+                .iter()
+                .map(|s| {
+                    s.phases
+                        .iter()
+                        .find(|p| p.workload == "point_select")
+                        .map_or(f64::NAN, |p| p.shoal_cpu_us_per_statement)
+                })
+                .collect();
+            step
+        })
+        .collect()
+}
+
 /// The report: report.md, scale.csv, results.json, cpu.svg and qps.svg.
 pub fn build(info: &RunInfo, args: &ScaleArgs, steps: &[Step]) -> Report {
     let columns: [Column<(&Step, &Phase)>; 8] = [
@@ -108,14 +158,23 @@ pub fn markdown(info: &RunInfo, a: &ScaleArgs, steps: &[Step]) -> String {
          (databases spread round-robin over {} MariaDB primar{}). At each N: {} rows inserted \
          ({} per INSERT), {} point selects by FACTID (one shard each), {} `SELECT COUNT(*), \
          SUM(SALENUM)` (every shard each), all on {} connections and every answer checked. \
-         Shoal CPU: utime+stime of its process from /proc over the phase, per statement.\n",
+         Shoal CPU: utime+stime of its process from /proc over the phase, per statement.{}\n",
         a.primaries,
         if a.primaries == 1 { "y" } else { "ies" },
         a.rows,
         a.batch,
         a.point_selects,
         a.aggregates,
-        a.threads
+        a.threads,
+        if a.rounds > 1 {
+            format!(
+                " {} sweeps, alternately ascending and descending; each figure is the median \
+                 over them (statements and wrong answers: totals).",
+                a.rounds
+            )
+        } else {
+            String::new()
+        }
     );
     let mut rows = Vec::new();
     for s in steps {
@@ -174,6 +233,28 @@ pub fn markdown(info: &RunInfo, a: &ScaleArgs, steps: &[Step]) -> String {
                  **{r:.2}** (goal <= 1.2: {}).",
                 if r <= 1.2 { "met" } else { "NOT met" }
             );
+            if a.rounds > 1 {
+                let per = |n: usize| {
+                    steps
+                        .iter()
+                        .find(|s| s.datanodes == n)
+                        .map(|s| {
+                            s.rounds
+                                .iter()
+                                .map(|v| format!("{v:.1}"))
+                                .collect::<Vec<_>>()
+                                .join(" / ")
+                        })
+                        .unwrap_or_default()
+                };
+                let _ = writeln!(
+                    md,
+                    "\nPoint-select CPU us per statement in each sweep: {lo} datanode(s) {}; \
+                     {hi} datanodes {}.",
+                    per(lo),
+                    per(hi)
+                );
+            }
         }
         None => {
             let _ = writeln!(
