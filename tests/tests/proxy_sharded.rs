@@ -501,6 +501,15 @@ async fn shoal_answers_metadata_in_logical_names() {
     assert_eq!(dbs, vec!["shop"]);
     let db: Option<String> = c.query_first("SELECT DATABASE()").await.unwrap();
     assert_eq!(db.as_deref(), Some("shop"));
+    // As MariaDB: LIMIT decides whether the one row comes.
+    for (sql, rows) in [
+        ("SELECT DATABASE() LIMIT 1", 1),
+        ("SELECT DATABASE() LIMIT 0", 0),
+        ("SELECT DATABASE() LIMIT 1, 1", 0),
+    ] {
+        let text: Vec<Option<String>> = c.query(sql).await.unwrap();
+        assert_eq!(text.len(), rows, "{sql}");
+    }
     let tables: Vec<String> = c.query("SHOW TABLES").await.unwrap();
     assert_eq!(
         tables,

@@ -98,9 +98,13 @@ impl Session {
                     self.send_rows(reply_seq, &[&col], rows).await
                 }
             }
-            LocalAnswer::CurrentDatabase { column } => {
-                let row = vec![self.logical.clone()];
-                self.send_rows(reply_seq, &[&column], vec![row]).await
+            LocalAnswer::CurrentDatabase { column, row } => {
+                let rows = if row {
+                    vec![vec![self.logical.clone()]]
+                } else {
+                    Vec::new()
+                };
+                self.send_rows(reply_seq, &[&column], rows).await
             }
             LocalAnswer::ExplainRoute { rows } => {
                 let rows = rows

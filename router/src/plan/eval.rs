@@ -7,7 +7,7 @@ use super::merge::{HavingT, LimitMode, OperandT};
 use super::placement::{RouteExpr, refuse};
 use super::planner::{Body, DmlT, GroupT, RenameWhat, Template, rename_text};
 use super::render::{Edit, Text};
-use super::{HavingSpec, Merge, Operand, ParamValue, RoutePlan, Target};
+use super::{HavingSpec, LocalAnswer, Merge, Operand, ParamValue, RoutePlan, Target};
 use crate::error::RouterError;
 use crate::rule::ShardValue;
 use crate::sql::analyze::literal_of_token;
@@ -233,6 +233,31 @@ fn placed(g: &GroupT, mut s: Vec<usize>) -> Vec<usize> {
 pub(crate) fn evaluate(t: &Template, topo: &Topology, v: &Values) -> RoutePlan {
     match &t.body {
         Body::Done(p) => (**p).clone(),
+        Body::CurrentDatabase { column, limit } => {
+            let num = |x: &ValueRef| match v.value(x) {
+                Some(Literal::Int(i)) if i >= 0 => Ok(i),
+                // ER_WRONG_ARGUMENTS, as MySQL answers a bad LIMIT parameter.
+                _ => Err(RouterError::new(
+                    1210,
+                    "HY000",
+                    "Incorrect arguments to LIMIT",
+                )),
+            };
+            let row = match limit {
+                None => Ok(true),
+                Some((count, offset)) => num(count).and_then(|c| {
+                    let o = offset.as_ref().map(num).transpose()?.unwrap_or(0);
+                    Ok(c >= 1 && o == 0)
+                }),
+            };
+            match row {
+                Ok(row) => RoutePlan::Local(LocalAnswer::CurrentDatabase {
+                    column: column.clone(),
+                    row,
+                }),
+                Err(e) => RoutePlan::Refuse(e),
+            }
+        }
         Body::Any => RoutePlan::Any {
             sql: v.text.sql.to_string(),
         },

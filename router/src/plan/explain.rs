@@ -186,7 +186,12 @@ fn local(topo: &Topology, l: &LocalAnswer) -> String {
             }
             s
         }
-        LocalAnswer::CurrentDatabase { column } => format!("current database as {column}"),
+        LocalAnswer::CurrentDatabase { column, row: true } => {
+            format!("current database as {column}")
+        }
+        LocalAnswer::CurrentDatabase { column, row: false } => {
+            format!("current database as {column} (no row: LIMIT)")
+        }
         LocalAnswer::ExplainRoute { rows } => format!("explain route ({} rows)", rows.len()),
         LocalAnswer::ShowBackends => "show shoal backends".to_string(),
     }

@@ -242,8 +242,8 @@ pub enum LocalAnswer {
         also_from: Option<Target>,
     },
     /// `SELECT DATABASE()` / `SELECT SCHEMA()`: the session's current logical schema; `column`
-    /// is the column name as the client wrote it.
-    CurrentDatabase { column: String },
+    /// is the column name as the client wrote it. `row` is false when a LIMIT leaves no row.
+    CurrentDatabase { column: String, row: bool },
     /// `EXPLAIN ROUTE <sql>`: rows of (datanode, sql); merge steps as rows with datanode
     /// `(merge)`.
     ExplainRoute { rows: Vec<(String, String)> },

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
+use super::RoutePlan;
 use super::merge::{self, Ctx, ScatterT};
 use super::placement::{self, Kind, RouteExpr, Table, refuse};
 use super::render::quote_ident;
-use super::{LocalAnswer, RoutePlan};
 use crate::error::RouterError;
 use crate::rule::ShardRule;
 use crate::sql::lex::Token;
@@ -25,6 +25,12 @@ pub(crate) enum Body {
     Done(Box<RoutePlan>),
     /// Table-less SELECT: any datanode, the text as written.
     Any,
+    /// `SELECT DATABASE()`, answered locally; its LIMIT (count, offset) decides whether the
+    /// one row is sent, with the statement's values.
+    CurrentDatabase {
+        column: String,
+        limit: Option<(ValueRef, Option<ValueRef>)>,
+    },
     Dml(Box<DmlT>),
 }
 
@@ -333,9 +339,13 @@ fn tableless_select(dml: &Dml) -> Body {
                 .alias
                 .clone()
                 .unwrap_or_else(|| "DATABASE()".to_string());
-            return Body::Done(Box::new(RoutePlan::Local(LocalAnswer::CurrentDatabase {
+            return Body::CurrentDatabase {
                 column,
-            })));
+                limit: shape
+                    .limit
+                    .as_ref()
+                    .map(|l| (l.count.clone(), l.offset.clone())),
+            };
         }
         if shape.items.iter().any(|it| matches!(&it.kind, ItemKind::Expr { text, .. } if text.contains("database()") || text.contains("schema()")))
         {
