@@ -501,6 +501,16 @@ async fn shoal_answers_metadata_in_logical_names() {
     assert_eq!(dbs, vec!["shop"]);
     let db: Option<String> = c.query_first("SELECT DATABASE()").await.unwrap();
     assert_eq!(db.as_deref(), Some("shop"));
+    // The `mariadb` client's `status` asks this first: the logical schema and Shoal's
+    // client, not a datanode's database and Shoal's backend account.
+    let (db, user, current): (Option<String>, String, String) = c
+        .query_first("select DATABASE(), USER(), CURRENT_USER() limit 1")
+        .await
+        .unwrap()
+        .expect("one row");
+    assert_eq!(db.as_deref(), Some("shop"));
+    assert_eq!(user, "app@127.0.0.1");
+    assert_eq!(current, "app@%");
     // As MariaDB: LIMIT decides whether the one row comes.
     for (sql, rows) in [
         ("SELECT DATABASE() LIMIT 1", 1),

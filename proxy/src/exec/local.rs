@@ -2,7 +2,7 @@
 //! DATABASE() and EXPLAIN ROUTE, as text result sets of string columns.
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
-use shoal_router::plan::LocalAnswer;
+use shoal_router::plan::{LocalAnswer, SessionValue};
 
 use super::query_payload;
 use super::reader::{ResultStream, Row};
@@ -98,13 +98,18 @@ impl Session {
                     self.send_rows(reply_seq, &[&col], rows).await
                 }
             }
-            LocalAnswer::CurrentDatabase { column, row } => {
-                let rows = if row {
-                    vec![vec![self.logical.clone()]]
-                } else {
-                    Vec::new()
-                };
-                self.send_rows(reply_seq, &[&column], rows).await
+            LocalAnswer::SessionValues { columns, row } => {
+                let values = columns
+                    .iter()
+                    .map(|(_, v)| match v {
+                        SessionValue::Database => self.logical.clone(),
+                        SessionValue::User => Some(format!("{}@{}", self.user, self.peer_host)),
+                        SessionValue::CurrentUser => Some(format!("{}@%", self.user)),
+                    })
+                    .collect();
+                let names: Vec<&str> = columns.iter().map(|(c, _)| c.as_str()).collect();
+                let rows = if row { vec![values] } else { Vec::new() };
+                self.send_rows(reply_seq, &names, rows).await
             }
             LocalAnswer::ExplainRoute { rows } => {
                 let rows = rows

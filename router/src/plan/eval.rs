@@ -233,7 +233,7 @@ fn placed(g: &GroupT, mut s: Vec<usize>) -> Vec<usize> {
 pub(crate) fn evaluate(t: &Template, topo: &Topology, v: &Values) -> RoutePlan {
     match &t.body {
         Body::Done(p) => (**p).clone(),
-        Body::CurrentDatabase { column, limit } => {
+        Body::SessionValues { columns, limit } => {
             let num = |x: &ValueRef| match v.value(x) {
                 Some(Literal::Int(i)) if i >= 0 => Ok(i),
                 // ER_WRONG_ARGUMENTS, as MySQL answers a bad LIMIT parameter.
@@ -251,8 +251,8 @@ pub(crate) fn evaluate(t: &Template, topo: &Topology, v: &Values) -> RoutePlan {
                 }),
             };
             match row {
-                Ok(row) => RoutePlan::Local(LocalAnswer::CurrentDatabase {
-                    column: column.clone(),
+                Ok(row) => RoutePlan::Local(LocalAnswer::SessionValues {
+                    columns: columns.clone(),
                     row,
                 }),
                 Err(e) => RoutePlan::Refuse(e),

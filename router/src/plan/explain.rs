@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::{
     AggColumn, CmpOp, Column, Fold, HavingSpec, LocalAnswer, Merge, MergeSpec, Operand, RoutePlan,
-    SortKey, Target,
+    SessionValue, SortKey, Target,
 };
 use crate::sql::stmt::Literal;
 use crate::topology::Topology;
@@ -186,11 +186,23 @@ fn local(topo: &Topology, l: &LocalAnswer) -> String {
             }
             s
         }
-        LocalAnswer::CurrentDatabase { column, row: true } => {
-            format!("current database as {column}")
-        }
-        LocalAnswer::CurrentDatabase { column, row: false } => {
-            format!("current database as {column} (no row: LIMIT)")
+        LocalAnswer::SessionValues { columns, row } => {
+            let what = match columns.as_slice() {
+                [(column, SessionValue::Database)] => format!("current database as {column}"),
+                _ => format!(
+                    "session values: {}",
+                    columns
+                        .iter()
+                        .map(|(c, v)| format!("{v:?} as {c}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            if *row {
+                what
+            } else {
+                format!("{what} (no row: LIMIT)")
+            }
         }
         LocalAnswer::ExplainRoute { rows } => format!("explain route ({} rows)", rows.len()),
         LocalAnswer::ShowBackends => "show shoal backends".to_string(),

@@ -67,6 +67,31 @@ pub struct Target {
     pub params: Vec<u16>,
 }
 
+/// A session function the proxy answers itself: a backend would answer with its physical
+/// database and its own account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionValue {
+    /// `DATABASE()`, `SCHEMA()`: the logical schema (NULL without one).
+    Database,
+    /// `USER()`, `SESSION_USER()`, `SYSTEM_USER()`: `user@client host`.
+    User,
+    /// `CURRENT_USER()`: the account Shoal authenticated, `user@%`.
+    CurrentUser,
+}
+
+impl SessionValue {
+    /// The function an expression of a select list is, as the shape writes it (lower case,
+    /// no spaces).
+    pub fn of(expr: &str) -> Option<SessionValue> {
+        match expr {
+            "database()" | "schema()" => Some(SessionValue::Database),
+            "user()" | "session_user()" | "system_user()" => Some(SessionValue::User),
+            "current_user()" | "current_user" => Some(SessionValue::CurrentUser),
+            _ => None,
+        }
+    }
+}
+
 /// How results from several datanodes combine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Merge {
@@ -241,9 +266,14 @@ pub enum LocalAnswer {
         like: Option<String>,
         also_from: Option<Target>,
     },
-    /// `SELECT DATABASE()` / `SELECT SCHEMA()`: the session's current logical schema; `column`
-    /// is the column name as the client wrote it. `row` is false when a LIMIT leaves no row.
-    CurrentDatabase { column: String, row: bool },
+    /// A table-less SELECT of session functions only (`SELECT DATABASE(), USER()`, as the
+    /// `mariadb` client's `status` sends): one row of the session's logical schema, user...,
+    /// under the column names as the client wrote them. `row` is false when a LIMIT leaves no
+    /// row.
+    SessionValues {
+        columns: Vec<(String, SessionValue)>,
+        row: bool,
+    },
     /// `EXPLAIN ROUTE <sql>`: rows of (datanode, sql); merge steps as rows with datanode
     /// `(merge)`.
     ExplainRoute { rows: Vec<(String, String)> },

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use super::RoutePlan;
 use super::merge::{self, Ctx, ScatterT};
 use super::placement::{self, Kind, RouteExpr, Table, refuse};
 use super::render::quote_ident;
+use super::{RoutePlan, SessionValue};
 use crate::error::RouterError;
 use crate::rule::ShardRule;
 use crate::sql::lex::Token;
@@ -25,10 +25,10 @@ pub(crate) enum Body {
     Done(Box<RoutePlan>),
     /// Table-less SELECT: any datanode, the text as written.
     Any,
-    /// `SELECT DATABASE()`, answered locally; its LIMIT (count, offset) decides whether the
-    /// one row is sent, with the statement's values.
-    CurrentDatabase {
-        column: String,
+    /// `SELECT DATABASE(), USER()`..., answered locally; its LIMIT (count, offset) decides
+    /// whether the one row is sent, with the statement's values.
+    SessionValues {
+        columns: Vec<(String, SessionValue)>,
         limit: Option<(ValueRef, Option<ValueRef>)>,
     },
     Dml(Box<DmlT>),
@@ -330,17 +330,34 @@ fn group_route(
     }
 }
 
-/// `SELECT DATABASE()` is ours to answer; other table-less SELECTs go to any backend.
+/// `SELECT DATABASE()`, `USER()`... are ours to answer; other table-less SELECTs go to any
+/// backend.
 fn tableless_select(dml: &Dml) -> Body {
     if let Some(shape) = &dml.select {
-        let is_db = |it: &crate::sql::stmt::SelectItem| matches!(&it.kind, ItemKind::Expr { text, .. } if text == "database()" || text == "schema()");
-        if shape.items.len() == 1 && is_db(&shape.items[0]) {
-            let column = shape.items[0]
-                .alias
-                .clone()
-                .unwrap_or_else(|| "DATABASE()".to_string());
-            return Body::CurrentDatabase {
-                column,
+        // The column is named as written; the shape keeps the text in lower case only.
+        let columns: Option<Vec<(String, SessionValue)>> = shape
+            .items
+            .iter()
+            .map(|it| match &it.kind {
+                ItemKind::Expr { text, .. } => {
+                    let v = SessionValue::of(text)?;
+                    let name = it
+                        .alias
+                        .clone()
+                        .unwrap_or_else(|| text.to_ascii_uppercase());
+                    Some((name, v))
+                }
+                _ => None,
+            })
+            .collect();
+        if let Some(columns) = columns
+            && !columns.is_empty()
+            && shape.group_by.is_empty()
+            && shape.having.is_none()
+            && !shape.has_into
+        {
+            return Body::SessionValues {
+                columns,
                 limit: shape
                     .limit
                     .as_ref()
