@@ -6,6 +6,7 @@ use std::fmt::Write;
 use serde_json::json;
 
 use super::{Phase, ScaleArgs, Step};
+use crate::overhead::report::median;
 use crate::results::{Column, Csv, LineChart, Report, RunInfo, Series, fixed, markdown_table};
 
 const WORKLOADS: [&str; 3] = ["insert", "point_select", "aggregate"];
@@ -37,15 +38,6 @@ pub fn medians(sweeps: &[Vec<Step>]) -> Vec<Step> {
     let Some(first) = sweeps.first() else {
         return Vec::new();
     };
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let m = v.len() / 2;
-        if v.len() % 2 == 1 {
-            v[m]
-        } else {
-            (v[m - 1] + v[m]) / 2.0
-        }
-    };
     (0..first.len())
         .map(|i| {
             let runs: Vec<&Step> = sweeps.iter().filter_map(|s| s.get(i)).collect();
@@ -58,7 +50,9 @@ pub fn medians(sweeps: &[Vec<Step>]) -> Vec<Step> {
             let mut step = runs[0].clone();
             for (j, phase) in step.phases.iter_mut().enumerate() {
                 let all: Vec<&Phase> = runs.iter().filter_map(|s| s.phases.get(j)).collect();
-                let of = |f: fn(&Phase) -> f64| median(all.iter().map(|p| f(p)).collect());
+                let of = |f: fn(&Phase) -> f64| {
+                    median(&mut all.iter().map(|p| f(p)).collect::<Vec<_>>())
+                };
                 phase.secs = of(|p| p.secs);
                 phase.qps = of(|p| p.qps);
                 phase.shoal_cpu_us_per_statement = of(|p| p.shoal_cpu_us_per_statement);

@@ -153,14 +153,7 @@ impl Session {
             }
             other => Err(Error::unknown_command(other)),
         };
-        if self.txn_begin.is_none() && self.conns.held.iter().any(|h| !h.pinned()) && {
-            let admission = self.admission_contended();
-            let pools = &self.shared.pools;
-            self.conns
-                .held
-                .iter()
-                .any(|h| admission || pools[h.server].reclaim_requested())
-        } {
+        if self.txn_begin.is_none() && self.conns.held.iter().any(|h| self.give_back(h)) {
             self.release_conns(false).await;
         }
         self.settle_admission();
@@ -666,10 +659,7 @@ impl Session {
         let mut i = 0;
         while i < self.conns.held.len() {
             let h = &self.conns.held[i];
-            let wanted = all
-                || (!h.pinned()
-                    && (self.shared.pools[h.server].reclaim_requested()
-                        || self.admission_contended()));
+            let wanted = all || self.give_back(h);
             if !wanted {
                 i += 1;
                 continue;
@@ -694,13 +684,17 @@ impl Session {
         }
     }
 
-    /// Whether sessions wait for admission (see [`admission`]).
-    fn admission_contended(&self) -> bool {
-        self.shared
-            .config
-            .routing
-            .as_ref()
-            .is_some_and(|r| r.admission.contended())
+    /// Whether held connection `h` goes back between statements: nothing pins it, and other
+    /// sessions wait for its pool or for admission (see [`admission`]).
+    fn give_back(&self, h: &Held) -> bool {
+        !h.pinned()
+            && (self.shared.pools[h.server].reclaim_requested()
+                || self
+                    .shared
+                    .config
+                    .routing
+                    .as_ref()
+                    .is_some_and(|r| r.admission.contended()))
     }
 
     /// Gives back this session's connections that the running statement has not used and

@@ -234,20 +234,11 @@ pub(crate) fn evaluate(t: &Template, topo: &Topology, v: &Values) -> RoutePlan {
     match &t.body {
         Body::Done(p) => (**p).clone(),
         Body::SessionValues { columns, limit } => {
-            let num = |x: &ValueRef| match v.value(x) {
-                Some(Literal::Int(i)) if i >= 0 => Ok(i),
-                // ER_WRONG_ARGUMENTS, as MySQL answers a bad LIMIT parameter.
-                _ => Err(RouterError::new(
-                    1210,
-                    "HY000",
-                    "Incorrect arguments to LIMIT",
-                )),
-            };
             let row = match limit {
                 None => Ok(true),
-                Some((count, offset)) => num(count).and_then(|c| {
-                    let o = offset.as_ref().map(num).transpose()?.unwrap_or(0);
-                    Ok(c >= 1 && o == 0)
+                Some((count, offset)) => limit_value(v, count).and_then(|c| {
+                    let o = offset.as_ref().map(|o| limit_value(v, o)).transpose()?;
+                    Ok(c >= 1 && o.unwrap_or(0) == 0)
                 }),
             };
             match row {
@@ -265,6 +256,19 @@ pub(crate) fn evaluate(t: &Template, topo: &Topology, v: &Values) -> RoutePlan {
             Ok(p) => p,
             Err(e) => RoutePlan::Refuse(e),
         },
+    }
+}
+
+/// A LIMIT count or offset with this statement's values.
+fn limit_value(v: &Values, x: &ValueRef) -> Result<u64, RouterError> {
+    match v.value(x) {
+        Some(Literal::Int(i)) if i >= 0 => Ok(i.min(u64::MAX as i128) as u64),
+        // ER_WRONG_ARGUMENTS, as MySQL answers a bad LIMIT parameter.
+        _ => Err(RouterError::new(
+            1210,
+            "HY000",
+            "Incorrect arguments to LIMIT",
+        )),
     }
 }
 
@@ -411,20 +415,9 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
             let mut spec = sc.spec.clone();
             let mut extra = sc.edits.clone();
             if let Some((l, mode)) = &sc.limit {
-                let num = |x: &ValueRef| -> Result<u64, RouterError> {
-                    match v.value(x) {
-                        Some(Literal::Int(i)) if i >= 0 => Ok(i.min(u64::MAX as i128) as u64),
-                        // ER_WRONG_ARGUMENTS, as MySQL answers a bad LIMIT parameter.
-                        _ => Err(RouterError::new(
-                            1210,
-                            "HY000",
-                            "Incorrect arguments to LIMIT",
-                        )),
-                    }
-                };
-                let count = num(&l.count)?;
+                let count = limit_value(v, &l.count)?;
                 let offset = match &l.offset {
-                    Some(o) => num(o)?,
+                    Some(o) => limit_value(v, o)?,
                     None => 0,
                 };
                 spec.limit = Some(count);
