@@ -364,9 +364,19 @@ fn tableless_select(dml: &Dml) -> Body {
                     .map(|l| (l.count.clone(), l.offset.clone())),
             };
         }
+        // A backend would answer with its physical database and Shoal's own account.
         if shape.items.iter().any(|it| matches!(&it.kind, ItemKind::Expr { text, .. } if text.contains("database()") || text.contains("schema()")))
         {
             return Body::Done(Box::new(RoutePlan::Refuse(refuse("DATABASE() combined with other expressions"))));
+        }
+        if shape
+            .items
+            .iter()
+            .any(|it| matches!(&it.kind, ItemKind::Expr { text, .. } if text.contains("user()")))
+        {
+            return Body::Done(Box::new(RoutePlan::Refuse(refuse(
+                "USER() or CURRENT_USER() combined with other expressions",
+            ))));
         }
     }
     Body::Any
