@@ -1317,3 +1317,94 @@ schemas:
         s.disconnect().await.expect("disconnect");
     }
 }
+
+/// A prepared statement runs in the database it was prepared in, whatever database its
+/// connection is in by then: one backend connection per server serves the executes of every
+/// datanode there, instead of one connection (and MariaDB thread) per datanode a session
+/// touches. The answers come from the right datanode each time: every id lives in one
+/// datanode's database only, so a read in the connection's current database would miss it.
+#[tokio::test(flavor = "multi_thread")]
+async fn prepared_executes_share_one_connection_per_server() {
+    let (_cluster, backend) = shoal_tests::private_cluster();
+    let prefix = unique_name("px");
+    for n in 1..=4 {
+        let db = format!("{prefix}_{n}");
+        backend.fresh_db(&db).await;
+        // Rows written on the backend directly: Shoal opens no connection before the session.
+        let mut d = backend.conn(Some(&db)).await;
+        d.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+            .await
+            .expect("create");
+        // dn{n} holds the ids with id % 4 == n - 1 (the mod rule over dn1..dn4).
+        for id in (0..16).filter(|id| id % 4 == n - 1) {
+            d.exec_drop("INSERT INTO t VALUES (?, ?)", (id, 100 + id))
+                .await
+                .expect("insert");
+        }
+        d.disconnect().await.expect("disconnect");
+    }
+    let path = scratch_dir().join(format!("{prefix}.yaml"));
+    std::fs::write(
+        &path,
+        format!(
+            "users:
+  - {{ name: app, password: app-secret, schemas: [shop] }}
+datahosts:
+  - name: dh1
+    primary: {{ address: {h}:{p}, user: {u}, password: {pw} }}
+datanodes:
+  - {{ name: dn1, datahost: dh1, database: {prefix}_1 }}
+  - {{ name: dn2, datahost: dh1, database: {prefix}_2 }}
+  - {{ name: dn3, datahost: dh1, database: {prefix}_3 }}
+  - {{ name: dn4, datahost: dh1, database: {prefix}_4 }}
+rules:
+  - {{ name: by_id, algorithm: mod }}
+schemas:
+  - name: shop
+    tables:
+      - {{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2, dn3, dn4\" }}
+",
+            h = backend.host,
+            p = backend.port,
+            u = backend.user,
+            pw = backend.password,
+        ),
+    )
+    .expect("write config");
+    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let mut c = Conn::new(shoal.opts_as("app", "app-secret", Some("shop")))
+        .await
+        .expect("connect through shoal");
+    let stmt = c
+        .prep("SELECT v FROM t WHERE id = ?")
+        .await
+        .expect("prepare");
+    for round in 0..3 {
+        for id in 0..16i64 {
+            let v: Option<i64> = c.exec_first(&stmt, (id,)).await.expect("execute");
+            assert_eq!(v, Some(100 + id), "id {id}, round {round}");
+        }
+    }
+    let mut d = backend.conn(None).await;
+    let in_datanodes: i64 = d
+        .query_first(format!(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB LIKE '{prefix}\\_%'"
+        ))
+        .await
+        .expect("processlist")
+        .expect("a count");
+    assert_eq!(
+        in_datanodes,
+        1,
+        "backend connections the session holds for 4 datanodes of one server\n{}",
+        shoal.log()
+    );
+    // Text statements after the executes still read each datanode's own rows.
+    let v: Vec<i64> = c
+        .query("SELECT v FROM t WHERE id IN (1, 2, 7) ORDER BY id")
+        .await
+        .expect("text read");
+    assert_eq!(v, vec![101, 102, 107]);
+    d.disconnect().await.expect("disconnect");
+    c.disconnect().await.expect("disconnect");
+}

@@ -19,8 +19,11 @@ use crate::progress::Progress;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum QueryKind {
-    /// `SELECT * ... WHERE FACTID = ?` for ids spread over `1..=rows`: exactly one row back.
+    /// `SELECT * ... WHERE FACTID = n` for ids spread over `1..=rows`: exactly one row back.
     PointSelect,
+    /// The same as a server-side prepared statement (`FACTID = ?`), as sysbench and most
+    /// connectors' prepared statements send it.
+    PointSelectPrepared,
     /// `SELECT COUNT(*), SUM(SALENUM)` over the whole table: every shard when sharded (a scatter).
     Aggregate,
 }
@@ -71,10 +74,14 @@ pub async fn run_queries(
                 }
                 let (sql, expect) = query_for(&spec, i);
                 let t = Instant::now();
-                let rows: Vec<Row> = conn
-                    .query(sql.as_str())
-                    .await
-                    .map_err(BenchError::sql(label.clone(), sql.clone()))?;
+                let rows: Vec<Row> = match (spec.kind, &expect) {
+                    // mysql_async prepares the text once per connection and keeps it.
+                    (QueryKind::PointSelectPrepared, Expect::OneRowWithId(id)) => {
+                        conn.exec(sql.as_str(), (*id,)).await
+                    }
+                    _ => conn.query(sql.as_str()).await,
+                }
+                .map_err(BenchError::sql(label.clone(), sql.clone()))?;
                 let ms = t.elapsed().as_secs_f64() * 1000.0;
                 worker.total_ms += ms;
                 worker.max_ms = worker.max_ms.max(ms);
@@ -160,12 +167,16 @@ impl Expect {
 /// (so consecutive queries hit different shards and pages), deterministically.
 fn query_for(spec: &QuerySpec, i: u64) -> (String, Expect) {
     match spec.kind {
-        QueryKind::PointSelect => {
+        QueryKind::PointSelect | QueryKind::PointSelectPrepared => {
             let rows = spec.rows.max(1);
             let id = 1 + (i.wrapping_mul(2_654_435_761) % rows);
+            let value = match spec.kind {
+                QueryKind::PointSelect => id.to_string(),
+                _ => "?".to_string(),
+            };
             (
                 format!(
-                    "SELECT * FROM `{}` WHERE `{}` = {id}",
+                    "SELECT * FROM `{}` WHERE `{}` = {value}",
                     table::TABLE,
                     table::KEY
                 ),

@@ -42,7 +42,8 @@ pub struct ScaleArgs {
     /// no count); per count and phase the medians are reported.
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
-    /// Point selects by FACTID (indexed; one shard each).
+    /// Point selects by FACTID (indexed; one shard each), as text and again as a prepared
+    /// statement.
     #[arg(long, default_value_t = 20_000)]
     pub point_selects: u64,
     /// `SELECT COUNT(*), SUM(SALENUM)` over the whole table (every shard each).
@@ -61,7 +62,7 @@ pub struct ScaleArgs {
 /// One phase at one datanode count.
 #[derive(Debug, Clone, Serialize)]
 pub struct Phase {
-    /// `insert`, `point_select`, `aggregate`.
+    /// `insert`, `point_select`, `point_select_prepared`, `aggregate`.
     pub workload: String,
     pub statements: u64,
     pub secs: f64,
@@ -77,8 +78,9 @@ pub struct Step {
     pub phases: Vec<Phase>,
     pub placement: Option<PlacementReport>,
     pub not_run: Option<String>,
-    /// With several sweeps: the point-select CPU per statement of each, in sweep order.
-    pub rounds: Vec<f64>,
+    /// With several sweeps: the point-select CPU per statement of each, in sweep order (text,
+    /// then prepared).
+    pub rounds: Vec<(f64, f64)>,
 }
 
 pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
@@ -101,7 +103,7 @@ pub async fn run(args: ScaleArgs) -> Result<Verdict, BenchError> {
     let info = RunInfo::capture("scale");
     let work = std::env::temp_dir().join(format!("shoal-scale-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(BenchError::io(format!("create {}", work.display())))?;
-    let per_step = args.rows + args.point_selects + args.aggregates;
+    let per_step = args.rows + 2 * args.point_selects + args.aggregates;
     let progress = Progress::new(
         "scale",
         per_step * (args.datanodes.len() * args.rounds) as u64,
@@ -249,10 +251,12 @@ async fn run_step(
 
     for (kind, queries) in [
         (QueryKind::PointSelect, args.point_selects),
+        (QueryKind::PointSelectPrepared, args.point_selects),
         (QueryKind::Aggregate, args.aggregates),
     ] {
         let name = match kind {
             QueryKind::PointSelect => "point_select",
+            QueryKind::PointSelectPrepared => "point_select_prepared",
             QueryKind::Aggregate => "aggregate",
         };
         progress.stage(format!("{n} datanodes: {queries} {name}"));
@@ -368,9 +372,10 @@ mod tests {
         assert_eq!((p.shoal_cpu_us_per_statement, p.qps), (45.0, 900.0));
         assert_eq!((p.statements, p.wrong), (300, 1));
         assert_eq!(merged[1].phases[0].shoal_cpu_us_per_statement, 55.0);
-        assert_eq!(merged[1].rounds, vec![90.0, 55.0, 50.0]);
+        let text: Vec<f64> = merged[1].rounds.iter().map(|r| r.0).collect();
+        assert_eq!(text, vec![90.0, 55.0, 50.0]);
         // The 90 us outlier of one sweep does not decide the ratio: 55 / 45.
-        let (lo, hi, r) = report::point_cpu_ratio(&merged).unwrap();
+        let (lo, hi, r) = report::point_cpu_ratio(&merged, "point_select").unwrap();
         assert_eq!((lo, hi), (1, 21));
         assert!((r - 55.0 / 45.0).abs() < 1e-9);
         let mut failed = sweeps.clone();

@@ -9,16 +9,19 @@ use super::{Phase, ScaleArgs, Step};
 use crate::overhead::report::median;
 use crate::results::{Column, Csv, LineChart, Report, RunInfo, Series, fixed, markdown_table};
 
-const WORKLOADS: [&str; 3] = ["insert", "point_select", "aggregate"];
+const WORKLOADS: [&str; 4] = [
+    "insert",
+    "point_select",
+    "point_select_prepared",
+    "aggregate",
+];
 
-/// Point-select CPU per statement at the largest count over the smallest (goal: at most 1.2).
-pub fn point_cpu_ratio(steps: &[Step]) -> Option<(usize, usize, f64)> {
-    let cpu = |s: &Step| {
-        s.phases
-            .iter()
-            .find(|p| p.workload == "point_select")
-            .map(|p| p.shoal_cpu_us_per_statement)
-    };
+/// The single-shard workloads whose CPU ratio is the goal, text then prepared.
+pub const POINT: [&str; 2] = ["point_select", "point_select_prepared"];
+
+/// `workload`'s CPU per statement at the largest count over the smallest (goal: at most 1.2).
+pub fn point_cpu_ratio(steps: &[Step], workload: &str) -> Option<(usize, usize, f64)> {
+    let cpu = |s: &Step| phase_cpu(s, workload);
     let ran: Vec<&Step> = steps.iter().filter(|s| cpu(s).is_some()).collect();
     let (first, last) = (ran.first()?, ran.last()?);
     if first.datanodes == last.datanodes {
@@ -29,6 +32,13 @@ pub fn point_cpu_ratio(steps: &[Step]) -> Option<(usize, usize, f64)> {
         last.datanodes,
         cpu(last)? / cpu(first)?.max(1e-9),
     ))
+}
+
+fn phase_cpu(s: &Step, workload: &str) -> Option<f64> {
+    s.phases
+        .iter()
+        .find(|p| p.workload == workload)
+        .map(|p| p.shoal_cpu_us_per_statement)
 }
 
 /// One step per datanode count from sweeps that ran the same counts: each phase's figures are
@@ -63,10 +73,8 @@ pub fn medians(sweeps: &[Vec<Step>]) -> Vec<Step> {
             step.rounds = runs
                 .iter()
                 .map(|s| {
-                    s.phases
-                        .iter()
-                        .find(|p| p.workload == "point_select")
-                        .map_or(f64::NAN, |p| p.shoal_cpu_us_per_statement)
+                    let cpu = |w| phase_cpu(s, w).unwrap_or(f64::NAN);
+                    (cpu(POINT[0]), cpu(POINT[1]))
                 })
                 .collect();
             step
@@ -150,8 +158,8 @@ pub fn markdown(info: &RunInfo, a: &ScaleArgs, steps: &[Step]) -> String {
         md,
         "\nThe Mycat table with an index on FACTID, sharded by `mod` over the first N datanodes \
          (databases spread round-robin over {} MariaDB primar{}). At each N: {} rows inserted \
-         ({} per INSERT), {} point selects by FACTID (one shard each), {} `SELECT COUNT(*), \
-         SUM(SALENUM)` (every shard each), all on {} connections and every answer checked. \
+         ({} per INSERT), {} point selects by FACTID (one shard each) as text, as many again as a \
+         prepared statement, {} `SELECT COUNT(*), SUM(SALENUM)` (every shard each), all on {} connections and every answer checked. \
          Shoal CPU: utime+stime of its process from /proc over the phase, per statement.{}\n",
         a.primaries,
         if a.primaries == 1 { "y" } else { "ies" },
@@ -219,41 +227,40 @@ pub fn markdown(info: &RunInfo, a: &ScaleArgs, steps: &[Step]) -> String {
         &[0, 2, 3, 4, 5],
         &rows,
     ));
-    match point_cpu_ratio(steps) {
-        Some((lo, hi, r)) => {
+    for (k, workload) in POINT.iter().enumerate() {
+        let Some((lo, hi, r)) = point_cpu_ratio(steps, workload) else {
             let _ = writeln!(
                 md,
-                "\nSingle-shard point select, Shoal CPU per statement at {hi} datanodes / at {lo}: \
-                 **{r:.2}** (goal <= 1.2: {}).",
-                if r <= 1.2 { "met" } else { "NOT met" }
+                "\n`{workload}` CPU ratio: needs it at two or more datanode counts."
             );
-            if a.rounds > 1 {
-                let per = |n: usize| {
-                    steps
-                        .iter()
-                        .find(|s| s.datanodes == n)
-                        .map(|s| {
-                            s.rounds
-                                .iter()
-                                .map(|v| format!("{v:.1}"))
-                                .collect::<Vec<_>>()
-                                .join(" / ")
-                        })
-                        .unwrap_or_default()
-                };
-                let _ = writeln!(
-                    md,
-                    "\nPoint-select CPU us per statement in each sweep: {lo} datanode(s) {}; \
-                     {hi} datanodes {}.",
-                    per(lo),
-                    per(hi)
-                );
-            }
-        }
-        None => {
+            continue;
+        };
+        let _ = writeln!(
+            md,
+            "\nSingle-shard `{workload}`, Shoal CPU per statement at {hi} datanodes / at {lo}: \
+             **{r:.2}** (goal <= 1.2: {}).",
+            if r <= 1.2 { "met" } else { "NOT met" }
+        );
+        if a.rounds > 1 {
+            let per = |n: usize| {
+                steps
+                    .iter()
+                    .find(|s| s.datanodes == n)
+                    .map(|s| {
+                        s.rounds
+                            .iter()
+                            .map(|v| format!("{:.1}", if k == 0 { v.0 } else { v.1 }))
+                            .collect::<Vec<_>>()
+                            .join(" / ")
+                    })
+                    .unwrap_or_default()
+            };
             let _ = writeln!(
                 md,
-                "\nSingle-shard CPU ratio: needs point selects at two or more datanode counts."
+                "\n`{workload}` CPU us per statement in each sweep: {lo} datanode(s) {}; \
+                 {hi} datanodes {}.",
+                per(lo),
+                per(hi)
             );
         }
     }

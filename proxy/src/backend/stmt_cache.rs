@@ -35,9 +35,16 @@ pub struct StmtCache {
 
 /// Hash of what changes how the server reads a statement's text: schema and variables.
 pub fn fingerprint(state: &SessionState) -> u64 {
+    fingerprint_in(state.schema.as_deref(), &state.vars)
+}
+
+/// [`fingerprint`] of a state in `schema` with `vars`. A statement keeps the schema it was
+/// prepared in (the server executes it there whatever the connection's schema is now), so a
+/// lookup for another schema than the connection's own is meaningful.
+pub fn fingerprint_in(schema: Option<&str>, vars: &[(String, String)]) -> u64 {
     let mut h = FixedState::default().build_hasher();
-    state.schema.hash(&mut h);
-    state.vars.hash(&mut h);
+    schema.hash(&mut h);
+    vars.hash(&mut h);
     h.finish()
 }
 

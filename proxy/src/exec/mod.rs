@@ -61,6 +61,15 @@ fn unsupported(what: &str) -> Error {
     )))
 }
 
+/// What a statement needs of the connection [`Session::touch_for`] gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Use {
+    /// Text run in the datanode's database: the connection must be in it.
+    Text,
+    /// A prepared statement's execute, which carries its database with it.
+    Execute,
+}
+
 /// Token buffer capacity a session keeps between statements.
 const MAX_KEPT_TOKENS: usize = 4096;
 
@@ -351,6 +360,16 @@ impl Session {
     /// its datahost's pool if not held yet, its variables aligned, and inside the session's
     /// transaction if one is open. Returns its index in `self.conns`.
     pub(crate) async fn touch(&mut self, routing: &Routing, dn: DatanodeId) -> Result<usize> {
+        self.touch_for(routing, dn, Use::Text).await
+    }
+
+    /// [`Self::touch`] for a use that may not need the connection in `dn`'s database.
+    pub(crate) async fn touch_for(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+        how: Use,
+    ) -> Result<usize> {
         if let Some(i) = self.conns.position(dn)
             && self.conns.held[i].conn.closed_by_server()
         {
@@ -365,7 +384,28 @@ impl Session {
         }
         let node = &routing.topology.datanodes[dn];
         let mut chosen = None;
-        if let Some(i) = self.conns.position(dn) {
+        if how == Use::Execute
+            && self.conns.position(dn).is_none()
+            && self.txn_begin.is_none()
+            && !self.conns.in_transaction()
+        {
+            // A prepared statement runs in the database it was prepared in, whatever the
+            // connection's is now: the session's connection to the same server serves this
+            // datanode too, instead of one more connection (and MariaDB thread) per datanode.
+            let server = self.target_server(routing, dn)?;
+            chosen = Some(server);
+            let statement = self.conns.statement;
+            for h in self.conns.held.iter_mut() {
+                if h.server == server
+                    && h.used_in != statement
+                    && !h.pinned()
+                    && !h.conn.closed_by_server()
+                {
+                    h.dn = dn;
+                    break;
+                }
+            }
+        } else if let Some(i) = self.conns.position(dn) {
             // Each statement picks its server; a connection on another one is given back
             // (unless the session is tied to it, or this statement already used it).
             let h = &self.conns.held[i];
@@ -399,13 +439,18 @@ impl Session {
         }
         let h = &mut self.conns.held[i];
         h.used_in = self.conns.statement;
-        let aligned = h.conn.state.schema.as_deref() == Some(node.database.as_str())
+        // An execute finds (or prepares) its statement in the datanode's database itself.
+        let schema = match how {
+            Use::Text => Some(node.database.as_str()),
+            Use::Execute => None,
+        };
+        let aligned = (schema.is_none() || h.conn.state.schema.as_deref() == schema)
             && h.conn.state.vars == self.want.vars
             && h.conn.state.last_insert_id == self.want.last_insert_id
             && h.conn.state.multi_statements == self.want.multi_statements;
         let mut result = Ok(());
         if !aligned {
-            result = align_to(&self.want, Some(&node.database), &mut h.conn).await;
+            result = align_to(&self.want, schema, &mut h.conn).await;
         }
         if result.is_ok()
             && let Some(begin) = &self.txn_begin
@@ -524,16 +569,14 @@ impl Session {
         self.relay_from(i, expect, reply_seq).await
     }
 
-    /// Sends `payload` (a whole command) to datanode `dn` and relays the response.
+    /// Sends `payload` (a whole command) on held connection `i` and relays the response.
     pub(crate) async fn run_on_bytes(
         &mut self,
-        routing: &Routing,
-        dn: DatanodeId,
+        i: usize,
         payload: &[u8],
         expect: Expect,
         reply_seq: u8,
     ) -> Result<Option<Outcome>> {
-        let i = self.touch(routing, dn).await?;
         let mut seq = 0;
         self.conns.held[i].conn.io.write_packet(&mut seq, payload);
         self.relay_from(i, expect, reply_seq).await

@@ -8,12 +8,11 @@ use std::sync::Arc;
 
 use shoal_router::plan::{Merge, ParamValue, PreparedRoute, RoutePlan, Target};
 use shoal_router::sql::lex::TokKind;
-use shoal_router::topology::DatanodeId;
 
 use super::local::string_column;
-use super::{refusal, unsupported};
+use super::{Use, refusal, unsupported};
 use crate::backend::conn::BackendConn;
-use crate::backend::stmt_cache::fingerprint;
+use crate::backend::stmt_cache::{fingerprint, fingerprint_in};
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -53,8 +52,16 @@ pub struct RawParam {
 
 #[derive(Default)]
 pub struct Statements {
-    pub list: Vec<ClientStmt>,
+    list: Vec<ClientStmt>,
+    /// `list`'s ids in the same order: an execute's lookup reads these few bytes, not every
+    /// statement's fields.
+    ids: Vec<u32>,
     next: u32,
+    /// Buffers kept between executes, so that an execute allocates nothing for its values
+    /// and its backend payload.
+    params: Vec<RawParam>,
+    values: Vec<ParamValue>,
+    payload: Vec<u8>,
 }
 
 impl Statements {
@@ -64,6 +71,7 @@ impl Statements {
         }
         let id = self.next;
         self.next = self.next.wrapping_add(1).max(FIRST_ID);
+        self.ids.push(id);
         self.list.push(ClientStmt {
             id,
             sql,
@@ -77,7 +85,15 @@ impl Statements {
     }
 
     pub fn get_mut(&mut self, id: u32) -> Option<&mut ClientStmt> {
-        self.list.iter_mut().find(|s| s.id == id)
+        let i = self.ids.iter().position(|&s| s == id)?;
+        self.list.get_mut(i)
+    }
+
+    fn remove(&mut self, id: u32) {
+        if let Some(i) = self.ids.iter().position(|&s| s == id) {
+            self.ids.remove(i);
+            self.list.remove(i);
+        }
     }
 }
 
@@ -183,11 +199,24 @@ pub(crate) fn decode_execute(
     n: usize,
     types: &mut Vec<(u8, u8)>,
 ) -> Result<(u8, Vec<RawParam>)> {
+    let mut out = Vec::new();
+    let flags = decode_execute_into(p, n, types, &mut out)?;
+    Ok((flags, out))
+}
+
+/// [`decode_execute`] into `out`, reusing its value buffers. Returns the flags.
+fn decode_execute_into(
+    p: &[u8],
+    n: usize,
+    types: &mut Vec<(u8, u8)>,
+    out: &mut Vec<RawParam>,
+) -> Result<u8> {
     let bad = || Error::malformed("COM_STMT_EXECUTE");
     let flags = *p.get(5).ok_or_else(bad)?;
     let mut b = p.get(10..).ok_or_else(bad)?;
+    out.truncate(n);
     if n == 0 {
-        return Ok((flags, Vec::new()));
+        return Ok(flags);
     }
     let nb = n.div_ceil(8);
     let nulls = b.get(..nb).ok_or_else(bad)?;
@@ -202,59 +231,74 @@ pub(crate) fn decode_execute(
     if types.len() != n {
         return Err(Error::malformed("COM_STMT_EXECUTE without parameter types"));
     }
-    let mut out = Vec::with_capacity(n);
     for (i, &(ty, unsigned)) in types.iter().enumerate() {
-        if nulls[i / 8] & (1 << (i % 8)) != 0 {
+        if i == out.len() {
             out.push(RawParam {
                 ty,
                 unsigned,
                 value: None,
             });
+        }
+        let param = &mut out[i];
+        param.ty = ty;
+        param.unsigned = unsigned;
+        if nulls[i / 8] & (1 << (i % 8)) != 0 {
+            param.value = None;
             continue;
         }
         let len = value_len(ty, b).ok_or_else(bad)?;
-        let v = b.get(..len).ok_or_else(bad)?.to_vec();
+        let v = b.get(..len).ok_or_else(bad)?;
         b = &b[len..];
-        out.push(RawParam {
-            ty,
-            unsigned,
-            value: Some(v),
-        });
+        let buf = param.value.get_or_insert_with(Vec::new);
+        buf.clear();
+        buf.extend_from_slice(v);
     }
-    Ok((flags, out))
+    Ok(flags)
 }
 
 /// A COM_STMT_EXECUTE for backend statement `id` with the client's parameters `which`.
-pub fn execute_payload(id: u32, params: &[RawParam], which: &[u16]) -> Vec<u8> {
-    let sel = || which.iter().filter_map(|&i| params.get(i as usize));
-    let n = sel().count();
-    let values: usize = sel().map(|p| p.value.as_ref().map_or(0, Vec::len)).sum();
-    let mut out = Vec::with_capacity(10 + n.div_ceil(8) + 1 + 2 * n + values);
+#[cfg(test)]
+fn execute_payload(id: u32, params: &[RawParam], which: &[u16]) -> Vec<u8> {
+    let mut out = Vec::new();
+    execute_payload_into(&mut out, id, params, which);
+    out
+}
+
+/// [`execute_payload`] into `out` (cleared first).
+fn execute_payload_into(out: &mut Vec<u8>, id: u32, params: &[RawParam], which: &[u16]) {
+    out.clear();
     out.push(COM_STMT_EXECUTE);
     out.extend_from_slice(&id.to_le_bytes());
     out.push(0);
     out.extend_from_slice(&1u32.to_le_bytes());
+    let n = which
+        .iter()
+        .filter(|&&i| (i as usize) < params.len())
+        .count();
     if n == 0 {
-        return out;
+        return;
     }
     let nulls = out.len();
-    out.resize(nulls + n.div_ceil(8), 0);
-    for (i, p) in sel().enumerate() {
+    out.resize(nulls + n.div_ceil(8) + 1, 0);
+    // New types are always sent: the backend statement may have been used with other ones.
+    out[nulls + n.div_ceil(8)] = 1;
+    let mut k = 0;
+    for &i in which {
+        let Some(p) = params.get(i as usize) else {
+            continue;
+        };
         if p.value.is_none() {
-            out[nulls + i / 8] |= 1 << (i % 8);
+            out[nulls + k / 8] |= 1 << (k % 8);
         }
-    }
-    out.push(1);
-    for p in sel() {
         out.push(p.ty);
         out.push(p.unsigned);
+        k += 1;
     }
-    for p in sel() {
-        if let Some(v) = &p.value {
+    for &i in which {
+        if let Some(v) = params.get(i as usize).and_then(|p| p.value.as_ref()) {
             out.extend_from_slice(v);
         }
     }
-    out
 }
 
 /// MariaDB's error when `max_prepared_stmt_count` statements are open on the server.
@@ -446,6 +490,24 @@ impl Session {
 
     /// COM_STMT_EXECUTE with the router: routed by the bound values.
     pub(super) async fn execute_routed(&mut self, routing: &Routing, reply_seq: u8) -> Result<()> {
+        let mut params = std::mem::take(&mut self.statements.params);
+        let mut values = std::mem::take(&mut self.statements.values);
+        let result = self
+            .execute_with(routing, &mut params, &mut values, reply_seq)
+            .await;
+        self.statements.params = params;
+        self.statements.values = values;
+        result
+    }
+
+    /// [`Self::execute_routed`] with the session's buffers for the bound values.
+    async fn execute_with(
+        &mut self,
+        routing: &Routing,
+        params: &mut Vec<RawParam>,
+        values: &mut Vec<ParamValue>,
+        reply_seq: u8,
+    ) -> Result<()> {
         let mode = self.sql_mode();
         let payload = self.client.packet_payload();
         let id = crate::wire::command::stmt_id(&payload).unwrap_or(0);
@@ -457,17 +519,18 @@ impl Session {
             return Err(unsupported("COM_STMT_SEND_LONG_DATA"));
         }
         let n = stmt.params as usize;
-        let (flags, params) = decode_execute(&payload, n, &mut stmt.types)?;
+        let flags = decode_execute_into(&payload, n, &mut stmt.types, params)?;
         if flags != 0 {
             return Err(unsupported("cursors on prepared statements"));
         }
         let sql = stmt.sql.clone();
         let cached_route = stmt.read_route;
-        let values: Vec<ParamValue> = params.iter().map(literal).collect();
+        values.clear();
+        values.extend(params.iter().map(literal));
         let current = self.logical.as_deref();
         let plan = match &stmt.route {
-            Some(r) => routing.router.route_prepared(r, current, mode, &values),
-            None => routing.router.route_in(current, mode, &sql, &values),
+            Some(r) => routing.router.route_prepared(r, current, mode, values),
+            None => routing.router.route_in(current, mode, &sql, values),
         };
         let route = cached_route.or_else(|| self.read_route_of(routing, mode, &sql));
         if let Some(route) = route {
@@ -476,7 +539,7 @@ impl Session {
             }
             (self.conns.want, self.conns.writing) = super::replica::statement_want(route, &plan);
         }
-        let req = Request::Execute { params: &params };
+        let req = Request::Execute { params };
         match plan {
             RoutePlan::Single(t) => self.execute_on(routing, &t, &req, reply_seq).await,
             RoutePlan::Any { sql } => {
@@ -533,12 +596,18 @@ impl Session {
         let retry = matches!(self.conns.want, super::connset::Want::Read { .. })
             && !self.in_transaction_now();
         for attempt in 0..2 {
-            let i = self.touch(routing, t.datanode).await?;
-            let p = self.request_payload(i, t, req).await?;
-            self.conns.retry_read = retry && attempt == 0;
-            let out = self
-                .run_on_payload(routing, t.datanode, &p, reply_seq)
-                .await;
+            let i = self.touch_for(routing, t.datanode, Use::Execute).await?;
+            let mut p = std::mem::take(&mut self.statements.payload);
+            let out = match self.request_into(routing, i, t, req, &mut p).await {
+                Ok(()) => {
+                    self.conns.retry_read = retry && attempt == 0;
+                    self.run_on_bytes(i, &p, Expect::Results { binary: true }, reply_seq)
+                        .await
+                        .map(|_| ())
+                }
+                Err(e) => Err(e),
+            };
+            self.statements.payload = p;
             self.conns.retry_read = false;
             match self.conns.failed_read.take() {
                 Some(bad) if out.is_ok() => self.conns.avoid = Some(bad),
@@ -552,46 +621,54 @@ impl Session {
     /// an execute of a backend statement for it (prepared here on first use).
     pub(super) async fn request_payload(
         &mut self,
+        routing: &Routing,
         i: usize,
         t: &Target,
         req: &Request<'_>,
     ) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.request_into(routing, i, t, req, &mut out).await?;
+        Ok(out)
+    }
+
+    /// [`Self::request_payload`] into `out`.
+    async fn request_into(
+        &mut self,
+        routing: &Routing,
+        i: usize,
+        t: &Target,
+        req: &Request<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         let params = match req {
-            Request::Text => return Ok(super::query_payload(t)),
+            Request::Text => {
+                *out = super::query_payload(t);
+                return Ok(());
+            }
             Request::Execute { params } => *params,
         };
+        let db = routing.topology.datanodes[t.datanode].database.as_str();
         let conn = &mut self.conns.held[i].conn;
-        let fp = fingerprint(&conn.state);
+        let fp = fingerprint_in(Some(db), &conn.state.vars);
         let backend_id = match conn.stmts.get(fp, &t.sql) {
             Some(id) => id,
-            None => prepare_on(conn, &t.sql, false).await?.0,
+            None => {
+                // Prepared in the datanode's database, the statement runs there from now on,
+                // from whichever database the connection is in (see `Use::Execute`).
+                if conn.state.schema.as_deref() != Some(db) {
+                    conn.init_db(db).await?;
+                }
+                prepare_on(conn, &t.sql, false).await?.0
+            }
         };
-        Ok(execute_payload(backend_id, params, &t.params))
+        execute_payload_into(out, backend_id, params, &t.params);
+        Ok(())
     }
 
     /// COM_STMT_CLOSE with the router. The backend statements stay in their connections'
     /// caches, for other sessions preparing the same text (evicted when a cache is full).
     pub(super) fn close_routed(&mut self, id: u32) {
-        self.statements.list.retain(|s| s.id != id);
-    }
-
-    /// Sends `payload` to datanode `dn` (held) and relays the binary-protocol response.
-    async fn run_on_payload(
-        &mut self,
-        routing: &Routing,
-        dn: DatanodeId,
-        payload: &[u8],
-        reply_seq: u8,
-    ) -> Result<()> {
-        self.run_on_bytes(
-            routing,
-            dn,
-            payload,
-            Expect::Results { binary: true },
-            reply_seq,
-        )
-        .await
-        .map(|_| ())
+        self.statements.remove(id);
     }
 }
 

@@ -64,7 +64,7 @@ impl Session {
         let mut payloads = Vec::with_capacity(targets.len());
         for (t, p) in targets.iter().zip(&place) {
             payloads.push(match p {
-                Place::Held(i) => match self.request_payload(*i, t, req).await {
+                Place::Held(i) => match self.request_payload(routing, *i, t, req).await {
                     Ok(payload) => payload,
                     Err(e @ Error::BackendIo(_)) => {
                         return Err(self.scatter_broken(&targets, e, Some(t.datanode)));

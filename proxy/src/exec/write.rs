@@ -33,7 +33,7 @@ impl Session {
         let mut payloads = Vec::with_capacity(targets.len());
         for t in targets {
             let i = self.conns.touched(t.datanode)?;
-            payloads.push(self.request_payload(i, t, req).await?);
+            payloads.push(self.request_payload(routing, i, t, req).await?);
         }
         let mut sent = Vec::with_capacity(targets.len());
         for (t, payload) in targets.iter().zip(&payloads) {

@@ -396,7 +396,11 @@ impl ShardRule {
     /// no shard takes it.
     fn int_shard(&self, n: i128) -> Option<usize> {
         match &self.kind {
-            Kind::Mod => Some(n.rem_euclid(self.shards as i128) as usize),
+            // 64-bit arithmetic where the value allows: i128 division is a library call.
+            Kind::Mod => Some(match i64::try_from(n) {
+                Ok(n) => n.rem_euclid(self.shards as i64) as usize,
+                Err(_) => n.rem_euclid(self.shards as i128) as usize,
+            }),
             Kind::Hash(..) | Kind::Consistent(..) => Some(self.hash_shard(hash::hash_int(n))),
             Kind::Range(r) => r.shard_of(n),
             Kind::List(l) => l.shard_of_int(n),
