@@ -184,9 +184,18 @@ fn scale_sweeps_two_datanode_counts() {
     let csv = read(&dir, "scale.csv");
     assert!(read(&dir, "cpu.svg").starts_with("<svg"));
     assert!(read(&dir, "qps.svg").starts_with("<svg"));
-    assert_eq!(csv.lines().count(), 1 + 2 * 3, "{csv}");
+    // Four phases per count: insert, point_select, point_select_prepared, aggregate.
+    assert_eq!(csv.lines().count(), 1 + 2 * 4, "{csv}");
+    assert!(csv.contains("\n3,point_select_prepared,60,"), "{csv}");
     assert!(!md.contains("FAILED"), "{md}");
-    assert!(md.contains("Shoal CPU per statement at 3 datanodes / at 1"));
+    for w in ["point_select", "point_select_prepared"] {
+        assert!(
+            md.contains(&format!(
+                "`{w}`, Shoal CPU per statement at 3 datanodes / at 1"
+            )),
+            "{md}"
+        );
+    }
     assert!(md.contains("Files: `scale.csv`, `results.json`, `cpu.svg`, `qps.svg`."));
 }
 

@@ -1408,3 +1408,57 @@ schemas:
     d.disconnect().await.expect("disconnect");
     c.disconnect().await.expect("disconnect");
 }
+
+/// A prepared read over a table-per-shard table: two physical tables on each datanode are
+/// read side by side (the second one on a connection of its own, with its own backend
+/// statement), merged in order; inside a transaction such a read is refused, since another
+/// connection would read outside the transaction's snapshot.
+#[tokio::test]
+async fn prepared_reads_over_tables_of_one_datanode() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    c.query_drop("CREATE TABLE logs (id INT PRIMARY KEY, msg VARCHAR(10))")
+        .await
+        .unwrap();
+    c.query_drop(
+        "INSERT INTO logs (id, msg) VALUES (1,'a'),(2,'b'),(3,'c'),(4,'d'),(5,'e'),(6,'f'),\
+         (7,'g'),(8,'h')",
+    )
+    .await
+    .unwrap();
+    // Each physical table holds some of the rows: the read needs all four.
+    let mut used = 0;
+    for (n, table) in [(1, "logs_0"), (1, "logs_1"), (2, "logs_2"), (2, "logs_3")] {
+        let mut d = l.datanode(n).await;
+        let k: i64 = d
+            .query_first(format!("SELECT COUNT(*) FROM {table}"))
+            .await
+            .unwrap()
+            .unwrap();
+        used += (k > 0) as usize;
+    }
+    assert_eq!(used, 4, "rows spread over every physical table");
+    let stmt = c
+        .prep("SELECT id, msg FROM logs WHERE id > ? ORDER BY id DESC LIMIT 5")
+        .await
+        .unwrap();
+    for (from, want) in [(0, vec![8, 7, 6, 5, 4]), (5, vec![8, 7, 6]), (8, vec![])] {
+        let rows: Vec<(i64, String)> = c.exec(&stmt, (from,)).await.unwrap();
+        let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+        assert_eq!(ids, want, "id > {from}");
+    }
+    let count: Option<i64> = c
+        .exec_first("SELECT COUNT(*) FROM logs WHERE msg <> ?", ("c",))
+        .await
+        .unwrap();
+    assert_eq!(count, Some(7));
+
+    c.query_drop("BEGIN").await.unwrap();
+    let (code, _, message) = server_error(c.exec_drop(&stmt, (0,)).await);
+    assert_eq!(code, 1235, "{message}");
+    assert!(message.contains("inside a transaction"), "{message}");
+    c.query_drop("ROLLBACK").await.unwrap();
+    let rows: Vec<(i64, String)> = c.exec(&stmt, (6,)).await.unwrap();
+    assert_eq!(rows, vec![(8, "h".into()), (7, "g".into())]);
+}

@@ -375,6 +375,31 @@ fn close_statements(conn: &mut BackendConn, ids: &[u32]) {
     }
 }
 
+/// The COM_STMT_EXECUTE of `t` with `params` on `conn`, into `out`: the statement is the one
+/// `conn` keeps prepared in database `db`, or is prepared there now. Prepared in the
+/// datanode's database, it runs there from then on, whichever database the connection is in
+/// (see `Use::Execute`).
+pub(super) async fn execute_on_conn(
+    conn: &mut BackendConn,
+    db: &str,
+    t: &Target,
+    params: &[RawParam],
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let fp = fingerprint_in(Some(db), &conn.state.vars);
+    let backend_id = match conn.stmts.get(fp, &t.sql) {
+        Some(id) => id,
+        None => {
+            if conn.state.schema.as_deref() != Some(db) {
+                conn.init_db(db).await?;
+            }
+            prepare_on(conn, &t.sql, false).await?.0
+        }
+    };
+    execute_payload_into(out, backend_id, params, &t.params);
+    Ok(())
+}
+
 /// The SQL request each target gets: text, or an execute of a prepared statement.
 pub enum Request<'a> {
     Text,
@@ -649,20 +674,7 @@ impl Session {
         };
         let db = routing.topology.datanodes[t.datanode].database.as_str();
         let conn = &mut self.conns.held[i].conn;
-        let fp = fingerprint_in(Some(db), &conn.state.vars);
-        let backend_id = match conn.stmts.get(fp, &t.sql) {
-            Some(id) => id,
-            None => {
-                // Prepared in the datanode's database, the statement runs there from now on,
-                // from whichever database the connection is in (see `Use::Execute`).
-                if conn.state.schema.as_deref() != Some(db) {
-                    conn.init_db(db).await?;
-                }
-                prepare_on(conn, &t.sql, false).await?.0
-            }
-        };
-        execute_payload_into(out, backend_id, params, &t.params);
-        Ok(())
+        execute_on_conn(conn, db, t, params, out).await
     }
 
     /// COM_STMT_CLOSE with the router. The backend statements stay in their connections'

@@ -7,7 +7,7 @@ use shoal_router::plan::{MergeSpec, Target};
 use shoal_router::topology::DatanodeId;
 
 use super::connset::ConnSet;
-use super::prepared::Request;
+use super::prepared::{Request, execute_on_conn};
 use super::reader::{ResultStream, Row};
 use super::unsupported;
 use crate::backend::conn::BackendConn;
@@ -49,13 +49,11 @@ impl Session {
                 place.push(Place::Held(i));
                 continue;
             }
-            if self.txn_begin.is_some()
-                || self.conns.in_transaction()
-                || matches!(req, Request::Execute { .. })
-            {
+            if self.txn_begin.is_some() || self.conns.in_transaction() {
+                // Another connection would read outside the transaction's snapshot.
                 return Err(unsupported(
                     "a read over several tables of one datanode (table-per-shard) inside a \
-                     transaction or as a prepared statement",
+                     transaction",
                 ));
             }
             place.push(Place::Extra(extra.len()));
@@ -71,7 +69,15 @@ impl Session {
                     }
                     Err(e) => return Err(e),
                 },
-                Place::Extra(_) => super::query_payload(t),
+                Place::Extra(x) => match req {
+                    Request::Text => super::query_payload(t),
+                    Request::Execute { params } => {
+                        let db = &routing.topology.datanodes[t.datanode].database;
+                        let mut payload = Vec::new();
+                        execute_on_conn(&mut extra[*x].0, db, t, params, &mut payload).await?;
+                        payload
+                    }
+                },
             });
         }
         let binary = matches!(req, Request::Execute { .. });

@@ -23,10 +23,14 @@ pub(crate) struct PlanCache {
     misses: AtomicU64,
 }
 
+/// foldhash, not SipHash: every text statement hashes its shape here, and a lookup compares
+/// the whole key, so a collision costs time, never a wrong plan.
+type Map = HashMap<String, Arc<Template>, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 struct Generations {
-    young: HashMap<String, Arc<Template>>,
-    old: HashMap<String, Arc<Template>>,
+    young: Map,
+    old: Map,
 }
 
 /// Counters for monitoring.

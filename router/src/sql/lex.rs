@@ -50,7 +50,10 @@ impl Token {
 
     /// Case-insensitive keyword test (only bare words match).
     pub fn is_kw(&self, sql: &str, kw: &str) -> bool {
-        self.kind == TokKind::Word && self.text(sql).eq_ignore_ascii_case(kw)
+        // The length first: most calls compare a word with a keyword of another length.
+        self.kind == TokKind::Word
+            && (self.end - self.start) as usize == kw.len()
+            && self.text(sql).eq_ignore_ascii_case(kw)
     }
 
     /// Punctuation test.
