@@ -121,12 +121,15 @@ impl Session {
     pub(super) fn target_server(&mut self, routing: &Routing, dn: DatanodeId) -> Result<usize> {
         let node = &routing.topology.datanodes[dn];
         let dh = node.datahost;
-        let backends = self.shared.backends.clone();
+        let in_transaction = self.in_transaction_now();
+        // Borrowed field by field, not cloned: an Arc clone per statement is a write to a
+        // counter every session's statements share.
+        let backends = &self.shared.backends;
         let host = &backends.hosts[dh];
         let primary = host.primary();
         if let Want::Read { hinted } = self.conns.want
             && host.has_replicas()
-            && !self.in_transaction_now()
+            && !in_transaction
         {
             let balance = match host.balance {
                 Balance::PrimaryOnly if hinted => Some(Balance::RoundRobin),

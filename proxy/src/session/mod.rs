@@ -135,6 +135,10 @@ pub struct Session {
     pub(crate) handle: Arc<kill::SessionHandle>,
     /// Counts this session against its user's `max_connections`.
     pub(crate) user_slot: Option<limits::UserSlot>,
+    /// The session's own handle on the router (`None` in quick mode), taken out for each
+    /// command: cloning the shared one per command would write to a counter every session's
+    /// commands share.
+    routing: Option<Arc<crate::config::Routing>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -184,7 +188,9 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         id: connection_id,
         handle: Arc::new(kill::SessionHandle::default()),
         user_slot: None,
+        routing: None,
     };
+    session.routing = session.shared.config.routing.clone();
     match session.login(connection_id).await {
         Ok(()) => {
             debug!(connection_id, user = %session.user, "client logged in");
@@ -612,8 +618,11 @@ impl Session {
     /// Runs one command. Errors returned here are answered at `reply_seq`; errors after part
     /// of a response was forwarded are answered inside.
     async fn dispatch(&mut self, cmd: u8, reply_seq: u8) -> Result<()> {
-        if let Some(routing) = self.shared.config.routing.clone() {
-            return self.dispatch_routed(&routing, cmd, reply_seq).await;
+        if let Some(routing) = self.routing.take() {
+            // Put back after the command; a command stopped half-way ends the session anyway.
+            let result = self.dispatch_routed(&routing, cmd, reply_seq).await;
+            self.routing = Some(routing);
+            return result;
         }
         match cmd {
             COM_PING => self.send_ok(reply_seq).await,
