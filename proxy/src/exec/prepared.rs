@@ -548,16 +548,25 @@ impl Session {
         if flags != 0 {
             return Err(unsupported("cursors on prepared statements"));
         }
-        let sql = stmt.sql.clone();
         let cached_route = stmt.read_route;
         values.clear();
         values.extend(params.iter().map(literal));
         let current = self.logical.as_deref();
         let plan = match &stmt.route {
             Some(r) => routing.router.route_prepared(r, current, mode, values),
-            None => routing.router.route_in(current, mode, &sql, values),
+            None => routing.router.route_in(current, mode, &stmt.sql, values),
         };
-        let route = cached_route.or_else(|| self.read_route_of(routing, mode, &sql));
+        // The text is needed again only off the common path (a point read or write routed by
+        // the statement's template): its refcount sits in memory this session last touched
+        // long ago, a cache miss per execute with many sessions.
+        let sql = match (&plan, cached_route) {
+            (RoutePlan::Single(_) | RoutePlan::Scatter { .. } | RoutePlan::Refuse(_), Some(_)) => {
+                None
+            }
+            _ => Some(stmt.sql.clone()),
+        };
+        let sql = sql.as_deref().unwrap_or("");
+        let route = cached_route.or_else(|| self.read_route_of(routing, mode, sql));
         if let Some(route) = route {
             if let Some(stmt) = self.statements.get_mut(id) {
                 stmt.read_route = Some(route);
@@ -578,7 +587,7 @@ impl Session {
             }
             RoutePlan::Refuse(e) => Err(refusal(&e)),
             RoutePlan::Broadcast { targets } => {
-                if shoal_router::sql::classify(&sql).is_dml() {
+                if shoal_router::sql::classify(sql).is_dml() {
                     self.run_writes(routing, targets, false, &req, reply_seq)
                         .await
                 } else {
@@ -600,7 +609,7 @@ impl Session {
                     .await
             }
             RoutePlan::Session(kind) if n == 0 => {
-                self.session_statement(routing, kind, Some(&sql), reply_seq)
+                self.session_statement(routing, kind, Some(sql), reply_seq)
                     .await
             }
             RoutePlan::Local(_) | RoutePlan::Session(_) => {
