@@ -1237,34 +1237,7 @@ async fn pooled_connections_stay_in_their_datanodes_database() {
     for n in ["1", "2"] {
         backend.fresh_db(&format!("{prefix}_{n}")).await;
     }
-    let path = scratch_dir().join(format!("{prefix}.yaml"));
-    std::fs::write(
-        &path,
-        format!(
-            "users:
-  - {{ name: app, password: app-secret, schemas: [shop] }}
-datahosts:
-  - name: dh1
-    primary: {{ address: {h}:{p}, user: {u}, password: {pw} }}
-    pool: {{ max: 32 }}
-datanodes:
-  - {{ name: dn1, datahost: dh1, database: {prefix}_1 }}
-  - {{ name: dn2, datahost: dh1, database: {prefix}_2 }}
-rules:
-  - {{ name: by_id, algorithm: mod }}
-schemas:
-  - name: shop
-    tables:
-      - {{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }}
-",
-            h = backend.host,
-            p = backend.port,
-            u = backend.user,
-            pw = backend.password,
-        ),
-    )
-    .expect("write config");
-    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let shoal = one_server_shoal(&backend, &prefix, 2, "pool: { max: 32 }");
     let opts = || shoal.opts_as("app", "app-secret", Some("shop"));
     let mut c = Conn::new(opts()).await.expect("connect through shoal");
     c.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
@@ -1343,35 +1316,7 @@ async fn prepared_executes_share_one_connection_per_server() {
         }
         d.disconnect().await.expect("disconnect");
     }
-    let path = scratch_dir().join(format!("{prefix}.yaml"));
-    std::fs::write(
-        &path,
-        format!(
-            "users:
-  - {{ name: app, password: app-secret, schemas: [shop] }}
-datahosts:
-  - name: dh1
-    primary: {{ address: {h}:{p}, user: {u}, password: {pw} }}
-datanodes:
-  - {{ name: dn1, datahost: dh1, database: {prefix}_1 }}
-  - {{ name: dn2, datahost: dh1, database: {prefix}_2 }}
-  - {{ name: dn3, datahost: dh1, database: {prefix}_3 }}
-  - {{ name: dn4, datahost: dh1, database: {prefix}_4 }}
-rules:
-  - {{ name: by_id, algorithm: mod }}
-schemas:
-  - name: shop
-    tables:
-      - {{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2, dn3, dn4\" }}
-",
-            h = backend.host,
-            p = backend.port,
-            u = backend.user,
-            pw = backend.password,
-        ),
-    )
-    .expect("write config");
-    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let shoal = one_server_shoal(&backend, &prefix, 4, "");
     let mut c = Conn::new(shoal.opts_as("app", "app-secret", Some("shop")))
         .await
         .expect("connect through shoal");
@@ -1461,4 +1406,40 @@ async fn prepared_reads_over_tables_of_one_datanode() {
     c.query_drop("ROLLBACK").await.unwrap();
     let rows: Vec<(i64, String)> = c.exec(&stmt, (6,)).await.unwrap();
     assert_eq!(rows, vec![(8, "h".into()), (7, "g".into())]);
+}
+
+/// Shoal over `n` datanodes `{prefix}_1..` of one server, table `t` of schema `shop` sharded by
+/// `id` (mod) over them, user `app`; `pool` is the datahost's extra settings line (or empty).
+fn one_server_shoal(backend: &Backend, prefix: &str, n: usize, pool: &str) -> ShoalProcess {
+    let datanodes: String = (1..=n)
+        .map(|i| format!("  - {{ name: dn{i}, datahost: dh1, database: {prefix}_{i} }}\n"))
+        .collect();
+    let names: Vec<String> = (1..=n).map(|i| format!("dn{i}")).collect();
+    let path = scratch_dir().join(format!("{prefix}.yaml"));
+    std::fs::write(
+        &path,
+        format!(
+            "users:
+  - {{ name: app, password: app-secret, schemas: [shop] }}
+datahosts:
+  - name: dh1
+    primary: {{ address: {h}:{p}, user: {u}, password: {pw} }}
+    {pool}
+datanodes:
+{datanodes}rules:
+  - {{ name: by_id, algorithm: mod }}
+schemas:
+  - name: shop
+    tables:
+      - {{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: \"{list}\" }}
+",
+            h = backend.host,
+            p = backend.port,
+            u = backend.user,
+            pw = backend.password,
+            list = names.join(", "),
+        ),
+    )
+    .expect("write config");
+    ShoalProcess::start(&["--config".to_string(), path.display().to_string()])
 }
