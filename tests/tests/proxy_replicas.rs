@@ -1014,3 +1014,102 @@ async fn writes_follow_an_external_failover_to_the_writable_replica() {
         .unwrap();
     assert_eq!(seen.as_deref(), Some("before"));
 }
+
+/// A prepared EXECUTE may run on the session's connection to the datanode's server that was
+/// taken for another datanode (MariaDB runs the statement in its own database). After the
+/// session's write, such a connection on a replica is not reused for a causal read: the read
+/// takes one through the pool, which waits for the write there first. The session below holds a
+/// replica connection (read on dn1) when it writes dn2 and dn3; its read of dn2 must see the
+/// write although the replica's SQL thread is stopped until 1.5 s later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn causal_reads_wait_on_a_connection_taken_for_another_datanode() {
+    let dbs = ["rw", "rw_2", "rw_3"];
+    let cluster = Cluster::start(ClusterSpec {
+        primaries: 1,
+        replicas_per_primary: 1,
+        databases: dbs.iter().map(|d| d.to_string()).collect(),
+        ..ClusterSpec::default()
+    })
+    .await
+    .expect("cluster");
+    let mut p = admin(&cluster, 0).await;
+    for db in dbs {
+        p.query_drop(format!(
+            "CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(20)) ENGINE=InnoDB"
+        ))
+        .await
+        .unwrap();
+    }
+    p.query_drop("INSERT INTO rw.t VALUES (3, 'three')")
+        .await
+        .unwrap();
+    cluster.sync_replicas().await.expect("replicas caught up");
+    let inst = cluster.instances();
+    let addr = |i: usize| format!("{}:{}", inst[i].host, inst[i].port);
+    let (u, pw) = (cluster.user(), cluster.password());
+    let path = scratch_dir().join(format!("{}.yaml", unique_name("causal3")));
+    std::fs::write(
+        &path,
+        format!(
+            "users:
+  - {{ name: app, password: app-secret, schemas: [shop] }}
+datahosts:
+  - name: dh1
+    primary: {{ address: {p}, user: {u}, password: {pw} }}
+    replicas:
+      - {{ address: {r}, user: {u}, password: {pw} }}
+    balance: round_robin
+    read_your_writes: {{ causal: 20s }}
+    health: {{ heartbeat: 1h }}
+datanodes:
+  - {{ name: dn1, datahost: dh1, database: rw }}
+  - {{ name: dn2, datahost: dh1, database: rw_2 }}
+  - {{ name: dn3, datahost: dh1, database: rw_3 }}
+rules:
+  - {{ name: by_id, algorithm: mod }}
+schemas:
+  - name: shop
+    tables:
+      - {{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2, dn3\" }}
+",
+            p = addr(0),
+            r = addr(1),
+        ),
+    )
+    .expect("write config");
+    let shoal = start_shoal(&path);
+    wait_state(&shoal, &addr_of(&cluster, 1), "up").await;
+    let mut c = client(&shoal).await;
+    let read = c.prep("SELECT v FROM t WHERE id = ?").await.unwrap();
+    let write = c.prep("INSERT INTO t (id, v) VALUES (?, ?)").await.unwrap();
+    // id 3 lives on dn1 (3 mod 3 = 0): read on the replica, whose connection the session keeps.
+    let before = selects(&cluster, 1).await;
+    let v: Option<String> = c.exec_first(&read, (3,)).await.unwrap();
+    assert_eq!(v.as_deref(), Some("three"));
+    assert!(
+        selects(&cluster, 1).await > before,
+        "the first read used the replica"
+    );
+
+    let mut replica = admin(&cluster, 1).await;
+    replica.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
+    // Writes on dn2 (id 1) and dn3 (id 2): the second runs on the first's primary connection.
+    c.exec_drop(&write, (1, "one")).await.unwrap();
+    c.exec_drop(&write, (2, "two")).await.unwrap();
+    let restart = {
+        let opts = cluster.admin_opts(1);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let mut r = admin_opts(opts).await;
+            r.query_drop("START SLAVE SQL_THREAD").await.unwrap();
+        })
+    };
+    let v: Option<String> = c.exec_first(&read, (1,)).await.unwrap();
+    assert_eq!(
+        v.as_deref(),
+        Some("one"),
+        "the causal read of dn2 missed the session's write\n{}",
+        shoal.log()
+    );
+    restart.await.unwrap();
+}

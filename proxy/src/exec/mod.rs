@@ -395,14 +395,18 @@ impl Session {
             let server = self.target_server(routing, dn)?;
             chosen = Some(server);
             let statement = self.conns.statement;
-            for h in self.conns.held.iter_mut() {
-                if h.server == server
-                    && h.used_in != statement
-                    && !h.pinned()
-                    && !h.conn.closed_by_server()
-                {
-                    h.dn = dn;
-                    break;
+            // A read on a replica that must first wait there for the session's write gets a
+            // connection through `acquire_for`, which waits: a relabelled one would not.
+            if !self.causal_wait_pending(server) {
+                for h in self.conns.held.iter_mut() {
+                    if h.server == server
+                        && h.used_in != statement
+                        && !h.pinned()
+                        && !h.conn.closed_by_server()
+                    {
+                        h.dn = dn;
+                        break;
+                    }
                 }
             }
         } else if let Some(i) = self.conns.position(dn) {

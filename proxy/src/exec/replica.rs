@@ -160,6 +160,23 @@ impl Session {
         Ok(primary)
     }
 
+    /// Whether a read on `server` would first wait there for the session's last write on its
+    /// datahost (what [`Self::causal_ready`] does), as far as known without asking the server.
+    pub(super) fn causal_wait_pending(&mut self, server: usize) -> bool {
+        let backends = &self.shared.backends;
+        let dh = backends.servers[server].datahost;
+        let host = &backends.hosts[dh];
+        if !matches!(host.read_your_writes, ReadYourWrites::Causal(_))
+            || server == host.primary()
+            || matches!(self.conns.want, Want::Read { hinted: true })
+        {
+            return false;
+        }
+        self.conns
+            .last_write(dh)
+            .is_some_and(|w| !w.applied_on.contains(&server))
+    }
+
     /// Causal reads: before reading on replica `server`, waits there (up to the datahost's
     /// timeout) for the GTID of the session's last write on its datahost. `false`: the replica
     /// has not applied it in time (the read goes to the primary instead).
