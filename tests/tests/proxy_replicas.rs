@@ -379,6 +379,16 @@ async fn reads_spread_by_balance_writes_and_transactions_stay_on_the_primary() {
     assert_eq!(gone, None, "the refused INSERT must not have run");
 }
 
+/// Starts instance `i`'s replication SQL thread again after `ms` milliseconds, in the background.
+fn restart_sql_thread_after(cluster: &Cluster, i: usize, ms: u64) -> tokio::task::JoinHandle<()> {
+    let opts = cluster.admin_opts(i);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        let mut r = admin_opts(opts).await;
+        r.query_drop("START SLAVE SQL_THREAD").await.unwrap();
+    })
+}
+
 /// A session's write, read back at once: with `causal` it is always seen (the replica waits
 /// for the write's GTID, or the read falls back to the primary); with `off` the same read on a
 /// held-back replica misses it (so the test can fail).
@@ -430,14 +440,7 @@ async fn causal_reads_see_the_sessions_own_writes() {
     c.query_drop("INSERT INTO items VALUES (501, 'causal')")
         .await
         .unwrap();
-    let restart = {
-        let opts = cluster.admin_opts(1);
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            let mut r = admin_opts(opts).await;
-            r.query_drop("START SLAVE SQL_THREAD").await.unwrap();
-        })
-    };
+    let restart = restart_sql_thread_after(&cluster, 1, 1500);
     let before = selects(&cluster, 1).await;
     let seen: Option<String> = c
         .query_first("SELECT v FROM items WHERE id = 501")
@@ -1096,14 +1099,7 @@ schemas:
     // Writes on dn2 (id 1) and dn3 (id 2): the second runs on the first's primary connection.
     c.exec_drop(&write, (1, "one")).await.unwrap();
     c.exec_drop(&write, (2, "two")).await.unwrap();
-    let restart = {
-        let opts = cluster.admin_opts(1);
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            let mut r = admin_opts(opts).await;
-            r.query_drop("START SLAVE SQL_THREAD").await.unwrap();
-        })
-    };
+    let restart = restart_sql_thread_after(&cluster, 1, 1500);
     let v: Option<String> = c.exec_first(&read, (1,)).await.unwrap();
     assert_eq!(
         v.as_deref(),
