@@ -375,17 +375,24 @@ fn close_statements(conn: &mut BackendConn, ids: &[u32]) {
     }
 }
 
-/// The COM_STMT_EXECUTE of `t` with `params` on `conn`, into `out`: the statement is the one
-/// `conn` keeps prepared in database `db`, or is prepared there now. Prepared in the
-/// datanode's database, it runs there from then on, whichever database the connection is in
-/// (see `Use::Execute`).
-pub(super) async fn execute_on_conn(
+/// The bytes target `t` (of datanode database `db`) gets on `conn` for `req`, into `out`: its
+/// SQL as a COM_QUERY, or a COM_STMT_EXECUTE of the statement `conn` keeps prepared in `db`
+/// (prepared there now if not). Prepared in the datanode's database, it runs there from then
+/// on, whichever database the connection is in (see `Use::Execute`).
+pub(super) async fn request_on(
     conn: &mut BackendConn,
     db: &str,
     t: &Target,
-    params: &[RawParam],
+    req: &Request<'_>,
     out: &mut Vec<u8>,
 ) -> Result<()> {
+    let params = match req {
+        Request::Text => {
+            *out = super::query_payload(t);
+            return Ok(());
+        }
+        Request::Execute { params } => *params,
+    };
     let fp = fingerprint_in(Some(db), &conn.state.vars);
     let backend_id = match conn.stmts.get(fp, &t.sql) {
         Some(id) => id,
@@ -674,16 +681,8 @@ impl Session {
         req: &Request<'_>,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        let params = match req {
-            Request::Text => {
-                *out = super::query_payload(t);
-                return Ok(());
-            }
-            Request::Execute { params } => *params,
-        };
         let db = routing.topology.datanodes[t.datanode].database.as_str();
-        let conn = &mut self.conns.held[i].conn;
-        execute_on_conn(conn, db, t, params, out).await
+        request_on(&mut self.conns.held[i].conn, db, t, req, out).await
     }
 
     /// COM_STMT_CLOSE with the router. The backend statements stay in their connections'

@@ -160,8 +160,9 @@ impl Session {
         Ok(primary)
     }
 
-    /// Whether a read on `server` would first wait there for the session's last write on its
-    /// datahost (what [`Self::causal_ready`] does), as far as known without asking the server.
+    /// Whether a read on `server` must first wait there for the session's last write on its
+    /// datahost (causal reads on a replica that has not been seen to apply it): what
+    /// [`Self::causal_ready`] then does.
     pub(super) fn causal_wait_pending(&mut self, server: usize) -> bool {
         let backends = &self.shared.backends;
         let dh = backends.servers[server].datahost;
@@ -181,26 +182,19 @@ impl Session {
     /// timeout) for the GTID of the session's last write on its datahost. `false`: the replica
     /// has not applied it in time (the read goes to the primary instead).
     pub(super) async fn causal_ready(&mut self, server: usize, conn: &mut PooledConn) -> bool {
-        let backends = self.shared.backends.clone();
-        let dh = backends.servers[server].datahost;
-        let host = &backends.hosts[dh];
-        let ReadYourWrites::Causal(timeout) = host.read_your_writes else {
-            return true;
-        };
-        if server == host.primary() || matches!(self.conns.want, Want::Read { hinted: true }) {
+        if !self.causal_wait_pending(server) {
             return true;
         }
-        let Some(w) = self.conns.last_write(dh) else {
+        let dh = self.shared.backends.servers[server].datahost;
+        let ReadYourWrites::Causal(timeout) = self.shared.backends.hosts[dh].read_your_writes
+        else {
             return true;
         };
-        let Some(gtid) = w.gtid.clone() else {
+        let Some(gtid) = self.conns.last_write(dh).and_then(|w| w.gtid.clone()) else {
             // The server did not say which GTID the write committed (binlog or GTID tracking
             // off, or a write that changed nothing): only the primary surely has it.
             return false;
         };
-        if w.applied_on.contains(&server) {
-            return true;
-        }
         let secs = timeout.as_secs_f64();
         let set = gtid.replace('\'', "");
         // Both answer 0 once the replica has applied the GTID (set), another value on timeout.

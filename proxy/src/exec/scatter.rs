@@ -7,7 +7,7 @@ use shoal_router::plan::{MergeSpec, Target};
 use shoal_router::topology::DatanodeId;
 
 use super::connset::ConnSet;
-use super::prepared::{Request, execute_on_conn};
+use super::prepared::{Request, request_on};
 use super::reader::{ResultStream, Row};
 use super::unsupported;
 use crate::backend::conn::BackendConn;
@@ -69,15 +69,12 @@ impl Session {
                     }
                     Err(e) => return Err(e),
                 },
-                Place::Extra(x) => match req {
-                    Request::Text => super::query_payload(t),
-                    Request::Execute { params } => {
-                        let db = &routing.topology.datanodes[t.datanode].database;
-                        let mut payload = Vec::new();
-                        execute_on_conn(&mut extra[*x].0, db, t, params, &mut payload).await?;
-                        payload
-                    }
-                },
+                Place::Extra(x) => {
+                    let db = &routing.topology.datanodes[t.datanode].database;
+                    let mut payload = Vec::new();
+                    request_on(&mut extra[*x].0, db, t, req, &mut payload).await?;
+                    payload
+                }
             });
         }
         let binary = matches!(req, Request::Execute { .. });

@@ -159,6 +159,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         .unwrap_or_else(|_| "unknown".into());
     let _ = stream.set_nodelay(true);
     let client = PacketStream::new(ClientStream::Plain(stream), shared.config.max_packet);
+    let routing = shared.config.routing.clone();
     let mut session = Session {
         shared,
         client,
@@ -188,9 +189,8 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         id: connection_id,
         handle: Arc::new(kill::SessionHandle::default()),
         user_slot: None,
-        routing: None,
+        routing,
     };
-    session.routing = session.shared.config.routing.clone();
     match session.login(connection_id).await {
         Ok(()) => {
             debug!(connection_id, user = %session.user, "client logged in");

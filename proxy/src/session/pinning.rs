@@ -65,26 +65,19 @@ pub fn token_effects(sql: &str, toks: &[Token]) -> Effects {
                 let text = t.text(sql);
                 text.starts_with('@') && !text.starts_with("@@")
             }
-            // By length first: this runs on every word of every routed statement.
-            TokKind::Word => match t.end - t.start {
-                4 => {
-                    (t.is_kw(sql, "LOCK") && (word(i + 1, "TABLE") || word(i + 1, "TABLES")))
-                        || (t.is_kw(sql, "READ") && word(i + 1, "LOCK"))
-                }
-                8 => t.is_kw(sql, "GET_LOCK") && punct(i + 1, "("),
-                9 => t.is_kw(sql, "TEMPORARY") && ddl,
-                14 => {
-                    if t.is_kw(sql, "LAST_INSERT_ID") && punct(i + 1, "(") && !punct(i + 2, ")") {
-                        e.sets_last_insert_id = true;
-                    }
-                    false
-                }
-                19 => t.is_kw(sql, "SQL_CALC_FOUND_ROWS"),
-                _ => false,
-            },
+            TokKind::Word => {
+                (t.is_kw(sql, "GET_LOCK") && punct(i + 1, "("))
+                    || (t.is_kw(sql, "LOCK") && (word(i + 1, "TABLE") || word(i + 1, "TABLES")))
+                    || (t.is_kw(sql, "TEMPORARY") && ddl)
+                    || t.is_kw(sql, "SQL_CALC_FOUND_ROWS")
+                    || (t.is_kw(sql, "READ") && word(i + 1, "LOCK"))
+            }
             _ => false,
         };
         e.leaves_state |= pins;
+        if t.is_kw(sql, "LAST_INSERT_ID") && punct(i + 1, "(") && !punct(i + 2, ")") {
+            e.sets_last_insert_id = true;
+        }
     }
     e
 }
