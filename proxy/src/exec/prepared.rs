@@ -32,7 +32,7 @@ pub struct ClientStmt {
     /// The router's reading of `sql` in the schema and sql_mode it was prepared in: each
     /// EXECUTE only evaluates it with its values (the router plans from the text again where
     /// the schema or sql_mode has changed since).
-    pub route: Option<PreparedRoute>,
+    pub route: Option<Arc<PreparedRoute>>,
     pub params: u16,
     /// Parameter types from the last EXECUTE that sent them (type, unsigned flag).
     pub types: Vec<(u8, u8)>,
@@ -65,7 +65,7 @@ pub struct Statements {
 }
 
 impl Statements {
-    fn add(&mut self, sql: Arc<str>, route: Option<PreparedRoute>, params: u16) -> u32 {
+    fn add(&mut self, sql: Arc<str>, route: Option<Arc<PreparedRoute>>, params: u16) -> u32 {
         if self.next == 0 {
             self.next = FIRST_ID;
         }
@@ -566,12 +566,9 @@ impl Session {
         // The text is needed again only off the common path (a point read or write routed by
         // the statement's template): its refcount sits in memory this session last touched
         // long ago, a cache miss per execute with many sessions.
-        let sql = match (&plan, cached_route) {
-            (RoutePlan::Single(_) | RoutePlan::Scatter { .. } | RoutePlan::Refuse(_), Some(_)) => {
-                None
-            }
-            _ => Some(stmt.sql.clone()),
-        };
+        let needs_text = matches!(plan, RoutePlan::Broadcast { .. } | RoutePlan::Session(_))
+            || (cached_route.is_none() && self.shared.backends.any_read_balancing());
+        let sql = needs_text.then(|| stmt.sql.clone());
         let sql = sql.as_deref().unwrap_or("");
         let route = cached_route.or_else(|| self.read_route_of(routing, mode, sql));
         if let Some(route) = route {

@@ -1,4 +1,5 @@
-//! The plan cache: templates by (current schema, statement shape), bounded.
+//! The plan cache: templates by (current schema, statement shape), bounded. The same
+//! structure keeps prepared statements' routes by (schema, sql_mode, text).
 //!
 //! Two generations of at most `capacity / 2` entries each: lookups hit the young generation or
 //! promote from the old one; when the young one is full it becomes the old one and the previous
@@ -16,21 +17,29 @@ use super::planner::Template;
 /// thousands of rows would otherwise fill the cache with one-off keys).
 pub(crate) const MAX_KEY_LEN: usize = 8 * 1024;
 
-pub(crate) struct PlanCache {
+pub(crate) struct PlanCache<V = Arc<Template>> {
     half: usize,
-    inner: Mutex<Generations>,
+    inner: Mutex<Generations<V>>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
 
 /// foldhash, not SipHash: every text statement hashes its shape here, and a lookup compares
 /// the whole key, so a collision costs time, never a wrong plan.
-type Map = HashMap<String, Arc<Template>, foldhash::fast::RandomState>;
+type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
-#[derive(Default)]
-struct Generations {
-    young: Map,
-    old: Map,
+struct Generations<V> {
+    young: Map<V>,
+    old: Map<V>,
+}
+
+impl<V> Default for Generations<V> {
+    fn default() -> Self {
+        Generations {
+            young: Map::default(),
+            old: Map::default(),
+        }
+    }
 }
 
 /// Counters for monitoring.
@@ -42,7 +51,7 @@ pub struct CacheStats {
     pub misses: u64,
 }
 
-impl PlanCache {
+impl<V: Clone> PlanCache<V> {
     pub fn new(capacity: usize) -> Self {
         PlanCache {
             half: (capacity / 2).max(1),
@@ -52,7 +61,7 @@ impl PlanCache {
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<Arc<Template>> {
+    pub fn get(&self, key: &str) -> Option<V> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = g.young.get(key) {
             self.hits.fetch_add(1, Ordering::Relaxed);
@@ -67,7 +76,7 @@ impl PlanCache {
         None
     }
 
-    pub fn put(&self, key: String, t: Arc<Template>) {
+    pub fn put(&self, key: String, t: V) {
         if key.len() > MAX_KEY_LEN {
             return;
         }
@@ -75,7 +84,7 @@ impl PlanCache {
         Self::put_young(&mut g, self.half, key, t);
     }
 
-    fn put_young(g: &mut Generations, half: usize, key: String, t: Arc<Template>) {
+    fn put_young(g: &mut Generations<V>, half: usize, key: String, t: V) {
         if g.young.len() >= half && !g.young.contains_key(&key) {
             g.old = std::mem::take(&mut g.young);
         }
@@ -109,7 +118,7 @@ mod tests {
 
     #[test]
     fn bounded_and_keeps_recently_used() {
-        let c = PlanCache::new(4);
+        let c: PlanCache = PlanCache::new(4);
         c.put("hot".into(), t());
         for i in 0..100 {
             c.put(format!("k{i}"), t());
@@ -124,7 +133,7 @@ mod tests {
 
     #[test]
     fn long_shapes_are_not_cached() {
-        let c = PlanCache::new(4);
+        let c: PlanCache = PlanCache::new(4);
         c.put("x".repeat(MAX_KEY_LEN + 1), t());
         assert_eq!(c.stats().entries, 0);
     }

@@ -50,6 +50,12 @@ const MYSQL_STATEMENTS: &[&str] = &[
 /// Default number of cached plan shapes.
 pub const DEFAULT_CACHE_CAPACITY: usize = 4096;
 
+/// The plan cache key's schema part. No schema and the empty name must differ (a plan read
+/// without a schema answers 1046, in `` 1049), and a name never holds NUL.
+fn key_prefix(current: Option<&str>) -> &str {
+    current.unwrap_or("\0")
+}
+
 /// A DML statement planned for repeated execution ([`Router::prepare_route`]): what the
 /// router read from its text, kept with the schema, sql_mode and router it was read for.
 #[derive(Debug)]
@@ -70,6 +76,10 @@ pub struct PreparedRoute {
 pub struct Router {
     topo: Arc<Topology>,
     cache: PlanCache,
+    /// Prepared routes by (schema, sql_mode, text), shared by every session preparing the same
+    /// statement: an execute then reads memory other sessions keep warm, not its own copy
+    /// last touched many sessions ago.
+    prepared: PlanCache<Arc<PreparedRoute>>,
     /// The backends' version, which gates `/*!NNNNN ... */` comments.
     server_version: u32,
 }
@@ -83,6 +93,7 @@ impl Router {
         Router {
             topo,
             cache: PlanCache::new(capacity),
+            prepared: PlanCache::new(capacity),
             server_version: DEFAULT_SERVER_VERSION,
         }
     }
@@ -95,6 +106,7 @@ impl Router {
         if version != self.server_version {
             self.server_version = version;
             self.cache = PlanCache::new(self.cache.stats().capacity);
+            self.prepared = PlanCache::new(self.prepared.stats().capacity);
         }
         self
     }
@@ -177,7 +189,7 @@ impl Router {
         if let Some(refusal) = unreadable(mode, sql, &toks) {
             return refusal;
         }
-        let shape = normalize::shape_with_prefix(sql, &toks, current.unwrap_or(""), mode);
+        let shape = normalize::shape_with_prefix(sql, &toks, key_prefix(current), mode);
         let (template, _) = self.build(current, mode, sql, &toks, &shape);
         let values = Values {
             text: Text {
@@ -282,13 +294,28 @@ impl Router {
         current: Option<&str>,
         mode: SqlMode,
         sql: &str,
+    ) -> Option<Arc<PreparedRoute>> {
+        let key = format!("{}\0{}\0{sql}", mode.bits(), key_prefix(current));
+        if let Some(p) = self.prepared.get(&key) {
+            return Some(p);
+        }
+        let p = Arc::new(self.prepare_route_uncached(current, mode, sql)?);
+        self.prepared.put(key, p.clone());
+        Some(p)
+    }
+
+    fn prepare_route_uncached(
+        &self,
+        current: Option<&str>,
+        mode: SqlMode,
+        sql: &str,
     ) -> Option<PreparedRoute> {
         let mut toks = Vec::new();
         self.tokenize(sql, mode, &mut toks).ok()?;
         if !classify_tokens(sql, &toks).is_dml() || unreadable(mode, sql, &toks).is_some() {
             return None;
         }
-        let mut shape = normalize::shape_with_prefix(sql, &toks, current.unwrap_or(""), mode);
+        let mut shape = normalize::shape_with_prefix(sql, &toks, key_prefix(current), mode);
         shape.key = String::new();
         let (template, cacheable) = self.build(current, mode, sql, &toks, &shape);
         cacheable.then(|| PreparedRoute {
@@ -344,7 +371,7 @@ impl Router {
         if let Some(refusal) = unreadable(mode, sql, toks) {
             return refusal;
         }
-        let mut shape = normalize::shape_with_prefix(sql, toks, current.unwrap_or(""), mode);
+        let mut shape = normalize::shape_with_prefix(sql, toks, key_prefix(current), mode);
         let key = std::mem::take(&mut shape.key);
         // The cache compares whole keys (never a hash alone): a hit was planned from a statement
         // with these tokens in this sql_mode, differing at most in literal values.
@@ -613,6 +640,58 @@ mod tests {
                 .prepare_route(Some("s"), SqlMode::default(), "BEGIN")
                 .is_none()
         );
+    }
+
+    /// Sessions preparing the same text in the same schema and sql_mode share one route; a
+    /// different schema or sql_mode gets its own, read there (the shared cache's key must
+    /// hold both, or a route read under ANSI_QUOTES would serve the default mode).
+    #[test]
+    fn prepared_routes_are_shared_per_schema_mode_and_text() {
+        use super::ParamValue;
+        use crate::sql::SqlMode;
+        use std::sync::Arc;
+        let router = two_shards();
+        let ansi = SqlMode::parse("ANSI_QUOTES");
+        let sql = "SELECT * FROM t WHERE id = \"3\" OR id = ?";
+        let contexts = [
+            (Some("s"), SqlMode::default()),
+            (Some("s"), ansi),
+            (None, SqlMode::default()),
+            (Some(""), SqlMode::default()),
+        ];
+        let first: Vec<_> = contexts
+            .iter()
+            .map(|&(schema, mode)| router.prepare_route(schema, mode, sql))
+            .collect();
+        for (i, &(schema, mode)) in contexts.iter().enumerate() {
+            let again = router.prepare_route(schema, mode, sql);
+            match (&first[i], &again) {
+                (Some(a), Some(b)) => assert!(Arc::ptr_eq(a, b), "{schema:?} {mode:?}"),
+                (None, None) => {}
+                _ => panic!("{schema:?} {mode:?}: prepared once, not the second time"),
+            }
+            for (j, other) in first.iter().enumerate() {
+                if let (Some(a), Some(b)) = (&first[i], other)
+                    && i != j
+                {
+                    assert!(
+                        !Arc::ptr_eq(a, b),
+                        "{:?} shares {:?}",
+                        contexts[i],
+                        contexts[j]
+                    );
+                }
+            }
+            if let Some(p) = &again {
+                let params = [ParamValue::Int(2)];
+                assert_eq!(
+                    format!("{:?}", router.route_prepared(p, schema, mode, &params)),
+                    format!("{:?}", router.route_in(schema, mode, sql, &params)),
+                    "{schema:?} {mode:?}"
+                );
+            }
+        }
+        assert!(first[0].is_some() && first[1].is_some());
     }
 
     /// A caller that tokenizes once and routes the tokens gets the plan `route_in` gives,
