@@ -1300,22 +1300,7 @@ async fn pooled_connections_stay_in_their_datanodes_database() {
 async fn prepared_executes_share_one_connection_per_server() {
     let (_cluster, backend) = shoal_tests::private_cluster();
     let prefix = unique_name("px");
-    for n in 1..=4 {
-        let db = format!("{prefix}_{n}");
-        backend.fresh_db(&db).await;
-        // Rows written on the backend directly: Shoal opens no connection before the session.
-        let mut d = backend.conn(Some(&db)).await;
-        d.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-            .await
-            .expect("create");
-        // dn{n} holds the ids with id % 4 == n - 1 (the mod rule over dn1..dn4).
-        for id in (0..16).filter(|id| id % 4 == n - 1) {
-            d.exec_drop("INSERT INTO t VALUES (?, ?)", (id, 100 + id))
-                .await
-                .expect("insert");
-        }
-        d.disconnect().await.expect("disconnect");
-    }
+    seed_four_datanodes(&backend, &prefix).await;
     let shoal = one_server_shoal(&backend, &prefix, 4, "");
     let mut c = Conn::new(shoal.opts_as("app", "app-secret", Some("shop")))
         .await
@@ -1351,6 +1336,79 @@ async fn prepared_executes_share_one_connection_per_server() {
         .expect("text read");
     assert_eq!(v, vec![101, 102, 107]);
     d.disconnect().await.expect("disconnect");
+    c.disconnect().await.expect("disconnect");
+}
+
+/// `t (id, v)` with ids 0..16 and `v = 100 + id` in the databases `{prefix}_1..4`, each id in
+/// the one its datanode holds under the mod rule over dn1..dn4 (dn{n}: `id % 4 == n - 1`).
+/// Written on the backend directly: Shoal opens no connection before the test's session.
+async fn seed_four_datanodes(backend: &Backend, prefix: &str) {
+    for n in 1..=4 {
+        let db = format!("{prefix}_{n}");
+        backend.fresh_db(&db).await;
+        let mut d = backend.conn(Some(&db)).await;
+        d.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+            .await
+            .expect("create");
+        for id in (0..16).filter(|id| id % 4 == n - 1) {
+            d.exec_drop("INSERT INTO t VALUES (?, ?)", (id, 100 + id))
+                .await
+                .expect("insert");
+        }
+        d.disconnect().await.expect("disconnect");
+    }
+}
+
+/// Shoal sends a backend statement its parameter types only when they differ from the last
+/// ones it sent there (the server keeps them; sending them again costs MariaDB about a quarter
+/// of a point select). A client that changes a parameter's type between executes must still
+/// be read right: were the new types not sent, the server would read a string's bytes as the
+/// integer it last saw, or a NULL flag with the wrong width, and miss the row.
+#[tokio::test(flavor = "multi_thread")]
+async fn prepared_executes_send_types_again_when_they_change() {
+    let (_cluster, backend) = shoal_tests::private_cluster();
+    let prefix = unique_name("pt");
+    seed_four_datanodes(&backend, &prefix).await;
+    let shoal = one_server_shoal(&backend, &prefix, 4, "");
+    let mut c = Conn::new(shoal.opts_as("app", "app-secret", Some("shop")))
+        .await
+        .expect("connect through shoal");
+    let stmt = c
+        .prep("SELECT id FROM t WHERE id = ? AND (v = ? OR ? IS NULL)")
+        .await
+        .expect("prepare");
+    use mysql_async::Value;
+    for round in 0..2 {
+        for id in 0..16i64 {
+            let v = 100 + id;
+            // The routing parameter stays an integer; the others change type every execute.
+            // A row matches where `v = a` or `b` is NULL.
+            let typed: [(Value, Value, bool); 7] = [
+                (Value::Int(v), Value::Int(v), true),
+                (
+                    Value::Bytes(v.to_string().into_bytes()),
+                    Value::Int(0),
+                    true,
+                ),
+                (Value::Double(v as f64), Value::Bytes(b"x".to_vec()), true),
+                (Value::UInt(v as u64 + 1), Value::UInt(1), false),
+                (Value::NULL, Value::NULL, true),
+                (Value::NULL, Value::Int(1), false),
+                (Value::Int(v), Value::Int(v), true),
+            ];
+            for (k, (a, b, hit)) in typed.into_iter().enumerate() {
+                let got: Option<i64> = c
+                    .exec_first(&stmt, (Value::Int(id), a, b))
+                    .await
+                    .expect("execute");
+                assert_eq!(
+                    got,
+                    hit.then_some(id),
+                    "id {id}, variant {k}, round {round}"
+                );
+            }
+        }
+    }
     c.disconnect().await.expect("disconnect");
 }
 

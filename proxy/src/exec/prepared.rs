@@ -260,12 +260,19 @@ fn decode_execute_into(
 #[cfg(test)]
 fn execute_payload(id: u32, params: &[RawParam], which: &[u16]) -> Vec<u8> {
     let mut out = Vec::new();
-    execute_payload_into(&mut out, id, params, which);
+    execute_payload_into(&mut out, id, params, which, true);
     out
 }
 
-/// [`execute_payload`] into `out` (cleared first).
-fn execute_payload_into(out: &mut Vec<u8>, id: u32, params: &[RawParam], which: &[u16]) {
+/// [`execute_payload`] into `out` (cleared first); the parameter types only with
+/// `send_types` (the server keeps those of the last execute that sent them).
+fn execute_payload_into(
+    out: &mut Vec<u8>,
+    id: u32,
+    params: &[RawParam],
+    which: &[u16],
+    send_types: bool,
+) {
     out.clear();
     out.push(COM_STMT_EXECUTE);
     out.extend_from_slice(&id.to_le_bytes());
@@ -280,8 +287,7 @@ fn execute_payload_into(out: &mut Vec<u8>, id: u32, params: &[RawParam], which: 
     }
     let nulls = out.len();
     out.resize(nulls + n.div_ceil(8) + 1, 0);
-    // New types are always sent: the backend statement may have been used with other ones.
-    out[nulls + n.div_ceil(8)] = 1;
+    out[nulls + n.div_ceil(8)] = u8::from(send_types);
     let mut k = 0;
     for &i in which {
         let Some(p) = params.get(i as usize) else {
@@ -290,8 +296,10 @@ fn execute_payload_into(out: &mut Vec<u8>, id: u32, params: &[RawParam], which: 
         if p.value.is_none() {
             out[nulls + k / 8] |= 1 << (k % 8);
         }
-        out.push(p.ty);
-        out.push(p.unsigned);
+        if send_types {
+            out.push(p.ty);
+            out.push(p.unsigned);
+        }
         k += 1;
     }
     for &i in which {
@@ -394,17 +402,39 @@ pub(super) async fn request_on(
         Request::Execute { params } => *params,
     };
     let fp = fingerprint_in(Some(db), &conn.state.vars);
-    let backend_id = match conn.stmts.get(fp, &t.sql) {
-        Some(id) => id,
+    let (backend_id, send_types) = match conn.stmts.get_for_execute(fp, &t.sql) {
+        Some((id, held)) => (id, !keep_types(held, params, &t.params)),
         None => {
             if conn.state.schema.as_deref() != Some(db) {
                 conn.init_db(db).await?;
             }
-            prepare_on(conn, &t.sql, false).await?.0
+            let id = prepare_on(conn, &t.sql, false).await?.0;
+            if let Some((_, held)) = conn.stmts.get_for_execute(fp, &t.sql) {
+                keep_types(held, params, &t.params);
+            }
+            (id, true)
         }
     };
-    execute_payload_into(out, backend_id, params, &t.params);
+    execute_payload_into(out, backend_id, params, &t.params, send_types);
     Ok(())
+}
+
+/// Whether `held` (the types the server holds for a statement) are the types of `params`
+/// chosen by `which`; if not, they become them (the caller sends them with this execute).
+/// A caller that then does not send the execute must [`StmtCache::forget_types`].
+///
+/// [`StmtCache::forget_types`]: crate::backend::stmt_cache::StmtCache::forget_types
+fn keep_types(held: &mut Vec<(u8, u8)>, params: &[RawParam], which: &[u16]) -> bool {
+    let types = which
+        .iter()
+        .filter_map(|&i| params.get(i as usize))
+        .map(|p| (p.ty, p.unsigned));
+    if !held.is_empty() && held.iter().copied().eq(types.clone()) {
+        return true;
+    }
+    held.clear();
+    held.extend(types);
+    false
 }
 
 /// The SQL request each target gets: text, or an execute of a prepared statement.
@@ -639,9 +669,18 @@ impl Session {
             let out = match self.request_into(routing, i, t, req, &mut p).await {
                 Ok(()) => {
                     self.conns.retry_read = retry && attempt == 0;
-                    self.run_on_bytes(i, &p, Expect::Results { binary: true }, reply_seq)
-                        .await
-                        .map(|_| ())
+                    let out = self
+                        .run_on_bytes(i, &p, Expect::Results { binary: true }, reply_seq)
+                        .await;
+                    // The server sets the sent types up before anything can fail; should an
+                    // error come from before that all the same, the next execute sends them.
+                    if let Ok(Some(o)) = &out
+                        && o.error
+                        && let Some(h) = self.conns.held.get_mut(i)
+                    {
+                        h.conn.stmts.forget_types();
+                    }
+                    out.map(|_| ())
                 }
                 Err(e) => Err(e),
             };
@@ -680,6 +719,14 @@ impl Session {
     ) -> Result<()> {
         let db = routing.topology.datanodes[t.datanode].database.as_str();
         request_on(&mut self.conns.held[i].conn, db, t, req, out).await
+    }
+
+    /// After execute payloads were built that will not all be sent: the servers may not hold
+    /// the parameter types they carry, so the next executes send types again.
+    pub(super) fn forget_unsent_types(&mut self) {
+        for h in &mut self.conns.held {
+            h.conn.stmts.forget_types();
+        }
     }
 
     /// COM_STMT_CLOSE with the router. The backend statements stay in their connections'
@@ -737,6 +784,45 @@ mod tests {
         let sub = execute_payload(9, &params, &[1]);
         let (_, back) = decode_execute(&sub, 1, &mut types).unwrap();
         assert_eq!(literal(&back[0]), ParamValue::Str("hi".into()));
+        // Without types: read with the ones the statement holds (the last ones sent).
+        let mut bare = Vec::new();
+        execute_payload_into(&mut bare, 9, &params, &[0, 1, 2], false);
+        assert_eq!(bare.len(), p.len() - 6, "three types fewer");
+        let mut held = Vec::new();
+        decode_execute(&p, 3, &mut held).unwrap();
+        let (_, back) = decode_execute(&bare, 3, &mut held).unwrap();
+        assert_eq!(literal(&back[0]), ParamValue::Int(-5));
+        assert_eq!(literal(&back[1]), ParamValue::Str("hi".into()));
+        assert_eq!(literal(&back[2]), ParamValue::Null);
+    }
+
+    /// Types are sent when none are held, when they change, and after being forgotten; the
+    /// same types again are not.
+    #[test]
+    fn types_are_kept_per_statement_until_they_change() {
+        let int = |v: i64| RawParam {
+            ty: 0x08,
+            unsigned: 0,
+            value: Some(v.to_le_bytes().to_vec()),
+        };
+        let text = RawParam {
+            ty: 0xfd,
+            unsigned: 0,
+            value: Some(vec![1, b'x']),
+        };
+        let mut held = Vec::new();
+        assert!(
+            !keep_types(&mut held, &[int(1), int(2)], &[0, 1]),
+            "none held yet"
+        );
+        assert!(keep_types(&mut held, &[int(3), int(4)], &[0, 1]));
+        assert!(!keep_types(&mut held, &[int(3), text.clone()], &[0, 1]));
+        assert!(keep_types(&mut held, &[int(5), text.clone()], &[0, 1]));
+        // A subset of the client's parameters (another target's SQL) is its own list.
+        assert!(!keep_types(&mut held, &[int(5), text.clone()], &[1]));
+        assert!(keep_types(&mut held, &[int(6), text], &[1]));
+        held.clear();
+        assert!(!keep_types(&mut held, &[int(1)], &[0]), "forgotten");
     }
 
     #[test]

@@ -67,12 +67,19 @@ impl Session {
                     Err(e @ Error::BackendIo(_)) => {
                         return Err(self.scatter_broken(&targets, e, Some(t.datanode)));
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        // Extra connections close with `extra`; held ones stay.
+                        self.forget_unsent_types();
+                        return Err(e);
+                    }
                 },
                 Place::Extra(x) => {
                     let db = &routing.topology.datanodes[t.datanode].database;
                     let mut payload = Vec::new();
-                    request_on(&mut extra[*x].0, db, t, req, &mut payload).await?;
+                    if let Err(e) = request_on(&mut extra[*x].0, db, t, req, &mut payload).await {
+                        self.forget_unsent_types();
+                        return Err(e);
+                    }
                     payload
                 }
             });

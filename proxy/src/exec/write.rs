@@ -33,7 +33,13 @@ impl Session {
         let mut payloads = Vec::with_capacity(targets.len());
         for t in targets {
             let i = self.conns.touched(t.datanode)?;
-            payloads.push(self.request_payload(routing, i, t, req).await?);
+            match self.request_payload(routing, i, t, req).await {
+                Ok(p) => payloads.push(p),
+                Err(e) => {
+                    self.forget_unsent_types();
+                    return Err(e);
+                }
+            }
         }
         let mut sent = Vec::with_capacity(targets.len());
         for (t, payload) in targets.iter().zip(&payloads) {
