@@ -1360,7 +1360,7 @@ async fn seed_four_datanodes(backend: &Backend, prefix: &str) {
 }
 
 /// Shoal sends a backend statement its parameter types only when they differ from the last
-/// ones it sent there (the server keeps them; sending them again costs MariaDB about a quarter
+/// ones it sent there (the server keeps them; sending them again costs MariaDB about a fifth
 /// of a point select). A client that changes a parameter's type between executes must still
 /// be read right: were the new types not sent, the server would read a string's bytes as the
 /// integer it last saw, or a NULL flag with the wrong width, and miss the row.

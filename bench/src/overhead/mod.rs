@@ -154,6 +154,9 @@ const BUILT_IN: [&str; 5] = ["direct", "haproxy", "shoal", "shoal-config", "shoa
 /// Datanodes of the `shoal-config` target.
 const SHARDED_DATANODES: usize = 4;
 
+/// MariaDB instances the `shoal-config` target's datanodes live on (as many on each).
+const SHARDED_SERVERS: usize = 2;
+
 /// Runs the benchmark; prints and writes the report. Pass when every target ratio was met.
 pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
     if args.quick {
@@ -190,12 +193,15 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
         None
     };
 
-    eprintln!("overhead: starting a MariaDB primary");
+    let sharded = args.targets.iter().any(|t| t == "shoal-config");
+    let primaries = if sharded { SHARDED_SERVERS } else { 1 };
+    eprintln!("overhead: starting {primaries} MariaDB primary instance(s)");
     let mut databases = vec!["sbtest".to_string()];
-    if args.targets.iter().any(|t| t == "shoal-config") {
-        databases.extend((1..=SHARDED_DATANODES).map(|i| format!("sbtest_{i}")));
+    if sharded {
+        databases.extend((1..=SHARDED_DATANODES / SHARDED_SERVERS).map(|i| format!("sbtest_{i}")));
     }
     let cluster = Cluster::start(ClusterSpec {
+        primaries,
         databases,
         base_port: args.backend_port,
         ..ClusterSpec::default()
@@ -231,7 +237,14 @@ fn measure(
     rt: &tokio::runtime::Handle,
 ) -> Result<Verdict, OverheadError> {
     let primary = cluster.primary(0);
-    let backend_pid = primary.pid;
+    // Every instance's CPU: the second one serves shoal-config only (idle for the others).
+    let backend_pids: Vec<u32> = cluster.primaries().iter().map(|p| p.pid).collect();
+    let backend_cpu = || -> Result<f64, OverheadError> {
+        backend_pids
+            .iter()
+            .map(|&p| targets::cpu_seconds(p))
+            .sum::<Result<f64, _>>()
+    };
     let direct = SysbenchTarget {
         host: primary.host.clone(),
         port: primary.port,
@@ -338,7 +351,7 @@ fn measure(
                         ..direct.clone()
                     };
                     let proxy_before = target.pid.map(targets::cpu_seconds).transpose()?;
-                    let backend_before = targets::cpu_seconds(backend_pid)?;
+                    let backend_before = backend_cpu()?;
                     let stats = sysbench::run(
                         &endpoint,
                         workload,
@@ -354,7 +367,7 @@ fn measure(
                         )),
                         other => other,
                     })?;
-                    let backend_cpu_s = targets::cpu_seconds(backend_pid)? - backend_before;
+                    let backend_cpu_s = backend_cpu()? - backend_before;
                     let proxy_cpu_s = match (target.pid, proxy_before) {
                         (Some(pid), Some(before)) => Some(targets::cpu_seconds(pid)? - before),
                         _ => None,
@@ -396,7 +409,8 @@ fn measure(
          --db-ps-mode=auto, medians over rounds. HAProxy: TCP mode, nbthread {}; shoal: quick \
          mode; shoal-tls: quick mode, sysbench connecting with TLS (`--mysql-ssl=on`); \
          shoal-config: the sysbench tables sharded by id (`mod`) over {SHARDED_DATANODES} \
-         datanodes on the same server, pool.max = threads x datanodes.\n\
+         datanodes on {SHARDED_SERVERS} MariaDB instances ({} each), pool.max = threads x \
+         datanodes; mariadbd CPU is every instance's.\n\
          Latency is per sysbench event: one query for oltp_point_select and the shoal_scatter_* \
          workloads, one 18-query transaction \
          for oltp_read_write. CPU per query: utime+stime of the process from /proc over the run, \
@@ -409,6 +423,7 @@ fn measure(
         args.tables,
         args.table_size,
         args.haproxy_threads,
+        SHARDED_DATANODES / SHARDED_SERVERS,
     );
     for (name, why) in &not_run {
         header.push_str(&format!("\n**{name}: not run**: {why}\n"));
@@ -436,7 +451,7 @@ fn start_sharded_shoal(
     work_dir: &Path,
     rt: &tokio::runtime::Handle,
 ) -> Result<ProxyProcess, OverheadError> {
-    let mut layout = Layout::from_cluster(cluster, SHARDED_DATANODES, "sbtest");
+    let mut layout = Layout::from_cluster(cluster, SHARDED_DATANODES / SHARDED_SERVERS, "sbtest");
     layout.schema = "sbtest".into();
     // Room for every sysbench thread to keep a connection per datanode, as a sharding proxy's
     // pools are sized (ShardingSphere: 50 per datanode; Mycat: 1000 per host). A smaller pool
@@ -450,8 +465,8 @@ fn start_sharded_shoal(
             key: "id".into(),
         })
         .collect();
-    let primary = cluster.primary(0);
     for (i, dn) in layout.datanodes.iter().enumerate() {
+        let primary = cluster.primary(dn.datahost);
         let target = SysbenchTarget {
             host: primary.host.clone(),
             port: primary.port,
@@ -463,9 +478,8 @@ fn start_sharded_shoal(
         eprintln!("overhead: shoal-config: preparing {}", dn.database);
         sysbench::prepare(&target, args.tables, args.table_size)?;
         // Each shard keeps its quarter of the rows, rebuilt afterwards: a real shard never held
-        // the others, and pages three quarters empty (with their purge running during the
-        // measurement) cost MariaDB about a quarter more CPU per point select than the dense
-        // tables the other targets read.
+        // the others, and pages three quarters empty, with their purge running during the
+        // measurement, would be MariaDB work the dense tables of the other targets do not have.
         let statements: Vec<String> = (1..=args.tables)
             .flat_map(|t| {
                 [
@@ -475,7 +489,7 @@ fn start_sharded_shoal(
             })
             .collect();
         rt.block_on(
-            crate::shoal_config::direct_endpoint(cluster, 0, &dn.database, &dn.database)
+            crate::shoal_config::direct_endpoint(cluster, dn.datahost, &dn.database, &dn.database)
                 .execute(&statements),
         )?;
     }

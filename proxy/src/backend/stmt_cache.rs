@@ -25,7 +25,7 @@ struct Entry {
     /// Parameter types the server holds for the statement: those the last execute sent
     /// (empty: none sent yet, or forgotten). The server keeps them, so an execute with the
     /// same types need not send them again; sending them anyway makes MariaDB set the
-    /// statement's parameters up again, about a quarter of its CPU per point select.
+    /// statement's parameters up again, about a fifth of its CPU per point select.
     types: Vec<(u8, u8)>,
 }
 
