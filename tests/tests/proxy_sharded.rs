@@ -1298,13 +1298,13 @@ async fn pooled_connections_stay_in_their_datanodes_database() {
 /// datanode's database only, so a read in the connection's current database would miss it.
 #[tokio::test(flavor = "multi_thread")]
 async fn prepared_executes_share_one_connection_per_server() {
-    let (_cluster, backend) = shoal_tests::private_cluster();
-    let prefix = unique_name("px");
-    seed_four_datanodes(&backend, &prefix).await;
-    let shoal = one_server_shoal(&backend, &prefix, 4, "");
-    let mut c = Conn::new(shoal.opts_as("app", "app-secret", Some("shop")))
-        .await
-        .expect("connect through shoal");
+    let FourDatanodes {
+        _cluster,
+        backend,
+        prefix,
+        shoal,
+        mut c,
+    } = four_datanodes_of_one_server("px").await;
     let stmt = c
         .prep("SELECT v FROM t WHERE id = ?")
         .await
@@ -1339,6 +1339,33 @@ async fn prepared_executes_share_one_connection_per_server() {
     c.disconnect().await.expect("disconnect");
 }
 
+/// A private server with 4 datanodes' databases seeded by [`seed_four_datanodes`], Shoal over
+/// them, and a client session in schema `shop`.
+struct FourDatanodes {
+    _cluster: Cluster,
+    backend: Backend,
+    prefix: String,
+    shoal: ShoalProcess,
+    c: Conn,
+}
+
+async fn four_datanodes_of_one_server(tag: &str) -> FourDatanodes {
+    let (_cluster, backend) = shoal_tests::private_cluster();
+    let prefix = unique_name(tag);
+    seed_four_datanodes(&backend, &prefix).await;
+    let shoal = one_server_shoal(&backend, &prefix, 4, "");
+    let c = Conn::new(shoal.opts_as("app", "app-secret", Some("shop")))
+        .await
+        .expect("connect through shoal");
+    FourDatanodes {
+        _cluster,
+        backend,
+        prefix,
+        shoal,
+        c,
+    }
+}
+
 /// `t (id, v)` with ids 0..16 and `v = 100 + id` in the databases `{prefix}_1..4`, each id in
 /// the one its datanode holds under the mod rule over dn1..dn4 (dn{n}: `id % 4 == n - 1`).
 /// Written on the backend directly: Shoal opens no connection before the test's session.
@@ -1366,13 +1393,13 @@ async fn seed_four_datanodes(backend: &Backend, prefix: &str) {
 /// integer it last saw, or a NULL flag with the wrong width, and miss the row.
 #[tokio::test(flavor = "multi_thread")]
 async fn prepared_executes_send_types_again_when_they_change() {
-    let (_cluster, backend) = shoal_tests::private_cluster();
-    let prefix = unique_name("pt");
-    seed_four_datanodes(&backend, &prefix).await;
-    let shoal = one_server_shoal(&backend, &prefix, 4, "");
-    let mut c = Conn::new(shoal.opts_as("app", "app-secret", Some("shop")))
-        .await
-        .expect("connect through shoal");
+    // Fields left to `..` are dropped here: the server and Shoal must outlive the session.
+    let FourDatanodes {
+        _cluster,
+        shoal: _shoal,
+        mut c,
+        ..
+    } = four_datanodes_of_one_server("pt").await;
     let stmt = c
         .prep("SELECT id FROM t WHERE id = ? AND (v = ? OR ? IS NULL)")
         .await

@@ -60,14 +60,7 @@ fn key(fingerprint: u64, sql: &str) -> u64 {
 impl StmtCache {
     /// The backend id of `sql` prepared in a state with `fingerprint`, if kept here.
     pub fn get(&mut self, fingerprint: u64, sql: &str) -> Option<u32> {
-        self.tick += 1;
-        let tick = self.tick;
-        let e = self.entries.get_mut(&key(fingerprint, sql))?;
-        if e.sql != sql {
-            return None;
-        }
-        e.used = tick;
-        Some(e.id)
+        self.get_for_execute(fingerprint, sql).map(|(id, _)| id)
     }
 
     /// [`Self::get`], with the parameter types the server holds for the statement, for the
