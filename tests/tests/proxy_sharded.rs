@@ -519,7 +519,36 @@ async fn shoal_answers_metadata_in_logical_names() {
     ] {
         let text: Vec<Option<String>> = c.query(sql).await.unwrap();
         assert_eq!(text.len(), rows, "{sql}");
+        let prepared: Vec<Option<String>> = c.exec(sql, ()).await.unwrap();
+        assert_eq!(prepared, text, "{sql} prepared");
     }
+    // Prepared (binary protocol), as mysql_async and Connector/J with server-side statements
+    // send it: the same answers, NULL without a schema.
+    let (db, user, current): (Option<String>, String, String) = c
+        .exec_first("select DATABASE(), USER(), CURRENT_USER() limit 1", ())
+        .await
+        .unwrap()
+        .expect("one row");
+    assert_eq!(db.as_deref(), Some("shop"));
+    assert_eq!(user, "app@127.0.0.1");
+    assert_eq!(current, "app@%");
+    let mut none = Conn::new(l.shoal.opts_as("app", "app-secret", None))
+        .await
+        .expect("connect without a schema");
+    let db: Option<Option<String>> = none.exec_first("SELECT DATABASE() AS d", ()).await.unwrap();
+    assert_eq!(db, Some(None));
+    none.query_drop("USE shop").await.unwrap();
+    let db: Option<String> = none.exec_first("SELECT DATABASE() AS d", ()).await.unwrap();
+    assert_eq!(
+        db.as_deref(),
+        Some("shop"),
+        "the schema of each execute, not of PREPARE"
+    );
+    none.disconnect().await.unwrap();
+    // Shoal's other own answers are refused when prepared, naming what.
+    let (code, _, msg) = server_error(c.exec_drop("SHOW TABLES", ()).await);
+    assert_eq!(code, 1235, "{msg}");
+    assert!(msg.contains("SHOW DATABASES/TABLES"), "{msg}");
     let tables: Vec<String> = c.query("SHOW TABLES").await.unwrap();
     assert_eq!(
         tables,

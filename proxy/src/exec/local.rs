@@ -1,5 +1,6 @@
 //! Answers Shoal gives itself with the router: SHOW DATABASES, SHOW [FULL] TABLES, SELECT
-//! DATABASE() and EXPLAIN ROUTE, as text result sets of string columns.
+//! DATABASE() and EXPLAIN ROUTE, as result sets of string columns (text protocol; a prepared
+//! SELECT DATABASE() in binary).
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use shoal_router::plan::{LocalAnswer, SessionValue};
@@ -8,6 +9,8 @@ use super::query_payload;
 use super::reader::{ResultStream, Row};
 use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::merge::value::encode_row;
+use crate::merge::{Protocol, parse_column};
 use crate::session::Session;
 use crate::wire::messages::read_lenenc_bytes;
 use crate::wire::resultset::{ResultSetWriter, column_definition, text_row};
@@ -99,17 +102,8 @@ impl Session {
                 }
             }
             LocalAnswer::SessionValues { columns, row } => {
-                let values = columns
-                    .iter()
-                    .map(|(_, v)| match v {
-                        SessionValue::Database => self.logical.clone(),
-                        SessionValue::User => Some(format!("{}@{}", self.user, self.peer_host)),
-                        SessionValue::CurrentUser => Some(format!("{}@%", self.user)),
-                    })
-                    .collect();
-                let names: Vec<&str> = columns.iter().map(|(c, _)| c.as_str()).collect();
-                let rows = if row { vec![values] } else { Vec::new() };
-                self.send_rows(reply_seq, &names, rows).await
+                self.answer_session_values(&columns, row, Protocol::Text, reply_seq)
+                    .await
             }
             LocalAnswer::ExplainRoute { rows } => {
                 let rows = rows
@@ -119,6 +113,31 @@ impl Session {
                 self.send_rows(reply_seq, &["datanode", "sql"], rows).await
             }
         }
+    }
+
+    /// `SELECT DATABASE(), USER()...`: one row of the session's values (none when `row` is
+    /// false), in text or, for a prepared statement, binary protocol.
+    pub(super) async fn answer_session_values(
+        &mut self,
+        columns: &[(String, SessionValue)],
+        row: bool,
+        protocol: Protocol,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let values = columns
+            .iter()
+            .map(|(_, v)| {
+                match v {
+                    SessionValue::Database => self.logical.clone(),
+                    SessionValue::User => Some(format!("{}@{}", self.user, self.peer_host)),
+                    SessionValue::CurrentUser => Some(format!("{}@%", self.user)),
+                }
+                .map(String::into_bytes)
+            })
+            .collect();
+        let defs: Vec<Vec<u8>> = columns.iter().map(|(c, _)| string_column(c)).collect();
+        let rows = if row { vec![values] } else { Vec::new() };
+        self.send_result(reply_seq, &defs, rows, protocol).await
     }
 
     /// Runs `t` and returns the first two columns of its rows (the second `None` if absent or
@@ -164,31 +183,42 @@ impl Session {
             .into_iter()
             .map(|r| r.into_iter().map(|v| v.map(String::into_bytes)).collect())
             .collect();
-        self.send_result(reply_seq, &defs, rows).await
+        self.send_result(reply_seq, &defs, rows, Protocol::Text)
+            .await
     }
 
-    /// A text result set Shoal answers itself: these column definitions and rows.
+    /// A result set Shoal answers itself: these column definitions and rows.
     pub(crate) async fn send_result(
         &mut self,
         reply_seq: u8,
         defs: &[Vec<u8>],
         rows: Vec<Vec<Option<Vec<u8>>>>,
+        protocol: Protocol,
     ) -> Result<()> {
         let n = rows.len() as u64;
-        self.write_result(reply_seq, defs, rows).await?;
+        self.write_result(reply_seq, defs, rows, protocol).await?;
         self.diag.known = true;
         self.diag.row_count = -1;
         self.diag.found_rows = n;
         Ok(())
     }
 
-    /// Writes and flushes a text result set, leaving the session's diagnostics to the caller.
+    /// Writes and flushes a result set, leaving the session's diagnostics to the caller.
     pub(crate) async fn write_result(
         &mut self,
         reply_seq: u8,
         defs: &[Vec<u8>],
         rows: Vec<Vec<Option<Vec<u8>>>>,
+        protocol: Protocol,
     ) -> Result<()> {
+        // Binary rows are laid out by column type; text rows need no columns.
+        let cols = match protocol {
+            Protocol::Text => Vec::new(),
+            Protocol::Binary => defs
+                .iter()
+                .map(|d| parse_column(d))
+                .collect::<Result<Vec<_>>>()?,
+        };
         let status = self.status;
         let mut w = ResultSetWriter::start(
             &mut self.client,
@@ -199,8 +229,13 @@ impl Session {
         );
         let mut buf = Vec::new();
         for row in &rows {
-            buf.clear();
-            text_row(&mut buf, row.iter().map(Option::as_deref));
+            match protocol {
+                Protocol::Text => {
+                    buf.clear();
+                    text_row(&mut buf, row.iter().map(Option::as_deref));
+                }
+                Protocol::Binary => buf = encode_row(row, &cols, protocol),
+            }
             w.row(&mut self.client, &buf);
         }
         w.finish(&mut self.client, status);

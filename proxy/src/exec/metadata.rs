@@ -139,7 +139,8 @@ impl Session {
                 }
             }
         }
-        self.send_result(reply_seq, &defs, rows).await?;
+        self.send_result(reply_seq, &defs, rows, crate::merge::Protocol::Text)
+            .await?;
         Ok(true)
     }
 }

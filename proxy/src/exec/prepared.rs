@@ -6,7 +6,7 @@
 use mysql_common::constants::CapabilityFlags;
 use std::sync::Arc;
 
-use shoal_router::plan::{Merge, ParamValue, PreparedRoute, RoutePlan, Target};
+use shoal_router::plan::{LocalAnswer, Merge, ParamValue, PreparedRoute, RoutePlan, Target};
 use shoal_router::sql::lex::TokKind;
 
 use super::local::string_column;
@@ -15,6 +15,7 @@ use crate::backend::conn::BackendConn;
 use crate::backend::stmt_cache::{fingerprint, fingerprint_in};
 use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::merge::Protocol;
 use crate::session::Session;
 use crate::session::relay::Expect;
 use crate::wire::command::{COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE};
@@ -485,6 +486,7 @@ impl Session {
                 plan = retry;
             }
         }
+        let mut local_columns = Vec::new();
         let target = match plan {
             RoutePlan::Single(t) => Some(t),
             RoutePlan::Scatter { mut targets, .. } | RoutePlan::Broadcast { mut targets }
@@ -503,7 +505,18 @@ impl Session {
             RoutePlan::Session(_) => {
                 return Err(unsupported("a session statement with parameters"));
             }
+            // `SELECT DATABASE()` and other session functions: Shoal answers each execute.
+            RoutePlan::Local(LocalAnswer::SessionValues { columns, .. }) if params == 0 => {
+                local_columns = columns.iter().map(|(c, _)| string_column(c)).collect();
+                None
+            }
             RoutePlan::Refuse(e) => return Err(refusal(&e)),
+            RoutePlan::Local(_) => {
+                return Err(unsupported(
+                    "SHOW DATABASES/TABLES, SHOW SHOAL BACKENDS or EXPLAIN ROUTE through a \
+                     prepared statement (text protocol only)",
+                ));
+            }
             _ => return Err(unsupported("preparing this statement")),
         };
         let columns = match target {
@@ -514,7 +527,7 @@ impl Session {
                     .await?
                     .1
             }
-            None => Vec::new(),
+            None => local_columns,
         };
         let prepared = routing
             .router
@@ -644,6 +657,10 @@ impl Session {
             }
             RoutePlan::Session(kind) if n == 0 => {
                 self.session_statement(routing, kind, Some(sql), reply_seq)
+                    .await
+            }
+            RoutePlan::Local(LocalAnswer::SessionValues { columns, row }) if n == 0 => {
+                self.answer_session_values(&columns, row, Protocol::Binary, reply_seq)
                     .await
             }
             RoutePlan::Local(_) | RoutePlan::Session(_) => {

@@ -786,8 +786,13 @@ impl Session {
             ColumnType::MYSQL_TYPE_LONGLONG,
             ColumnFlags::NOT_NULL_FLAG | ColumnFlags::BINARY_FLAG,
         );
-        self.write_result(reply_seq, &[def], vec![vec![Some(value.into_bytes())]])
-            .await?;
+        self.write_result(
+            reply_seq,
+            &[def],
+            vec![vec![Some(value.into_bytes())]],
+            crate::merge::Protocol::Text,
+        )
+        .await?;
         self.diag.row_count = -1;
         self.diag.found_rows = 1;
         Ok(())
