@@ -503,14 +503,15 @@ async fn shoal_answers_metadata_in_logical_names() {
     assert_eq!(db.as_deref(), Some("shop"));
     // The `mariadb` client's `status` asks this first: the logical schema and Shoal's
     // client, not a datanode's database and Shoal's backend account.
-    let (db, user, current): (Option<String>, String, String) = c
-        .query_first("select DATABASE(), USER(), CURRENT_USER() limit 1")
-        .await
-        .unwrap()
-        .expect("one row");
-    assert_eq!(db.as_deref(), Some("shop"));
-    assert_eq!(user, "app@127.0.0.1");
-    assert_eq!(current, "app@%");
+    // Prepared (binary protocol, as mysql_async and Connector/J with server-side statements
+    // send it): the same answers.
+    let status = "select DATABASE(), USER(), CURRENT_USER() limit 1";
+    let text: Option<(Option<String>, String, String)> = c.query_first(status).await.unwrap();
+    let want = (Some("shop".into()), "app@127.0.0.1".into(), "app@%".into());
+    assert_eq!(text, Some(want));
+    let prepared: Option<(Option<String>, String, String)> =
+        c.exec_first(status, ()).await.unwrap();
+    assert_eq!(prepared, text);
     // As MariaDB: LIMIT decides whether the one row comes.
     for (sql, rows) in [
         ("SELECT DATABASE() LIMIT 1", 1),
@@ -522,16 +523,7 @@ async fn shoal_answers_metadata_in_logical_names() {
         let prepared: Vec<Option<String>> = c.exec(sql, ()).await.unwrap();
         assert_eq!(prepared, text, "{sql} prepared");
     }
-    // Prepared (binary protocol), as mysql_async and Connector/J with server-side statements
-    // send it: the same answers, NULL without a schema.
-    let (db, user, current): (Option<String>, String, String) = c
-        .exec_first("select DATABASE(), USER(), CURRENT_USER() limit 1", ())
-        .await
-        .unwrap()
-        .expect("one row");
-    assert_eq!(db.as_deref(), Some("shop"));
-    assert_eq!(user, "app@127.0.0.1");
-    assert_eq!(current, "app@%");
+    // Prepared without a schema: NULL, then the schema of each execute.
     let mut none = Conn::new(l.shoal.opts_as("app", "app-secret", None))
         .await
         .expect("connect without a schema");
@@ -1423,13 +1415,8 @@ async fn seed_four_datanodes(backend: &Backend, prefix: &str) {
 /// server holds outlive its own re-prepare after an ALTER TABLE.
 #[tokio::test(flavor = "multi_thread")]
 async fn prepared_executes_send_types_again_when_they_change() {
-    // Fields left to `..` are dropped here: the server and Shoal must outlive the session.
-    let FourDatanodes {
-        _cluster,
-        shoal: _shoal,
-        mut c,
-        ..
-    } = four_datanodes_of_one_server("pt").await;
+    let mut s = four_datanodes_of_one_server("pt").await;
+    let c = &mut s.c;
     let stmt = c
         .prep("SELECT id FROM t WHERE id = ? AND (v = ? OR ? IS NULL)")
         .await
@@ -1474,7 +1461,7 @@ async fn prepared_executes_send_types_again_when_they_change() {
             }
         }
     }
-    c.disconnect().await.expect("disconnect");
+    s.c.disconnect().await.expect("disconnect");
 }
 
 /// A prepared read over a table-per-shard table: two physical tables on each datanode are
