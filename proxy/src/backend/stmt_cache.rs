@@ -58,13 +58,9 @@ fn key(fingerprint: u64, sql: &str) -> u64 {
 }
 
 impl StmtCache {
-    /// The backend id of `sql` prepared in a state with `fingerprint`, if kept here.
-    pub fn get(&mut self, fingerprint: u64, sql: &str) -> Option<u32> {
-        self.get_for_execute(fingerprint, sql).map(|(id, _)| id)
-    }
-
-    /// [`Self::get`], with the parameter types the server holds for the statement, for the
-    /// caller to compare with an execute's and to update when it sends others.
+    /// The backend id of `sql` prepared in a state with `fingerprint`, if kept here, with the
+    /// parameter types the server holds for it, for the caller to compare with an execute's
+    /// and to update when it sends others.
     pub fn get_for_execute(
         &mut self,
         fingerprint: u64,
@@ -153,9 +149,9 @@ mod tests {
         let (fa, fb) = (fingerprint(&a), fingerprint(&b));
         assert_ne!(fa, fb);
         assert!(c.insert(fa, "SELECT 1", 7).is_empty());
-        assert_eq!(c.get(fa, "SELECT 1"), Some(7));
-        assert_eq!(c.get(fb, "SELECT 1"), None);
-        assert_eq!(c.get(fa, "SELECT 2"), None);
+        assert_eq!(c.get_for_execute(fa, "SELECT 1").map(|(id, _)| id), Some(7));
+        assert_eq!(c.get_for_execute(fb, "SELECT 1").map(|(id, _)| id), None);
+        assert_eq!(c.get_for_execute(fa, "SELECT 2").map(|(id, _)| id), None);
     }
 
     #[test]
@@ -165,11 +161,11 @@ mod tests {
             assert!(c.insert(1, &format!("SELECT {i}"), i).is_empty());
         }
         // Statement 0 is used again, so 1 is now the oldest.
-        assert_eq!(c.get(1, "SELECT 0"), Some(0));
+        assert_eq!(c.get_for_execute(1, "SELECT 0").map(|(id, _)| id), Some(0));
         assert_eq!(c.insert(1, "SELECT new", 1000), vec![1]);
         assert_eq!(c.len(), MAX_PER_CONN);
-        assert_eq!(c.get(1, "SELECT 1"), None);
-        assert_eq!(c.get(1, "SELECT 0"), Some(0));
+        assert_eq!(c.get_for_execute(1, "SELECT 1").map(|(id, _)| id), None);
+        assert_eq!(c.get_for_execute(1, "SELECT 0").map(|(id, _)| id), Some(0));
         let mut all = c.drain();
         all.sort();
         assert_eq!(all.len(), MAX_PER_CONN);

@@ -409,11 +409,8 @@ pub(super) async fn request_on(
             if conn.state.schema.as_deref() != Some(db) {
                 conn.init_db(db).await?;
             }
-            let id = prepare_on(conn, &t.sql, false).await?.0;
-            if let Some((_, held)) = conn.stmts.get_for_execute(fp, &t.sql) {
-                keep_types(held, params, &t.params);
-            }
-            (id, true)
+            // Types go with this first execute; the next one records them.
+            (prepare_on(conn, &t.sql, false).await?.0, true)
         }
     };
     execute_payload_into(out, backend_id, params, &t.params, send_types);

@@ -164,30 +164,31 @@ impl Session {
     /// datahost (causal reads on a replica that has not been seen to apply it): what
     /// [`Self::causal_ready`] then does.
     pub(super) fn causal_wait_pending(&mut self, server: usize) -> bool {
+        self.causal_wait(server).is_some()
+    }
+
+    /// [`Self::causal_wait_pending`], with what the wait needs: the datahost and its timeout.
+    fn causal_wait(&mut self, server: usize) -> Option<(usize, std::time::Duration)> {
         let backends = &self.shared.backends;
         let dh = backends.servers[server].datahost;
         let host = &backends.hosts[dh];
-        if !matches!(host.read_your_writes, ReadYourWrites::Causal(_))
-            || server == host.primary()
-            || matches!(self.conns.want, Want::Read { hinted: true })
-        {
-            return false;
+        let ReadYourWrites::Causal(timeout) = host.read_your_writes else {
+            return None;
+        };
+        if server == host.primary() || matches!(self.conns.want, Want::Read { hinted: true }) {
+            return None;
         }
         self.conns
             .last_write(dh)
             .is_some_and(|w| !w.applied_on.contains(&server))
+            .then_some((dh, timeout))
     }
 
     /// Causal reads: before reading on replica `server`, waits there (up to the datahost's
     /// timeout) for the GTID of the session's last write on its datahost. `false`: the replica
     /// has not applied it in time (the read goes to the primary instead).
     pub(super) async fn causal_ready(&mut self, server: usize, conn: &mut PooledConn) -> bool {
-        if !self.causal_wait_pending(server) {
-            return true;
-        }
-        let dh = self.shared.backends.servers[server].datahost;
-        let ReadYourWrites::Causal(timeout) = self.shared.backends.hosts[dh].read_your_writes
-        else {
+        let Some((dh, timeout)) = self.causal_wait(server) else {
             return true;
         };
         let Some(gtid) = self.conns.last_write(dh).and_then(|w| w.gtid.clone()) else {
