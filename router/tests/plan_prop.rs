@@ -43,7 +43,12 @@ fn targets(plan: &RoutePlan, physical: &[(usize, String)]) -> BTreeSet<usize> {
         .map(|t| {
             physical
                 .iter()
-                .position(|(dn, name)| *dn == t.datanode && t.sql.contains(&format!(" {name} ")))
+                .position(|(dn, name)| {
+                    // A single target's table is qualified with its database.
+                    *dn == t.datanode
+                        && (t.sql.contains(&format!(" {name} "))
+                            || t.sql.contains(&format!(".{name} ")))
+                })
                 .unwrap_or_else(|| panic!("target {t:?} is no shard"))
         })
         .collect()

@@ -1360,6 +1360,70 @@ async fn prepared_executes_share_one_connection_per_server() {
     c.disconnect().await.expect("disconnect");
 }
 
+/// A text SELECT on one datanode goes out with its tables qualified with the datanode's
+/// database, so that one backend connection per server serves every datanode there, as for
+/// prepared statements. Every id lives in one datanode's database only: a read in the
+/// connection's current database would miss it. What the router cannot qualify (a stored
+/// function called by its bare name, `DATABASE()` in an expression) still runs in its
+/// datanode's own database: each database's `shard_label()` names it, and would name another
+/// datanode's were the statement run on the shared connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn text_reads_share_one_connection_per_server() {
+    let FourDatanodes {
+        _cluster,
+        backend,
+        prefix,
+        shoal,
+        mut c,
+    } = four_datanodes_of_one_server("tq").await;
+    let mut d = backend.conn(None).await;
+    for n in 1..=4 {
+        d.query_drop(format!(
+            "CREATE FUNCTION `{prefix}_{n}`.shard_label() RETURNS INT DETERMINISTIC RETURN {n}"
+        ))
+        .await
+        .expect("create function");
+    }
+    for round in 0..3 {
+        for id in 0..16i64 {
+            let v: Option<i64> = c
+                .query_first(format!("SELECT v FROM t WHERE id = {id}"))
+                .await
+                .expect("text read");
+            assert_eq!(v, Some(100 + id), "id {id}, round {round}");
+        }
+    }
+    let in_datanodes: i64 = d
+        .query_first(format!(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB LIKE '{prefix}\\_%'"
+        ))
+        .await
+        .expect("processlist")
+        .expect("a count");
+    assert_eq!(
+        in_datanodes,
+        1,
+        "backend connections the session holds for text reads of 4 datanodes of one server\n{}",
+        shoal.log()
+    );
+    for id in 0..16i64 {
+        let n = id % 4 + 1;
+        let row: Option<(i64, i64, String)> = c
+            .query_first(format!(
+                "SELECT v, shard_label(), CONCAT(DATABASE(), '') FROM t WHERE id = {id}"
+            ))
+            .await
+            .expect("read with a stored function");
+        assert_eq!(
+            row,
+            Some((100 + id, n, format!("{prefix}_{n}"))),
+            "id {id} ran outside datanode dn{n}'s database"
+        );
+    }
+    d.disconnect().await.expect("disconnect");
+    c.disconnect().await.expect("disconnect");
+}
+
 /// A private server with 4 datanodes' databases seeded by [`seed_four_datanodes`], Shoal over
 /// them, and a client session in schema `shop`.
 struct FourDatanodes {

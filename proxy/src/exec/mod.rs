@@ -66,8 +66,10 @@ fn unsupported(what: &str) -> Error {
 pub(crate) enum Use {
     /// Text run in the datanode's database: the connection must be in it.
     Text,
-    /// A prepared statement's execute, which carries its database with it.
-    Execute,
+    /// A statement that carries its database with it: a prepared statement's execute (the
+    /// server runs it in the database it was prepared in), or text whose tables the router
+    /// qualified ([`Target::qualified`]). Any connection to the datanode's server runs it.
+    AnyDatabase,
 }
 
 /// Token buffer capacity a session keeps between statements.
@@ -118,7 +120,9 @@ impl Session {
                 } else {
                     None
                 };
-                let out = self.run_on(routing, dn, None, expect, reply_seq).await?;
+                let out = self
+                    .run_on(routing, dn, Use::Text, None, expect, reply_seq)
+                    .await?;
                 if let (Some(on), Some(out)) = (on, out)
                     && !out.error
                 {
@@ -222,6 +226,7 @@ impl Session {
             self.run_on(
                 routing,
                 dn,
+                Use::Text,
                 None,
                 Expect::Results { binary: false },
                 reply_seq,
@@ -245,9 +250,15 @@ impl Session {
                     return Ok(());
                 }
                 let sql = (!same).then_some(t.sql.as_str());
+                let how = if t.qualified {
+                    Use::AnyDatabase
+                } else {
+                    Use::Text
+                };
                 self.run_read_on(
                     routing,
                     t.datanode,
+                    how,
                     sql,
                     Expect::Results { binary: false },
                     reply_seq,
@@ -270,6 +281,7 @@ impl Session {
                 self.run_read_on(
                     routing,
                     dn,
+                    Use::Text,
                     text,
                     Expect::Results { binary: false },
                     reply_seq,
@@ -384,14 +396,14 @@ impl Session {
         }
         let node = &routing.topology.datanodes[dn];
         let mut chosen = None;
-        if how == Use::Execute
+        if how == Use::AnyDatabase
             && self.conns.position(dn).is_none()
             && self.txn_begin.is_none()
             && !self.conns.in_transaction()
         {
-            // A prepared statement runs in the database it was prepared in, whatever the
-            // connection's is now: the session's connection to the same server serves this
-            // datanode too, instead of one more connection (and MariaDB thread) per datanode.
+            // The statement runs the same whatever the connection's database: the session's
+            // connection to the same server serves this datanode too, instead of one more
+            // connection (and MariaDB thread) per datanode.
             let server = self.target_server(routing, dn)?;
             chosen = Some(server);
             let statement = self.conns.statement;
@@ -446,7 +458,7 @@ impl Session {
         // An execute finds (or prepares) its statement in the datanode's database itself.
         let schema = match how {
             Use::Text => Some(node.database.as_str()),
-            Use::Execute => None,
+            Use::AnyDatabase => None,
         };
         let aligned = (schema.is_none() || h.conn.state.schema.as_deref() == schema)
             && h.conn.state.vars == self.want.vars
@@ -554,11 +566,12 @@ impl Session {
         &mut self,
         routing: &Routing,
         dn: DatanodeId,
+        how: Use,
         sql: Option<&str>,
         expect: Expect,
         reply_seq: u8,
     ) -> Result<Option<Outcome>> {
-        let i = self.touch(routing, dn).await?;
+        let i = self.touch_for(routing, dn, how).await?;
         let h = &mut self.conns.held[i];
         match sql {
             None => h.conn.io.write_raw(self.client.frame()),

@@ -387,7 +387,9 @@ fn close_statements(conn: &mut BackendConn, ids: &[u32]) {
 /// The bytes target `t` (of datanode database `db`) gets on `conn` for `req`, into `out`: its
 /// SQL as a COM_QUERY, or a COM_STMT_EXECUTE of the statement `conn` keeps prepared in `db`
 /// (prepared there now if not). Prepared in the datanode's database, it runs there from then
-/// on, whichever database the connection is in (see `Use::Execute`).
+/// on, whichever database the connection is in (see `Use::AnyDatabase`). A qualified target
+/// reads the same in any database: it is prepared in the connection's own, so that its
+/// executes do not make the server switch databases.
 pub(super) async fn request_on(
     conn: &mut BackendConn,
     db: &str,
@@ -402,11 +404,15 @@ pub(super) async fn request_on(
         }
         Request::Execute { params } => *params,
     };
-    let fp = fingerprint_in(Some(db), &conn.state.vars);
+    let fp = if t.qualified {
+        fingerprint(&conn.state)
+    } else {
+        fingerprint_in(Some(db), &conn.state.vars)
+    };
     let (backend_id, send_types) = match conn.stmts.get_for_execute(fp, &t.sql) {
         Some((id, held)) => (id, !keep_types(held, params, &t.params)),
         None => {
-            if conn.state.schema.as_deref() != Some(db) {
+            if !t.qualified && conn.state.schema.as_deref() != Some(db) {
                 conn.init_db(db).await?;
             }
             // Types go with this first execute; the next one records them.
@@ -495,6 +501,7 @@ impl Session {
                 datanode: self.any_datanode(routing),
                 sql,
                 params: (0..params).collect(),
+                qualified: false,
             }),
             // Transaction control and SET (sysbench prepares BEGIN and COMMIT): answered by
             // the session at each execute, no backend statement; no result columns.
@@ -626,6 +633,7 @@ impl Session {
                     datanode: dn,
                     sql,
                     params: (0..n as u16).collect(),
+                    qualified: false,
                 };
                 self.execute_on(routing, &t, &req, reply_seq).await
             }
@@ -678,7 +686,9 @@ impl Session {
         let retry = matches!(self.conns.want, super::connset::Want::Read { .. })
             && !self.in_transaction_now();
         for attempt in 0..2 {
-            let i = self.touch_for(routing, t.datanode, Use::Execute).await?;
+            let i = self
+                .touch_for(routing, t.datanode, Use::AnyDatabase)
+                .await?;
             let mut p = std::mem::take(&mut self.statements.payload);
             let out = match self.request_into(routing, i, t, req, &mut p).await {
                 Ok(()) => {

@@ -14,7 +14,7 @@ use tracing::debug;
 
 use super::connset::Want;
 use super::prepared::Request;
-use super::{AUTOCOMMIT, IN_TRANS};
+use super::{AUTOCOMMIT, IN_TRANS, Use};
 use crate::backend::pool::PooledConn;
 use crate::config::Routing;
 use crate::error::{Error, Result};
@@ -221,13 +221,14 @@ impl Session {
         &mut self,
         routing: &Routing,
         dn: DatanodeId,
+        how: Use,
         sql: Option<&str>,
         expect: Expect,
         reply_seq: u8,
     ) -> Result<Option<Outcome>> {
         let retry = matches!(self.conns.want, Want::Read { .. }) && !self.in_transaction_now();
         self.conns.retry_read = retry;
-        let out = self.run_on(routing, dn, sql, expect, reply_seq).await;
+        let out = self.run_on(routing, dn, how, sql, expect, reply_seq).await;
         self.conns.retry_read = false;
         match (out, self.conns.failed_read.take()) {
             (Ok(None), Some(bad)) => {
@@ -236,7 +237,7 @@ impl Session {
                     "read failed on its server: retried on another"
                 );
                 self.conns.avoid = Some(bad);
-                self.run_on(routing, dn, sql, expect, reply_seq).await
+                self.run_on(routing, dn, how, sql, expect, reply_seq).await
             }
             (out, _) => out,
         }

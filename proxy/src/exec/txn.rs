@@ -3,7 +3,7 @@
 
 use shoal_router::sql::{SetStatement, StatementKind, VarScope};
 
-use super::{IN_TRANS, unsupported};
+use super::{IN_TRANS, Use, unsupported};
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -133,6 +133,7 @@ impl Session {
         self.run_on(
             routing,
             dn,
+            Use::Text,
             prepared,
             Expect::Results { binary: false },
             reply_seq,

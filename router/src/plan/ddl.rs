@@ -150,6 +150,7 @@ fn table_statement(
                 datanode: *dn,
                 sql: s,
                 params,
+                qualified: false,
             });
             if !broadcast {
                 break;
@@ -174,6 +175,7 @@ fn default_dn(topo: &Topology, current: Option<&str>, text: &Text, what: &str) -
             datanode: dn,
             sql: text.sql.to_string(),
             params: Vec::new(),
+            qualified: false,
         }),
         None => RoutePlan::Refuse(refuse(format!(
             "{what} in a schema without a default datanode"
@@ -366,6 +368,7 @@ pub(crate) fn plan_show(topo: &Topology, current: Option<&str>, text: &Text) -> 
                 "SHOW TABLES".into()
             },
             params: Vec::new(),
+            qualified: false,
         });
         return RoutePlan::Local(LocalAnswer::ShowTables {
             schema: ls.name.clone(),

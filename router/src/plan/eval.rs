@@ -6,7 +6,7 @@ use std::ops::Bound;
 use super::merge::{HavingT, LimitMode, OperandT};
 use super::placement::{RouteExpr, refuse};
 use super::planner::{Body, DmlT, GroupT, RenameWhat, Template, rename_text};
-use super::render::{Edit, Text};
+use super::render::{Edit, Piece, Text, quote_ident};
 use super::{HavingSpec, LocalAnswer, Merge, Operand, ParamValue, RoutePlan, Target};
 use crate::error::RouterError;
 use crate::rule::ShardValue;
@@ -314,7 +314,41 @@ fn target(v: &Values, dn: DatanodeId, edits: &[Edit]) -> Target {
         datanode: dn,
         sql,
         params,
+        qualified: false,
     }
+}
+
+/// The one target of a statement on datanode `dn`: where the statement allows it, its tables
+/// are qualified with `dn`'s database (see [`DmlT::qualify`]).
+fn single_target(
+    d: &DmlT,
+    topo: &Topology,
+    v: &Values,
+    dn: DatanodeId,
+    shard_of_group: &[usize],
+) -> Target {
+    let mut edits = name_edits(d, topo, dn, shard_of_group);
+    let Some(qualify) = &d.qualify else {
+        return target(v, dn, &edits);
+    };
+    let db = quote_ident(&topo.datanodes[dn].database, false);
+    for (tok, written) in qualify {
+        match edits.iter_mut().find(|e| e.first == *tok && !e.insert) {
+            // A table-per-shard name: its physical name, qualified.
+            Some(e) => {
+                for p in &mut e.with {
+                    if let Piece::Text(name) = p {
+                        *name = format!("{db}.{name}");
+                    }
+                }
+            }
+            None => edits.push(Edit::text(*tok, *tok, format!("{db}.{written}"))),
+        }
+    }
+    edits.sort_by_key(|e| (e.first, e.insert));
+    let mut t = target(v, dn, &edits);
+    t.qualified = true;
+    t
 }
 
 fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterError> {
@@ -333,7 +367,7 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
             .fixed
             .or_else(|| d.allowed.as_ref().and_then(|a| a.first().copied()));
         return Ok(match dn {
-            Some(dn) => RoutePlan::Single(target(v, dn, &name_edits(d, topo, dn, &[]))),
+            Some(dn) => RoutePlan::Single(single_target(d, topo, v, dn, &[])),
             None => RoutePlan::Any {
                 sql: v.text.sql.to_string(),
             },
@@ -345,11 +379,7 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
     {
         let dn = g.datanodes[s];
         check_dn(d, topo, dn)?;
-        return Ok(RoutePlan::Single(target(
-            v,
-            dn,
-            &name_edits(d, topo, dn, &[s]),
-        )));
+        return Ok(RoutePlan::Single(single_target(d, topo, v, dn, &[s])));
     }
     // (datanode, shard per group) of each target.
     let mut placements: Vec<(DatanodeId, Vec<usize>)> = Vec::new();
@@ -385,11 +415,7 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
     }
     if placements.len() == 1 {
         let (dn, s) = &placements[0];
-        return Ok(RoutePlan::Single(target(
-            v,
-            *dn,
-            &name_edits(d, topo, *dn, s),
-        )));
+        return Ok(RoutePlan::Single(single_target(d, topo, v, *dn, s)));
     }
     let scatter = d.scatter.as_ref().map_err(Clone::clone)?;
     let mut dedup = BTreeSet::new();
@@ -449,11 +475,7 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
             if targets.len() == 1 {
                 // Several shards, one physical table: the datanode answers alone.
                 let (dn, s) = &placements[0];
-                return Ok(RoutePlan::Single(target(
-                    v,
-                    *dn,
-                    &name_edits(d, topo, *dn, s),
-                )));
+                return Ok(RoutePlan::Single(single_target(d, topo, v, *dn, s)));
             }
             Ok(RoutePlan::Scatter {
                 targets,
@@ -553,6 +575,7 @@ fn eval_insert(
             datanode: dn,
             sql,
             params,
+            qualified: false,
         });
     }
     Ok(RoutePlan::Scatter {

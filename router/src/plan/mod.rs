@@ -65,6 +65,10 @@ pub struct Target {
     /// For prepared statements: which of the client's parameters (0-based) fill this SQL's `?`
     /// placeholders, in order (a split INSERT or a rewritten LIMIT uses a subset).
     pub params: Vec<u16>,
+    /// The SQL names every database it reads (its tables are qualified, nothing else in it is
+    /// looked up in the current database): it runs the same on any connection to the
+    /// datanode's server, whichever database that connection is in.
+    pub qualified: bool,
 }
 
 /// A session function the proxy answers itself: a backend would answer with its physical

@@ -8,6 +8,8 @@ use super::render::quote_ident;
 use super::{RoutePlan, SessionValue};
 use crate::error::RouterError;
 use crate::rule::ShardRule;
+use crate::sql::SqlMode;
+use crate::sql::current_db::reads_current_database;
 use crate::sql::lex::Token;
 use crate::sql::stmt::{ColRef, Dml, DmlKind, ItemKind, ValueRef};
 use crate::topology::{DatanodeId, Topology};
@@ -47,6 +49,11 @@ pub(crate) struct DmlT {
     pub broadcast: Option<Vec<DatanodeId>>,
     /// Name edits.
     pub renames: Vec<RenameT>,
+    /// A SELECT that names nothing in the current database but its tables: the name tokens of
+    /// the tables written without a database (each as written), which a single target's SQL
+    /// qualifies with its datanode's database so that it runs the same on any connection to
+    /// the server (see [`crate::sql::current_db`]). `None`: runs in the datanode's database.
+    pub qualify: Option<Vec<(u32, String)>>,
     /// For more than one target: the scatter rewrite and merge, or why it is refused.
     pub scatter: Result<Option<ScatterT>, RouterError>,
     pub insert: Option<InsertT>,
@@ -96,6 +103,7 @@ fn done(e: RouterError) -> Template {
 pub(crate) fn build(
     topo: &Topology,
     current: Option<&str>,
+    mode: SqlMode,
     sql: &str,
     toks: &[Token],
     slot_tokens: &[u32],
@@ -109,7 +117,7 @@ pub(crate) fn build(
             Some((s, t.text(sql).to_string()))
         })
         .collect();
-    match build_inner(topo, current, sql, toks, dml) {
+    match build_inner(topo, current, mode, sql, toks, dml) {
         Ok(body) => Template { pins, body },
         Err(e) => done(e),
     }
@@ -118,6 +126,7 @@ pub(crate) fn build(
 fn build_inner(
     topo: &Topology,
     current: Option<&str>,
+    mode: SqlMode,
     sql: &str,
     toks: &[Token],
     dml: &Dml,
@@ -231,6 +240,7 @@ fn build_inner(
     }
 
     let renames = renames(toks, sql, &tables, &group_of, dml)?;
+    let qualify = qualifications(mode, sql, toks, &tables, dml);
 
     let insert = match (&dml.insert, dml.kind) {
         (Some(ins), DmlKind::Insert) => insert_template(&tables, &top, ins)?,
@@ -291,10 +301,46 @@ fn build_inner(
         allowed,
         broadcast: globals_written,
         renames,
+        qualify,
         scatter,
         insert,
         labels,
     })))
+}
+
+/// [`DmlT::qualify`]: the tables to qualify, if the statement can be made to run in any
+/// database. Only plain SELECTs: a write keeps its datanode's database for its triggers'
+/// and the session's sake, and any doubt keeps it there too (it only costs a connection).
+fn qualifications(
+    mode: SqlMode,
+    sql: &str,
+    toks: &[Token],
+    tables: &[Table],
+    dml: &Dml,
+) -> Option<Vec<(u32, String)>> {
+    // A CTE's name reads like a table's: qualified, it would name a table instead.
+    if dml.kind != DmlKind::Select
+        || dml.has_cte
+        || mode.foreign_grammar()
+        || reads_current_database(sql, toks)
+    {
+        return None;
+    }
+    let mut out = Vec::new();
+    for t in tables {
+        if t.r.schema.is_some() {
+            // Written with its database (a logical one is renamed to the datanode's).
+            continue;
+        }
+        if matches!(t.kind, Kind::System) {
+            return None;
+        }
+        let tok = t.r.name_tok?;
+        out.push((tok, toks.get(tok as usize)?.text(sql).to_string()));
+    }
+    out.sort_by_key(|(t, _)| *t);
+    out.dedup_by_key(|(t, _)| *t);
+    Some(out)
 }
 
 /// The route of group `g`: from the statement's filter when it has top-level members; from the

@@ -243,6 +243,7 @@ impl Router {
                         datanode: dn,
                         sql: sql.to_string(),
                         params: (0..params.len() as u16).collect(),
+                        qualified: false,
                     }),
                     None => {
                         RoutePlan::Refuse(refuse("CALL in a schema without a default datanode"))
@@ -417,7 +418,15 @@ impl Router {
         };
         match analyze::analyze(&src) {
             Ok(dml) => (
-                planner::build(&self.topo, current, sql, toks, &shape.slot_tokens, &dml),
+                planner::build(
+                    &self.topo,
+                    current,
+                    mode,
+                    sql,
+                    toks,
+                    &shape.slot_tokens,
+                    &dml,
+                ),
                 true,
             ),
             // The parser's message quotes the text where it stopped, literals included: kept,
