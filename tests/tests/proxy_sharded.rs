@@ -1364,9 +1364,10 @@ async fn prepared_executes_share_one_connection_per_server() {
 /// database, so that one backend connection per server serves every datanode there, as for
 /// prepared statements. Every id lives in one datanode's database only: a read in the
 /// connection's current database would miss it. What the router cannot qualify (a stored
-/// function called by its bare name, `DATABASE()` in an expression) still runs in its
-/// datanode's own database: each database's `shard_label()` names it, and would name another
-/// datanode's were the statement run on the shared connection.
+/// function called by its bare name) still runs in its datanode's own database: each
+/// database's `shard_label()` names it, and would name another datanode's were the statement
+/// run on the shared connection. `DATABASE()` beside tables is refused (a datanode would name
+/// its physical database).
 #[tokio::test(flavor = "multi_thread")]
 async fn text_reads_share_one_connection_per_server() {
     let FourDatanodes {
@@ -1408,18 +1409,22 @@ async fn text_reads_share_one_connection_per_server() {
     );
     for id in 0..16i64 {
         let n = id % 4 + 1;
-        let row: Option<(i64, i64, String)> = c
-            .query_first(format!(
-                "SELECT v, shard_label(), CONCAT(DATABASE(), '') FROM t WHERE id = {id}"
-            ))
+        let row: Option<(i64, i64)> = c
+            .query_first(format!("SELECT v, shard_label() FROM t WHERE id = {id}"))
             .await
             .expect("read with a stored function");
         assert_eq!(
             row,
-            Some((100 + id, n, format!("{prefix}_{n}"))),
+            Some((100 + id, n)),
             "id {id} ran outside datanode dn{n}'s database"
         );
     }
+    let (code, _, message) = server_error(
+        c.query_drop("SELECT v FROM t WHERE id = 1 AND DATABASE() = 'shop'")
+            .await,
+    );
+    assert_eq!(code, 1235, "{message}");
+    assert!(message.contains("DATABASE()"), "{message}");
     d.disconnect().await.expect("disconnect");
     c.disconnect().await.expect("disconnect");
 }

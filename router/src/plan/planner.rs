@@ -141,6 +141,12 @@ fn build_inner(
         }
         return Err(refuse("a statement without tables"));
     }
+    if let Some(f) = session_function(sql, toks) {
+        return Err(refuse(format!(
+            "{f} in a statement over tables (a datanode would answer with its own database \
+             and account)"
+        )));
+    }
     let write = dml.kind != DmlKind::Select;
     let top: Vec<usize> = (0..tables.len())
         .filter(|&i| tables[i].r.top_level)
@@ -306,6 +312,20 @@ fn build_inner(
         insert,
         labels,
     })))
+}
+
+/// A call of a function whose answer Shoal gives for table-less SELECTs (the logical schema,
+/// the client's account): beside tables, the statement runs on a datanode, which would give
+/// its physical database and Shoal's account instead.
+fn session_function(sql: &str, toks: &[Token]) -> Option<String> {
+    const CALLS: &[&str] = &["DATABASE", "SCHEMA", "USER", "SESSION_USER", "SYSTEM_USER"];
+    toks.iter().enumerate().find_map(|(i, t)| {
+        let call = toks.get(i + 1).is_some_and(|n| n.is_punct(sql, "("));
+        let name = t.text(sql).to_ascii_uppercase();
+        // `CURRENT_USER` is the function with or without parentheses (a reserved word).
+        let hit = (call && CALLS.iter().any(|c| t.is_kw(sql, c))) || t.is_kw(sql, "CURRENT_USER");
+        hit.then(|| format!("{name}()"))
+    })
 }
 
 /// [`DmlT::qualify`]: the tables to qualify, if the statement can be made to run in any
