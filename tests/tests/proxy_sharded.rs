@@ -1337,15 +1337,8 @@ async fn prepared_executes_share_one_connection_per_server() {
         }
     }
     let mut d = backend.conn(None).await;
-    let in_datanodes: i64 = d
-        .query_first(format!(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB LIKE '{prefix}\\_%'"
-        ))
-        .await
-        .expect("processlist")
-        .expect("a count");
     assert_eq!(
-        in_datanodes,
+        connections_in_datanodes(&mut d, &prefix).await,
         1,
         "backend connections the session holds for 4 datanodes of one server\n{}",
         shoal.log()
@@ -1370,14 +1363,9 @@ async fn prepared_executes_share_one_connection_per_server() {
 /// its physical database).
 #[tokio::test(flavor = "multi_thread")]
 async fn text_reads_share_one_connection_per_server() {
-    let FourDatanodes {
-        _cluster,
-        backend,
-        prefix,
-        shoal,
-        mut c,
-    } = four_datanodes_of_one_server("tq").await;
-    let mut d = backend.conn(None).await;
+    let mut s = four_datanodes_of_one_server("tq").await;
+    let (prefix, c) = (s.prefix.clone(), &mut s.c);
+    let mut d = s.backend.conn(None).await;
     for n in 1..=4 {
         d.query_drop(format!(
             "CREATE FUNCTION `{prefix}_{n}`.shard_label() RETURNS INT DETERMINISTIC RETURN {n}"
@@ -1394,18 +1382,11 @@ async fn text_reads_share_one_connection_per_server() {
             assert_eq!(v, Some(100 + id), "id {id}, round {round}");
         }
     }
-    let in_datanodes: i64 = d
-        .query_first(format!(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB LIKE '{prefix}\\_%'"
-        ))
-        .await
-        .expect("processlist")
-        .expect("a count");
     assert_eq!(
-        in_datanodes,
+        connections_in_datanodes(&mut d, &prefix).await,
         1,
         "backend connections the session holds for text reads of 4 datanodes of one server\n{}",
-        shoal.log()
+        s.shoal.log()
     );
     for id in 0..16i64 {
         let n = id % 4 + 1;
@@ -1426,7 +1407,17 @@ async fn text_reads_share_one_connection_per_server() {
     assert_eq!(code, 1235, "{message}");
     assert!(message.contains("DATABASE()"), "{message}");
     d.disconnect().await.expect("disconnect");
-    c.disconnect().await.expect("disconnect");
+    s.c.disconnect().await.expect("disconnect");
+}
+
+/// Backend connections whose current database is one of the datanodes `{prefix}_*`.
+async fn connections_in_datanodes(d: &mut Conn, prefix: &str) -> i64 {
+    d.query_first(format!(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB LIKE '{prefix}\\_%'"
+    ))
+    .await
+    .expect("processlist")
+    .expect("a count")
 }
 
 /// A private server with 4 datanodes' databases seeded by [`seed_four_datanodes`], Shoal over
