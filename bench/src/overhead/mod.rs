@@ -157,6 +157,9 @@ const SHARDED_DATANODES: usize = 4;
 /// MariaDB instances the `shoal-config` target's datanodes live on (as many on each).
 const SHARDED_SERVERS: usize = 2;
 
+/// Datanodes (databases) of the `shoal-config` target on each instance.
+const SHARDED_PER_SERVER: usize = SHARDED_DATANODES / SHARDED_SERVERS;
+
 /// Runs the benchmark; prints and writes the report. Pass when every target ratio was met.
 pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
     if args.quick {
@@ -198,7 +201,7 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
     eprintln!("overhead: starting {primaries} MariaDB primary instance(s)");
     let mut databases = vec!["sbtest".to_string()];
     if sharded {
-        databases.extend((1..=SHARDED_DATANODES / SHARDED_SERVERS).map(|i| format!("sbtest_{i}")));
+        databases.extend((1..=SHARDED_PER_SERVER).map(|i| format!("sbtest_{i}")));
     }
     let cluster = Cluster::start(ClusterSpec {
         primaries,
@@ -423,7 +426,7 @@ fn measure(
         args.tables,
         args.table_size,
         args.haproxy_threads,
-        SHARDED_DATANODES / SHARDED_SERVERS,
+        SHARDED_PER_SERVER,
     );
     for (name, why) in &not_run {
         header.push_str(&format!("\n**{name}: not run**: {why}\n"));
@@ -451,7 +454,7 @@ fn start_sharded_shoal(
     work_dir: &Path,
     rt: &tokio::runtime::Handle,
 ) -> Result<ProxyProcess, OverheadError> {
-    let mut layout = Layout::from_cluster(cluster, SHARDED_DATANODES / SHARDED_SERVERS, "sbtest");
+    let mut layout = Layout::from_cluster(cluster, SHARDED_PER_SERVER, "sbtest");
     layout.schema = "sbtest".into();
     // Room for every sysbench thread to keep a connection per datanode, as a sharding proxy's
     // pools are sized (ShardingSphere: 50 per datanode; Mycat: 1000 per host). A smaller pool

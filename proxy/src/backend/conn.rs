@@ -416,11 +416,7 @@ impl BackendConn {
     /// reported on success, `Error::Reply` with the backend's error, `Error::BackendIo` if the
     /// connection broke. A result set, if any, is read and dropped.
     pub async fn command(&mut self, cmd: u8, arg: &[u8]) -> Result<Tracked> {
-        let mut payload = Vec::with_capacity(1 + arg.len());
-        payload.push(cmd);
-        payload.extend_from_slice(arg);
-        let mut seq = 0;
-        self.io.write_packet(&mut seq, &payload);
+        self.io.write_command(cmd, arg);
         self.io.flush().await.map_err(io_err)?;
         let mut tracked = Tracked::default();
         let mut error = None;
@@ -476,11 +472,7 @@ impl BackendConn {
         &mut self,
         sql: &str,
     ) -> Result<Option<Vec<(String, Option<String>)>>> {
-        let mut payload = Vec::with_capacity(1 + sql.len());
-        payload.push(COM_QUERY);
-        payload.extend_from_slice(sql.as_bytes());
-        let mut seq = 0;
-        self.io.write_packet(&mut seq, &payload);
+        self.io.write_command(COM_QUERY, sql.as_bytes());
         self.io.flush().await.map_err(io_err)?;
         let mut reader = ResponseReader::new(Expect::Results { binary: false }, self.caps);
         let mut names = Vec::new();

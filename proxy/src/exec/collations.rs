@@ -127,10 +127,8 @@ impl Session {
              WHERE c.TABLE_SCHEMA = {}",
             quoted(db)
         );
-        let mut payload = vec![crate::wire::command::COM_QUERY];
-        payload.extend_from_slice(sql.as_bytes());
-        let mut seq = 0;
-        conn.io.write_packet(&mut seq, &payload);
+        conn.io
+            .write_command(crate::wire::command::COM_QUERY, sql.as_bytes());
         // A connection that failed mid-lookup is dropped (closed), never pooled.
         conn.io.flush().await.map_err(Error::BackendIo)?;
         let mut stream = ResultStream::new(&conn, false);

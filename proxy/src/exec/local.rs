@@ -5,13 +5,13 @@
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use shoal_router::plan::{LocalAnswer, SessionValue};
 
-use super::query_payload;
 use super::reader::{ResultStream, Row};
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::merge::value::encode_row;
 use crate::merge::{Protocol, parse_column};
 use crate::session::Session;
+use crate::wire::command::COM_QUERY;
 use crate::wire::messages::read_lenenc_bytes;
 use crate::wire::resultset::{ResultSetWriter, column_definition, text_row};
 
@@ -149,8 +149,7 @@ impl Session {
     ) -> Result<Vec<(String, Option<String>)>> {
         let i = self.touch(routing, t.datanode).await?;
         let conn = &mut self.conns.held[i].conn;
-        let mut seq = 0;
-        conn.io.write_packet(&mut seq, &query_payload(t));
+        conn.io.write_command(COM_QUERY, t.sql.as_bytes());
         conn.io.flush().await.map_err(Error::BackendIo)?;
         let mut stream = ResultStream::new(conn, false);
         stream.columns(conn).await?;

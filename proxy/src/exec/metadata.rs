@@ -7,11 +7,11 @@
 use shoal_router::plan::Target;
 use shoal_router::sql::lex::{TokKind, Token, tokenize_into};
 
-use super::query_payload;
 use super::reader::{ResultStream, Row};
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
+use crate::wire::command::COM_QUERY;
 use crate::wire::messages::read_lenenc_bytes;
 
 /// Which SHOW names the table in its rows.
@@ -109,8 +109,7 @@ impl Session {
         }
         let i = self.touch(routing, t.datanode).await?;
         let conn = &mut self.conns.held[i].conn;
-        let mut seq = 0;
-        conn.io.write_packet(&mut seq, &query_payload(t));
+        conn.io.write_command(COM_QUERY, t.sql.as_bytes());
         conn.io.flush().await.map_err(Error::BackendIo)?;
         let mut stream = ResultStream::new(conn, false);
         let defs = stream.columns(conn).await?;

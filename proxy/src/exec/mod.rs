@@ -575,13 +575,7 @@ impl Session {
         let h = &mut self.conns.held[i];
         match sql {
             None => h.conn.io.write_raw(self.client.frame()),
-            Some(s) => {
-                let mut payload = Vec::with_capacity(1 + s.len());
-                payload.push(COM_QUERY);
-                payload.extend_from_slice(s.as_bytes());
-                let mut seq = 0;
-                h.conn.io.write_packet(&mut seq, &payload);
-            }
+            Some(s) => h.conn.io.write_command(COM_QUERY, s.as_bytes()),
         }
         self.relay_from(i, expect, reply_seq).await
     }

@@ -323,11 +323,7 @@ async fn prepare_on(
 ) -> Result<(u32, Vec<Vec<u8>>)> {
     let mut freed = false;
     loop {
-        let mut payload = Vec::with_capacity(1 + sql.len());
-        payload.push(COM_STMT_PREPARE);
-        payload.extend_from_slice(sql.as_bytes());
-        let mut seq = 0;
-        conn.io.write_packet(&mut seq, &payload);
+        conn.io.write_command(COM_STMT_PREPARE, sql.as_bytes());
         conn.io.flush().await.map_err(Error::BackendIo)?;
         let mut reader = ResponseReader::new(response::Expect::Prepare, conn.caps);
         let mut defs: Vec<Vec<u8>> = Vec::new();
@@ -377,10 +373,7 @@ async fn prepare_on(
 /// Queues COM_STMT_CLOSE for `ids` (no response; sent with the connection's next command).
 fn close_statements(conn: &mut BackendConn, ids: &[u32]) {
     for id in ids {
-        let mut close = vec![COM_STMT_CLOSE];
-        close.extend_from_slice(&id.to_le_bytes());
-        let mut seq = 0;
-        conn.io.write_packet(&mut seq, &close);
+        conn.io.write_command(COM_STMT_CLOSE, &id.to_le_bytes());
     }
 }
 
@@ -404,15 +397,19 @@ pub(super) async fn request_on(
         }
         Request::Execute { params } => *params,
     };
-    let fp = if t.qualified {
-        fingerprint(&conn.state)
+    // The database the statement is (or will be) prepared in: the datanode's, or for a
+    // qualified one, whichever the connection is in.
+    let in_db = if t.qualified {
+        conn.state.schema.as_deref()
     } else {
-        fingerprint_in(Some(db), &conn.state.vars)
+        Some(db)
     };
+    let fp = fingerprint_in(in_db, &conn.state.vars);
+    let switch = in_db != conn.state.schema.as_deref();
     let (backend_id, send_types) = match conn.stmts.get_for_execute(fp, &t.sql) {
         Some((id, held)) => (id, !keep_types(held, params, &t.params)),
         None => {
-            if !t.qualified && conn.state.schema.as_deref() != Some(db) {
+            if switch {
                 conn.init_db(db).await?;
             }
             // Types go with this first execute; the next one records them.

@@ -246,6 +246,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         write_frames(&mut self.wbuf, seq, payload);
     }
 
+    /// Appends a command (`cmd` then `arg`) as the first packet of its exchange, framed
+    /// without first copying it into a payload of its own.
+    pub fn write_command(&mut self, cmd: u8, arg: &[u8]) {
+        write_command_frames(&mut self.wbuf, cmd, arg);
+    }
+
     /// Appends raw bytes (already framed), e.g. a frame forwarded from the other side.
     pub fn write_raw(&mut self, bytes: &[u8]) {
         self.wbuf.extend_from_slice(bytes);
@@ -320,6 +326,25 @@ impl<S: IdleProbe> PacketStream<S> {
     }
 }
 
+/// Frames the command `cmd` + `arg` into `out` with sequence id 0, as [`write_frames`] would
+/// frame it as one payload.
+pub fn write_command_frames(out: &mut BytesMut, cmd: u8, arg: &[u8]) {
+    let len = 1 + arg.len();
+    if len >= MAX_FRAME {
+        // Split into frames (rare: a statement of 16 MiB): the one place a copy is simplest.
+        let mut payload = Vec::with_capacity(len);
+        payload.push(cmd);
+        payload.extend_from_slice(arg);
+        write_frames(out, &mut 0, &payload);
+        return;
+    }
+    out.reserve(4 + len);
+    out.put_uint_le(len as u64, 3);
+    out.put_u8(0);
+    out.put_u8(cmd);
+    out.extend_from_slice(arg);
+}
+
 /// Frames `payload` into `out`: chunks of `MAX_FRAME` bytes, and an empty trailing frame when
 /// the payload is an exact multiple of it, so the reader knows the packet ended.
 pub fn write_frames(out: &mut BytesMut, seq: &mut u8, payload: &[u8]) {
@@ -392,6 +417,18 @@ mod tests {
         assert_eq!(out.len(), 4 + MAX_FRAME + 4);
         assert_eq!(&out[..4], &[0xFF, 0xFF, 0xFF, 0]);
         assert_eq!(&out[4 + MAX_FRAME..], &[0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn a_command_is_framed_as_its_whole_payload() {
+        for len in [0, 5, MAX_FRAME - 2, MAX_FRAME - 1, MAX_FRAME + 3] {
+            let arg = vec![9u8; len];
+            let mut out = BytesMut::new();
+            write_command_frames(&mut out, 3, &arg);
+            let mut whole = vec![3u8];
+            whole.extend_from_slice(&arg);
+            assert!(out == framed(0, &whole), "argument of {len} bytes");
+        }
     }
 
     #[test]

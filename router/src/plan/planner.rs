@@ -10,7 +10,7 @@ use crate::error::RouterError;
 use crate::rule::ShardRule;
 use crate::sql::SqlMode;
 use crate::sql::current_db::reads_current_database;
-use crate::sql::lex::Token;
+use crate::sql::lex::{Token, called_at};
 use crate::sql::stmt::{ColRef, Dml, DmlKind, ItemKind, ValueRef};
 use crate::topology::{DatanodeId, Topology};
 
@@ -320,11 +320,10 @@ fn build_inner(
 fn session_function(sql: &str, toks: &[Token]) -> Option<String> {
     const CALLS: &[&str] = &["DATABASE", "SCHEMA", "USER", "SESSION_USER", "SYSTEM_USER"];
     toks.iter().enumerate().find_map(|(i, t)| {
-        let call = toks.get(i + 1).is_some_and(|n| n.is_punct(sql, "("));
-        let name = t.text(sql).to_ascii_uppercase();
         // `CURRENT_USER` is the function with or without parentheses (a reserved word).
-        let hit = (call && CALLS.iter().any(|c| t.is_kw(sql, c))) || t.is_kw(sql, "CURRENT_USER");
-        hit.then(|| format!("{name}()"))
+        let hit = (called_at(sql, toks, i) && CALLS.iter().any(|c| t.is_kw(sql, c)))
+            || t.is_kw(sql, "CURRENT_USER");
+        hit.then(|| format!("{}()", t.text(sql).to_ascii_uppercase()))
     })
 }
 

@@ -10,7 +10,7 @@
 //! before `(` may be a stored function and keeps the statement in its datanode's database.
 //! Unknown words only cost a connection, never a wrong answer.
 
-use super::lex::{TokKind, Token};
+use super::lex::{TokKind, Token, called_at, sequence_at};
 
 /// Words that may come before `(` without naming a stored function: reserved words, reserved
 /// type names (in `CAST(x AS DECIMAL(10,2))`) and built-in functions that read nothing of the
@@ -207,8 +207,7 @@ const BEFORE_PAREN: &[&str] = &[
 /// database (see the module docs). `true` when unsure.
 pub fn reads_current_database(sql: &str, toks: &[Token]) -> bool {
     for (i, t) in toks.iter().enumerate() {
-        let next = toks.get(i + 1);
-        let call = next.is_some_and(|n| n.is_punct(sql, "("));
+        let call = called_at(sql, toks, i);
         match t.kind {
             // A quoted name is never a built-in: `` `f`(x) `` is a stored function.
             TokKind::QuotedIdent if call => return true,
@@ -218,13 +217,7 @@ pub fn reads_current_database(sql: &str, toks: &[Token]) -> bool {
                     return true;
                 }
             }
-            // `NEXT VALUE FOR s`, `PREVIOUS VALUE FOR s`: a sequence, looked up by name.
-            TokKind::Word
-                if (t.is_kw(sql, "NEXT") || t.is_kw(sql, "PREVIOUS"))
-                    && next.is_some_and(|n| n.is_kw(sql, "VALUE")) =>
-            {
-                return true;
-            }
+            TokKind::Word if sequence_at(sql, toks, i) => return true,
             _ => {}
         }
     }

@@ -91,6 +91,21 @@ pub struct LexError {
 
 /// Tokenize `sql` as MariaDB 10.11 reads it in its default sql_mode, skipping whitespace and
 /// comments (executable comments are gated with [`DEFAULT_SERVER_VERSION`]).
+/// Whether token `i` is right before `(`: a call when it is a name (with IGNORE_SPACE or not,
+/// the space between does not matter to what may be called).
+pub fn called_at(sql: &str, toks: &[Token], i: usize) -> bool {
+    toks.get(i + 1).is_some_and(|n| n.is_punct(sql, "("))
+}
+
+/// Whether the tokens from `i` read `NEXT VALUE FOR` or `PREVIOUS VALUE FOR`: a sequence,
+/// looked up by name.
+pub fn sequence_at(sql: &str, toks: &[Token], i: usize) -> bool {
+    toks.get(i)
+        .is_some_and(|t| t.is_kw(sql, "NEXT") || t.is_kw(sql, "PREVIOUS"))
+        && toks.get(i + 1).is_some_and(|n| n.is_kw(sql, "VALUE"))
+        && toks.get(i + 2).is_some_and(|n| n.is_kw(sql, "FOR"))
+}
+
 pub fn tokenize(sql: &str) -> Result<Vec<Token>, LexError> {
     let mut out = Vec::with_capacity(sql.len() / 4 + 4);
     tokenize_into(sql, &mut out)?;

@@ -6,7 +6,7 @@
 //! read to the primary is never wrong, sending anything else to a replica is.
 
 use super::classify::{StatementKind, classify_tokens};
-use super::lex::{TokKind, Token, tokenize_with};
+use super::lex::{TokKind, Token, called_at, sequence_at, tokenize_with};
 use super::mode::SqlMode;
 
 /// Where a statement must or may run.
@@ -196,13 +196,10 @@ fn primary_only_read(sql: &str, toks: &[Token]) -> Option<PrimaryWhy> {
                 if w.eq_ignore_ascii_case("INTO") {
                     return Some(PrimaryWhy::SideEffect("SELECT ... INTO"));
                 }
-                if (w.eq_ignore_ascii_case("NEXT") || w.eq_ignore_ascii_case("PREVIOUS"))
-                    && next.is_some_and(|n| n.is_kw(sql, "VALUE"))
-                    && toks.get(i + 2).is_some_and(|n| n.is_kw(sql, "FOR"))
-                {
+                if sequence_at(sql, toks, i) {
                     return Some(PrimaryWhy::SideEffect("a sequence"));
                 }
-                if next.is_some_and(|n| n.is_punct(sql, "("))
+                if called_at(sql, toks, i)
                     && let Some(f) = EFFECT_FUNCTIONS.iter().find(|f| w.eq_ignore_ascii_case(f))
                 {
                     return Some(PrimaryWhy::SideEffect(f));
