@@ -221,6 +221,21 @@ fn golden_route_plans() {
                 }
                 prepared_checked += 1;
             }
+            // Prepared in the router every case shares: a statement's text met again with
+            // other values is evaluated with the targets its earlier executes rendered.
+            if let Some(prepared) = warm.prepare_route(schema, mode, &c.sql) {
+                let plan = render(
+                    &topo,
+                    &warm.route_prepared(&prepared, schema, mode, &c.params),
+                );
+                if plan != cold {
+                    failures.push(format!(
+                        "{}: `{}`\n  plan differs when prepared earlier:\n--- cold\n{cold}\n--- prepared\n{plan}",
+                        f.display(),
+                        c.comment
+                    ));
+                }
+            }
             if cold != cached || cold != again {
                 failures.push(format!(
                     "{}: `{}`\n  plan differs with a warm cache:\n--- cold\n{cold}\n--- warm\n{cached}\n--- again\n{again}",

@@ -1,6 +1,8 @@
 //! Statements planned from their tokens alone: DDL, SHOW, DESCRIBE. sqlparser does not parse
 //! every MySQL DDL (`PARTITION BY`, some table options), and these only need the table names.
 
+use std::sync::Arc;
+
 use super::placement::{self, Kind, refuse};
 use super::render::{Edit, Text, quote_ident};
 use super::{LocalAnswer, RoutePlan, Target};
@@ -148,8 +150,8 @@ fn table_statement(
             let (s, params) = text.render(&edits);
             targets.push(Target {
                 datanode: *dn,
-                sql: s,
-                params,
+                sql: s.into(),
+                params: params.into(),
                 qualified: false,
             });
             if !broadcast {
@@ -173,8 +175,8 @@ fn default_dn(topo: &Topology, current: Option<&str>, text: &Text, what: &str) -
     match dn {
         Some(dn) => RoutePlan::Single(Target {
             datanode: dn,
-            sql: text.sql.to_string(),
-            params: Vec::new(),
+            sql: text.sql.into(),
+            params: Arc::default(),
             qualified: false,
         }),
         None => RoutePlan::Refuse(refuse(format!(
@@ -367,7 +369,7 @@ pub(crate) fn plan_show(topo: &Topology, current: Option<&str>, text: &Text) -> 
             } else {
                 "SHOW TABLES".into()
             },
-            params: Vec::new(),
+            params: Arc::default(),
             qualified: false,
         });
         return RoutePlan::Local(LocalAnswer::ShowTables {

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
+use std::sync::OnceLock;
 
 use super::merge::{HavingT, LimitMode, OperandT};
 use super::placement::{RouteExpr, refuse};
@@ -19,6 +20,46 @@ pub(crate) struct Values<'a> {
     pub text: Text<'a>,
     pub slot_tokens: &'a [u32],
     pub params: &'a [ParamValue],
+    /// A prepared statement's targets rendered so far (its text is the same every execute).
+    pub singles: Option<&'a Singles>,
+}
+
+/// The one-datanode targets of a prepared statement, rendered on first use and shared by every
+/// execute after it. Only targets whose SQL depends on the datanode (and shard) alone are kept:
+/// the statement's text is fixed, and the values only choose the slot.
+#[derive(Debug)]
+pub(crate) struct Singles(Box<[OnceLock<Target>]>);
+
+impl Singles {
+    /// Slots for `t`: one per datanode (a statement on a fixed datanode) and, for a point
+    /// lookup on one table, one per shard of its group.
+    pub fn for_template(t: &Template, topo: &Topology) -> Self {
+        let shards = match &t.body {
+            Body::Dml(d) if d.insert.is_none() => match d.groups.as_slice() {
+                [g] => g.datanodes.len(),
+                _ => 0,
+            },
+            _ => 0,
+        };
+        let n = topo.datanodes.len() + shards;
+        Singles((0..n).map(|_| OnceLock::new()).collect())
+    }
+
+    fn fixed_slot(dn: DatanodeId) -> usize {
+        dn
+    }
+
+    fn shard_slot(topo: &Topology, shard: usize) -> usize {
+        topo.datanodes.len() + shard
+    }
+}
+
+/// The target `make` renders, from `v`'s kept targets when it has them.
+fn kept(v: &Values, slot: usize, make: impl FnOnce() -> Target) -> Target {
+    match v.singles.and_then(|s| s.0.get(slot)) {
+        Some(cell) => cell.get_or_init(make).clone(),
+        None => make(),
+    }
 }
 
 impl Values<'_> {
@@ -312,8 +353,8 @@ fn target(v: &Values, dn: DatanodeId, edits: &[Edit]) -> Target {
     let (sql, params) = v.text.render(edits);
     Target {
         datanode: dn,
-        sql,
-        params,
+        sql: sql.into(),
+        params: params.into(),
         qualified: false,
     }
 }
@@ -367,7 +408,9 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
             .fixed
             .or_else(|| d.allowed.as_ref().and_then(|a| a.first().copied()));
         return Ok(match dn {
-            Some(dn) => RoutePlan::Single(single_target(d, topo, v, dn, &[])),
+            Some(dn) => RoutePlan::Single(kept(v, Singles::fixed_slot(dn), || {
+                single_target(d, topo, v, dn, &[])
+            })),
             None => RoutePlan::Any {
                 sql: v.text.sql.to_string(),
             },
@@ -379,7 +422,11 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
     {
         let dn = g.datanodes[s];
         check_dn(d, topo, dn)?;
-        return Ok(RoutePlan::Single(single_target(d, topo, v, dn, &[s])));
+        return Ok(RoutePlan::Single(kept(
+            v,
+            Singles::shard_slot(topo, s),
+            || single_target(d, topo, v, dn, &[s]),
+        )));
     }
     // (datanode, shard per group) of each target.
     let mut placements: Vec<(DatanodeId, Vec<usize>)> = Vec::new();
@@ -573,8 +620,8 @@ fn eval_insert(
         text.render_bytes(last, text.sql.len(), &edits, &mut sql, &mut params);
         targets.push(Target {
             datanode: dn,
-            sql,
-            params,
+            sql: sql.into(),
+            params: params.into(),
             qualified: false,
         });
     }

@@ -123,7 +123,7 @@ fn sort_key(k: &SortKey) -> String {
 }
 
 fn target_line(topo: &Topology, t: &Target) -> (String, String) {
-    let mut sql = t.sql.clone();
+    let mut sql = t.sql.to_string();
     if !t.params.is_empty() {
         let p: Vec<_> = t.params.iter().map(|i| i.to_string()).collect();
         let _ = write!(sql, "  -- params [{}]", p.join(","));

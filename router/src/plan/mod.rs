@@ -22,6 +22,8 @@ pub use cache::CacheStats;
 pub use explain::{merge_steps, render, rows as explain_rows};
 pub use router::{PreparedRoute, Router};
 
+use std::sync::Arc;
+
 use crate::error::RouterError;
 use crate::sql::StatementKind;
 use crate::sql::stmt::Literal;
@@ -57,14 +59,15 @@ pub enum RoutePlan {
     Refuse(RouterError),
 }
 
-/// One datanode and the SQL it runs.
+/// One datanode and the SQL it runs. Shared, not owned: a prepared statement's target is
+/// rendered once per datanode and each execute clones references to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub datanode: DatanodeId,
-    pub sql: String,
+    pub sql: Arc<str>,
     /// For prepared statements: which of the client's parameters (0-based) fill this SQL's `?`
     /// placeholders, in order (a split INSERT or a rewritten LIMIT uses a subset).
-    pub params: Vec<u16>,
+    pub params: Arc<[u16]>,
     /// The SQL names every database it reads (its tables are qualified, nothing else in it is
     /// looked up in the current database): it runs the same on any connection to the
     /// datanode's server, whichever database that connection is in.

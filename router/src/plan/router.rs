@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::cache::{CacheStats, PlanCache};
 use super::ddl;
-use super::eval::{self, Values};
+use super::eval::{self, Singles, Values};
 use super::explain;
 use super::placement::refuse;
 use super::planner::{self, Body, Template};
@@ -69,6 +69,7 @@ pub struct PreparedRoute {
     slot_tokens: Vec<u32>,
     param_tokens: Vec<u32>,
     template: Arc<Template>,
+    singles: Singles,
 }
 
 /// Plans statements against one topology. Cheap to share (`Arc<Router>`); build a new one when
@@ -199,6 +200,7 @@ impl Router {
             },
             slot_tokens: &shape.slot_tokens,
             params,
+            singles: None,
         };
         eval::evaluate(&template, &self.topo, &values)
     }
@@ -241,7 +243,7 @@ impl Router {
                 match dn {
                     Some(dn) => RoutePlan::Single(super::Target {
                         datanode: dn,
-                        sql: sql.to_string(),
+                        sql: sql.into(),
                         params: (0..params.len() as u16).collect(),
                         qualified: false,
                     }),
@@ -319,6 +321,7 @@ impl Router {
         let mut shape = normalize::shape_with_prefix(sql, &toks, key_prefix(current), mode);
         shape.key = String::new();
         let (template, cacheable) = self.build(current, mode, sql, &toks, &shape);
+        let singles = Singles::for_template(&template, &self.topo);
         cacheable.then(|| PreparedRoute {
             topo: self.topo.clone(),
             server_version: self.server_version,
@@ -329,6 +332,7 @@ impl Router {
             slot_tokens: shape.slot_tokens,
             param_tokens: shape.param_tokens,
             template: Arc::new(template),
+            singles,
         })
     }
 
@@ -357,6 +361,7 @@ impl Router {
             },
             slot_tokens: &p.slot_tokens,
             params,
+            singles: Some(&p.singles),
         };
         eval::evaluate(&p.template, &self.topo, &values)
     }
@@ -399,6 +404,7 @@ impl Router {
             },
             slot_tokens: &shape.slot_tokens,
             params,
+            singles: None,
         };
         eval::evaluate(&template, &self.topo, &values)
     }
@@ -507,7 +513,7 @@ impl Router {
         let inner = &sql[prefix_end..];
         match self.route_in(current, mode, inner, params) {
             RoutePlan::Single(mut t) => {
-                t.sql = format!("{}{}", &sql[..prefix_end], t.sql);
+                t.sql = format!("{}{}", &sql[..prefix_end], t.sql).into();
                 RoutePlan::Single(t)
             }
             RoutePlan::Any { sql: s } => RoutePlan::Any {
@@ -649,6 +655,51 @@ mod tests {
                 .prepare_route(Some("s"), SqlMode::default(), "BEGIN")
                 .is_none()
         );
+    }
+
+    /// A prepared statement renders each one-datanode target once and reuses it: every
+    /// execute, whichever shard its values pick and in whatever order, gets what its text
+    /// planned with those values gets (a table-per-shard name differs per shard on one
+    /// datanode; a global table's datanode is fixed).
+    #[test]
+    fn prepared_targets_rendered_once_match_each_execution() {
+        use super::ParamValue;
+        use crate::config::Config;
+        use crate::sql::SqlMode;
+        use crate::topology::Topology;
+        let cfg = Config::from_yaml_str(include_str!("../../tests/golden/topology.yaml"))
+            .expect("config");
+        let router = super::Router::new(std::sync::Arc::new(
+            Topology::build(&cfg).expect("topology"),
+        ));
+        let mode = SqlMode::default();
+        let values: Vec<i128> = (0..24).chain((0..24).rev()).map(|i| i * 7 % 24).collect();
+        for sql in [
+            "SELECT c FROM sbtest1 WHERE id = ?",
+            "SELECT * FROM t_order WHERE order_id = ?",
+            "SELECT o.* FROM orders o JOIN order_item i ON i.order_id = o.id WHERE o.id = ?",
+            "SELECT * FROM country WHERE id = ?",
+            "UPDATE t_order SET v = 1 WHERE order_id = ?",
+            "SELECT * FROM t_range WHERE id = ?",
+        ] {
+            let p = router
+                .prepare_route(Some("shop"), mode, sql)
+                .expect("a DML statement is prepared");
+            let mut shards = std::collections::BTreeSet::new();
+            for &v in &values {
+                let params = [ParamValue::Int(v * 97)];
+                let plan = router.route_prepared(&p, Some("shop"), mode, &params);
+                if let super::RoutePlan::Single(t) = &plan {
+                    shards.insert(t.sql.to_string());
+                }
+                assert_eq!(
+                    format!("{plan:?}"),
+                    format!("{:?}", router.route_in(Some("shop"), mode, sql, &params)),
+                    "{sql} with {v}"
+                );
+            }
+            assert!(!shards.is_empty(), "{sql}: no single target");
+        }
     }
 
     /// Sessions preparing the same text in the same schema and sql_mode share one route; a

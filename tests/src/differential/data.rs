@@ -538,7 +538,7 @@ impl DirectLoader {
         let mut affected = 0;
         for t in targets {
             let conn = &mut self.conns[t.datanode];
-            conn.query_drop(&t.sql)
+            conn.query_drop(&*t.sql)
                 .await
                 .map_err(|e| format!("datanode {}: {e}\n  {}", t.datanode, clip(&t.sql)))?;
             affected += conn.affected_rows();
