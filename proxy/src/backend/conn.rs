@@ -354,7 +354,7 @@ impl BackendConn {
             caps,
             state: SessionState {
                 schema: schema.map(str::to_string),
-                vars: Vec::new(),
+                vars: Default::default(),
                 multi_statements: caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
                 last_insert_id: 0,
             },

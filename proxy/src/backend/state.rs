@@ -4,32 +4,117 @@
 //! session and the two differ, the difference is replayed. Comparing them is cheap, so the hot
 //! path (same state, the usual case) costs no round trip.
 
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use foldhash::fast::FixedState;
+
 use crate::wire::messages::{StateChange, for_each_state_change};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionState {
     pub schema: Option<String>,
-    /// System variables changed since connect, sorted by (lower-case) name.
-    pub vars: Vec<(String, String)>,
+    /// System variables changed since connect.
+    pub vars: Vars,
     pub multi_statements: bool,
     /// What `LAST_INSERT_ID()` returns (from the OK packets of the session's own statements).
     pub last_insert_id: u64,
 }
 
-impl SessionState {
-    pub fn set_var(&mut self, name: &str, value: &str) {
-        let name = name.to_ascii_lowercase();
-        match self.vars.binary_search_by(|(n, _)| n.as_str().cmp(&name)) {
-            Ok(i) => self.vars[i].1 = value.to_string(),
-            Err(i) => self.vars.insert(i, (name, value.to_string())),
+/// System variables changed since connect, sorted by (lower-case) name, with their hash.
+/// Shared, not copied: a connection aligned to a session holds the session's own list, so the
+/// comparison every statement makes (and the statement cache's fingerprint) reads one pointer
+/// and one hash instead of every name and value, in memory last touched long ago.
+#[derive(Debug, Clone, Default)]
+pub struct Vars(Arc<VarList>);
+
+#[derive(Debug, Clone, Default)]
+struct VarList {
+    list: Vec<(String, String)>,
+    hash: u64,
+}
+
+impl Vars {
+    pub fn get(&self, name: &str) -> Option<&str> {
+        let list = &self.0.list;
+        list.binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+            .map(|i| list[i].1.as_str())
+    }
+
+    fn set(&mut self, name: String, value: &str) {
+        let at = self.0.list.binary_search_by(|(n, _)| n.as_str().cmp(&name));
+        if let Ok(i) = at
+            && self.0.list[i].1 == value
+        {
+            // Unchanged: the list stays shared with whoever else holds it.
+            return;
+        }
+        let v = Arc::make_mut(&mut self.0);
+        match at {
+            Ok(i) => v.list[i].1 = value.to_string(),
+            Err(i) => v.list.insert(i, (name, value.to_string())),
+        }
+        v.hash = FixedState::default().hash_one(&v.list);
+    }
+
+    pub fn clear(&mut self) {
+        if !self.0.list.is_empty() {
+            *self = Vars::default();
         }
     }
 
+    pub fn iter(&self) -> std::slice::Iter<'_, (String, String)> {
+        self.0.list.iter()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.list.is_empty()
+    }
+
+    /// A hash of the names and values: equal lists hash alike.
+    pub fn hash(&self) -> u64 {
+        self.0.hash
+    }
+
+    pub fn same(&self, other: &Vars) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl PartialEq for Vars {
+    fn eq(&self, other: &Vars) -> bool {
+        self.same(other) || (self.0.hash == other.0.hash && self.0.list == other.0.list)
+    }
+}
+
+impl Eq for Vars {}
+
+impl<'a> IntoIterator for &'a Vars {
+    type Item = &'a (String, String);
+    type IntoIter = std::slice::Iter<'a, (String, String)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl FromIterator<(String, String)> for Vars {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(it: I) -> Self {
+        let mut v = Vars::default();
+        for (n, val) in it {
+            v.set(n.to_ascii_lowercase(), &val);
+        }
+        v
+    }
+}
+
+impl SessionState {
+    pub fn set_var(&mut self, name: &str, value: &str) {
+        self.vars.set(name.to_ascii_lowercase(), value);
+    }
+
     pub fn var(&self, name: &str) -> Option<&str> {
-        self.vars
-            .binary_search_by(|(n, _)| n.as_str().cmp(name))
-            .ok()
-            .map(|i| self.vars[i].1.as_str())
+        self.vars.get(name)
     }
 
     /// Applies what one response reported.
@@ -168,6 +253,41 @@ impl Tracked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Shared lists are never edited under another holder, equal lists compare and hash
+    /// alike however they were built, and setting a variable to its value keeps the sharing.
+    #[test]
+    fn variables_are_shared_copy_on_write() {
+        let mut want = SessionState::default();
+        want.set_var("SQL_MODE", "ANSI");
+        want.set_var("time_zone", "+00:00");
+        let mut conn = SessionState {
+            vars: want.vars.clone(),
+            ..Default::default()
+        };
+        assert!(conn.vars.same(&want.vars));
+        conn.set_var("time_zone", "+00:00");
+        assert!(
+            conn.vars.same(&want.vars),
+            "an unchanged value keeps the list shared"
+        );
+        conn.set_var("time_zone", "+01:00");
+        assert!(!conn.vars.same(&want.vars));
+        assert_eq!(want.var("time_zone"), Some("+00:00"));
+        assert_eq!(conn.var("time_zone"), Some("+01:00"));
+        assert_ne!(conn.vars, want.vars);
+        assert_ne!(conn.vars.hash(), want.vars.hash());
+        // Built apart, in another order: equal, with equal hashes.
+        let mut other = SessionState::default();
+        other.set_var("time_zone", "+00:00");
+        other.set_var("sql_mode", "ANSI");
+        assert!(!other.vars.same(&want.vars));
+        assert_eq!(other.vars, want.vars);
+        assert_eq!(other.vars.hash(), want.vars.hash());
+        other.vars.clear();
+        assert!(other.vars.is_empty());
+        assert_eq!(other.vars, Vars::default());
+    }
 
     #[test]
     fn same_state_needs_no_statement() {

@@ -9,17 +9,20 @@
 //! (`max_prepared_stmt_count`, 16382 by default), shared by every connection.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use foldhash::fast::FixedState;
 
-use super::state::SessionState;
+use super::state::{SessionState, Vars};
 
 /// Statements one connection keeps: a pool of 64 connections keeps at most 8,192.
 pub const MAX_PER_CONN: usize = 128;
 
 struct Entry {
-    sql: String,
+    /// The router's text itself (a prepared statement's target is rendered once and shared):
+    /// the lookup of the same target compares a pointer, not the text.
+    sql: Arc<str>,
     id: u32,
     used: u64,
     /// Parameter types the server holds for the statement: those the last execute sent
@@ -46,11 +49,8 @@ pub fn fingerprint(state: &SessionState) -> u64 {
 /// [`fingerprint`] of a state in `schema` with `vars`. A statement keeps the schema it was
 /// prepared in (the server executes it there whatever the connection's schema is now), so a
 /// lookup for another schema than the connection's own is meaningful.
-pub fn fingerprint_in(schema: Option<&str>, vars: &[(String, String)]) -> u64 {
-    let mut h = FixedState::default().build_hasher();
-    schema.hash(&mut h);
-    vars.hash(&mut h);
-    h.finish()
+pub fn fingerprint_in(schema: Option<&str>, vars: &Vars) -> u64 {
+    FixedState::with_seed(vars.hash()).hash_one(schema)
 }
 
 fn key(fingerprint: u64, sql: &str) -> u64 {
@@ -64,12 +64,12 @@ impl StmtCache {
     pub fn get_for_execute(
         &mut self,
         fingerprint: u64,
-        sql: &str,
+        sql: &Arc<str>,
     ) -> Option<(u32, &mut Vec<(u8, u8)>)> {
         self.tick += 1;
         let tick = self.tick;
         let e = self.entries.get_mut(&key(fingerprint, sql))?;
-        if e.sql != sql {
+        if !Arc::ptr_eq(&e.sql, sql) && *e.sql != **sql {
             return None;
         }
         e.used = tick;
@@ -86,7 +86,7 @@ impl StmtCache {
 
     /// Keeps `id` for `sql`. Returns the backend ids the caller must close: a hash collision's
     /// previous holder, and the least recently used entry when the cache is full.
-    pub fn insert(&mut self, fingerprint: u64, sql: &str, id: u32) -> Vec<u32> {
+    pub fn insert(&mut self, fingerprint: u64, sql: &Arc<str>, id: u32) -> Vec<u32> {
         let mut closed = Vec::new();
         let k = key(fingerprint, sql);
         if self.entries.len() >= MAX_PER_CONN && !self.entries.contains_key(&k) {
@@ -101,7 +101,7 @@ impl StmtCache {
         }
         self.tick += 1;
         let entry = Entry {
-            sql: sql.to_string(),
+            sql: sql.clone(),
             id,
             used: self.tick,
             types: Vec::new(),
@@ -137,6 +137,10 @@ impl StmtCache {
 mod tests {
     use super::*;
 
+    fn s(sql: &str) -> Arc<str> {
+        sql.into()
+    }
+
     #[test]
     fn keyed_by_text_and_state() {
         let mut c = StmtCache::default();
@@ -148,24 +152,39 @@ mod tests {
         b.set_var("sql_mode", "ANSI_QUOTES");
         let (fa, fb) = (fingerprint(&a), fingerprint(&b));
         assert_ne!(fa, fb);
-        assert!(c.insert(fa, "SELECT 1", 7).is_empty());
-        assert_eq!(c.get_for_execute(fa, "SELECT 1").map(|(id, _)| id), Some(7));
-        assert_eq!(c.get_for_execute(fb, "SELECT 1").map(|(id, _)| id), None);
-        assert_eq!(c.get_for_execute(fa, "SELECT 2").map(|(id, _)| id), None);
+        assert!(c.insert(fa, &s("SELECT 1"), 7).is_empty());
+        assert_eq!(
+            c.get_for_execute(fa, &s("SELECT 1")).map(|(id, _)| id),
+            Some(7)
+        );
+        assert_eq!(
+            c.get_for_execute(fb, &s("SELECT 1")).map(|(id, _)| id),
+            None
+        );
+        assert_eq!(
+            c.get_for_execute(fa, &s("SELECT 2")).map(|(id, _)| id),
+            None
+        );
     }
 
     #[test]
     fn full_cache_evicts_the_least_recently_used() {
         let mut c = StmtCache::default();
         for i in 0..MAX_PER_CONN as u32 {
-            assert!(c.insert(1, &format!("SELECT {i}"), i).is_empty());
+            assert!(c.insert(1, &s(&format!("SELECT {i}")), i).is_empty());
         }
         // Statement 0 is used again, so 1 is now the oldest.
-        assert_eq!(c.get_for_execute(1, "SELECT 0").map(|(id, _)| id), Some(0));
-        assert_eq!(c.insert(1, "SELECT new", 1000), vec![1]);
+        assert_eq!(
+            c.get_for_execute(1, &s("SELECT 0")).map(|(id, _)| id),
+            Some(0)
+        );
+        assert_eq!(c.insert(1, &s("SELECT new"), 1000), vec![1]);
         assert_eq!(c.len(), MAX_PER_CONN);
-        assert_eq!(c.get_for_execute(1, "SELECT 1").map(|(id, _)| id), None);
-        assert_eq!(c.get_for_execute(1, "SELECT 0").map(|(id, _)| id), Some(0));
+        assert_eq!(c.get_for_execute(1, &s("SELECT 1")).map(|(id, _)| id), None);
+        assert_eq!(
+            c.get_for_execute(1, &s("SELECT 0")).map(|(id, _)| id),
+            Some(0)
+        );
         let mut all = c.drain();
         all.sort();
         assert_eq!(all.len(), MAX_PER_CONN);

@@ -318,7 +318,7 @@ const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 /// server's statement limit be reached, the connection closes what it keeps and tries once more.
 async fn prepare_on(
     conn: &mut BackendConn,
-    sql: &str,
+    sql: &Arc<str>,
     columns: bool,
 ) -> Result<(u32, Vec<Vec<u8>>)> {
     let mut freed = false;
@@ -496,7 +496,7 @@ impl Session {
             }
             RoutePlan::Any { sql } => Some(Target {
                 datanode: self.any_datanode(routing),
-                sql,
+                sql: sql.into(),
                 params: (0..params).collect(),
                 qualified: false,
             }),
@@ -628,7 +628,7 @@ impl Session {
                 let dn = self.any_datanode(routing);
                 let t = Target {
                     datanode: dn,
-                    sql,
+                    sql: sql.into(),
                     params: (0..n as u16).collect(),
                     qualified: false,
                 };

@@ -79,8 +79,11 @@ pub fn parse_kill(sql: &[u8]) -> Option<(bool, u64)> {
 /// Publishes the passthrough connection `backend` and the routed connections `held` in
 /// `handle`. A free function so that a caller holding `&mut` to the session's connection
 /// can publish it (the session's fields are borrowed one by one).
+/// `shown` is the session's own copy of what it published last: compared without the lock,
+/// which is taken only on a change.
 pub(crate) fn publish(
     handle: &SessionHandle,
+    shown: &mut Vec<(usize, u32)>,
     routing: Option<&Routing>,
     backend: Option<&PooledConn>,
     held: &[Held],
@@ -92,18 +95,22 @@ pub(crate) fn publish(
             .filter_map(move |h| routing.map(|_| (h.server, h.conn.thread_id)));
         passthrough.chain(routed)
     };
-    let mut published = handle.backends.lock().unwrap_or_else(|p| p.into_inner());
-    if !published.iter().copied().eq(current()) {
-        *published = current().collect();
+    if shown.iter().copied().eq(current()) {
+        return;
     }
+    shown.clear();
+    shown.extend(current());
+    let mut published = handle.backends.lock().unwrap_or_else(|p| p.into_inner());
+    published.clone_from(shown);
 }
 
 impl Session {
     /// Tells other sessions which backend connections this one holds now.
     /// Called after every command: compares without allocating, writes only on a change.
-    pub(crate) fn publish_backends(&self) {
+    pub(crate) fn publish_backends(&mut self) {
         publish(
             &self.handle,
+            &mut self.shown_backends,
             self.shared.config.routing.as_deref(),
             self.backend.as_ref(),
             &self.conns.held,

@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use tracing::{debug, trace, warn};
 
 use crate::backend::pool::{BackendPool, PooledConn, Wanted};
-use crate::backend::state::SessionState;
+use crate::backend::state::{SessionState, Vars};
 use crate::config::ProxyConfig;
 use crate::error::{Error, Result};
 use crate::exec::connset::ConnSet;
@@ -104,7 +104,7 @@ pub struct Session {
     /// The state the client expects its connection to be in.
     pub(crate) want: SessionState,
     /// Variables implied by the client's handshake collation (what a reset goes back to).
-    pub(crate) initial_vars: Vec<(String, String)>,
+    pub(crate) initial_vars: Vars,
     pub(crate) backend: Option<PooledConn>,
     pub(crate) last_backend: u64,
     pub(crate) pins: Pins,
@@ -117,9 +117,9 @@ pub struct Session {
     /// With the router: the logical schema the client is in (`USE`), the connections held per
     /// datanode, and the BEGIN of an explicit transaction, sent to each datanode on first touch.
     pub(crate) logical: Option<String>,
-    /// The last sql_mode value the session set and what it means for the router (parsed once
-    /// per change, not per statement).
-    mode_seen: (String, shoal_router::sql::SqlMode),
+    /// The variables sql_mode was last read from, and what it means for the router (parsed
+    /// once per change, not per statement).
+    mode_seen: (Vars, shoal_router::sql::SqlMode),
     /// The routed path's token buffer, reused from statement to statement: each COM_QUERY is
     /// tokenized once into it and read by the router, the pin check and the diagnostics check.
     pub(crate) tokens: Vec<Token>,
@@ -133,6 +133,8 @@ pub struct Session {
     /// sessions see of this one.
     pub(crate) id: u32,
     pub(crate) handle: Arc<kill::SessionHandle>,
+    /// What `handle.backends` holds (only this session writes it).
+    shown_backends: Vec<(usize, u32)>,
     /// Counts this session against its user's `max_connections`.
     pub(crate) user_slot: Option<limits::UserSlot>,
     /// The session's own handle on the router (`None` in quick mode), taken out for each
@@ -168,7 +170,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         user: String::new(),
         scramble: [0; 20],
         want: SessionState::default(),
-        initial_vars: Vec::new(),
+        initial_vars: Vars::default(),
         backend: None,
         last_backend: 0,
         pins: Pins::default(),
@@ -180,7 +182,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
             on_backend: false,
         },
         logical: None,
-        mode_seen: (String::new(), shoal_router::sql::SqlMode::default()),
+        mode_seen: (Vars::default(), shoal_router::sql::SqlMode::default()),
         tokens: Vec::new(),
         conns: ConnSet::default(),
         txn_begin: None,
@@ -188,6 +190,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         sequence_first: None,
         id: connection_id,
         handle: Arc::new(kill::SessionHandle::default()),
+        shown_backends: Vec::new(),
         user_slot: None,
         routing,
     };
@@ -217,13 +220,13 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
 
 /// The charset variables a client's handshake collation implies on a backend connection opened
 /// with [`BACKEND_COLLATION`].
-fn charset_vars(collation: u8) -> Vec<(String, String)> {
+fn charset_vars(collation: u8) -> Vars {
     if collation == BACKEND_COLLATION {
-        return Vec::new();
+        return Vars::default();
     }
     let c = Collation::resolve(CollationId::from(collation as u16));
     if c.id() == CollationId::UNKNOWN_COLLATION_ID {
-        return Vec::new();
+        return Vars::default();
     }
     let charset = c.charset().to_string();
     let mut vars = vec![
@@ -238,8 +241,7 @@ fn charset_vars(collation: u8) -> Vec<(String, String)> {
             c.collation().to_string(),
         ));
     }
-    vars.sort();
-    vars
+    vars.into_iter().collect()
 }
 
 /// Replays the difference between a connection's state and the session's `want` (variables,
@@ -433,6 +435,7 @@ impl Session {
         if changed {
             kill::publish(
                 &self.handle,
+                &mut self.shown_backends,
                 self.shared.config.routing.as_deref(),
                 Some(&conn),
                 &self.conns.held,
@@ -941,15 +944,16 @@ impl Session {
     /// The sql_mode statements of this session are read with: the one it set, else the
     /// backends' default.
     pub(crate) fn sql_mode(&mut self) -> shoal_router::sql::SqlMode {
-        match self.want.var("sql_mode") {
-            None => self.shared.default_sql_mode,
-            Some(v) => {
-                if self.mode_seen.0 != v {
-                    self.mode_seen = (v.to_string(), shoal_router::sql::SqlMode::parse(v));
-                }
-                self.mode_seen.1
-            }
+        // Read again only when the variables changed (they are replaced, never edited in
+        // place, while `mode_seen` holds them).
+        if !self.mode_seen.0.same(&self.want.vars) {
+            let mode = match self.want.var("sql_mode") {
+                None => self.shared.default_sql_mode,
+                Some(v) => shoal_router::sql::SqlMode::parse(v),
+            };
+            self.mode_seen = (self.want.vars.clone(), mode);
         }
+        self.mode_seen.1
     }
 
     /// An unknown schema is 1049; a known one outside the user's list is 1044, as MySQL says.
