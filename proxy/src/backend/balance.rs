@@ -50,6 +50,8 @@ impl Host {
 pub struct Backends {
     pub servers: Vec<Server>,
     pub hosts: Vec<Host>,
+    /// Some datahost has replicas (asked on every statement: kept, not recounted).
+    read_balancing: bool,
 }
 
 impl Backends {
@@ -83,12 +85,17 @@ impl Backends {
                 next: AtomicUsize::new(0),
             });
         }
-        Backends { servers, hosts }
+        let read_balancing = hosts.iter().any(|h| h.has_replicas());
+        Backends {
+            servers,
+            hosts,
+            read_balancing,
+        }
     }
 
     /// Whether any datahost spreads reads (else the executor skips the read/write decision).
     pub fn any_read_balancing(&self) -> bool {
-        self.hosts.iter().any(|h| h.has_replicas())
+        self.read_balancing
     }
 
     /// The current primary of datahost `dh`.

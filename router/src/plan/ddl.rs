@@ -1,8 +1,6 @@
 //! Statements planned from their tokens alone: DDL, SHOW, DESCRIBE. sqlparser does not parse
 //! every MySQL DDL (`PARTITION BY`, some table options), and these only need the table names.
 
-use std::sync::Arc;
-
 use super::placement::{self, Kind, refuse};
 use super::render::{Edit, Text, quote_ident};
 use super::{LocalAnswer, RoutePlan, Target};
@@ -176,7 +174,7 @@ fn default_dn(topo: &Topology, current: Option<&str>, text: &Text, what: &str) -
         Some(dn) => RoutePlan::Single(Target {
             datanode: dn,
             sql: text.sql.into(),
-            params: Arc::default(),
+            params: Default::default(),
             qualified: false,
         }),
         None => RoutePlan::Refuse(refuse(format!(
@@ -369,7 +367,7 @@ pub(crate) fn plan_show(topo: &Topology, current: Option<&str>, text: &Text) -> 
             } else {
                 "SHOW TABLES".into()
             },
-            params: Arc::default(),
+            params: Default::default(),
             qualified: false,
         });
         return RoutePlan::Local(LocalAnswer::ShowTables {

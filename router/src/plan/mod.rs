@@ -67,11 +67,63 @@ pub struct Target {
     pub sql: Arc<str>,
     /// For prepared statements: which of the client's parameters (0-based) fill this SQL's `?`
     /// placeholders, in order (a split INSERT or a rewritten LIMIT uses a subset).
-    pub params: Arc<[u16]>,
+    pub params: Params,
     /// The SQL names every database it reads (its tables are qualified, nothing else in it is
     /// looked up in the current database): it runs the same on any connection to the
     /// datanode's server, whichever database that connection is in.
     pub qualified: bool,
+}
+
+/// Which of the client's parameters a target's SQL takes, in order. The usual list, the first
+/// `n` in order, is kept as its length: copying a target then writes no shared counter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Params {
+    First(u16),
+    List(Arc<[u16]>),
+}
+
+/// `0, 1, 2, ...`: the lists [`Params::First`] stands for.
+const FIRST: [u16; 64] = {
+    let mut a = [0u16; 64];
+    let mut i = 0;
+    while i < a.len() {
+        a[i] = i as u16;
+        i += 1;
+    }
+    a
+};
+
+impl Default for Params {
+    fn default() -> Self {
+        Params::First(0)
+    }
+}
+
+impl std::ops::Deref for Params {
+    type Target = [u16];
+    fn deref(&self) -> &[u16] {
+        match self {
+            Params::First(n) => &FIRST[..*n as usize],
+            Params::List(l) => l,
+        }
+    }
+}
+
+impl From<Vec<u16>> for Params {
+    fn from(v: Vec<u16>) -> Self {
+        let first = v.len() <= FIRST.len() && v.iter().enumerate().all(|(i, &p)| p as usize == i);
+        if first {
+            Params::First(v.len() as u16)
+        } else {
+            Params::List(v.into())
+        }
+    }
+}
+
+impl FromIterator<u16> for Params {
+    fn from_iter<I: IntoIterator<Item = u16>>(it: I) -> Self {
+        it.into_iter().collect::<Vec<u16>>().into()
+    }
 }
 
 /// A session function the proxy answers itself: a backend would answer with its physical
@@ -286,4 +338,32 @@ pub enum LocalAnswer {
     ExplainRoute { rows: Vec<(String, String)> },
     /// `SHOW SHOAL BACKENDS`: every server of every datahost, its role and health.
     ShowBackends,
+}
+
+#[cfg(test)]
+mod params_tests {
+    use super::Params;
+
+    /// The first `n` parameters in order are kept as a length; any other list as itself; both
+    /// read back as the list they were made from.
+    #[test]
+    fn parameter_lists_read_back_as_made() {
+        let lists: Vec<Vec<u16>> = vec![
+            vec![],
+            vec![0],
+            vec![0, 1, 2],
+            (0..64).collect(),
+            (0..65).collect(),
+            vec![1],
+            vec![0, 2],
+            vec![1, 0],
+        ];
+        for l in lists {
+            let p = Params::from(l.clone());
+            assert_eq!(&*p, l.as_slice());
+            let first = l.len() <= 64 && l.iter().enumerate().all(|(i, &x)| x as usize == i);
+            assert_eq!(matches!(p, Params::First(_)), first, "{l:?}");
+            assert_eq!(l.iter().copied().collect::<Params>(), p);
+        }
+    }
 }
