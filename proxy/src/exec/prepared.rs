@@ -6,7 +6,9 @@
 use mysql_common::constants::CapabilityFlags;
 use std::sync::Arc;
 
-use shoal_router::plan::{LocalAnswer, Merge, ParamValue, PreparedRoute, RoutePlan, Target};
+use shoal_router::plan::{
+    LocalAnswer, Merge, ParamValue, Params, PreparedRoute, RoutePlan, Target,
+};
 use shoal_router::sql::lex::TokKind;
 
 use super::local::string_column;
@@ -497,7 +499,7 @@ impl Session {
             RoutePlan::Any { sql } => Some(Target {
                 datanode: self.any_datanode(routing),
                 sql: sql.into(),
-                params: (0..params).collect(),
+                params: Params::first(params as usize),
                 qualified: false,
             }),
             // Transaction control and SET (sysbench prepares BEGIN and COMMIT): answered by
@@ -629,7 +631,7 @@ impl Session {
                 let t = Target {
                     datanode: dn,
                     sql: sql.into(),
-                    params: (0..n as u16).collect(),
+                    params: Params::first(n),
                     qualified: false,
                 };
                 self.execute_on(routing, &t, &req, reply_seq).await

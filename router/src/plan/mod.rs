@@ -76,7 +76,7 @@ pub struct Target {
 
 /// Which of the client's parameters a target's SQL takes, in order. The usual list, the first
 /// `n` in order, is kept as its length: copying a target then writes no shared counter.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Params {
     First(u16),
     List(Arc<[u16]>),
@@ -92,6 +92,26 @@ const FIRST: [u16; 64] = {
     }
     a
 };
+
+impl Params {
+    /// The first `n` parameters in order, built without a list where `n` allows.
+    pub fn first(n: usize) -> Params {
+        if n <= FIRST.len() {
+            Params::First(n as u16)
+        } else {
+            Params::List((0..n as u16).collect())
+        }
+    }
+}
+
+/// Equal when they read back as the same list, whichever form holds it.
+impl PartialEq for Params {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Params {}
 
 impl Default for Params {
     fn default() -> Self {
@@ -364,6 +384,13 @@ mod params_tests {
             let first = l.len() <= 64 && l.iter().enumerate().all(|(i, &x)| x as usize == i);
             assert_eq!(matches!(p, Params::First(_)), first, "{l:?}");
             assert_eq!(l.iter().copied().collect::<Params>(), p);
+            assert_eq!(Params::List(l.clone().into()), p);
+        }
+        for n in [0, 1, 64, 65, 300] {
+            assert_eq!(
+                &*Params::first(n),
+                (0..n as u16).collect::<Vec<_>>().as_slice()
+            );
         }
     }
 }

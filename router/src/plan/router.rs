@@ -244,7 +244,7 @@ impl Router {
                     Some(dn) => RoutePlan::Single(super::Target {
                         datanode: dn,
                         sql: sql.into(),
-                        params: (0..params.len() as u16).collect(),
+                        params: super::Params::first(params.len()),
                         qualified: false,
                     }),
                     None => {
