@@ -29,7 +29,6 @@ mod txn;
 mod write;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use mysql_common::constants::StatusFlags;
 use shoal_router::RouterError;
@@ -166,9 +165,8 @@ impl Session {
             }
             other => Err(Error::unknown_command(other)),
         };
-        if self.txn_begin.is_none() && self.conns.held.iter().any(|h| self.give_back(h)) {
-            self.release_conns(false).await;
-        }
+        // Connections the pools want back are released by the command loop before the next
+        // read (`release_wanted`), not here as well.
         self.settle_admission();
         result
     }
@@ -610,7 +608,8 @@ impl Session {
             Ok(()) => relay(&mut h.conn, &mut self.client, self.caps, expect, &mut seq).await,
             Err(e) => Err(Error::BackendIo(e)),
         };
-        h.conn.last_used = Instant::now();
+        // No `last_used` stamp here: the pool stamps a connection when it is given back, the
+        // only time its idle age is read (a clock read per statement was routed-only cost).
         match result {
             Ok(out) => {
                 if let Expect::Results { .. } | Expect::CursorResults = expect {
@@ -745,14 +744,25 @@ impl Session {
     /// Whether held connection `h` goes back between statements: nothing pins it, and other
     /// sessions wait for its pool or for admission (see [`admission`]).
     fn give_back(&self, h: &Held) -> bool {
-        !h.pinned()
-            && (self.shared.pools[h.server].reclaim_requested()
-                || self
-                    .shared
-                    .config
-                    .routing
-                    .as_ref()
-                    .is_some_and(|r| r.admission.contended()))
+        !h.pinned() && (self.shared.pools[h.server].reclaim_requested() || self.contended())
+    }
+
+    /// Whether sessions wait for admission.
+    fn contended(&self) -> bool {
+        self.shared
+            .config
+            .routing
+            .as_ref()
+            .is_some_and(|r| r.admission.contended())
+    }
+
+    /// Between commands: gives back the held connections other sessions wait for. The check
+    /// is synchronous and allocation-free; the release (which may reset a connection) runs
+    /// only when something is to go back.
+    pub(crate) async fn release_wanted(&mut self) {
+        if self.conns.held.iter().any(|h| self.give_back(h)) {
+            self.release_conns(false).await;
+        }
     }
 
     /// Gives back this session's connections that the running statement has not used and

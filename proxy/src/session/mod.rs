@@ -552,7 +552,7 @@ impl Session {
                 self.release_backend().await;
             }
             if !self.conns.is_empty() {
-                self.release_conns(false).await;
+                self.release_wanted().await;
             }
             let read = tokio::select! {
                 biased;
