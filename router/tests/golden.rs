@@ -163,6 +163,7 @@ fn golden_route_plans() {
     files.sort();
     let mut total = 0;
     let mut prepared_checked = 0;
+    let mut kept_checked = 0;
     let mut failures = Vec::new();
     for f in &files {
         let text = fs::read_to_string(f).expect("read cases");
@@ -219,6 +220,18 @@ fn golden_route_plans() {
                         ));
                     }
                 }
+                // A kept target, borrowed, is the plan too.
+                if let Some(t) = fresh.kept_target(&prepared, schema, mode, &c.params) {
+                    let plan = render(&topo, &shoal_router::plan::RoutePlan::Single(t.clone()));
+                    if plan != cold {
+                        failures.push(format!(
+                            "{}: `{}`\n  kept target differs:\n--- cold\n{cold}\n--- kept\n{plan}",
+                            f.display(),
+                            c.comment
+                        ));
+                    }
+                    kept_checked += 1;
+                }
                 prepared_checked += 1;
             }
             // Prepared in the router every case shares: a statement's text met again with
@@ -265,6 +278,10 @@ fn golden_route_plans() {
         assert!(
             prepared_checked >= 200,
             "only {prepared_checked} cases were checked as prepared statements"
+        );
+        assert!(
+            kept_checked >= 50,
+            "only {kept_checked} prepared cases were checked with a kept target"
         );
         assert!(
             total >= 250,

@@ -440,6 +440,15 @@ fn keep_types(held: &mut Vec<(u8, u8)>, params: &[RawParam], which: &[u16]) -> b
     false
 }
 
+/// An execute's plan: one of its statement's kept targets, borrowed (the common case: a
+/// point lookup), or the router's plan. On the stack for one execute: boxing the plan would
+/// allocate per execute.
+#[allow(clippy::large_enum_variant)]
+enum Planned<'a> {
+    Kept(&'a Target),
+    Plan(RoutePlan),
+}
+
 /// The SQL request each target gets: text, or an execute of a prepared statement.
 pub enum Request<'a> {
     Text,
@@ -586,7 +595,6 @@ impl Session {
         values: &mut Vec<ParamValue>,
         reply_seq: u8,
     ) -> Result<()> {
-        let mode = self.sql_mode();
         let payload = self.client.packet_payload();
         let id = crate::wire::command::stmt_id(&payload).unwrap_or(0);
         let Some(stmt) = self.statements.get_mut(id) else {
@@ -601,19 +609,56 @@ impl Session {
         if flags != 0 {
             return Err(unsupported("cursors on prepared statements"));
         }
-        let cached_route = stmt.read_route;
         values.clear();
         values.extend(params.iter().map(literal));
+        // Moved out for the execute and put back after: a kept target is borrowed from it,
+        // where a copy per execute would write the reference counts every session preparing
+        // the statement shares.
+        let prepared = stmt.route.take();
+        let result = self
+            .execute_planned(routing, id, prepared.as_deref(), params, values, reply_seq)
+            .await;
+        if let Some(stmt) = self.statements.get_mut(id) {
+            stmt.route = prepared;
+        }
+        result
+    }
+
+    /// Plans and runs an execute of statement `id` (its prepared route `prepared`, moved out
+    /// of it meanwhile) with its decoded `params` and their `values`.
+    async fn execute_planned(
+        &mut self,
+        routing: &Routing,
+        id: u32,
+        prepared: Option<&PreparedRoute>,
+        params: &[RawParam],
+        values: &[ParamValue],
+        reply_seq: u8,
+    ) -> Result<()> {
+        let mode = self.sql_mode();
         let current = self.logical.as_deref();
-        let plan = match &stmt.route {
-            Some(r) => routing.router.route_prepared(r, current, mode, values),
-            None => routing.router.route_in(current, mode, &stmt.sql, values),
+        let Some(stmt) = self.statements.get_mut(id) else {
+            return Err(Error::unknown_statement(id, "COM_STMT_EXECUTE"));
+        };
+        let n = stmt.params as usize;
+        let cached_route = stmt.read_route;
+        let kept = prepared.and_then(|r| routing.router.kept_target(r, current, mode, values));
+        let planned = match (kept, prepared) {
+            (Some(t), _) => Planned::Kept(t),
+            (None, Some(r)) => {
+                Planned::Plan(routing.router.route_prepared(r, current, mode, values))
+            }
+            (None, None) => {
+                Planned::Plan(routing.router.route_in(current, mode, &stmt.sql, values))
+            }
         };
         // The text is needed again only off the common path (a point read or write routed by
         // the statement's template): its refcount sits in memory this session last touched
         // long ago, a cache miss per execute with many sessions.
-        let needs_text = matches!(plan, RoutePlan::Broadcast { .. } | RoutePlan::Session(_))
-            || (cached_route.is_none() && self.shared.backends.any_read_balancing());
+        let needs_text = matches!(
+            planned,
+            Planned::Plan(RoutePlan::Broadcast { .. } | RoutePlan::Session(_))
+        ) || (cached_route.is_none() && self.shared.backends.any_read_balancing());
         let sql = needs_text.then(|| stmt.sql.clone());
         let sql = sql.as_deref().unwrap_or("");
         let route = cached_route.or_else(|| self.read_route_of(routing, mode, sql));
@@ -621,9 +666,16 @@ impl Session {
             if let Some(stmt) = self.statements.get_mut(id) {
                 stmt.read_route = Some(route);
             }
-            (self.conns.want, self.conns.writing) = super::replica::statement_want(route, &plan);
+            (self.conns.want, self.conns.writing) = match &planned {
+                Planned::Kept(_) => super::replica::single_want(route),
+                Planned::Plan(plan) => super::replica::statement_want(route, plan),
+            };
         }
         let req = Request::Execute { params };
+        let plan = match planned {
+            Planned::Kept(t) => return self.execute_on(routing, t, &req, reply_seq).await,
+            Planned::Plan(plan) => plan,
+        };
         match plan {
             RoutePlan::Single(t) => self.execute_on(routing, &t, &req, reply_seq).await,
             RoutePlan::Any { sql } => {

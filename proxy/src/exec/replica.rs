@@ -47,18 +47,26 @@ pub(super) fn statement_want(route: ReadRoute, plan: &RoutePlan) -> (Want, bool)
                 ..
             }
     );
+    let write_plan = matches!(
+        plan,
+        RoutePlan::Single(_)
+            | RoutePlan::Scatter { .. }
+            | RoutePlan::Broadcast { .. }
+            | RoutePlan::Refuse(_)
+    );
+    want_for(route, read_plan, write_plan)
+}
+
+/// [`statement_want`] of a `RoutePlan::Single`.
+pub(super) fn single_want(route: ReadRoute) -> (Want, bool) {
+    want_for(route, true, true)
+}
+
+/// Where a statement read as `route` goes when its plan may read (`read_plan`) or write.
+fn want_for(route: ReadRoute, read_plan: bool, write_plan: bool) -> (Want, bool) {
     match route {
         ReadRoute::Replica { hinted } if read_plan => (Want::Read { hinted }, false),
-        ReadRoute::Primary(PrimaryWhy::NotARead) => (
-            Want::Primary,
-            matches!(
-                plan,
-                RoutePlan::Single(_)
-                    | RoutePlan::Scatter { .. }
-                    | RoutePlan::Broadcast { .. }
-                    | RoutePlan::Refuse(_)
-            ),
-        ),
+        ReadRoute::Primary(PrimaryWhy::NotARead) => (Want::Primary, write_plan),
         _ => (Want::Primary, false),
     }
 }

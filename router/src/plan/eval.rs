@@ -392,9 +392,74 @@ fn single_target(
     t
 }
 
+/// A statement with one target whatever its values but the shard key's: where it goes.
+struct OneTarget {
+    /// Its slot in a prepared statement's [`Singles`].
+    slot: usize,
+    dn: DatanodeId,
+    /// The shard of its one group (a point lookup), none for a fixed datanode.
+    shard: Option<usize>,
+}
+
+/// The one target of a non-INSERT statement on a fixed datanode, or of a point lookup on one
+/// table (the general path of [`eval_dml`] would give this one target); `None` where the
+/// statement may have several, or none it can name without rendering.
+fn one_target(d: &DmlT, topo: &Topology, v: &Values) -> Option<Result<OneTarget, RouterError>> {
+    if d.insert.is_some() {
+        return None;
+    }
+    if d.groups.is_empty() {
+        if d.broadcast.is_some() {
+            return None;
+        }
+        let dn = d
+            .fixed
+            .or_else(|| d.allowed.as_ref().and_then(|a| a.first().copied()))?;
+        return Some(Ok(OneTarget {
+            slot: Singles::fixed_slot(dn),
+            dn,
+            shard: None,
+        }));
+    }
+    let [g] = d.groups.as_slice() else {
+        return None;
+    };
+    let s = point_shard(g, v)?;
+    let dn = g.datanodes[s];
+    Some(check_dn(d, topo, dn).map(|()| OneTarget {
+        slot: Singles::shard_slot(topo, s),
+        dn,
+        shard: Some(s),
+    }))
+}
+
+/// A prepared statement's kept target for these values, borrowed from its `singles`: what
+/// [`evaluate`] would answer as `RoutePlan::Single`, without copying the target (whose text
+/// every session preparing the statement shares: a copy per execute writes its shared
+/// reference count). `None` where `evaluate` must answer.
+pub(crate) fn kept_single<'s>(
+    t: &Template,
+    topo: &Topology,
+    v: &Values,
+    singles: &'s Singles,
+) -> Option<&'s Target> {
+    let Body::Dml(d) = &t.body else {
+        return None;
+    };
+    let one = one_target(d, topo, v)?.ok()?;
+    let cell = singles.0.get(one.slot)?;
+    Some(cell.get_or_init(|| single_target(d, topo, v, one.dn, one.shard.as_slice())))
+}
+
 fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterError> {
     if let Some(ins) = &d.insert {
         return eval_insert(d, ins, topo, v);
+    }
+    if let Some(one) = one_target(d, topo, v) {
+        let one = one?;
+        return Ok(RoutePlan::Single(kept(v, one.slot, || {
+            single_target(d, topo, v, one.dn, one.shard.as_slice())
+        })));
     }
     if d.groups.is_empty() {
         if let Some(bd) = &d.broadcast {
@@ -404,29 +469,9 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
                 .collect();
             return Ok(RoutePlan::Broadcast { targets });
         }
-        let dn = d
-            .fixed
-            .or_else(|| d.allowed.as_ref().and_then(|a| a.first().copied()));
-        return Ok(match dn {
-            Some(dn) => RoutePlan::Single(kept(v, Singles::fixed_slot(dn), || {
-                single_target(d, topo, v, dn, &[])
-            })),
-            None => RoutePlan::Any {
-                sql: v.text.sql.to_string(),
-            },
+        return Ok(RoutePlan::Any {
+            sql: v.text.sql.to_string(),
         });
-    }
-    // A point lookup on one table: the general path below would give this one target.
-    if let [g] = d.groups.as_slice()
-        && let Some(s) = point_shard(g, v)
-    {
-        let dn = g.datanodes[s];
-        check_dn(d, topo, dn)?;
-        return Ok(RoutePlan::Single(kept(
-            v,
-            Singles::shard_slot(topo, s),
-            || single_target(d, topo, v, dn, &[s]),
-        )));
     }
     // (datanode, shard per group) of each target.
     let mut placements: Vec<(DatanodeId, Vec<usize>)> = Vec::new();

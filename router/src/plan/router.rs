@@ -9,7 +9,7 @@ use super::explain;
 use super::placement::refuse;
 use super::planner::{self, Body, Template};
 use super::render::Text;
-use super::{LocalAnswer, ParamValue, RoutePlan};
+use super::{LocalAnswer, ParamValue, RoutePlan, Target};
 use crate::error::{RouterError, codes};
 use crate::sql::StatementKind;
 use crate::sql::analyze::{self, AnalyzeError, Source};
@@ -70,6 +70,31 @@ pub struct PreparedRoute {
     param_tokens: Vec<u32>,
     template: Arc<Template>,
     singles: Singles,
+}
+
+impl PreparedRoute {
+    /// Whether it was read for `router` in schema `current` and sql_mode `mode`: otherwise
+    /// an execute is planned from its text again.
+    fn current_for(&self, router: &Router, current: Option<&str>, mode: SqlMode) -> bool {
+        Arc::ptr_eq(&self.topo, &router.topo)
+            && self.server_version == router.server_version
+            && self.mode == mode
+            && self.current.as_deref() == current
+    }
+
+    /// The statement with an execute's bound values.
+    fn values<'a>(&'a self, params: &'a [ParamValue]) -> Values<'a> {
+        Values {
+            text: Text {
+                sql: &self.sql,
+                toks: &self.toks,
+                param_tokens: &self.param_tokens,
+            },
+            slot_tokens: &self.slot_tokens,
+            params,
+            singles: Some(&self.singles),
+        }
+    }
 }
 
 /// Plans statements against one topology. Cheap to share (`Arc<Router>`); build a new one when
@@ -346,24 +371,26 @@ impl Router {
         mode: SqlMode,
         params: &[ParamValue],
     ) -> RoutePlan {
-        if !Arc::ptr_eq(&p.topo, &self.topo)
-            || p.server_version != self.server_version
-            || p.mode != mode
-            || p.current.as_deref() != current
-        {
+        if !p.current_for(self, current, mode) {
             return self.route_in(current, mode, &p.sql, params);
         }
-        let values = Values {
-            text: Text {
-                sql: &p.sql,
-                toks: &p.toks,
-                param_tokens: &p.param_tokens,
-            },
-            slot_tokens: &p.slot_tokens,
-            params,
-            singles: Some(&p.singles),
-        };
-        eval::evaluate(&p.template, &self.topo, &values)
+        eval::evaluate(&p.template, &self.topo, &p.values(params))
+    }
+
+    /// [`Self::route_prepared`] where it would answer `RoutePlan::Single` with one of the
+    /// statement's kept targets: that target, borrowed (see `eval::kept_single`). `None`
+    /// where [`Self::route_prepared`] must plan.
+    pub fn kept_target<'p>(
+        &self,
+        p: &'p PreparedRoute,
+        current: Option<&str>,
+        mode: SqlMode,
+        params: &[ParamValue],
+    ) -> Option<&'p Target> {
+        if !p.current_for(self, current, mode) {
+            return None;
+        }
+        eval::kept_single(&p.template, &self.topo, &p.values(params), &p.singles)
     }
 
     fn dml(
@@ -673,6 +700,7 @@ mod tests {
             Topology::build(&cfg).expect("topology"),
         ));
         let mode = SqlMode::default();
+        let mut kept = 0;
         let values: Vec<i128> = (0..24).chain((0..24).rev()).map(|i| i * 7 % 24).collect();
         for sql in [
             "SELECT c FROM sbtest1 WHERE id = ?",
@@ -697,9 +725,22 @@ mod tests {
                     format!("{:?}", router.route_in(Some("shop"), mode, sql, &params)),
                     "{sql} with {v}"
                 );
+                // Borrowed, the kept target is that plan's.
+                if let Some(t) = router.kept_target(&p, Some("shop"), mode, &params) {
+                    kept += 1;
+                    assert_eq!(
+                        format!("{:?}", super::RoutePlan::Single(t.clone())),
+                        format!("{plan:?}"),
+                        "{sql} with {v}"
+                    );
+                }
             }
             assert!(!shards.is_empty(), "{sql}: no single target");
         }
+        assert!(
+            kept >= values.len(),
+            "only {kept} executes had a kept target"
+        );
     }
 
     /// Sessions preparing the same text in the same schema and sql_mode share one route; a
