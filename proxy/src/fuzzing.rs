@@ -156,7 +156,7 @@ pub fn client_command(data: &[u8]) {
     // The parameter count comes from the backend's prepare-OK (a u16); types may be
     // remembered from an earlier execute.
     let n = usize::from(data.last().copied().unwrap_or(0));
-    let mut types = Vec::new();
+    let mut types = crate::backend::stmt_cache::ParamTypes::new();
     for remembered in [false, true] {
         if remembered {
             types = data

@@ -16,6 +16,10 @@ use foldhash::fast::FixedState;
 
 use super::state::{SessionState, Vars};
 
+/// Parameter types (type, unsigned flag) of a statement's execute: inline up to 8
+/// parameters, so that comparing them on an execute reads no separate heap line.
+pub type ParamTypes = smallvec::SmallVec<[(u8, u8); 8]>;
+
 /// Statements one connection keeps: a pool of 64 connections keeps at most 8,192.
 pub const MAX_PER_CONN: usize = 128;
 
@@ -29,7 +33,7 @@ struct Entry {
     /// (empty: none sent yet, or forgotten). The server keeps them, so an execute with the
     /// same types need not send them again; sending them anyway makes MariaDB set the
     /// statement's parameters up again, about a fifth of its CPU per point select.
-    types: Vec<(u8, u8)>,
+    types: ParamTypes,
 }
 
 #[derive(Default)]
@@ -65,7 +69,7 @@ impl StmtCache {
         &mut self,
         fingerprint: u64,
         sql: &Arc<str>,
-    ) -> Option<(u32, &mut Vec<(u8, u8)>)> {
+    ) -> Option<(u32, &mut ParamTypes)> {
         self.tick += 1;
         let tick = self.tick;
         let e = self.entries.get_mut(&key(fingerprint, sql))?;
@@ -104,7 +108,7 @@ impl StmtCache {
             sql: sql.clone(),
             id,
             used: self.tick,
-            types: Vec::new(),
+            types: ParamTypes::new(),
         };
         if let Some(prev) = self.entries.insert(k, entry)
             && prev.id != id

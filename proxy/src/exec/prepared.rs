@@ -14,7 +14,7 @@ use shoal_router::sql::lex::TokKind;
 use super::local::string_column;
 use super::{Use, refusal, unsupported};
 use crate::backend::conn::BackendConn;
-use crate::backend::stmt_cache::{fingerprint, fingerprint_in};
+use crate::backend::stmt_cache::{ParamTypes, fingerprint, fingerprint_in};
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::merge::Protocol;
@@ -38,7 +38,7 @@ pub struct ClientStmt {
     pub route: Option<Arc<PreparedRoute>>,
     pub params: u16,
     /// Parameter types from the last EXECUTE that sent them (type, unsigned flag).
-    pub types: Vec<(u8, u8)>,
+    pub types: ParamTypes,
     /// COM_STMT_SEND_LONG_DATA was used: not supported through the router.
     pub long_data: bool,
     /// The router's read/write decision on `sql` (computed at the first EXECUTE).
@@ -80,7 +80,7 @@ impl Statements {
             sql,
             route,
             params,
-            types: Vec::new(),
+            types: ParamTypes::new(),
             long_data: false,
             read_route: None,
         });
@@ -200,7 +200,7 @@ fn time_text(b: &[u8]) -> String {
 pub(crate) fn decode_execute(
     p: &[u8],
     n: usize,
-    types: &mut Vec<(u8, u8)>,
+    types: &mut ParamTypes,
 ) -> Result<(u8, Vec<RawParam>)> {
     let mut out = Vec::new();
     let flags = decode_execute_into(p, n, types, &mut out)?;
@@ -211,7 +211,7 @@ pub(crate) fn decode_execute(
 fn decode_execute_into(
     p: &[u8],
     n: usize,
-    types: &mut Vec<(u8, u8)>,
+    types: &mut ParamTypes,
     out: &mut Vec<RawParam>,
 ) -> Result<u8> {
     let bad = || Error::malformed("COM_STMT_EXECUTE");
@@ -228,7 +228,8 @@ fn decode_execute_into(
     b = &b[1..];
     if bound == 1 {
         let t = b.get(..2 * n).ok_or_else(bad)?;
-        *types = t.chunks(2).map(|c| (c[0], c[1])).collect();
+        types.clear();
+        types.extend(t.chunks(2).map(|c| (c[0], c[1])));
         b = &b[2 * n..];
     }
     if types.len() != n {
@@ -427,7 +428,7 @@ pub(super) async fn request_on(
 /// A caller that then does not send the execute must [`StmtCache::forget_types`].
 ///
 /// [`StmtCache::forget_types`]: crate::backend::stmt_cache::StmtCache::forget_types
-fn keep_types(held: &mut Vec<(u8, u8)>, params: &[RawParam], which: &[u16]) -> bool {
+fn keep_types(held: &mut ParamTypes, params: &[RawParam], which: &[u16]) -> bool {
     let types = which
         .iter()
         .filter_map(|&i| params.get(i as usize))
@@ -820,7 +821,7 @@ mod tests {
         let mut p = vec![COM_STMT_EXECUTE, 1, 0, 0, 0, 0, 1, 0, 0, 0];
         p.extend_from_slice(&[0x00, 0x01, 0x0b, 0x00]);
         p.extend_from_slice(&[8, 0, 0xff, 0xff, 0xff, 0xff, 23, 59, 59]);
-        let mut types = Vec::new();
+        let mut types = ParamTypes::new();
         let (_, params) = decode_execute(&p, 1, &mut types).unwrap();
         assert_eq!(
             literal(&params[0]),
@@ -850,7 +851,7 @@ mod tests {
             },
         ];
         let p = execute_payload(9, &params, &[0, 1, 2]);
-        let mut types = Vec::new();
+        let mut types = ParamTypes::new();
         let (flags, back) = decode_execute(&p, 3, &mut types).unwrap();
         assert_eq!(flags, 0);
         assert_eq!(literal(&back[0]), ParamValue::Int(-5));
@@ -863,7 +864,7 @@ mod tests {
         let mut bare = Vec::new();
         execute_payload_into(&mut bare, 9, &params, &[0, 1, 2], false);
         assert_eq!(bare.len(), p.len() - 6, "three types fewer");
-        let mut held = Vec::new();
+        let mut held = ParamTypes::new();
         decode_execute(&p, 3, &mut held).unwrap();
         let (_, back) = decode_execute(&bare, 3, &mut held).unwrap();
         assert_eq!(literal(&back[0]), ParamValue::Int(-5));
@@ -885,7 +886,7 @@ mod tests {
             unsigned: 0,
             value: Some(vec![1, b'x']),
         };
-        let mut held = Vec::new();
+        let mut held = ParamTypes::new();
         assert!(
             !keep_types(&mut held, &[int(1), int(2)], &[0, 1]),
             "none held yet"
@@ -902,7 +903,7 @@ mod tests {
 
     #[test]
     fn short_execute_is_malformed_not_a_panic() {
-        let mut types = Vec::new();
+        let mut types = ParamTypes::new();
         assert!(decode_execute(&[0x17, 1, 0, 0], 1, &mut types).is_err());
         assert!(
             decode_execute(
