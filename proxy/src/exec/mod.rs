@@ -582,21 +582,8 @@ impl Session {
         self.relay_from(i, expect, reply_seq).await
     }
 
-    /// Sends `payload` (a whole command) on held connection `i` and relays the response.
-    pub(crate) async fn run_on_bytes(
-        &mut self,
-        i: usize,
-        payload: &[u8],
-        expect: Expect,
-        reply_seq: u8,
-    ) -> Result<Option<Outcome>> {
-        let mut seq = 0;
-        self.conns.held[i].conn.io.write_packet(&mut seq, payload);
-        self.relay_from(i, expect, reply_seq).await
-    }
-
     /// Flushes what was written to held connection `i` and relays its response.
-    async fn relay_from(
+    pub(super) async fn relay_from(
         &mut self,
         i: usize,
         expect: Expect,

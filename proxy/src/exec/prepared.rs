@@ -580,24 +580,44 @@ impl Session {
     pub(super) async fn execute_routed(&mut self, routing: &Routing, reply_seq: u8) -> Result<()> {
         let mut params = std::mem::take(&mut self.statements.params);
         let mut values = std::mem::take(&mut self.statements.values);
+        let id = crate::wire::command::stmt_id(&self.client.packet_payload()).unwrap_or(0);
+        // Moved out for the execute and put back after: a kept target is borrowed from it,
+        // where a copy per execute would write the reference counts every session preparing
+        // the statement shares.
+        let prepared = self.statements.get_mut(id).and_then(|s| s.route.take());
         let result = self
-            .execute_with(routing, &mut params, &mut values, reply_seq)
+            .execute_with(
+                routing,
+                id,
+                prepared.as_deref(),
+                &mut params,
+                &mut values,
+                reply_seq,
+            )
             .await;
         self.statements.params = params;
         self.statements.values = values;
+        if let Some(stmt) = self.statements.get_mut(id) {
+            stmt.route = prepared;
+        }
         result
     }
 
-    /// [`Self::execute_routed`] with the session's buffers for the bound values.
+    /// [`Self::execute_routed`] of statement `id` (its prepared route `prepared`, moved out
+    /// of it meanwhile) with the session's buffers for the bound values: decodes, plans and
+    /// runs it. One async level for all three: each level is re-entered when the backend
+    /// answers, a state to load from the session's future per level.
     async fn execute_with(
         &mut self,
         routing: &Routing,
+        id: u32,
+        prepared: Option<&PreparedRoute>,
         params: &mut Vec<RawParam>,
         values: &mut Vec<ParamValue>,
         reply_seq: u8,
     ) -> Result<()> {
+        let mode = self.sql_mode();
         let payload = self.client.packet_payload();
-        let id = crate::wire::command::stmt_id(&payload).unwrap_or(0);
         let Some(stmt) = self.statements.get_mut(id) else {
             return Err(Error::unknown_statement(id, "COM_STMT_EXECUTE"));
         };
@@ -612,36 +632,8 @@ impl Session {
         }
         values.clear();
         values.extend(params.iter().map(literal));
-        // Moved out for the execute and put back after: a kept target is borrowed from it,
-        // where a copy per execute would write the reference counts every session preparing
-        // the statement shares.
-        let prepared = stmt.route.take();
-        let result = self
-            .execute_planned(routing, id, prepared.as_deref(), params, values, reply_seq)
-            .await;
-        if let Some(stmt) = self.statements.get_mut(id) {
-            stmt.route = prepared;
-        }
-        result
-    }
-
-    /// Plans and runs an execute of statement `id` (its prepared route `prepared`, moved out
-    /// of it meanwhile) with its decoded `params` and their `values`.
-    async fn execute_planned(
-        &mut self,
-        routing: &Routing,
-        id: u32,
-        prepared: Option<&PreparedRoute>,
-        params: &[RawParam],
-        values: &[ParamValue],
-        reply_seq: u8,
-    ) -> Result<()> {
-        let mode = self.sql_mode();
+        let (params, values) = (&params[..], &values[..]);
         let current = self.logical.as_deref();
-        let Some(stmt) = self.statements.get_mut(id) else {
-            return Err(Error::unknown_statement(id, "COM_STMT_EXECUTE"));
-        };
-        let n = stmt.params as usize;
         let cached_route = stmt.read_route;
         let kept = prepared.and_then(|r| routing.router.kept_target(r, current, mode, values));
         let planned = match (kept, prepared) {
@@ -745,8 +737,9 @@ impl Session {
             let out = match self.request_into(routing, i, t, req, &mut p).await {
                 Ok(()) => {
                     self.conns.retry_read = retry && attempt == 0;
+                    self.conns.held[i].conn.io.write_packet(&mut 0, &p);
                     let out = self
-                        .run_on_bytes(i, &p, Expect::Results { binary: true }, reply_seq)
+                        .relay_from(i, Expect::Results { binary: true }, reply_seq)
                         .await;
                     // The server sets the sent types up before anything can fail; should an
                     // error come from before that all the same, the next execute sends them.
