@@ -353,7 +353,7 @@ fn measure(
                         ssl: (target.name == "shoal-tls").then(|| work_dir.join("tls")),
                         ..direct.clone()
                     };
-                    let proxy_before = target.pid.map(targets::cpu_seconds).transpose()?;
+                    let proxy_before = target.pid.map(targets::cpu_times).transpose()?;
                     let backend_before = backend_cpu()?;
                     let stats = sysbench::run(
                         &endpoint,
@@ -371,10 +371,12 @@ fn measure(
                         other => other,
                     })?;
                     let backend_cpu_s = backend_cpu()? - backend_before;
-                    let proxy_cpu_s = match (target.pid, proxy_before) {
-                        (Some(pid), Some(before)) => Some(targets::cpu_seconds(pid)? - before),
+                    let proxy_cpu = match (target.pid, proxy_before) {
+                        (Some(pid), Some(before)) => Some(targets::cpu_times(pid)? - before),
                         _ => None,
                     };
+                    let proxy_cpu_s = proxy_cpu.map(|t| t.user + t.system);
+                    let proxy_user_s = proxy_cpu.map(|t| t.user);
                     if let Some((_, p)) = proxies.iter_mut().find(|(name, _)| *name == target.name)
                     {
                         p.check_alive()?;
@@ -394,6 +396,7 @@ fn measure(
                         target: target.name.clone(),
                         stats,
                         proxy_cpu_s,
+                        proxy_user_s,
                         backend_cpu_s,
                     });
                 }
@@ -531,7 +534,7 @@ fn write_results(
     not_run: &[(String, String)],
 ) -> Result<(), OverheadError> {
     dir.write("report.md", md)?;
-    let sample_columns: [Column<&Sample>; 10] = [
+    let sample_columns: [Column<&Sample>; 11] = [
         ("workload", |s| s.workload.clone()),
         ("threads", |s| s.threads.to_string()),
         ("target", |s| s.target.clone()),
@@ -543,10 +546,13 @@ fn write_results(
         ("proxy_cpu_s", |s| {
             s.proxy_cpu_s.map_or(String::new(), |v| fixed(v, 3))
         }),
+        ("proxy_user_s", |s| {
+            s.proxy_user_s.map_or(String::new(), |v| fixed(v, 3))
+        }),
         ("backend_cpu_s", |s| fixed(s.backend_cpu_s, 3)),
     ];
     type CellKey<'a> = (&'a (String, u32, String), &'a report::Cell);
-    let median_columns: [Column<CellKey>; 10] = [
+    let median_columns: [Column<CellKey>; 11] = [
         ("workload", |(k, _)| k.0.clone()),
         ("threads", |(k, _)| k.1.to_string()),
         ("target", |(k, _)| k.2.clone()),
@@ -556,6 +562,10 @@ fn write_results(
         ("p95_ms", |(_, c)| fixed(c.p95_ms, 3)),
         ("proxy_cpu_us_per_query", |(_, c)| {
             c.proxy_cpu_us_per_query
+                .map_or(String::new(), |v| fixed(v, 3))
+        }),
+        ("proxy_user_us_per_query", |(_, c)| {
+            c.proxy_user_us_per_query
                 .map_or(String::new(), |v| fixed(v, 3))
         }),
         ("backend_cpu_us_per_query", |(_, c)| {

@@ -14,6 +14,9 @@ pub struct Sample {
     pub stats: RunStats,
     /// CPU seconds of the proxy process during the run (none for `direct`).
     pub proxy_cpu_s: Option<f64>,
+    /// The part of `proxy_cpu_s` spent in user space (the proxy's own code; the rest is the
+    /// kernel's, which depends more on how many events each wakeup finds).
+    pub proxy_user_s: Option<f64>,
     /// CPU seconds of mariadbd during the run.
     pub backend_cpu_s: f64,
 }
@@ -26,6 +29,7 @@ pub struct Cell {
     pub avg_ms: f64,
     pub p95_ms: f64,
     pub proxy_cpu_us_per_query: Option<f64>,
+    pub proxy_user_us_per_query: Option<f64>,
     pub backend_cpu_us_per_query: f64,
     pub errors: u64,
 }
@@ -68,6 +72,9 @@ pub fn cells(samples: &[Sample]) -> BTreeMap<Key, Cell> {
                 proxy_cpu_us_per_query: runs[0]
                     .proxy_cpu_s
                     .map(|_| pick(&|s| per_query(s.proxy_cpu_s.unwrap_or(f64::NAN), s))),
+                proxy_user_us_per_query: runs[0]
+                    .proxy_user_s
+                    .map(|_| pick(&|s| per_query(s.proxy_user_s.unwrap_or(f64::NAN), s))),
                 backend_cpu_us_per_query: pick(&|s| per_query(s.backend_cpu_s, s)),
                 errors: runs.iter().map(|s| s.stats.errors).sum(),
             };
@@ -172,9 +179,12 @@ pub fn markdown(
     let _ = writeln!(md, "{header}");
     let _ = writeln!(
         md,
-        "| workload | threads | target | QPS | avg ms | p95 ms | added avg us vs direct | proxy CPU us/query | mariadbd CPU us/query | errors | runs |"
+        "| workload | threads | target | QPS | avg ms | p95 ms | added avg us vs direct | proxy CPU us/query | of it user | mariadbd CPU us/query | errors | runs |"
     );
-    let _ = writeln!(md, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        md,
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     let mut keys: Vec<&Key> = cells.keys().collect();
     let order = |t: &str| targets.iter().position(|x| x == t).unwrap_or(usize::MAX);
     keys.sort_by(|a, b| (&a.0, a.1, order(&a.2)).cmp(&(&b.0, b.1, order(&b.2))));
@@ -188,9 +198,12 @@ pub fn markdown(
         let proxy_cpu = c
             .proxy_cpu_us_per_query
             .map_or("-".to_string(), |v| format!("{v:.1}"));
+        let proxy_user = c
+            .proxy_user_us_per_query
+            .map_or("-".to_string(), |v| format!("{v:.1}"));
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.0} | {:.3} | {:.3} | {} | {} | {:.1} | {} | {} |",
+            "| {} | {} | {} | {:.0} | {:.3} | {:.3} | {} | {} | {} | {:.1} | {} | {} |",
             key.0,
             key.1,
             key.2,
@@ -199,6 +212,7 @@ pub fn markdown(
             c.p95_ms,
             added,
             proxy_cpu,
+            proxy_user,
             c.backend_cpu_us_per_query,
             c.errors,
             c.runs
@@ -238,6 +252,7 @@ mod tests {
                 errors: 0,
             },
             proxy_cpu_s: cpu,
+            proxy_user_s: cpu.map(|c| c / 4.0),
             backend_cpu_s: 1.0,
         }
     }

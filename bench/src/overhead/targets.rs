@@ -247,22 +247,48 @@ pub fn shoal_release_bin(explicit: Option<&Path>) -> Result<PathBuf, OverheadErr
 
 /// User + system CPU time a process (all its threads) has used so far, in seconds.
 pub fn cpu_seconds(pid: u32) -> Result<f64, OverheadError> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_err(OverheadError::io(format!("read /proc/{pid}/stat")))?;
-    parse_cpu_ticks(&stat)
-        .map(|ticks| ticks as f64 / clock_ticks_per_second())
-        .ok_or_else(|| OverheadError::Tool(format!("unreadable /proc/{pid}/stat")))
+    cpu_times(pid).map(|t| t.user + t.system)
 }
 
-/// utime + stime (fields 14 and 15) of a /proc/PID/stat line, in clock ticks. The command name
-/// (field 2) may contain spaces and parentheses, so fields are counted after its last ')'.
-pub fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+/// CPU time of a process in seconds, user and system apart.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuTimes {
+    pub user: f64,
+    pub system: f64,
+}
+
+impl std::ops::Sub for CpuTimes {
+    type Output = CpuTimes;
+    fn sub(self, before: CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user: self.user - before.user,
+            system: self.system - before.system,
+        }
+    }
+}
+
+/// [`cpu_seconds`], user and system apart.
+pub fn cpu_times(pid: u32) -> Result<CpuTimes, OverheadError> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(OverheadError::io(format!("read /proc/{pid}/stat")))?;
+    let (user, system) = parse_cpu_ticks(&stat)
+        .ok_or_else(|| OverheadError::Tool(format!("unreadable /proc/{pid}/stat")))?;
+    let hz = clock_ticks_per_second();
+    Ok(CpuTimes {
+        user: user as f64 / hz,
+        system: system as f64 / hz,
+    })
+}
+
+/// utime and stime (fields 14 and 15) of a /proc/PID/stat line, in clock ticks. The command
+/// name (field 2) may contain spaces and parentheses, so fields are counted after its last ')'.
+pub fn parse_cpu_ticks(stat: &str) -> Option<(u64, u64)> {
     let after_name = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<&str> = after_name.split_whitespace().collect();
     // after_name starts at field 3 (state): utime is field 14, i.e. index 11 here.
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
+    Some((utime, stime))
 }
 
 fn clock_ticks_per_second() -> f64 {
@@ -276,9 +302,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_ticks_are_utime_plus_stime() {
+    fn cpu_ticks_are_utime_and_stime() {
         let stat = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194304 500 0 0 0 1234 567 0 0 20 0 3 0 100 0 0";
-        assert_eq!(parse_cpu_ticks(stat), Some(1234 + 567));
+        assert_eq!(parse_cpu_ticks(stat), Some((1234, 567)));
     }
 
     #[test]
