@@ -221,7 +221,9 @@ fn golden_route_plans() {
                     }
                 }
                 // A kept target, borrowed, is the plan too.
-                if let Some(t) = fresh.kept_target(&prepared, schema, mode, &c.params) {
+                if let shoal_router::plan::Routed::Kept(t) =
+                    fresh.route_kept(&prepared, schema, mode, &c.params)
+                {
                     let plan = render(&topo, &shoal_router::plan::RoutePlan::Single(t.clone()));
                     if plan != cold {
                         failures.push(format!(

@@ -7,7 +7,7 @@ use mysql_common::constants::CapabilityFlags;
 use std::sync::Arc;
 
 use shoal_router::plan::{
-    LocalAnswer, Merge, ParamValue, Params, PreparedRoute, RoutePlan, Target,
+    LocalAnswer, Merge, ParamValue, Params, PreparedRoute, RoutePlan, Routed, Target,
 };
 use shoal_router::sql::lex::TokKind;
 
@@ -441,15 +441,6 @@ fn keep_types(held: &mut ParamTypes, params: &[RawParam], which: &[u16]) -> bool
     false
 }
 
-/// An execute's plan: one of its statement's kept targets, borrowed (the common case: a
-/// point lookup), or the router's plan. On the stack for one execute: boxing the plan would
-/// allocate per execute.
-#[allow(clippy::large_enum_variant)]
-enum Planned<'a> {
-    Kept(&'a Target),
-    Plan(RoutePlan),
-}
-
 /// The SQL request each target gets: text, or an execute of a prepared statement.
 pub enum Request<'a> {
     Text,
@@ -635,22 +626,16 @@ impl Session {
         let (params, values) = (&params[..], &values[..]);
         let current = self.logical.as_deref();
         let cached_route = stmt.read_route;
-        let kept = prepared.and_then(|r| routing.router.kept_target(r, current, mode, values));
-        let planned = match (kept, prepared) {
-            (Some(t), _) => Planned::Kept(t),
-            (None, Some(r)) => {
-                Planned::Plan(routing.router.route_prepared(r, current, mode, values))
-            }
-            (None, None) => {
-                Planned::Plan(routing.router.route_in(current, mode, &stmt.sql, values))
-            }
+        let planned = match prepared {
+            Some(r) => routing.router.route_kept(r, current, mode, values),
+            None => Routed::Plan(routing.router.route_in(current, mode, &stmt.sql, values)),
         };
         // The text is needed again only off the common path (a point read or write routed by
         // the statement's template): its refcount sits in memory this session last touched
         // long ago, a cache miss per execute with many sessions.
         let needs_text = matches!(
             planned,
-            Planned::Plan(RoutePlan::Broadcast { .. } | RoutePlan::Session(_))
+            Routed::Plan(RoutePlan::Broadcast { .. } | RoutePlan::Session(_))
         ) || (cached_route.is_none() && self.shared.backends.any_read_balancing());
         let sql = needs_text.then(|| stmt.sql.clone());
         let sql = sql.as_deref().unwrap_or("");
@@ -660,14 +645,14 @@ impl Session {
                 stmt.read_route = Some(route);
             }
             (self.conns.want, self.conns.writing) = match &planned {
-                Planned::Kept(_) => super::replica::single_want(route),
-                Planned::Plan(plan) => super::replica::statement_want(route, plan),
+                Routed::Kept(_) => super::replica::single_want(route),
+                Routed::Plan(plan) => super::replica::statement_want(route, plan),
             };
         }
         let req = Request::Execute { params };
         let plan = match planned {
-            Planned::Kept(t) => return self.execute_on(routing, t, &req, reply_seq).await,
-            Planned::Plan(plan) => plan,
+            Routed::Kept(t) => return self.execute_on(routing, t, &req, reply_seq).await,
+            Routed::Plan(plan) => plan,
         };
         match plan {
             RoutePlan::Single(t) => self.execute_on(routing, &t, &req, reply_seq).await,

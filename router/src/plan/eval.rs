@@ -8,7 +8,7 @@ use super::merge::{HavingT, LimitMode, OperandT};
 use super::placement::{RouteExpr, refuse};
 use super::planner::{Body, DmlT, GroupT, RenameWhat, Template, rename_text};
 use super::render::{Edit, Piece, Text, quote_ident};
-use super::{HavingSpec, LocalAnswer, Merge, Operand, ParamValue, RoutePlan, Target};
+use super::{HavingSpec, LocalAnswer, Merge, Operand, ParamValue, RoutePlan, Routed, Target};
 use crate::error::RouterError;
 use crate::rule::ShardValue;
 use crate::sql::analyze::literal_of_token;
@@ -433,22 +433,29 @@ fn one_target(d: &DmlT, topo: &Topology, v: &Values) -> Option<Result<OneTarget,
     }))
 }
 
-/// A prepared statement's kept target for these values, borrowed from its `singles`: what
-/// [`evaluate`] would answer as `RoutePlan::Single`, without copying the target (whose text
-/// every session preparing the statement shares: a copy per execute writes its shared
-/// reference count). `None` where `evaluate` must answer.
-pub(crate) fn kept_single<'s>(
+/// [`evaluate`] of a prepared statement whose one-datanode targets are kept in `singles`: a
+/// kept target is answered borrowed, not copied (its text is shared by every session preparing
+/// the statement: a copy per execute writes its shared reference count).
+pub(crate) fn evaluate_kept<'s>(
     t: &Template,
     topo: &Topology,
     v: &Values,
     singles: &'s Singles,
-) -> Option<&'s Target> {
-    let Body::Dml(d) = &t.body else {
-        return None;
-    };
-    let one = one_target(d, topo, v)?.ok()?;
-    let cell = singles.0.get(one.slot)?;
-    Some(cell.get_or_init(|| single_target(d, topo, v, one.dn, one.shard.as_slice())))
+) -> Routed<'s> {
+    if let Body::Dml(d) = &t.body
+        && let Some(one) = one_target(d, topo, v)
+    {
+        let one = match one {
+            Ok(one) => one,
+            Err(e) => return Routed::Plan(RoutePlan::Refuse(e)),
+        };
+        if let Some(cell) = singles.0.get(one.slot) {
+            return Routed::Kept(
+                cell.get_or_init(|| single_target(d, topo, v, one.dn, one.shard.as_slice())),
+            );
+        }
+    }
+    Routed::Plan(evaluate(t, topo, v))
 }
 
 fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterError> {

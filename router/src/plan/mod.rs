@@ -37,6 +37,29 @@ use crate::topology::DatanodeId;
 /// lossily as UTF-8.
 pub type ParamValue = Literal;
 
+/// A prepared statement's plan for one execute ([`Router::route_kept`]): one of its kept
+/// one-datanode targets, borrowed (a point lookup: no copy of a target whose text every
+/// session preparing the statement shares), or a plan. On the caller's stack for one execute:
+/// boxing the plan would allocate per execute.
+///
+/// [`Router::route_kept`]: router::Router::route_kept
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Routed<'p> {
+    Kept(&'p Target),
+    Plan(RoutePlan),
+}
+
+impl Routed<'_> {
+    /// As a plan, the kept target copied.
+    pub fn into_plan(self) -> RoutePlan {
+        match self {
+            Routed::Kept(t) => RoutePlan::Single(t.clone()),
+            Routed::Plan(p) => p,
+        }
+    }
+}
+
 /// What to do with a statement.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RoutePlan {

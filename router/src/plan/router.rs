@@ -9,7 +9,7 @@ use super::explain;
 use super::placement::refuse;
 use super::planner::{self, Body, Template};
 use super::render::Text;
-use super::{LocalAnswer, ParamValue, RoutePlan, Target};
+use super::{LocalAnswer, ParamValue, RoutePlan, Routed};
 use crate::error::{RouterError, codes};
 use crate::sql::StatementKind;
 use crate::sql::analyze::{self, AnalyzeError, Source};
@@ -371,26 +371,22 @@ impl Router {
         mode: SqlMode,
         params: &[ParamValue],
     ) -> RoutePlan {
-        if !p.current_for(self, current, mode) {
-            return self.route_in(current, mode, &p.sql, params);
-        }
-        eval::evaluate(&p.template, &self.topo, &p.values(params))
+        self.route_kept(p, current, mode, params).into_plan()
     }
 
-    /// [`Self::route_prepared`] where it would answer `RoutePlan::Single` with one of the
-    /// statement's kept targets: that target, borrowed (see `eval::kept_single`). `None`
-    /// where [`Self::route_prepared`] must plan.
-    pub fn kept_target<'p>(
+    /// [`Self::route_prepared`] with a kept one-datanode target borrowed from `p`, not copied
+    /// (see [`Routed`]): what an execute runs.
+    pub fn route_kept<'p>(
         &self,
         p: &'p PreparedRoute,
         current: Option<&str>,
         mode: SqlMode,
         params: &[ParamValue],
-    ) -> Option<&'p Target> {
+    ) -> Routed<'p> {
         if !p.current_for(self, current, mode) {
-            return None;
+            return Routed::Plan(self.route_in(current, mode, &p.sql, params));
         }
-        eval::kept_single(&p.template, &self.topo, &p.values(params), &p.singles)
+        eval::evaluate_kept(&p.template, &self.topo, &p.values(params), &p.singles)
     }
 
     fn dml(
@@ -726,7 +722,7 @@ mod tests {
                     "{sql} with {v}"
                 );
                 // Borrowed, the kept target is that plan's.
-                if let Some(t) = router.kept_target(&p, Some("shop"), mode, &params) {
+                if let super::Routed::Kept(t) = router.route_kept(&p, Some("shop"), mode, &params) {
                     kept += 1;
                     assert_eq!(
                         format!("{:?}", super::RoutePlan::Single(t.clone())),
