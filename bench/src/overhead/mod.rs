@@ -83,9 +83,25 @@ pub struct OverheadArgs {
     /// Extra arguments for shoal's quick mode (repeat the flag for each).
     #[arg(long = "shoal-arg", allow_hyphen_values = true)]
     pub shoal_args: Vec<String>,
+    /// MariaDB instances the shoal-config target's 4 datanodes live on (1, 2 or 4). With 1 they
+    /// share the instance of the other targets (databases sbtest_1..4 beside sbtest).
+    #[arg(long, default_value_t = 2, value_parser = parse_sharded_servers)]
+    pub sharded_servers: usize,
     /// Results go to `<out>/overhead-<UTC timestamp>/` (report.md, CSV, JSON, SVG charts).
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
+}
+
+/// `--sharded-servers`: the datanodes are spread evenly, as many on each instance.
+fn parse_sharded_servers(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if n > 0 && SHARDED_DATANODES.is_multiple_of(n) {
+        Ok(n)
+    } else {
+        Err(format!(
+            "{n} does not divide the {SHARDED_DATANODES} datanodes (1, 2 or 4)"
+        ))
+    }
 }
 
 /// An endpoint given with `--target NAME=HOST:PORT[:PID]`.
@@ -154,11 +170,20 @@ const BUILT_IN: [&str; 5] = ["direct", "haproxy", "shoal", "shoal-config", "shoa
 /// Datanodes of the `shoal-config` target.
 const SHARDED_DATANODES: usize = 4;
 
-/// MariaDB instances the `shoal-config` target's datanodes live on (as many on each).
-const SHARDED_SERVERS: usize = 2;
-
-/// Datanodes (databases) of the `shoal-config` target on each instance.
-const SHARDED_PER_SERVER: usize = SHARDED_DATANODES / SHARDED_SERVERS;
+/// How the `shoal-config` target's datanodes are laid out, for the report's header.
+fn sharded_layout(servers: usize) -> String {
+    if servers == 1 {
+        format!(
+            "{SHARDED_DATANODES} datanodes on the one MariaDB instance the other targets use \
+             (databases sbtest_1..{SHARDED_DATANODES} beside sbtest)"
+        )
+    } else {
+        format!(
+            "{SHARDED_DATANODES} datanodes on {servers} MariaDB instances ({} each)",
+            SHARDED_DATANODES / servers
+        )
+    }
+}
 
 /// Runs the benchmark; prints and writes the report. Pass when every target ratio was met.
 pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
@@ -197,11 +222,12 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
     };
 
     let sharded = args.targets.iter().any(|t| t == "shoal-config");
-    let primaries = if sharded { SHARDED_SERVERS } else { 1 };
+    let primaries = if sharded { args.sharded_servers } else { 1 };
     eprintln!("overhead: starting {primaries} MariaDB primary instance(s)");
     let mut databases = vec!["sbtest".to_string()];
     if sharded {
-        databases.extend((1..=SHARDED_PER_SERVER).map(|i| format!("sbtest_{i}")));
+        let per_server = SHARDED_DATANODES / args.sharded_servers;
+        databases.extend((1..=per_server).map(|i| format!("sbtest_{i}")));
     }
     let cluster = Cluster::start(ClusterSpec {
         primaries,
@@ -240,7 +266,7 @@ fn measure(
     rt: &tokio::runtime::Handle,
 ) -> Result<Verdict, OverheadError> {
     let primary = cluster.primary(0);
-    // Every instance's CPU: the second one serves shoal-config only (idle for the others).
+    // Every instance's CPU: the others serve shoal-config only (idle for the other targets).
     let backend_pids: Vec<u32> = cluster.primaries().iter().map(|p| p.pid).collect();
     let backend_cpu = || -> Result<f64, OverheadError> {
         backend_pids
@@ -414,8 +440,7 @@ fn measure(
          {} on {}, {} round(s) x {} s per run, sysbench {} tables x {} rows, \
          --db-ps-mode=auto, medians over rounds. HAProxy: TCP mode, nbthread {}; shoal: quick \
          mode; shoal-tls: quick mode, sysbench connecting with TLS (`--mysql-ssl=on`); \
-         shoal-config: the sysbench tables sharded by id (`mod`) over {SHARDED_DATANODES} \
-         datanodes on {SHARDED_SERVERS} MariaDB instances ({} each), pool.max = threads x \
+         shoal-config: the sysbench tables sharded by id (`mod`) over {}, pool.max = threads x \
          datanodes; mariadbd CPU is every instance's.\n\
          Latency is per sysbench event: one query for oltp_point_select and the shoal_scatter_* \
          workloads, one 18-query transaction \
@@ -429,7 +454,7 @@ fn measure(
         args.tables,
         args.table_size,
         args.haproxy_threads,
-        SHARDED_PER_SERVER,
+        sharded_layout(args.sharded_servers),
     );
     for (name, why) in &not_run {
         header.push_str(&format!("\n**{name}: not run**: {why}\n"));
@@ -447,9 +472,9 @@ fn measure(
     })
 }
 
-/// Shoal serving the sysbench tables sharded by id over 4 datanodes (databases `sbtest_1..4` on
-/// the same server): each datanode gets the full prepared tables, then keeps only its own rows;
-/// the placement is then checked against shoal_router's rule before Shoal starts.
+/// Shoal serving the sysbench tables sharded by id over 4 datanodes (databases `sbtest_N` on
+/// `--sharded-servers` instances): each datanode gets the full prepared tables, then keeps only
+/// its own rows; the placement is then checked against shoal_router's rule before Shoal starts.
 fn start_sharded_shoal(
     args: &OverheadArgs,
     cluster: &Cluster,
@@ -457,7 +482,8 @@ fn start_sharded_shoal(
     work_dir: &Path,
     rt: &tokio::runtime::Handle,
 ) -> Result<ProxyProcess, OverheadError> {
-    let mut layout = Layout::from_cluster(cluster, SHARDED_PER_SERVER, "sbtest");
+    let per_server = SHARDED_DATANODES / args.sharded_servers;
+    let mut layout = Layout::from_cluster(cluster, per_server, "sbtest");
     layout.schema = "sbtest".into();
     // Room for every sysbench thread to keep a connection per datanode, as a sharding proxy's
     // pools are sized (ShardingSphere: 50 per datanode; Mycat: 1000 per host). A smaller pool
@@ -670,5 +696,42 @@ mod tests {
         ] {
             assert!(ExternalTarget::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// The options as the command line gives them.
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: OverheadArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<OverheadArgs, clap::Error> {
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("overhead").chain(extra.iter().copied()))
+            .map(|c| c.args)
+    }
+
+    #[test]
+    fn sharded_servers_must_divide_the_datanodes() {
+        assert_eq!(parse(&[]).unwrap().sharded_servers, 2);
+        for ok in [1, 2, 4] {
+            let n = ok.to_string();
+            assert_eq!(
+                parse(&["--sharded-servers", &n]).unwrap().sharded_servers,
+                ok
+            );
+        }
+        for bad in ["0", "3", "5", "8", "-1"] {
+            assert!(parse(&["--sharded-servers", bad]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_header_names_the_sharded_layout() {
+        assert_eq!(
+            sharded_layout(2),
+            "4 datanodes on 2 MariaDB instances (2 each)"
+        );
+        assert!(sharded_layout(1).contains("the one MariaDB instance the other targets use"));
     }
 }
