@@ -11,6 +11,7 @@ pub(crate) mod report;
 pub(crate) mod sysbench;
 pub(crate) mod targets;
 
+use std::collections::BTreeMap;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -83,6 +84,12 @@ pub struct OverheadArgs {
     /// Extra arguments for shoal's quick mode (repeat the flag for each).
     #[arg(long = "shoal-arg", allow_hyphen_values = true)]
     pub shoal_args: Vec<String>,
+    /// After the closed-loop rounds, run the same rounds again with every target offered the
+    /// same load: sysbench `--rate` = FRACTION (in (0, 1]) x the lowest closed-loop median event
+    /// rate of any target in each (workload, threads) cell. CPU per query depends on the QPS it
+    /// is taken at; this compares the targets at one.
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    pub paced: Option<f64>,
     /// MariaDB instances the shoal-config target's 4 datanodes live on (1, 2 or 4). With 1 they
     /// share the instance of the other targets (databases sbtest_1..4 beside sbtest).
     #[arg(long, default_value_t = 2, value_parser = parse_sharded_servers)]
@@ -90,6 +97,16 @@ pub struct OverheadArgs {
     /// Results go to `<out>/overhead-<UTC timestamp>/` (report.md, CSV, JSON, SVG charts).
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
+}
+
+/// `--paced`: a share of the slowest target's rate; above 1 some target could not keep it.
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let f: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if f > 0.0 && f <= 1.0 {
+        Ok(f)
+    } else {
+        Err(format!("{s} is not in (0, 1]"))
+    }
 }
 
 /// `--sharded-servers`: the datanodes are spread evenly, as many on each instance.
@@ -268,12 +285,6 @@ fn measure(
     let primary = cluster.primary(0);
     // Every instance's CPU: the others serve shoal-config only (idle for the other targets).
     let backend_pids: Vec<u32> = cluster.primaries().iter().map(|p| p.pid).collect();
-    let backend_cpu = || -> Result<f64, OverheadError> {
-        backend_pids
-            .iter()
-            .map(|&p| targets::cpu_seconds(p))
-            .sum::<Result<f64, _>>()
-    };
     let direct = SysbenchTarget {
         host: primary.host.clone(),
         port: primary.port,
@@ -352,84 +363,29 @@ fn measure(
     }
     let names: Vec<String> = resolved.iter().map(|r| r.name.clone()).collect();
 
-    let total = args.rounds as usize * args.workloads.len() * args.threads.len() * resolved.len();
+    // The paced pass repeats every run of the closed-loop one.
+    let passes = if args.paced.is_some() { 2 } else { 1 };
+    let total =
+        passes * args.rounds as usize * args.workloads.len() * args.threads.len() * resolved.len();
     eprintln!(
         "overhead: {total} runs of {} s (about {} min)",
         args.duration,
         (total as u64 * (args.duration as u64 + 2)).div_ceil(60)
     );
-    let progress = Progress::new("overhead", total as u64);
+    let bench = Bench {
+        args,
+        direct: &direct,
+        work_dir: &work_dir,
+        backend_pids,
+        progress: Progress::new("overhead", total as u64),
+    };
     let mut samples = Vec::new();
-    for round in 0..args.rounds as usize {
-        for workload in &args.workloads {
-            for &threads in &args.threads {
-                // Rotate the order each round so that no target always runs first (cold) or last.
-                let n = resolved.len();
-                for k in 0..n {
-                    interrupt::check()?;
-                    let target = &resolved[(k + round) % n];
-                    progress.stage(format!(
-                        "round {} {workload} {threads} thr {}",
-                        round + 1,
-                        target.name
-                    ));
-                    let endpoint = SysbenchTarget {
-                        host: target.host.clone(),
-                        port: target.port,
-                        ssl: (target.name == "shoal-tls").then(|| work_dir.join("tls")),
-                        ..direct.clone()
-                    };
-                    let proxy_before = target.pid.map(targets::cpu_times).transpose()?;
-                    let backend_before = backend_cpu()?;
-                    let stats = sysbench::run(
-                        &endpoint,
-                        workload,
-                        threads,
-                        args.duration,
-                        args.tables,
-                        args.table_size,
-                    )
-                    .map_err(|e| match e {
-                        OverheadError::Tool(msg) => OverheadError::Tool(format!(
-                            "target {} at {}:{}: {msg}",
-                            target.name, target.host, target.port
-                        )),
-                        other => other,
-                    })?;
-                    let backend_cpu_s = backend_cpu()? - backend_before;
-                    let proxy_cpu = match (target.pid, proxy_before) {
-                        (Some(pid), Some(before)) => Some(targets::cpu_times(pid)? - before),
-                        _ => None,
-                    };
-                    let proxy_cpu_s = proxy_cpu.map(|t| t.user + t.system);
-                    let proxy_user_s = proxy_cpu.map(|t| t.user);
-                    if let Some((_, p)) = proxies.iter_mut().find(|(name, _)| *name == target.name)
-                    {
-                        p.check_alive()?;
-                    }
-                    progress.inc(1);
-                    progress.println(format!(
-                        "round {} {workload} {threads} thr {}: {:.0} qps, avg {:.3} ms, errors {}",
-                        round + 1,
-                        target.name,
-                        stats.qps,
-                        stats.avg_ms,
-                        stats.errors
-                    ));
-                    samples.push(Sample {
-                        workload: workload.clone(),
-                        threads,
-                        target: target.name.clone(),
-                        stats,
-                        proxy_cpu_s,
-                        proxy_user_s,
-                        backend_cpu_s,
-                    });
-                }
-            }
-        }
+    bench.rounds(&resolved, &mut proxies, None, &mut samples)?;
+    if let Some(fraction) = args.paced {
+        let rates = report::paced_rates(&report::cells(&samples), fraction);
+        bench.rounds(&resolved, &mut proxies, Some(&rates), &mut samples)?;
     }
-    progress.finish();
+    bench.progress.finish();
     drop(proxies);
     let _ = std::fs::remove_dir_all(&work_dir);
 
@@ -459,7 +415,7 @@ fn measure(
     for (name, why) in &not_run {
         header.push_str(&format!("\n**{name}: not run**: {why}\n"));
     }
-    let md = report::markdown(&header, &cells, &ratios, &names);
+    let md = report::markdown(&header, &cells, &ratios, &names, args.paced);
     println!("{md}");
     let results = ResultsDir::create(&args.out, "overhead")?;
     write_results(&results, args, &md, &samples, &cells, &names, &not_run)?;
@@ -470,6 +426,140 @@ fn measure(
     } else {
         Verdict::Pass
     })
+}
+
+/// What every sysbench run of the benchmark shares.
+struct Bench<'a> {
+    args: &'a OverheadArgs,
+    direct: &'a SysbenchTarget,
+    work_dir: &'a Path,
+    backend_pids: Vec<u32>,
+    progress: Progress,
+}
+
+impl Bench<'_> {
+    fn backend_cpu(&self) -> Result<f64, OverheadError> {
+        self.backend_pids
+            .iter()
+            .map(|&p| targets::cpu_seconds(p))
+            .sum()
+    }
+
+    /// Every round of every (workload, threads) cell against every target: closed loop, or
+    /// paced at each cell's rate in `rates`.
+    fn rounds(
+        &self,
+        resolved: &[Resolved],
+        proxies: &mut [(String, ProxyProcess)],
+        rates: Option<&BTreeMap<(String, u32), u32>>,
+        samples: &mut Vec<Sample>,
+    ) -> Result<(), OverheadError> {
+        for round in 0..self.args.rounds as usize {
+            for workload in &self.args.workloads {
+                for &threads in &self.args.threads {
+                    let rate = rates
+                        .map(|r| {
+                            r.get(&(workload.clone(), threads)).copied().ok_or_else(|| {
+                                OverheadError::Tool(format!(
+                                    "no closed-loop figure to pace {workload} at {threads} threads"
+                                ))
+                            })
+                        })
+                        .transpose()?;
+                    // Rotate the order each round so that no target always runs first (cold)
+                    // or last.
+                    let n = resolved.len();
+                    for k in 0..n {
+                        interrupt::check()?;
+                        let target = &resolved[(k + round) % n];
+                        let sample = self.run(target, workload, threads, round, rate)?;
+                        if let Some((_, p)) =
+                            proxies.iter_mut().find(|(name, _)| *name == target.name)
+                        {
+                            p.check_alive()?;
+                        }
+                        samples.push(sample);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One sysbench run against `target`, with the CPU the proxy and mariadbd used during it.
+    fn run(
+        &self,
+        target: &Resolved,
+        workload: &str,
+        threads: u32,
+        round: usize,
+        rate: Option<u32>,
+    ) -> Result<Sample, OverheadError> {
+        let pass = match rate {
+            None => format!("round {}", round + 1),
+            Some(r) => format!("paced round {} at {r}/s", round + 1),
+        };
+        self.progress
+            .stage(format!("{pass} {workload} {threads} thr {}", target.name));
+        let endpoint = SysbenchTarget {
+            host: target.host.clone(),
+            port: target.port,
+            ssl: (target.name == "shoal-tls").then(|| self.work_dir.join("tls")),
+            ..self.direct.clone()
+        };
+        let proxy_before = target.pid.map(targets::cpu_times).transpose()?;
+        let backend_before = self.backend_cpu()?;
+        let args = self.args;
+        let run = sysbench::run(
+            &endpoint,
+            workload,
+            threads,
+            args.duration,
+            args.tables,
+            args.table_size,
+            rate,
+        )
+        .map_err(|e| match e {
+            OverheadError::Tool(msg) => {
+                let at = format!("target {} at {}:{}", target.name, target.host, target.port);
+                OverheadError::Tool(match rate {
+                    None => format!("{at}: {msg}"),
+                    Some(r) => format!(
+                        "{at}, {workload} at {threads} threads paced at {r} events/s: {msg}"
+                    ),
+                })
+            }
+            other => other,
+        })?;
+        let backend_cpu_s = self.backend_cpu()? - backend_before;
+        let proxy_cpu = match (target.pid, proxy_before) {
+            (Some(pid), Some(before)) => Some(targets::cpu_times(pid)? - before),
+            _ => None,
+        };
+        self.progress.inc(1);
+        let behind = match rate {
+            Some(r) if !report::kept_pace(run.events_per_s, r) => format!(
+                ", DID NOT KEEP THE PACE ({:.0} of {r} events/s)",
+                run.events_per_s
+            ),
+            _ => String::new(),
+        };
+        self.progress.println(format!(
+            "{pass} {workload} {threads} thr {}: {:.0} qps, avg {:.3} ms, errors {}{behind}",
+            target.name, run.stats.qps, run.stats.avg_ms, run.stats.errors
+        ));
+        Ok(Sample {
+            workload: workload.to_string(),
+            threads,
+            target: target.name.clone(),
+            stats: run.stats,
+            events_per_s: run.events_per_s,
+            rate,
+            proxy_cpu_s: proxy_cpu.map(|t| t.user + t.system),
+            proxy_user_s: proxy_cpu.map(|t| t.user),
+            backend_cpu_s,
+        })
+    }
 }
 
 /// Shoal serving the sysbench tables sharded by id over 4 datanodes (databases `sbtest_N` on
@@ -555,12 +645,13 @@ fn write_results(
     args: &OverheadArgs,
     md: &str,
     samples: &[Sample],
-    cells: &std::collections::BTreeMap<(String, u32, String), report::Cell>,
+    cells: &BTreeMap<report::Key, report::Cell>,
     names: &[String],
     not_run: &[(String, String)],
 ) -> Result<(), OverheadError> {
     dir.write("report.md", md)?;
-    let sample_columns: [Column<&Sample>; 11] = [
+    // The load columns come last, so that the columns of earlier runs keep their places.
+    let sample_columns: [Column<&Sample>; 14] = [
         ("workload", |s| s.workload.clone()),
         ("threads", |s| s.threads.to_string()),
         ("target", |s| s.target.clone()),
@@ -576,12 +667,15 @@ fn write_results(
             s.proxy_user_s.map_or(String::new(), |v| fixed(v, 3))
         }),
         ("backend_cpu_s", |s| fixed(s.backend_cpu_s, 3)),
+        ("load", |s| s.load().name().to_string()),
+        ("rate", |s| s.rate.map_or(String::new(), |r| r.to_string())),
+        ("events_per_s", |s| fixed(s.events_per_s, 2)),
     ];
-    type CellKey<'a> = (&'a (String, u32, String), &'a report::Cell);
-    let median_columns: [Column<CellKey>; 11] = [
-        ("workload", |(k, _)| k.0.clone()),
-        ("threads", |(k, _)| k.1.to_string()),
-        ("target", |(k, _)| k.2.clone()),
+    type CellKey<'a> = (&'a report::Key, &'a report::Cell);
+    let median_columns: [Column<CellKey>; 15] = [
+        ("workload", |(k, _)| k.workload.clone()),
+        ("threads", |(k, _)| k.threads.to_string()),
+        ("target", |(k, _)| k.target.clone()),
         ("runs", |(_, c)| c.runs.to_string()),
         ("qps", |(_, c)| fixed(c.qps, 2)),
         ("avg_ms", |(_, c)| fixed(c.avg_ms, 3)),
@@ -598,6 +692,14 @@ fn write_results(
             fixed(c.backend_cpu_us_per_query, 2)
         }),
         ("errors", |(_, c)| c.errors.to_string()),
+        ("load", |(k, _)| k.load.name().to_string()),
+        ("rate", |(_, c)| {
+            c.pace.map_or(String::new(), |p| p.rate.to_string())
+        }),
+        ("kept_pace", |(_, c)| {
+            c.pace.map_or(String::new(), |p| p.kept.to_string())
+        }),
+        ("events_per_s", |(_, c)| fixed(c.events_per_s, 2)),
     ];
     for csv in [
         Csv::of("samples.csv", samples, &sample_columns),
@@ -614,18 +716,22 @@ fn write_results(
             "duration_s": args.duration,
             "tables": args.tables,
             "table_size": args.table_size,
+            "sharded_servers": args.sharded_servers,
+            "paced_fraction": args.paced,
             "targets": names,
             "not_run": not_run.iter().map(|(n, w)| json!({"target": n, "why": w})).collect::<Vec<_>>(),
-            "medians": cells.iter().map(|((w, t, target), c)| json!({
-                "workload": w, "threads": t, "target": target, "runs": c.runs, "qps": c.qps,
+            "medians": cells.iter().map(|(k, c)| json!({
+                "load": k.load.name(), "workload": k.workload, "threads": k.threads,
+                "target": k.target, "runs": c.runs, "qps": c.qps, "events_per_s": c.events_per_s,
                 "avg_ms": c.avg_ms, "p95_ms": c.p95_ms,
                 "proxy_cpu_us_per_query": c.proxy_cpu_us_per_query,
                 "backend_cpu_us_per_query": c.backend_cpu_us_per_query, "errors": c.errors,
+                "rate": c.pace.map(|p| p.rate), "kept_pace": c.pace.map(|p| p.kept),
             })).collect::<Vec<_>>(),
         }),
     )?;
     for w in &args.workloads {
-        let series = |value: &dyn Fn(&report::Cell) -> Option<f64>| -> Vec<Series> {
+        let series = |load: report::Load, value: &dyn Fn(&report::Cell) -> Option<f64>| {
             names
                 .iter()
                 .map(|t| Series {
@@ -634,13 +740,13 @@ fn write_results(
                         .threads
                         .iter()
                         .filter_map(|&th| {
-                            let c = cells.get(&(w.clone(), th, t.clone()))?;
+                            let c = cells.get(&report::Key::new(load, w, th, t))?;
                             Some((f64::from(th), value(c)?))
                         })
                         .collect(),
                 })
                 .filter(|s| !s.points.is_empty())
-                .collect()
+                .collect::<Vec<_>>()
         };
         dir.write_chart(
             &format!("qps-{w}.svg"),
@@ -648,7 +754,7 @@ fn write_results(
                 title: format!("{w}: QPS by client threads"),
                 x_label: "sysbench threads".into(),
                 y_label: "queries per second".into(),
-                series: series(&|c| Some(c.qps)),
+                series: series(report::Load::Closed, &|c| Some(c.qps)),
             },
         )?;
         dir.write_chart(
@@ -657,9 +763,23 @@ fn write_results(
                 title: format!("{w}: proxy CPU per query by client threads"),
                 x_label: "sysbench threads".into(),
                 y_label: "proxy CPU us per query".into(),
-                series: series(&|c| c.proxy_cpu_us_per_query),
+                series: series(report::Load::Closed, &|c| c.proxy_cpu_us_per_query),
             },
         )?;
+        if let Some(fraction) = args.paced {
+            dir.write_chart(
+                &format!("cpu-paced-{w}.svg"),
+                &LineChart {
+                    title: format!(
+                        "{w}: proxy CPU per query at an equal rate ({fraction} x the slowest \
+                         target's closed-loop rate)"
+                    ),
+                    x_label: "sysbench threads".into(),
+                    y_label: "proxy CPU us per query".into(),
+                    series: series(report::Load::Paced, &|c| c.proxy_cpu_us_per_query),
+                },
+            )?;
+        }
     }
     Ok(())
 }
@@ -709,6 +829,16 @@ mod tests {
         use clap::Parser;
         Cli::try_parse_from(std::iter::once("overhead").chain(extra.iter().copied()))
             .map(|c| c.args)
+    }
+
+    #[test]
+    fn paced_takes_a_fraction_in_zero_one() {
+        assert_eq!(parse(&[]).unwrap().paced, None);
+        assert_eq!(parse(&["--paced", "0.8"]).unwrap().paced, Some(0.8));
+        assert_eq!(parse(&["--paced", "1"]).unwrap().paced, Some(1.0));
+        for bad in ["0", "-0.5", "1.01", "NaN", "inf", "x"] {
+            assert!(parse(&["--paced", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -96,7 +96,18 @@ pub fn prepare(target: &SysbenchTarget, tables: u32, table_size: u32) -> Result<
     Ok(())
 }
 
-/// One `sysbench <workload> run` of `seconds` at `threads`.
+/// A run's figures with the event rate sysbench reported beside them: a paced run is held to
+/// its event rate, which is not its query rate for workloads of several queries per event.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Run {
+    pub stats: RunStats,
+    /// Events per second: sysbench's "transactions" line (one query for `oltp_point_select`,
+    /// one 18-query transaction for `oltp_read_write`).
+    pub events_per_s: f64,
+}
+
+/// One `sysbench <workload> run` of `seconds` at `threads`: closed loop (every thread as fast
+/// as it can) or, with `rate`, paced at that many events per second in all (`--rate`).
 pub fn run(
     target: &SysbenchTarget,
     workload: &str,
@@ -104,11 +115,27 @@ pub fn run(
     seconds: u32,
     tables: u32,
     table_size: u32,
-) -> Result<RunStats, OverheadError> {
-    run_with(target, workload, threads, seconds, tables, table_size, &[])
+    rate: Option<u32>,
+) -> Result<Run, OverheadError> {
+    let extra: Vec<String> = rate.map(|r| format!("--rate={r}")).into_iter().collect();
+    let report = execute(
+        target, workload, threads, seconds, tables, table_size, &extra,
+    )?;
+    // sysbench 1.0 ends the workers when its event queue fills and still exits 0, with a report
+    // of a shorter run: a run that did not hold the rate must not pass for one that did.
+    if report.contains("queue is full") {
+        return Err(OverheadError::Tool(format!(
+            "sysbench {workload} at {threads} threads against port {} could not keep \
+             --rate={}: its event queue filled:\n{report}",
+            target.port,
+            rate.unwrap_or_default()
+        )));
+    }
+    parse_run(&report)
+        .ok_or_else(|| OverheadError::Tool(format!("unreadable sysbench report:\n{report}")))
 }
 
-/// [`run`] with extra sysbench options (e.g. `--skip-trx=on`).
+/// [`run`] closed loop with extra sysbench options (e.g. `--skip-trx=on`).
 pub fn run_with(
     target: &SysbenchTarget,
     workload: &str,
@@ -118,9 +145,28 @@ pub fn run_with(
     table_size: u32,
     extra: &[&str],
 ) -> Result<RunStats, OverheadError> {
+    let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+    let report = execute(
+        target, workload, threads, seconds, tables, table_size, &extra,
+    )?;
+    parse_report(&report)
+        .ok_or_else(|| OverheadError::Tool(format!("unreadable sysbench report:\n{report}")))
+}
+
+/// Runs sysbench and returns its report (stdout; its log lines go there too), failing when it
+/// exits with an error.
+fn execute(
+    target: &SysbenchTarget,
+    workload: &str,
+    threads: u32,
+    seconds: u32,
+    tables: u32,
+    table_size: u32,
+    extra: &[String],
+) -> Result<String, OverheadError> {
     let mut args = vec![workload_arg(workload)?];
     args.extend(base_args(target, tables, table_size));
-    args.extend(extra.iter().map(|a| a.to_string()));
+    args.extend(extra.iter().cloned());
     args.extend([
         format!("--threads={threads}"),
         format!("--time={seconds}"),
@@ -138,7 +184,7 @@ pub fn run_with(
         .args(&args)
         .output()
         .map_err(|e| OverheadError::Tool(format!("cannot run sysbench: {e}")))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         return Err(OverheadError::Tool(format!(
             "sysbench {workload} at {threads} threads against port {} failed: {stdout}{}",
@@ -146,8 +192,7 @@ pub fn run_with(
             String::from_utf8_lossy(&out.stderr)
         )));
     }
-    parse_report(&stdout)
-        .ok_or_else(|| OverheadError::Tool(format!("unreadable sysbench report:\n{stdout}")))
+    Ok(stdout)
 }
 
 /// The first number after `label` on the line that starts with it (after indentation).
@@ -171,6 +216,14 @@ pub fn parse_report(report: &str) -> Option<RunStats> {
         avg_ms: field(report, "avg:")?,
         p95_ms: field(report, "95th percentile:")?,
         errors: (field(report, "ignored errors:")? + field(report, "reconnects:")?) as u64,
+    })
+}
+
+/// [`parse_report`] with the event rate.
+pub fn parse_run(report: &str) -> Option<Run> {
+    Some(Run {
+        stats: parse_report(report)?,
+        events_per_s: per_sec(report, "transactions:")?,
     })
 }
 
@@ -211,6 +264,8 @@ Latency (ms):
         assert_eq!(stats.avg_ms, 1.00);
         assert_eq!(stats.p95_ms, 1.61);
         assert_eq!(stats.errors, 3);
+        let run = parse_run(REPORT).unwrap();
+        assert_eq!((run.stats, run.events_per_s), (stats, 999.50));
     }
 
     #[test]
