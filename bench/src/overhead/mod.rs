@@ -597,7 +597,11 @@ fn start_sharded_shoal(
             db: dn.database.clone(),
             ssl: None,
         };
-        eprintln!("overhead: shoal-config: preparing {}", dn.database);
+        eprintln!(
+            "overhead: shoal-config: preparing {} on {}",
+            dn.database,
+            primary.addr()
+        );
         sysbench::prepare(&target, args.tables, args.table_size)?;
         // Each shard keeps its quarter of the rows, rebuilt afterwards: a real shard never held
         // the others, and pages three quarters empty, with their purge running during the
