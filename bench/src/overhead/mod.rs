@@ -519,18 +519,7 @@ impl Bench<'_> {
             args.table_size,
             rate,
         )
-        .map_err(|e| match e {
-            OverheadError::Tool(msg) => {
-                let at = format!("target {} at {}:{}", target.name, target.host, target.port);
-                OverheadError::Tool(match rate {
-                    None => format!("{at}: {msg}"),
-                    Some(r) => format!(
-                        "{at}, {workload} at {threads} threads paced at {r} events/s: {msg}"
-                    ),
-                })
-            }
-            other => other,
-        })?;
+        .map_err(|e| run_failed(target, workload, threads, rate, e))?;
         let backend_cpu_s = self.backend_cpu()? - backend_before;
         let proxy_cpu = match (target.pid, proxy_before) {
             (Some(pid), Some(before)) => Some(targets::cpu_times(pid)? - before),
@@ -560,6 +549,25 @@ impl Bench<'_> {
             backend_cpu_s,
         })
     }
+}
+
+/// A failed run's error, naming the target and, for a paced run, the cell and its rate (a
+/// closed-loop run's sysbench message already names the workload and threads).
+fn run_failed(
+    target: &Resolved,
+    workload: &str,
+    threads: u32,
+    rate: Option<u32>,
+    e: OverheadError,
+) -> OverheadError {
+    let OverheadError::Tool(msg) = e else {
+        return e;
+    };
+    let at = format!("target {} at {}:{}", target.name, target.host, target.port);
+    OverheadError::Tool(match rate {
+        None => format!("{at}: {msg}"),
+        Some(r) => format!("{at}, {workload} at {threads} threads paced at {r} events/s: {msg}"),
+    })
 }
 
 /// Shoal serving the sysbench tables sharded by id over 4 datanodes (databases `sbtest_N` on
@@ -858,6 +866,29 @@ mod tests {
         for bad in ["0", "3", "5", "8", "-1"] {
             assert!(parse(&["--sharded-servers", bad]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_failed_paced_run_names_target_cell_and_rate() {
+        let shoal = Resolved {
+            name: "shoal".into(),
+            host: "127.0.0.1".into(),
+            port: 4000,
+            pid: None,
+        };
+        let failed = |rate| {
+            let e = OverheadError::Tool("sysbench failed".into());
+            run_failed(&shoal, "oltp_read_write", 32, rate, e).to_string()
+        };
+        assert!(
+            failed(Some(250)).contains(
+                "target shoal at 127.0.0.1:4000, oltp_read_write at 32 threads paced at 250 \
+                 events/s: sysbench failed"
+            ),
+            "{}",
+            failed(Some(250))
+        );
+        assert!(failed(None).contains("target shoal at 127.0.0.1:4000: sysbench failed"));
     }
 
     #[test]

@@ -330,7 +330,7 @@ pub fn markdown(
             "\n## Paced at equal rate ({fraction} x the slowest target's closed-loop QPS per cell)\n\n\
              Each cell again, sysbench offering every target the same load (`--rate`, Poisson \
              arrivals): {fraction} x the lowest closed-loop median event rate of any target in \
-             the cell (events: queries for oltp_point_select, 18-query transactions for \
+             the cell (events: queries for oltp_point_select, transactions for \
              oltp_read_write). A cell kept the pace when every run completed >= {PACE_KEPT} x \
              the rate. Latency includes sysbench's queueing; compare CPU per query.\n"
         );
@@ -494,7 +494,7 @@ mod tests {
             sample("shoal-config", 32, 14000.0, 1.0, Some(3.0)),
             // Earlier paced runs do not lower the closed-loop figure the rate is taken from.
             paced("shoal", 8, 100, 100.0, 0.1),
-            // An event of oltp_read_write is an 18-query transaction: the rate is in events.
+            // An event of oltp_read_write is a transaction of 20 queries: the rate is in events.
             rw("direct", 8, 18000.0, 1000.0),
             rw("shoal", 8, 19800.0, 1100.0),
             // A rate that would round to 0 (no limit to sysbench) is 1.
