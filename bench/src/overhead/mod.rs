@@ -92,7 +92,7 @@ pub struct OverheadArgs {
     pub paced: Option<f64>,
     /// MariaDB instances the shoal-config target's 4 datanodes live on (1, 2 or 4). With 1 they
     /// share the instance of the other targets (databases sbtest_1..4 beside sbtest).
-    #[arg(long, default_value_t = 2, value_parser = parse_sharded_servers)]
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = parse_sharded_servers)]
     pub sharded_servers: usize,
     /// Results go to `<out>/overhead-<UTC timestamp>/` (report.md, CSV, JSON, SVG charts).
     #[arg(long, default_value = "bench-results")]
