@@ -510,16 +510,15 @@ impl Bench<'_> {
         let proxy_before = target.pid.map(targets::cpu_times).transpose()?;
         let backend_before = self.backend_cpu()?;
         let args = self.args;
-        let run = sysbench::run(
-            &endpoint,
+        let spec = sysbench::RunSpec {
             workload,
             threads,
-            args.duration,
-            args.tables,
-            args.table_size,
-            rate,
-        )
-        .map_err(|e| run_failed(target, workload, threads, rate, e))?;
+            seconds: args.duration,
+            tables: args.tables,
+            table_size: args.table_size,
+        };
+        let run = sysbench::run(&endpoint, &spec, rate)
+            .map_err(|e| run_failed(target, workload, threads, rate, e))?;
         let backend_cpu_s = self.backend_cpu()? - backend_before;
         let proxy_cpu = match (target.pid, proxy_before) {
             (Some(pid), Some(before)) => Some(targets::cpu_times(pid)? - before),

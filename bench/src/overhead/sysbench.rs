@@ -96,6 +96,17 @@ pub fn prepare(target: &SysbenchTarget, tables: u32, table_size: u32) -> Result<
     Ok(())
 }
 
+/// What one `sysbench run` loads: the workload, its concurrency and length, and the tables it
+/// reads (as prepared).
+#[derive(Debug, Clone, Copy)]
+pub struct RunSpec<'a> {
+    pub workload: &'a str,
+    pub threads: u32,
+    pub seconds: u32,
+    pub tables: u32,
+    pub table_size: u32,
+}
+
 /// A run's figures with the event rate sysbench reported beside them: a paced run is held to
 /// its event rate, which is not its query rate for workloads of several queries per event.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -110,18 +121,11 @@ pub struct Run {
 /// as it can) or, with `rate`, paced at that many events per second in all (`--rate`).
 pub fn run(
     target: &SysbenchTarget,
-    workload: &str,
-    threads: u32,
-    seconds: u32,
-    tables: u32,
-    table_size: u32,
+    spec: &RunSpec,
     rate: Option<u32>,
 ) -> Result<Run, OverheadError> {
     let extra: Vec<String> = rate.map(|r| format!("--rate={r}")).into_iter().collect();
-    let report = execute(
-        target, workload, threads, seconds, tables, table_size, &extra,
-    )
-    .map_err(|e| match e {
+    let report = execute(target, spec, &extra).map_err(|e| match e {
         OverheadError::Tool(msg) if queue_filled(&msg) => fell_behind(rate, &msg),
         other => other,
     })?;
@@ -150,17 +154,11 @@ fn fell_behind(rate: Option<u32>, output: &str) -> OverheadError {
 /// [`run`] closed loop with extra sysbench options (e.g. `--skip-trx=on`).
 pub fn run_with(
     target: &SysbenchTarget,
-    workload: &str,
-    threads: u32,
-    seconds: u32,
-    tables: u32,
-    table_size: u32,
+    spec: &RunSpec,
     extra: &[&str],
 ) -> Result<RunStats, OverheadError> {
     let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
-    let report = execute(
-        target, workload, threads, seconds, tables, table_size, &extra,
-    )?;
+    let report = execute(target, spec, &extra)?;
     parse_report(&report)
         .ok_or_else(|| OverheadError::Tool(format!("unreadable sysbench report:\n{report}")))
 }
@@ -169,13 +167,16 @@ pub fn run_with(
 /// exits with an error.
 fn execute(
     target: &SysbenchTarget,
-    workload: &str,
-    threads: u32,
-    seconds: u32,
-    tables: u32,
-    table_size: u32,
+    spec: &RunSpec,
     extra: &[String],
 ) -> Result<String, OverheadError> {
+    let RunSpec {
+        workload,
+        threads,
+        seconds,
+        tables,
+        table_size,
+    } = *spec;
     let mut args = vec![workload_arg(workload)?];
     args.extend(base_args(target, tables, table_size));
     args.extend(extra.iter().cloned());

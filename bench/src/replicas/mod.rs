@@ -341,15 +341,14 @@ async fn split_phase(
                 let started = Instant::now();
                 let (tables, size, secs) = (args.tables, args.table_size, args.duration);
                 let stats = tokio::task::spawn_blocking(move || {
-                    sysbench::run_with(
-                        &target,
-                        "oltp_read_only",
+                    let spec = sysbench::RunSpec {
+                        workload: "oltp_read_only",
                         threads,
-                        secs,
+                        seconds: secs,
                         tables,
-                        size,
-                        &["--skip-trx=on"],
-                    )
+                        table_size: size,
+                    };
+                    sysbench::run_with(&target, &spec, &["--skip-trx=on"])
                 })
                 .await
                 .map_err(|e| BenchError::Tool(format!("sysbench task: {e}")))?
