@@ -121,6 +121,12 @@ fn parse_sharded_servers(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Datanodes (databases `sbtest_1..`) of the `shoal-config` target on each of `servers`
+/// instances: they are spread evenly over the instances (`--sharded-servers` divides them).
+fn datanodes_per_server(servers: usize) -> usize {
+    SHARDED_DATANODES / servers
+}
+
 /// An endpoint given with `--target NAME=HOST:PORT[:PID]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExternalTarget {
@@ -197,7 +203,7 @@ fn sharded_layout(servers: usize) -> String {
     } else {
         format!(
             "{SHARDED_DATANODES} datanodes on {servers} MariaDB instances ({} each)",
-            SHARDED_DATANODES / servers
+            datanodes_per_server(servers)
         )
     }
 }
@@ -243,8 +249,9 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
     eprintln!("overhead: starting {primaries} MariaDB primary instance(s)");
     let mut databases = vec!["sbtest".to_string()];
     if sharded {
-        let per_server = SHARDED_DATANODES / args.sharded_servers;
-        databases.extend((1..=per_server).map(|i| format!("sbtest_{i}")));
+        databases.extend(
+            (1..=datanodes_per_server(args.sharded_servers)).map(|i| format!("sbtest_{i}")),
+        );
     }
     let cluster = Cluster::start(ClusterSpec {
         primaries,
@@ -517,7 +524,7 @@ impl Bench<'_> {
             tables: args.tables,
             table_size: args.table_size,
         };
-        let run = sysbench::run(&endpoint, &spec, rate)
+        let run = sysbench::run(&endpoint, &spec, rate, &[])
             .map_err(|e| run_failed(target, workload, threads, rate, e))?;
         let backend_cpu_s = self.backend_cpu()? - backend_before;
         let proxy_cpu = match (target.pid, proxy_before) {
@@ -579,8 +586,11 @@ fn start_sharded_shoal(
     work_dir: &Path,
     rt: &tokio::runtime::Handle,
 ) -> Result<ProxyProcess, OverheadError> {
-    let per_server = SHARDED_DATANODES / args.sharded_servers;
-    let mut layout = Layout::from_cluster(cluster, per_server, "sbtest");
+    let mut layout = Layout::from_cluster(
+        cluster,
+        datanodes_per_server(args.sharded_servers),
+        "sbtest",
+    );
     layout.schema = "sbtest".into();
     // Room for every sysbench thread to keep a connection per datanode, as a sharding proxy's
     // pools are sized (ShardingSphere: 50 per datanode; Mycat: 1000 per host). A smaller pool

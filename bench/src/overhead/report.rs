@@ -151,9 +151,7 @@ pub fn cells(samples: &[Sample]) -> BTreeMap<Key, Cell> {
                 // median could hide a run the target could not serve.
                 pace: runs[0].rate.map(|rate| Pace {
                     rate,
-                    kept: runs
-                        .iter()
-                        .all(|s| kept_pace(s.events_per_s, s.rate.unwrap_or(rate))),
+                    kept: runs.iter().all(|s| kept_pace(s.events_per_s, rate)),
                 }),
             };
             (key, cell)

@@ -118,14 +118,15 @@ pub struct Run {
 }
 
 /// One `sysbench <workload> run` of `seconds` at `threads`: closed loop (every thread as fast
-/// as it can) or, with `rate`, paced at that many events per second in all (`--rate`).
+/// as it can) or, with `rate`, paced at that many events per second in all (`--rate`); `extra`
+/// are more sysbench options (e.g. `--skip-trx=on`).
 pub fn run(
     target: &SysbenchTarget,
     spec: &RunSpec,
     rate: Option<u32>,
+    extra: &[&str],
 ) -> Result<Run, OverheadError> {
-    let extra: Vec<String> = rate.map(|r| format!("--rate={r}")).into_iter().collect();
-    let report = execute(target, spec, &extra).map_err(|e| match e {
+    let report = execute(target, spec, rate, extra).map_err(|e| match e {
         OverheadError::Tool(msg) if queue_filled(&msg) => fell_behind(rate, &msg),
         other => other,
     })?;
@@ -151,24 +152,13 @@ fn fell_behind(rate: Option<u32>, output: &str) -> OverheadError {
     ))
 }
 
-/// [`run`] closed loop with extra sysbench options (e.g. `--skip-trx=on`).
-pub fn run_with(
-    target: &SysbenchTarget,
-    spec: &RunSpec,
-    extra: &[&str],
-) -> Result<RunStats, OverheadError> {
-    let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
-    let report = execute(target, spec, &extra)?;
-    parse_report(&report)
-        .ok_or_else(|| OverheadError::Tool(format!("unreadable sysbench report:\n{report}")))
-}
-
 /// Runs sysbench and returns its report (stdout; its log lines go there too), failing when it
 /// exits with an error.
 fn execute(
     target: &SysbenchTarget,
     spec: &RunSpec,
-    extra: &[String],
+    rate: Option<u32>,
+    extra: &[&str],
 ) -> Result<String, OverheadError> {
     let RunSpec {
         workload,
@@ -179,7 +169,8 @@ fn execute(
     } = *spec;
     let mut args = vec![workload_arg(workload)?];
     args.extend(base_args(target, tables, table_size));
-    args.extend(extra.iter().cloned());
+    args.extend(rate.map(|r| format!("--rate={r}")));
+    args.extend(extra.iter().map(|a| a.to_string()));
     args.extend([
         format!("--threads={threads}"),
         format!("--time={seconds}"),

@@ -348,7 +348,7 @@ async fn split_phase(
                         tables,
                         table_size: size,
                     };
-                    sysbench::run_with(&target, &spec, &["--skip-trx=on"])
+                    sysbench::run(&target, &spec, None, &["--skip-trx=on"]).map(|r| r.stats)
                 })
                 .await
                 .map_err(|e| BenchError::Tool(format!("sysbench task: {e}")))?
