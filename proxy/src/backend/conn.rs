@@ -106,7 +106,14 @@ pub struct BackendConn {
     pub info: ServerInfo,
     /// Statements prepared here for the router's prepared statements, kept across sessions.
     pub stmts: StmtCache,
+    /// Status flags of the last response read on it (IN_TRANS and AUTOCOMMIT are what count):
+    /// every reader of a response records them ([`Self::note_response`]), so the pool can
+    /// refuse a connection still inside a transaction, whoever started it.
+    pub status: u16,
 }
+
+const IN_TRANS: u16 = mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS.bits();
+const AUTOCOMMIT: u16 = mysql_common::constants::StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
 
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -213,6 +220,7 @@ impl BackendConn {
             collation: hs.default_collation(),
         };
         let thread_id = hs.connection_id();
+        let status = hs.status_flags().bits();
         let mut nonce = hs.nonce();
         let mut plugin = hs
             .auth_plugin()
@@ -363,9 +371,27 @@ impl BackendConn {
             last_used: Instant::now(),
             info,
             stmts: StmtCache::default(),
+            status,
         };
         conn.enable_tracking().await?;
         Ok(conn)
+    }
+
+    /// Records what a response read with `reader` says of the connection's transaction.
+    pub fn note_response(&mut self, reader: &ResponseReader) {
+        self.status = reader.status_after(self.status);
+    }
+
+    /// The server said a transaction is open here (or may be: see
+    /// [`ResponseReader::status_after`]).
+    pub fn in_transaction(&self) -> bool {
+        self.status & IN_TRANS != 0
+    }
+
+    /// Inside a transaction, or with autocommit off, so that its next statement starts one:
+    /// the connection belongs to its session until COMMIT, ROLLBACK or a reset.
+    pub fn transactional(&self) -> bool {
+        self.in_transaction() || self.status & AUTOCOMMIT == 0
     }
 
     /// Whether this connection is encrypted.
@@ -454,6 +480,7 @@ impl BackendConn {
                 _ => {}
             }
         }
+        self.note_response(&reader);
         Ok(())
     }
 
@@ -508,6 +535,7 @@ impl BackendConn {
                 _ => {}
             }
         }
+        self.note_response(&reader);
         if let Some(e) = error {
             return Err(e);
         }

@@ -100,6 +100,18 @@ impl PooledConn {
         if !self.conn.tracking {
             return;
         }
+        // The last line of defence against a transaction leaking to another session (its
+        // locks would hold up DDL, its snapshot would serve stale reads): a connection the
+        // server last said is inside one is closed, which rolls it back. Sessions end their
+        // transactions before giving connections back; this catches what they missed.
+        if self.conn.in_transaction() {
+            warn!(
+                server = %self.slot.pool.spec.addr(),
+                thread_id = self.conn.thread_id,
+                "a connection given back inside a transaction was closed (rolled back)"
+            );
+            return;
+        }
         let PooledConn { conn, mut slot } = self;
         slot.held = false;
         slot.pool.put_idle(conn);

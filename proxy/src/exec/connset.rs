@@ -17,8 +17,6 @@ pub struct Held {
     pub conn: PooledConn,
     /// The session's explicit BEGIN was sent here.
     pub txn_begun: bool,
-    /// The last response said a transaction is open (or autocommit is off).
-    pub in_trans: bool,
     /// State the pool cannot replay (temporary tables, locks...).
     pub sticky: bool,
     /// The session's statement that last used it ([`ConnSet::statement`]).
@@ -32,15 +30,20 @@ impl Held {
             server,
             conn,
             txn_begun: false,
-            in_trans: false,
             sticky: false,
             used_in: 0,
         }
     }
 
+    /// The last response said a transaction is open here, or autocommit is off (whatever
+    /// started it: BEGIN, a statement with autocommit off, a multi-statement text).
+    pub fn in_trans(&self) -> bool {
+        self.conn.transactional()
+    }
+
     /// Whether giving this connection back would lose something the session relies on.
     pub fn pinned(&self) -> bool {
-        self.txn_begun || self.in_trans || self.sticky
+        self.txn_begun || self.in_trans() || self.sticky
     }
 }
 
@@ -123,16 +126,17 @@ impl ConnSet {
         self.writes.iter_mut().find(|w| w.datahost == datahost)
     }
 
-    /// Records a write on `datahost` (with its GTID when the server reported one).
+    /// Records a write on `datahost`, with its GTID when the server reported one. `None` is
+    /// a write whose GTID is not known (yet: a statement inside a transaction is only given
+    /// one at COMMIT): the GTID of an earlier write no longer covers the session's writes, so
+    /// until a GTID is known again causal reads go to the primary.
     pub fn note_write(&mut self, datahost: usize, gtid: Option<String>) {
         let at = Instant::now();
         match self.last_write(datahost) {
             Some(w) => {
                 w.at = at;
-                if gtid.is_some() {
-                    w.gtid = gtid;
-                    w.applied_on.clear();
-                }
+                w.gtid = gtid;
+                w.applied_on.clear();
             }
             None => self.writes.push(LastWrite {
                 datahost,
@@ -145,6 +149,6 @@ impl ConnSet {
 
     /// Whether any held connection is inside a transaction.
     pub fn in_transaction(&self) -> bool {
-        self.held.iter().any(|h| h.txn_begun || h.in_trans)
+        self.held.iter().any(|h| h.txn_begun || h.in_trans())
     }
 }

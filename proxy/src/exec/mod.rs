@@ -481,7 +481,6 @@ impl Session {
                 .map(|_| ());
             if result.is_ok() {
                 h.txn_begun = true;
-                h.in_trans = true;
             }
         }
         match result {
@@ -662,7 +661,6 @@ impl Session {
     ) {
         let h = &mut self.conns.held[i];
         if let Some(status) = status {
-            h.in_trans = status & IN_TRANS != 0 || status & AUTOCOMMIT == 0;
             self.status = status
                 & !StatusFlags::SERVER_SESSION_STATE_CHANGED.bits()
                 & !StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();

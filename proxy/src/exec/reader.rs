@@ -63,6 +63,7 @@ pub async fn read_write_result(conn: &mut BackendConn) -> Result<WriteDone> {
             _ => {}
         }
     }
+    conn.note_response(&reader);
     match error {
         Some(e) => Err(e),
         None => Ok(done),
@@ -100,7 +101,12 @@ impl ResultStream {
                     code,
                     state,
                     message,
-                } => return Err(reply(code, state, message)),
+                } => {
+                    let e = reply(code, state, message);
+                    drop(p);
+                    conn.note_response(&self.reader);
+                    return Err(e);
+                }
                 Event::ColumnCount(n) => defs.reserve(n.min(4096) as usize),
                 Event::ColumnDef(d) => defs.push(d.to_vec()),
                 Event::Ok(_) => {
@@ -123,8 +129,8 @@ impl ResultStream {
     pub async fn next_row(&mut self, conn: &mut BackendConn) -> Result<Row> {
         conn.io.next_packet().await.map_err(Error::BackendIo)?;
         let p = conn.io.packet_payload();
-        match self.reader.next(&p)? {
-            Event::Row(r) => Ok(Row::Data(r.to_vec())),
+        let row = match self.reader.next(&p)? {
+            Event::Row(r) => return Ok(Row::Data(r.to_vec())),
             Event::ResultDone { .. } => {
                 if !self.reader.finished() {
                     // More results after a SELECT: not something a shard query produces.
@@ -137,8 +143,11 @@ impl ResultStream {
                 state,
                 message,
             } => Err(reply(code, state, message)),
-            _ => Err(protocol_error("unexpected packet among rows")),
-        }
+            _ => return Err(protocol_error("unexpected packet among rows")),
+        };
+        drop(p);
+        conn.note_response(&self.reader);
+        row
     }
 
     /// Reads what is left (after an error elsewhere, or a LIMIT reached), so the connection
@@ -149,6 +158,7 @@ impl ResultStream {
             let p = conn.io.packet_payload();
             self.reader.next(&p)?;
         }
+        conn.note_response(&self.reader);
         Ok(())
     }
 }

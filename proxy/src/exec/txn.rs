@@ -154,13 +154,21 @@ impl Session {
         let mut done: Vec<String> = Vec::new();
         let mut failed: Vec<(String, Error)> = Vec::new();
         let mut broken = Vec::new();
+        let mut commits: Vec<(usize, String)> = Vec::new();
         for h in self.conns.held.iter_mut() {
-            if !(h.txn_begun || h.in_trans) {
+            if !(h.txn_begun || h.in_trans()) {
                 continue;
             }
             let name = routing.topology.datanodes[h.dn].name.clone();
             match h.conn.command(COM_QUERY, word.as_bytes()).await {
-                Ok(_) => done.push(name),
+                Ok(tracked) => {
+                    // What the transaction wrote is known by this GTID from now on: causal
+                    // reads wait for it.
+                    if let Some(gtid) = tracked.gtid {
+                        commits.push((self.shared.backends.servers[h.server].datahost, gtid));
+                    }
+                    done.push(name)
+                }
                 Err(e) => {
                     if matches!(e, Error::BackendIo(_)) {
                         broken.push(h.dn);
@@ -169,10 +177,12 @@ impl Session {
                 }
             }
             h.txn_begun = false;
-            h.in_trans = false;
         }
         for dn in broken {
             self.conns.remove(dn);
+        }
+        for (dh, gtid) in commits {
+            self.conns.note_write(dh, Some(gtid));
         }
         self.txn_begin = None;
         self.status &= !IN_TRANS;

@@ -127,6 +127,7 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
         }
         maybe_flush(client).await?;
     }
+    backend.note_response(&reader);
     client.flush().await.map_err(Error::ClientIo)?;
     Ok(out)
 }

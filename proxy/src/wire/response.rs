@@ -109,6 +109,8 @@ enum State {
 
 const MORE_RESULTS: u16 = StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
 const CURSOR_EXISTS: u16 = StatusFlags::SERVER_STATUS_CURSOR_EXISTS.bits();
+const IN_TRANS: u16 = StatusFlags::SERVER_STATUS_IN_TRANS.bits();
+const AUTOCOMMIT: u16 = StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
 
 /// A response the backend should never send: the connection cannot be trusted any more.
 pub fn protocol_error(what: &str) -> Error {
@@ -125,6 +127,10 @@ pub struct ResponseReader {
     caps: CapabilityFlags,
     deprecate_eof: bool,
     state: State,
+    /// Status flags of the last OK/EOF read so far, and whether an ERR came: what the
+    /// response says of the connection's transaction ([`Self::status_after`]).
+    status: Option<u16>,
+    error: bool,
 }
 
 impl ResponseReader {
@@ -143,6 +149,22 @@ impl ResponseReader {
             caps,
             deprecate_eof: caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF),
             state,
+            status: None,
+            error: false,
+        }
+    }
+
+    /// The connection's status flags after what was read of the response, given `before`,
+    /// its flags before the command. An ERR carries no flags: after one, a connection that was
+    /// in a transaction is taken to still be in it (a deadlock's rollback is not reported
+    /// either), and one with autocommit off may have started one. Only IN_TRANS and
+    /// AUTOCOMMIT are meaningful across commands.
+    pub fn status_after(&self, before: u16) -> u16 {
+        let base = self.status.unwrap_or(before);
+        if self.error && base & AUTOCOMMIT == 0 {
+            base | IN_TRANS
+        } else {
+            base
         }
     }
 
@@ -159,6 +181,19 @@ impl ResponseReader {
     /// Classifies the next packet of the response. An `Err` means the backend broke the
     /// protocol (or asked for LOCAL INFILE, never negotiated): the connection must be dropped.
     pub fn next<'a>(&mut self, payload: &'a [u8]) -> Result<Event<'a>> {
+        let ev = self.classify(payload)?;
+        match &ev {
+            Event::Ok(ok) => self.status = Some(ok.status),
+            Event::ResultDone { status, .. }
+            | Event::ColumnsDone { status }
+            | Event::ParamsDone { status } => self.status = Some(*status),
+            Event::Err { .. } => self.error = true,
+            _ => {}
+        }
+        Ok(ev)
+    }
+
+    fn classify<'a>(&mut self, payload: &'a [u8]) -> Result<Event<'a>> {
         let first = match payload.first() {
             Some(&b) => b,
             None => return Err(protocol_error("empty packet in a response")),
