@@ -21,6 +21,9 @@ use crate::wire::messages::err_payload;
 use crate::wire::packet::FLUSH_THRESHOLD;
 use crate::wire::resultset::ResultSetWriter;
 
+/// `sql_select_limit`'s default: no limit.
+const UNLIMITED_SELECT: &str = "18446744073709551615";
+
 impl Session {
     /// One attempt at a scatter read (`run_scatter` in `replica.rs` retries a read whose
     /// server failed before anything reached the client).
@@ -32,33 +35,30 @@ impl Session {
         req: &Request<'_>,
         reply_seq: u8,
     ) -> Result<()> {
-        if targets.len() > 1 {
-            self.admit(routing).await?;
-        }
-        for t in &targets {
-            self.touch(routing, t.datanode).await?;
-        }
-        // One connection carries one result at a time, and the merge reads shards side by
-        // side: a second target on a datanode (table-per-shard) gets a connection of its own
-        // for this statement. Outside a transaction that reads what the held one would.
-        let mut extra: Vec<(PooledConn, bool)> = Vec::new();
-        let mut place: Vec<Place> = Vec::with_capacity(targets.len());
-        for (k, t) in targets.iter().enumerate() {
-            let i = self.conns.touched(t.datanode)?;
-            if !targets[..k].iter().any(|o| o.datanode == t.datanode) {
-                place.push(Place::Held(i));
-                continue;
+        // sql_select_limit caps the merged result, as one server caps its result; each shard
+        // must answer in full, or a shard's cut rows (groups, the rows of an ORDER BY) would be
+        // missing from the merge.
+        let capped;
+        let spec = match self.select_limit() {
+            Some(n) if spec.limit.is_none() => {
+                capped = MergeSpec {
+                    limit: Some(n),
+                    ..spec.clone()
+                };
+                &capped
             }
-            if self.txn_begin.is_some() || self.conns.in_transaction() {
-                // Another connection would read outside the transaction's snapshot.
-                return Err(unsupported(
-                    "a read over several tables of one datanode (table-per-shard) inside a \
-                     transaction",
-                ));
-            }
-            place.push(Place::Extra(extra.len()));
-            extra.push((self.extra_connection(routing, t.datanode).await?, false));
+            _ => spec,
+        };
+        let session_want = self.select_limit().map(|_| {
+            let mut unlimited = self.want.clone();
+            unlimited.set_var("sql_select_limit", UNLIMITED_SELECT);
+            std::mem::replace(&mut self.want, unlimited)
+        });
+        let connections = self.scatter_connections(routing, &targets).await;
+        if let Some(want) = session_want {
+            self.want = want;
         }
+        let (place, mut extra) = connections?;
         let mut payloads = Vec::with_capacity(targets.len());
         for (t, p) in targets.iter().zip(&place) {
             payloads.push(match p {
@@ -269,6 +269,51 @@ impl Session {
         self.diag.row_count = -1;
         self.diag.found_rows = sent;
         self.flush_client().await
+    }
+
+    /// The connection each target reads on (see [`Place`]), in the session's state.
+    async fn scatter_connections(
+        &mut self,
+        routing: &Routing,
+        targets: &[Target],
+    ) -> Result<(Vec<Place>, Vec<(PooledConn, bool)>)> {
+        if targets.len() > 1 {
+            self.admit(routing).await?;
+        }
+        for t in targets {
+            self.touch(routing, t.datanode).await?;
+        }
+        // One connection carries one result at a time, and the merge reads shards side by
+        // side: a second target on a datanode (table-per-shard) gets a connection of its own
+        // for this statement. Outside a transaction that reads what the held one would.
+        let mut extra: Vec<(PooledConn, bool)> = Vec::new();
+        let mut place: Vec<Place> = Vec::with_capacity(targets.len());
+        for (k, t) in targets.iter().enumerate() {
+            let i = self.conns.touched(t.datanode)?;
+            if !targets[..k].iter().any(|o| o.datanode == t.datanode) {
+                place.push(Place::Held(i));
+                continue;
+            }
+            if self.in_transaction_now() {
+                // Another connection would read outside the transaction's snapshot (with
+                // autocommit off, every statement is in one).
+                return Err(unsupported(
+                    "a read over several tables of one datanode (table-per-shard) inside a \
+                     transaction",
+                ));
+            }
+            place.push(Place::Extra(extra.len()));
+            extra.push((self.extra_connection(routing, t.datanode).await?, false));
+        }
+        Ok((place, extra))
+    }
+
+    /// The session's `sql_select_limit`, when it is not the default (no limit).
+    fn select_limit(&self) -> Option<u64> {
+        self.want
+            .var("sql_select_limit")
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&n| n != u64::MAX)
     }
 
     /// Reads the rest of every shard response still open.
