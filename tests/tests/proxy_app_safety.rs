@@ -375,6 +375,11 @@ async fn sql_select_limit_applies_to_the_merged_result() {
     assert_eq!(rows_of(&mut c, "SELECT id FROM orders").await.len(), 40);
     let sql = "SELECT id FROM orders ORDER BY id";
     assert_eq!(rows_of(&mut c, sql).await, rows_of(&mut plain, sql).await);
+    // `WHERE key IS NULL` would mean `key = LAST_INSERT_ID()` there: refused, not misrouted.
+    let (code, _, msg) = shoal_tests::server_error(c.query_drop("SET sql_auto_is_null = 1").await);
+    assert_eq!(code, 1235, "{msg}");
+    assert!(msg.contains("sql_auto_is_null"), "{msg}");
+    c.query_drop("SET sql_auto_is_null = 0").await.unwrap();
     // The prepared protocol too.
     c.query_drop("SET SQL_SELECT_LIMIT = 7").await.unwrap();
     let ids: Vec<i64> = c

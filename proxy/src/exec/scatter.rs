@@ -264,6 +264,10 @@ impl Session {
             self.diag.row_count = -1;
             return self.flush_client().await;
         }
+        // With autocommit off the read opened a transaction: say so, as one server would.
+        if self.conns.held.iter().any(|h| h.conn.in_transaction()) {
+            self.status |= super::IN_TRANS;
+        }
         out.finish(&mut self.client, self.status);
         self.diag.known = true;
         self.diag.row_count = -1;

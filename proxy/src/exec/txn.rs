@@ -64,6 +64,17 @@ impl Session {
                         if vars.iter().any(|v| v.scope == VarScope::Global) {
                             return Err(unsupported("SET GLOBAL"));
                         }
+                        // `WHERE key IS NULL` would then mean `key = LAST_INSERT_ID()`, which
+                        // the router reads as NULL and routes to the rule's null shard.
+                        if vars.iter().any(|v| {
+                            v.name == "sql_auto_is_null"
+                                && !matches!(
+                                    v.value.to_ascii_uppercase().as_str(),
+                                    "0" | "OFF" | "FALSE" | "'OFF'" | "DEFAULT"
+                                )
+                        }) {
+                            return Err(unsupported("SET sql_auto_is_null = 1"));
+                        }
                         // autocommit back on commits an open transaction everywhere.
                         let autocommit_on = vars.iter().any(|v| {
                             v.name == "autocommit"
