@@ -490,11 +490,22 @@ impl Session {
             }
         }
         let mut local_columns = Vec::new();
+        // The columns a scattered read's targets add for the merge (sort keys, AVG's parts):
+        // dropped from what the execute returns, so not announced either (Connector/C checks
+        // the execute's column count against the prepare's).
+        let mut hidden = 0;
         let target = match plan {
             RoutePlan::Single(t) => Some(t),
-            RoutePlan::Scatter { mut targets, .. } | RoutePlan::Broadcast { mut targets }
-                if !targets.is_empty() =>
-            {
+            RoutePlan::Scatter {
+                mut targets,
+                merge,
+            } if !targets.is_empty() => {
+                if let Merge::Rows(spec) = &merge {
+                    hidden = spec.hidden_columns;
+                }
+                Some(targets.swap_remove(0))
+            }
+            RoutePlan::Broadcast { mut targets } if !targets.is_empty() => {
                 Some(targets.swap_remove(0))
             }
             RoutePlan::Any { sql } => Some(Target {
@@ -527,9 +538,11 @@ impl Session {
             Some(target) => {
                 let i = self.touch(routing, target.datanode).await?;
                 // The statement stays prepared on the connection: executes routed here reuse it.
-                prepare_on(&mut self.conns.held[i].conn, &target.sql, true)
+                let mut defs = prepare_on(&mut self.conns.held[i].conn, &target.sql, true)
                     .await?
-                    .1
+                    .1;
+                defs.truncate(defs.len().saturating_sub(hidden));
+                defs
             }
             None => local_columns,
         };
