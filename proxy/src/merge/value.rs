@@ -756,9 +756,11 @@ pub fn key_of(cell: Option<&[u8]>, col: &Column, k: Kind, protocol: Protocol) ->
     })
 }
 
-/// Text of a DOUBLE as MySQL prints it: fixed `decimals` digits when the column has a scale
-/// (`decimals` < 31), else the shortest round-trip form, which Shoal only produces where it
-/// matches MySQL's (no exponent).
+/// Text of a DOUBLE as MariaDB prints it: fixed `decimals` digits when the column has a scale
+/// (`decimals` < 31), else the shortest digits that read back as the same value, in fixed
+/// notation unless the decimal exponent is 15 or more or below -15 (`1e15`, `1.2e-16`,
+/// `1.2345678901234568e16`: no `+`, no leading zeros), as MariaDB 10.11 answers `SELECT x`
+/// and `SUM(x)` of a DOUBLE column.
 pub fn double_text(x: f64, decimals: u8) -> Result<String> {
     if !x.is_finite() {
         return Err(refuse("a non-finite DOUBLE result"));
@@ -766,14 +768,58 @@ pub fn double_text(x: f64, decimals: u8) -> Result<String> {
     if decimals < 31 {
         return Ok(format!("{:.*}", decimals as usize, x));
     }
-    let a = x.abs();
-    if x != 0.0 && !(1e-4..1e15).contains(&a) {
-        return Err(refuse(format!(
-            "printing the merged DOUBLE {x:e} in the text protocol"
-        )));
+    if x == 0.0 {
+        return Ok("0".into());
     }
-    let s = format!("{x}");
-    Ok(if s == "-0" { "0".into() } else { s })
+    let sci = format!("{x:e}");
+    let exponent: i32 = sci
+        .rsplit('e')
+        .next()
+        .and_then(|e| e.parse().ok())
+        .unwrap_or(0);
+    Ok(if !(-15..15).contains(&exponent) {
+        sci
+    } else {
+        format!("{x}")
+    })
+}
+
+#[cfg(test)]
+mod double_text_tests {
+    use super::double_text;
+
+    /// Each pair is what MariaDB 10.11 printed for the value stored in a DOUBLE column.
+    #[test]
+    fn doubles_print_as_mariadb_prints_them() {
+        for (x, want) in [
+            (-2.5e-9, "-0.0000000025"),
+            (5e-324, "5e-324"),
+            (1e-7, "0.0000001"),
+            (1.5e-5, "0.000015"),
+            (0.1, "0.1"),
+            (1.0000000000000002, "1.0000000000000002"),
+            (99999999999999.9, "99999999999999.9"),
+            (1e14, "100000000000000"),
+            (1e15, "1e15"),
+            (-1e15, "-1e15"),
+            (1.2e15, "1.2e15"),
+            (1.234567890123456e15, "1.234567890123456e15"),
+            (123456789012345678.0, "1.2345678901234568e17"),
+            (1.7976931348623157e308, "1.7976931348623157e308"),
+            (1e-15, "0.000000000000001"),
+            (-1.5e-15, "-0.0000000000000015"),
+            (1.23456789012e-15, "0.00000000000000123456789012"),
+            (1e-16, "1e-16"),
+            (-1.5e-16, "-1.5e-16"),
+            (1.2e-17, "1.2e-17"),
+            (0.0, "0"),
+            (-0.0, "0"),
+        ] {
+            assert_eq!(double_text(x, 31).unwrap(), want, "{x:e}");
+        }
+        assert_eq!(double_text(1.0 / 3.0, 2).unwrap(), "0.33");
+        assert!(double_text(f64::NAN, 31).is_err());
+    }
 }
 
 #[cfg(test)]
