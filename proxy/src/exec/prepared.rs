@@ -496,10 +496,7 @@ impl Session {
         let mut hidden = 0;
         let target = match plan {
             RoutePlan::Single(t) => Some(t),
-            RoutePlan::Scatter {
-                mut targets,
-                merge,
-            } if !targets.is_empty() => {
+            RoutePlan::Scatter { mut targets, merge } if !targets.is_empty() => {
                 if let Merge::Rows(spec) = &merge {
                     hidden = spec.hidden_columns;
                 }
