@@ -1127,6 +1127,40 @@ impl Builder<'_> {
                 },
                 None => HavingExpr::Unsupported(render(e)),
             },
+            // `x BETWEEN a AND b` is `a <= x AND x <= b` (MariaDB's definition, NULLs
+            // included); NOT BETWEEN its negation.
+            Expr::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => {
+                let operands = (
+                    self.having_operand(expr),
+                    self.having_operand(low),
+                    self.having_operand(high),
+                );
+                let (Some(x), Some(lo), Some(hi)) = operands else {
+                    return HavingExpr::Unsupported(render(e));
+                };
+                let range = HavingExpr::And(
+                    Box::new(HavingExpr::Cmp {
+                        op: HavingOp::Ge,
+                        left: x.clone(),
+                        right: lo,
+                    }),
+                    Box::new(HavingExpr::Cmp {
+                        op: HavingOp::Le,
+                        left: x,
+                        right: hi,
+                    }),
+                );
+                if *negated {
+                    HavingExpr::Not(Box::new(range))
+                } else {
+                    range
+                }
+            }
             _ => HavingExpr::Unsupported(render(e)),
         }
     }
