@@ -296,6 +296,16 @@ def main():
 
     t.step("drop_all", lambda: METADATA.drop_all(engine))
     t.step("inspector after drop_all", lambda: ours(inspect(engine).get_table_names()))
+    t.step("has_table after drop_all", lambda: {n: inspect(engine).has_table(n) for n in models.TABLES})
+
+    def read(sql):
+        with engine.connect() as conn:
+            return conn.exec_driver_sql(sql).all()
+
+    # The errors name the logical schema, as one server would (never a datanode's database).
+    t.step("SELECT from a dropped sharded table", lambda: read("SELECT * FROM orders"))
+    t.step("SELECT from a dropped global table", lambda: read("SELECT * FROM country"))
+    t.step("SELECT from a table that never existed", lambda: read("SELECT * FROM no_such_table"))
     engine.dispose()
     t.dump()
 
