@@ -3,7 +3,8 @@
 //! SELECT DATABASE() in binary).
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
-use shoal_router::plan::{LocalAnswer, SessionValue};
+use shoal_router::plan::{LocalAnswer, SessionValue, Target};
+use shoal_router::topology::TableDef;
 
 use super::reader::{ResultStream, Row};
 use crate::config::Routing;
@@ -66,6 +67,7 @@ impl Session {
                 like,
                 also_from,
             } => {
+                let tables = self.existing_tables(routing, &schema, tables).await?;
                 let mut names: Vec<(String, String)> = tables
                     .into_iter()
                     .map(|t| (t, "BASE TABLE".to_string()))
@@ -138,6 +140,68 @@ impl Session {
         let defs: Vec<Vec<u8>> = columns.iter().map(|(c, _)| string_column(c)).collect();
         let rows = if row { vec![values] } else { Vec::new() };
         self.send_result(reply_seq, &defs, rows, protocol).await
+    }
+
+    /// The configured tables of `schema` (`tables`) that exist: each is looked for on the
+    /// datanode of its first shard (a global table: its first copy) under its physical name
+    /// there. One server lists no table before its CREATE TABLE or after its DROP TABLE, and
+    /// tools that reflect every listed table (Alembic's autogenerate, SQLAlchemy's Inspector)
+    /// fail on one that is listed but absent.
+    async fn existing_tables(
+        &mut self,
+        routing: &Routing,
+        schema: &str,
+        tables: Vec<String>,
+    ) -> Result<Vec<String>> {
+        let Some(ls) = routing.topology.schema(schema) else {
+            return Ok(tables);
+        };
+        // (logical name, datanode, physical name there)
+        let mut wanted: Vec<(String, usize, String)> = Vec::new();
+        for name in tables {
+            let first = match ls.table(&name) {
+                Some(TableDef::Sharded(t)) => t
+                    .shards
+                    .first()
+                    .map(|s| (s.datanode, s.physical_table.clone())),
+                Some(TableDef::Child(t)) => t
+                    .shards
+                    .first()
+                    .map(|s| (s.datanode, s.physical_table.clone())),
+                Some(TableDef::Global(t)) => t.datanodes.first().map(|&d| (d, name.clone())),
+                None => None,
+            };
+            match first {
+                Some((dn, physical)) => wanted.push((name, dn, physical)),
+                // Nowhere to look: listed as configured.
+                None => wanted.push((name.clone(), usize::MAX, name)),
+            }
+        }
+        let mut datanodes: Vec<usize> = wanted.iter().map(|w| w.1).collect();
+        datanodes.sort_unstable();
+        datanodes.dedup();
+        let mut present: Vec<(usize, Vec<String>)> = Vec::new();
+        for dn in datanodes.into_iter().filter(|&d| d != usize::MAX) {
+            let db = &routing.topology.datanodes[dn].database;
+            let t = Target {
+                datanode: dn,
+                sql: format!("SHOW TABLES FROM `{}`", db.replace('`', "``")).into(),
+                params: Default::default(),
+                qualified: true,
+            };
+            let names = self.fetch_pairs(routing, &t).await?;
+            present.push((dn, names.into_iter().map(|(n, _)| n).collect()));
+        }
+        Ok(wanted
+            .into_iter()
+            .filter(|(_, dn, physical)| {
+                *dn == usize::MAX
+                    || present.iter().any(|(d, names)| {
+                        d == dn && names.iter().any(|n| n.eq_ignore_ascii_case(physical))
+                    })
+            })
+            .map(|(name, _, _)| name)
+            .collect())
     }
 
     /// Runs `t` and returns the first two columns of its rows (the second `None` if absent or
