@@ -398,9 +398,7 @@ pub(crate) fn unanchored_rows(
     {
         return None;
     }
-    let Some(d) = (0..tables.len()).find(distributed) else {
-        return None;
-    };
+    let d = (0..tables.len()).find(distributed)?;
     let others: Vec<usize> = top.iter().copied().filter(|i| !distributed(i)).collect();
     if let Some(&nd) = top.iter().find(|i| distributed(i)) {
         let Some(p) = others
