@@ -829,6 +829,14 @@ async fn column_definitions_merge_across_datanodes_like_one_table() {
         assert!(!want.is_empty(), "{sql}: no rows to compare");
         assert_eq!(describe(&got), describe(&want), "{sql}");
         assert_eq!(values(&got), values(&want), "{sql}");
+        // The binary protocol: the executes' definitions merge the same way.
+        let want: Vec<Row> = r.exec(sql, ()).await.unwrap();
+        let got: Vec<Row> = match c.exec(sql, ()).await {
+            Ok(rows) => rows,
+            Err(e) => panic!("{sql} (prepared): {e}"),
+        };
+        assert_eq!(describe(&got), describe(&want), "{sql} (prepared)");
+        assert_eq!(values(&got), values(&want), "{sql} (prepared)");
     }
     // A column that reads differently per datanode: refused, never merged.
     l.datanode(4)
