@@ -652,6 +652,213 @@ async fn scatter_reads_merge_like_one_database() {
     }
 }
 
+/// The rows of a result as values, for comparing Shoal with the reference database.
+fn values(rows: &[Row]) -> Vec<Vec<mysql_async::Value>> {
+    rows.iter().map(|r| r.clone().unwrap()).collect()
+}
+
+/// A global (or unlisted) table on the preserved side of an outer join whose NULL-extended
+/// side is sharded, or with the sharded table only in a subquery, would be answered by every
+/// shard (each null-extends or repeats the global rows): refused across shards, exact where
+/// the sharded side is routed to one shard. The allowed outer joins answer as one database.
+#[tokio::test]
+async fn outer_joins_preserving_a_global_table_are_exact_or_refused() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    l.create_tables(&mut c).await;
+    c.query_drop("CREATE TABLE notes (id INT PRIMARY KEY, code CHAR(2)) ENGINE=InnoDB")
+        .await
+        .unwrap();
+    let reference_db = format!("{}_ref", l.prefix);
+    l.s2.fresh_db(&reference_db).await;
+    let mut r = l.s2.conn(Some(&reference_db)).await;
+    for ddl in [
+        "CREATE TABLE orders (id INT PRIMARY KEY, user_name VARCHAR(20), amount INT) ENGINE=InnoDB",
+        "CREATE TABLE order_item (item_id INT PRIMARY KEY, order_id INT, qty INT) ENGINE=InnoDB",
+        "CREATE TABLE country (code CHAR(2) PRIMARY KEY, name VARCHAR(40)) ENGINE=InnoDB",
+        "CREATE TABLE notes (id INT PRIMARY KEY, code CHAR(2)) ENGINE=InnoDB",
+    ] {
+        r.query_drop(ddl).await.unwrap();
+    }
+    // Countries u0..u9; orders of users u0..u4 on every shard: u5..u9 match no order, u0..u4
+    // match orders on some shards only.
+    let countries: Vec<String> = (0..10).map(|k| format!("('u{k}', 'land {k}')")).collect();
+    let orders: Vec<String> = (1..=30)
+        .map(|id| format!("({id}, 'u{}', {})", (id * 3) % 5, id * 10))
+        .collect();
+    let items: Vec<String> = (1..=20)
+        .map(|k| format!("({k}, {}, {k})", (k * 7) % 25 + 1))
+        .collect();
+    let notes: Vec<String> = (1..=12)
+        .map(|id| format!("({id}, 'u{}')", id % 7))
+        .collect();
+    for insert in [
+        format!("INSERT INTO country VALUES {}", countries.join(", ")),
+        format!(
+            "INSERT INTO orders (id, user_name, amount) VALUES {}",
+            orders.join(", ")
+        ),
+        format!(
+            "INSERT INTO order_item (item_id, order_id, qty) VALUES {}",
+            items.join(", ")
+        ),
+        format!("INSERT INTO notes (id, code) VALUES {}", notes.join(", ")),
+    ] {
+        c.query_drop(&insert)
+            .await
+            .unwrap_or_else(|e| panic!("{insert}: {e}"));
+        r.query_drop(&insert).await.unwrap();
+    }
+    for sql in [
+        // The issue's statement and its forms.
+        "SELECT c.code, o.id FROM country c LEFT JOIN orders o ON o.user_name = c.code ORDER BY c.code, o.id",
+        "SELECT c.code, o.id FROM country c LEFT OUTER JOIN orders o ON o.user_name = c.code",
+        "SELECT c.code, o.id FROM orders o RIGHT JOIN country c ON o.user_name = c.code",
+        "SELECT c.code, COUNT(o.id) FROM country c LEFT JOIN orders o ON o.user_name = c.code GROUP BY c.code",
+        "SELECT c.code, o.id FROM country c LEFT JOIN orders o ON o.user_name = c.code AND o.id = 6",
+        "SELECT c.code, o.id FROM country c LEFT JOIN (orders o JOIN order_item i ON i.order_id = o.id) ON o.user_name = c.code",
+        // The sharded table only in a subquery.
+        "SELECT c.code FROM country c WHERE c.code NOT IN (SELECT user_name FROM orders) ORDER BY c.code",
+        "SELECT c.code FROM country c WHERE c.code IN (SELECT user_name FROM orders) ORDER BY c.code",
+        "SELECT c.code FROM country c WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.user_name = c.code)",
+        "SELECT c.code, (SELECT COUNT(*) FROM orders o WHERE o.user_name = c.code) FROM country c",
+        "SELECT (SELECT COUNT(*) FROM orders)",
+        // An unlisted table preserved.
+        "SELECT n.id, o.id FROM notes n LEFT JOIN orders o ON o.id = n.id ORDER BY n.id",
+    ] {
+        let want: Vec<Row> = r.query(sql).await.unwrap();
+        let (code, _, message) = server_error(c.query::<Row, _>(sql).await);
+        assert_eq!(code, 1235, "{sql}: {message}");
+        assert!(
+            message.contains("doesn't yet support"),
+            "{sql}: {message} (MariaDB answers {} rows)",
+            want.len()
+        );
+    }
+    for sql in [
+        "SELECT o.id, c.name FROM orders o LEFT JOIN country c ON c.code = o.user_name ORDER BY o.id",
+        "SELECT o.id, c.name FROM country c RIGHT JOIN orders o ON c.code = o.user_name ORDER BY o.id",
+        "SELECT o.id, i.item_id FROM orders o LEFT JOIN order_item i ON i.order_id = o.id ORDER BY o.id, i.item_id",
+        "SELECT o.id, COUNT(i.item_id) FROM orders o LEFT JOIN order_item i ON i.order_id = o.id GROUP BY o.id ORDER BY o.id",
+        "SELECT c.code, c2.name FROM country c LEFT JOIN country c2 ON c2.code = c.code AND c2.code < 'u3' ORDER BY c.code",
+        // The sharded side routed to one shard: exact there.
+        "SELECT c.code, o.id FROM country c LEFT JOIN orders o ON o.user_name = c.code WHERE o.id = 6 ORDER BY c.code",
+        "SELECT c.code FROM country c WHERE c.code NOT IN (SELECT user_name FROM orders WHERE id = 7) ORDER BY c.code",
+        // Inner ON conditions in a NULL-extended nested join filter only that join's rows.
+        "SELECT o2.id, o.id FROM orders o2 LEFT JOIN (orders o JOIN order_item i ON i.order_id = o.id AND o.id = 10) ON o.id = o2.id ORDER BY o2.id",
+        "SELECT o2.id, o.id FROM orders o JOIN order_item i ON i.order_id = o.id AND o.id = 10 RIGHT JOIN orders o2 ON o2.id = o.id ORDER BY o2.id, o.id",
+        "SELECT o.id, c.name FROM orders o LEFT JOIN (country c JOIN country c2 ON c2.code = c.code) ON c.code = o.user_name ORDER BY o.id",
+    ] {
+        let want: Vec<Row> = r.query(sql).await.unwrap();
+        let got: Vec<Row> = match c.query(sql).await {
+            Ok(rows) => rows,
+            Err(e) => panic!("{sql}: {e}"),
+        };
+        assert!(!want.is_empty(), "{sql}: no rows to compare");
+        assert_eq!(values(&got), values(&want), "{sql}");
+    }
+}
+
+/// Shards whose physical tables differ in what only describes the values (a column widened on
+/// some datanodes, as a migration in progress leaves it): the merged result is described as
+/// one MariaDB describes the widest table (length, decimals, flags, character set), with the
+/// same rows; shards that differ in how values read (a DOUBLE here, a DECIMAL there) are still
+/// refused.
+#[tokio::test]
+async fn column_definitions_merge_across_datanodes_like_one_table() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    c.query_drop(
+        "CREATE TABLE events (id INT PRIMARY KEY, name VARCHAR(10), price DECIMAL(8,2), f DOUBLE) \
+         ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    )
+    .await
+    .unwrap();
+    let widen = "ALTER TABLE events MODIFY name VARCHAR(30), MODIFY price DECIMAL(12,2)";
+    for n in [2, 3] {
+        l.datanode(n).await.query_drop(widen).await.unwrap();
+    }
+    let reference_db = format!("{}_ref", l.prefix);
+    l.s2.fresh_db(&reference_db).await;
+    let mut r = l.s2.conn(Some(&reference_db)).await;
+    r.query_drop(
+        "CREATE TABLE events (id INT PRIMARY KEY, name VARCHAR(30), price DECIMAL(12,2), f DOUBLE) \
+         ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    )
+    .await
+    .unwrap();
+    let names = ["a", "bbbbbbb", "cc", "dddd", "e"];
+    let rows: Vec<String> = (1..=16)
+        .map(|id| {
+            format!(
+                "({id}, '{}', {}.{}, {})",
+                names[id % 5],
+                id * 37 % 1000,
+                id * 3 % 100,
+                id as f64 / 4.0
+            )
+        })
+        .collect();
+    let insert = format!(
+        "INSERT INTO events (id, name, price, f) VALUES {}",
+        rows.join(", ")
+    );
+    c.query_drop(&insert).await.unwrap();
+    r.query_drop(&insert).await.unwrap();
+    let describe = |rows: &[Row]| -> Vec<String> {
+        rows[0]
+            .columns_ref()
+            .iter()
+            .map(|k| {
+                format!(
+                    "{} {:?} length {} decimals {} flags {:?} charset {}",
+                    k.name_str(),
+                    k.column_type(),
+                    k.column_length(),
+                    k.decimals(),
+                    k.flags(),
+                    k.character_set()
+                )
+            })
+            .collect()
+    };
+    for sql in [
+        "SELECT id, name, price, f FROM events ORDER BY id",
+        "SELECT CONCAT(name, ':', id) FROM events WHERE id < 8 ORDER BY id",
+        "SELECT price * 2, ROUND(price, 1), CASE WHEN id > 3 THEN name ELSE price END FROM events ORDER BY id",
+        "SELECT name, SUM(price), MAX(price), COUNT(*) FROM events GROUP BY name ORDER BY name",
+        "SELECT id, name FROM events WHERE name LIKE 'b%' ORDER BY id DESC LIMIT 2",
+    ] {
+        let want: Vec<Row> = r.query(sql).await.unwrap();
+        let got: Vec<Row> = match c.query(sql).await {
+            Ok(rows) => rows,
+            Err(e) => panic!("{sql}: {e}"),
+        };
+        assert!(!want.is_empty(), "{sql}: no rows to compare");
+        assert_eq!(describe(&got), describe(&want), "{sql}");
+        assert_eq!(values(&got), values(&want), "{sql}");
+        // The binary protocol: the executes' definitions merge the same way.
+        let want: Vec<Row> = r.exec(sql, ()).await.unwrap();
+        let got: Vec<Row> = match c.exec(sql, ()).await {
+            Ok(rows) => rows,
+            Err(e) => panic!("{sql} (prepared): {e}"),
+        };
+        assert_eq!(describe(&got), describe(&want), "{sql} (prepared)");
+        assert_eq!(values(&got), values(&want), "{sql} (prepared)");
+    }
+    // A column that reads differently per datanode: refused, never merged.
+    l.datanode(4)
+        .await
+        .query_drop("ALTER TABLE events MODIFY f DECIMAL(10,3)")
+        .await
+        .unwrap();
+    let (code, _, message) = server_error(c.query::<Row, _>("SELECT id, f FROM events").await);
+    assert_eq!(code, 1105, "{message}");
+    assert!(message.contains("different columns"), "{message}");
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM events").await.unwrap();
+    assert_eq!(n, Some(16));
+}
+
 /// `CONNECTION_ID()` is the handshake id; `KILL QUERY <it>` from another session of the same
 /// user stops the query on its datanode; another user's session is refused with 1095.
 #[tokio::test]

@@ -14,7 +14,7 @@ use crate::backend::conn::BackendConn;
 use crate::backend::pool::{PooledConn, Wanted};
 use crate::config::Routing;
 use crate::error::{Error, Result};
-use crate::merge::{Column, Merger, Protocol, Step, columns_agree, parse_column};
+use crate::merge::{Column, Merger, Protocol, Step, merge_columns, parse_column};
 use crate::session::Session;
 use crate::session::align_to;
 use crate::wire::messages::err_payload;
@@ -144,24 +144,22 @@ impl Session {
         let merger = match (first_err, parsed) {
             (Some(e), _) => Err(e),
             (None, Err(e)) => Err(e),
-            (None, Ok(parsed)) => {
-                if parsed.windows(2).all(|w| columns_agree(&w[0], &w[1])) {
+            (None, Ok(parsed)) => match merge_columns(&parsed) {
+                Some(merged) => {
                     let protocol = if binary {
                         Protocol::Binary
                     } else {
                         Protocol::Text
                     };
-                    let first = parsed.into_iter().next().unwrap_or_default();
-                    Merger::new(spec, first, targets.len(), protocol)
-                } else {
-                    Err(Error::reply(
-                        1105,
-                        b"HY000",
-                        "the datanodes returned different columns for this statement (are the \
-                         physical tables' definitions the same everywhere?)",
-                    ))
+                    Merger::new(spec, merged, targets.len(), protocol)
                 }
-            }
+                None => Err(Error::reply(
+                    1105,
+                    b"HY000",
+                    "the datanodes returned different columns for this statement (are the \
+                     physical tables' definitions the same everywhere?)",
+                )),
+            },
         };
         let mut merger = match merger {
             Ok(m) => m,
@@ -172,16 +170,16 @@ impl Session {
                 return Err(e);
             }
         };
-        // Header: the visible columns, as the first shard described them.
+        // Header: the visible columns, as the shards' definitions merge.
+        drop(columns);
         let visible = merger.visible_columns();
         let mut out = ResultSetWriter::start(
             &mut self.client,
             reply_seq,
             self.caps,
             self.status,
-            columns[0][..visible].iter().map(Vec::as_slice),
+            merger.columns()[..visible].iter().map(|c| c.raw.as_slice()),
         );
-        drop(columns);
         let mut sent = 0u64;
         let mut error: Option<Error> = None;
         // A shard connection broke (or sent a malformed row) after the header went out.

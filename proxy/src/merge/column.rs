@@ -73,16 +73,66 @@ pub fn parse_column(payload: &[u8]) -> Result<Column> {
     })
 }
 
-/// Whether two shards' result sets have the same shape: names, types, signedness, binary-ness,
-/// scales and character sets. Lengths may differ (computed columns).
+/// Flags that change how a value is read or written: they must agree across shards.
+const VALUE_FLAGS: ColumnFlags = ColumnFlags::UNSIGNED_FLAG
+    .union(ColumnFlags::BINARY_FLAG)
+    .union(ColumnFlags::ZEROFILL_FLAG)
+    .union(ColumnFlags::ENUM_FLAG)
+    .union(ColumnFlags::SET_FLAG);
+
+/// Whether two shards' result sets have the same shape (see [`merge_columns`]).
 pub fn columns_agree(a: &[Column], b: &[Column]) -> bool {
-    let key = ColumnFlags::UNSIGNED_FLAG | ColumnFlags::BINARY_FLAG;
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| {
-            x.name == y.name
-                && x.column_type == y.column_type
-                && (x.flags & key) == (y.flags & key)
-                && x.decimals == y.decimals
-                && x.charset == y.charset
-        })
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| column_agrees(x, y))
+}
+
+/// Same name, type, value flags, scale and character set: the values of one can be merged
+/// with the other's and read under one definition.
+fn column_agrees(x: &Column, y: &Column) -> bool {
+    x.name == y.name
+        && x.column_type == y.column_type
+        && (x.flags & VALUE_FLAGS) == (y.flags & VALUE_FLAGS)
+        && x.decimals == y.decimals
+        && x.charset == y.charset
+}
+
+/// The definitions of the merged result from every shard's, as one server would describe the
+/// logical table: the shards must agree on every column's name, type, scale (decimals),
+/// character set and the flags that change how values read (unsigned, binary, zerofill,
+/// enum/set), else `None` (a real conflict: the values could not be merged or described
+/// exactly). What differs is merged: the display length is the widest (a column widened on
+/// some shards, or a definition that depends on the physical table), NOT NULL holds only when
+/// every shard says so, and a key flag (primary, unique, multiple, part of a key...) only when
+/// every shard's column has it. The first shard's definition is kept byte for byte where
+/// nothing differs, else its length and flags are rewritten in place.
+pub fn merge_columns(shards: &[Vec<Column>]) -> Option<Vec<Column>> {
+    let (first, rest) = shards.split_first()?;
+    if !rest.iter().all(|s| columns_agree(first, s)) {
+        return None;
+    }
+    let mut merged = first.clone();
+    for (k, c) in merged.iter_mut().enumerate() {
+        let length = rest.iter().map(|s| s[k].length).fold(c.length, u32::max);
+        let flags = rest.iter().fold(c.flags, |f, s| f & s[k].flags);
+        if length != c.length || flags != c.flags {
+            c.length = length;
+            c.flags = flags;
+            rewrite_fixed(c)?;
+        }
+    }
+    Some(merged)
+}
+
+/// Writes `length` and `flags` into the definition packet (`raw`).
+fn rewrite_fixed(c: &mut Column) -> Option<()> {
+    let mut b = &c.raw[..];
+    for _ in 0..6 {
+        read_lenenc_bytes(&mut b)?;
+    }
+    read_lenenc(&mut b)?;
+    // charset (2), length (4), type (1), flags (2), decimals (1)
+    let at = c.raw.len() - b.len();
+    let fixed = c.raw.get_mut(at..at + 10)?;
+    fixed[2..6].copy_from_slice(&c.length.to_le_bytes());
+    fixed[7..9].copy_from_slice(&c.flags.bits().to_le_bytes());
+    Some(())
 }

@@ -14,8 +14,8 @@
 //!     }
 //! }
 //! ```
-//! The client gets the first [`Merger::visible_columns`] column definitions (the first shard's;
-//! check [`columns_agree`] over all shards first). The merger holds one row per shard and
+//! The client gets the first [`Merger::visible_columns`] column definitions (the shards' merged
+//! by [`merge_columns`], which refuses shards that do not agree). The merger holds one row per shard and
 //! asks for one shard at a time: rows of other shards must wait in their streams.
 //!
 //! Interface as briefed, plus: [`Merger::max_groups`] (builder; default
@@ -64,7 +64,7 @@ use std::collections::{HashMap, HashSet};
 use mysql_common::constants::ColumnType;
 use shoal_router::plan::{Column as ColRef, Fold, MergeSpec};
 
-pub use column::{Column, columns_agree, parse_column};
+pub use column::{Column, columns_agree, merge_columns, parse_column};
 use having::Having;
 use value::{Dec, Key, Kind, cmp_keys, double_text, encode_row, key_of, kind, split_row};
 
@@ -366,6 +366,11 @@ impl Merger {
     /// How many column definitions the client gets (the first ones).
     pub fn visible_columns(&self) -> usize {
         self.visible
+    }
+
+    /// The column definitions the merge reads rows with (the visible ones first).
+    pub fn columns(&self) -> &[Column] {
+        &self.cols
     }
 
     fn too_many_groups(&self) -> Error {

@@ -1332,3 +1332,60 @@ fn sorted_groups_agree_with_hashed_groups() {
     let e = run_raw_max(&spec, sorted_cols(), &shards, Protocol::Text, 50).unwrap_err();
     assert!(e.to_string().contains("max_groups"), "{e}");
 }
+
+/// `col` with a display length.
+fn col_len(name: &str, t: T, flags: u16, decimals: u8, length: u32) -> Column {
+    let mut c = col(name, t, flags, decimals, 63);
+    let n = c.raw.len();
+    c.raw[n - 10..n - 6].copy_from_slice(&length.to_le_bytes());
+    let c = parse_column(&c.raw).unwrap();
+    assert_eq!(c.length, length);
+    c
+}
+
+#[test]
+fn merged_definitions_take_the_widest_length_and_the_flags_every_shard_has() {
+    const NOT_NULL: u16 = 1;
+    const PRI_KEY: u16 = 2;
+    const NUM: u16 = 32768;
+    let a = vec![
+        col_len("d", T::MYSQL_TYPE_NEWDECIMAL, BINARY | NUM, 2, 12),
+        col_len("s", T::MYSQL_TYPE_VAR_STRING, NOT_NULL | PRI_KEY, 0, 40),
+    ];
+    let b = vec![
+        col_len("d", T::MYSQL_TYPE_NEWDECIMAL, BINARY | NUM, 2, 14),
+        col_len("s", T::MYSQL_TYPE_VAR_STRING, NOT_NULL, 0, 80),
+    ];
+    let m = merge_columns(&[a.clone(), b.clone(), a.clone()]).unwrap();
+    assert_eq!((m[0].length, m[1].length), (14, 80));
+    assert_eq!(m[1].flags.bits(), NOT_NULL);
+    // The packet the client gets says the same.
+    for c in &m {
+        let again = parse_column(&c.raw).unwrap();
+        assert_eq!((again.length, again.flags), (c.length, c.flags));
+        assert_eq!(again.name, c.name);
+    }
+    // Nothing differs: the first shard's definitions, byte for byte.
+    assert_eq!(merge_columns(&[a.clone(), a.clone()]).unwrap(), a);
+}
+
+#[test]
+fn shards_that_disagree_on_how_values_read_are_not_merged() {
+    let base = || vec![col_len("d", T::MYSQL_TYPE_NEWDECIMAL, 0, 2, 12)];
+    for other in [
+        col_len("d", T::MYSQL_TYPE_NEWDECIMAL, 0, 3, 12),
+        col_len("d", T::MYSQL_TYPE_DOUBLE, 0, 2, 12),
+        col_len("d", T::MYSQL_TYPE_NEWDECIMAL, UNSIGNED, 2, 12),
+        col_len("e", T::MYSQL_TYPE_NEWDECIMAL, 0, 2, 12),
+    ] {
+        assert!(
+            merge_columns(&[base(), vec![other.clone()]]).is_none(),
+            "{other:?}"
+        );
+    }
+    assert!(merge_columns(&[base(), vec![]]).is_none());
+    assert!(merge_columns(&[base(), [base(), base()].concat()]).is_none());
+    let mut latin1 = varchar();
+    latin1.charset = 8;
+    assert!(merge_columns(&[vec![varchar()], vec![latin1]]).is_none());
+}

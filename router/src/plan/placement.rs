@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::error::{RouterError, codes};
 use crate::rule::ShardRule;
+use crate::sql::lex::Token;
 use crate::sql::stmt::{CmpOp, ColRef, Pred, TableRef, ValueRef};
 use crate::topology::{DatanodeId, Shard, TableDef, Topology};
 
@@ -373,5 +374,92 @@ pub(crate) fn route_expr(
                 RouteExpr::Or(v)
             }
         }
+    }
+}
+
+/// Why a SELECT over several shards would not be the union of its shards' answers, if it would
+/// not. Each shard answers with its own rows of the distributed tables; a row that holds no
+/// row of a distributed table (a global, unlisted or system table's row on the preserved side
+/// of an outer join whose distributed side is NULL-extended, or any row of a statement whose
+/// distributed tables are only in subqueries) is computed by every shard from its part of the
+/// distributed rows: repeated, or made up where another shard has the match. A top-level
+/// distributed table that no outer join NULL-extends puts one of its rows in every result
+/// row, so every row comes from the one shard holding it.
+pub(crate) fn unanchored_rows(
+    tables: &[Table],
+    top: &[usize],
+    sql: &str,
+    toks: &[Token],
+) -> Option<RouterError> {
+    let distributed = |i: &usize| matches!(tables[*i].kind, Kind::Distributed { .. });
+    if top
+        .iter()
+        .any(|i| distributed(i) && !tables[*i].r.outer_nullable)
+    {
+        return None;
+    }
+    let d = (0..tables.len()).find(distributed)?;
+    let others: Vec<usize> = top.iter().copied().filter(|i| !distributed(i)).collect();
+    if let Some(&nd) = top.iter().find(|i| distributed(i)) {
+        let Some(p) = others
+            .iter()
+            .copied()
+            .find(|&i| !tables[i].r.outer_nullable)
+            .or(others.first().copied())
+        else {
+            return Some(refuse(format!(
+                "an outer join with the {} NULL-extended across shards",
+                kind_name(&tables[nd])
+            )));
+        };
+        return Some(refuse(format!(
+            "{} with the {} preserved against the {} across shards (every shard would add its \
+             own NULL-extended rows)",
+            outer_join_name(&tables[p], &tables[nd], sql, toks),
+            kind_name(&tables[p]),
+            kind_name(&tables[nd]),
+        )));
+    }
+    Some(refuse(match others.first() {
+        Some(&o) => format!(
+            "a subquery over the {} in a query over the {} across shards (every shard would \
+             answer for the {}'s rows)",
+            kind_name(&tables[d]),
+            kind_name(&tables[o]),
+            tables[o].r.name,
+        ),
+        None => format!(
+            "a subquery over the {} in a SELECT without a sharded table across shards",
+            kind_name(&tables[d]),
+        ),
+    }))
+}
+
+/// `global table regions`, `sharded table customers`...
+fn kind_name(t: &Table) -> String {
+    let kind = match &t.kind {
+        Kind::Distributed { root, .. } if root.eq_ignore_ascii_case(&t.r.name) => "sharded table",
+        Kind::Distributed { .. } => "child table",
+        Kind::Global { .. } => "global table",
+        Kind::Single { .. } => "unlisted table",
+        Kind::System => "table",
+    };
+    format!("{kind} {}", t.r.name)
+}
+
+/// `LEFT JOIN` or `RIGHT JOIN`: the join keyword written between the preserved table `p` and
+/// the NULL-extended table `n` (for the message only).
+fn outer_join_name(p: &Table, n: &Table, sql: &str, toks: &[Token]) -> &'static str {
+    let (Some(a), Some(b)) = (p.r.name_tok, n.r.name_tok) else {
+        return "an outer join";
+    };
+    let (lo, hi) = (a.min(b) as usize, a.max(b) as usize);
+    let between = toks.get(lo..hi).unwrap_or(&[]);
+    if between.iter().any(|t| t.is_kw(sql, "LEFT")) {
+        "LEFT JOIN"
+    } else if between.iter().any(|t| t.is_kw(sql, "RIGHT")) {
+        "RIGHT JOIN"
+    } else {
+        "an outer join"
     }
 }

@@ -273,6 +273,8 @@ fn build_inner(
         Err(refuse("WITH (common table expressions) across shards"))
     } else if dml.has_derived_table {
         Err(refuse("derived tables (subqueries in FROM) across shards"))
+    } else if let Some(e) = placement::unanchored_rows(&tables, &top, sql, toks) {
+        Err(e)
     } else {
         match &dml.select {
             Some(shape) => {

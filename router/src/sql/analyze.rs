@@ -476,12 +476,18 @@ impl TopScope {
             TableFactor::NestedJoin {
                 table_with_joins, ..
             } => {
+                let before: Vec<u32> = self.by_tok.keys().copied().collect();
+                let on = std::mem::replace(&mut self.inner_on, Pred::Unknown);
                 self.add_from(src, std::slice::from_ref(table_with_joins.as_ref()), b);
+                let inner = std::mem::replace(&mut self.inner_on, on);
                 if nullable {
+                    // Only the nested join's own tables are NULL-extended, and its inner ON
+                    // conditions filter them, not the statement's rows.
                     self.has_outer = true;
-                    for v in self.by_tok.values_mut() {
-                        v.nullable = true;
-                    }
+                    self.null_extend(&before);
+                } else {
+                    self.inner_on =
+                        and(std::mem::replace(&mut self.inner_on, Pred::Unknown), inner);
                 }
             }
             _ => {}
@@ -490,7 +496,10 @@ impl TopScope {
 
     fn add_from(&mut self, src: &Source, from: &[TableWithJoins], b: &mut Builder) {
         for twj in from {
+            // Tables of earlier comma-separated items, and their inner ON conditions: a RIGHT
+            // JOIN below NULL-extends only this item's tables (the comma binds looser).
             let before: Vec<u32> = self.by_tok.keys().copied().collect();
+            let mut earlier_on = std::mem::replace(&mut self.inner_on, Pred::Unknown);
             self.add_factor(src, &twj.relation, false, b);
             for j in &twj.joins {
                 use sp::JoinOperator as J;
@@ -507,10 +516,11 @@ impl TopScope {
                     }
                 };
                 if nullable_left {
+                    // The tables joined so far become NULL-extended: the inner ON conditions
+                    // among them no longer filter the statement's rows.
                     self.has_outer = true;
-                    for v in self.by_tok.values_mut() {
-                        v.nullable = true;
-                    }
+                    self.null_extend(&before);
+                    self.inner_on = Pred::Unknown;
                 }
                 if nullable_right {
                     self.has_outer = true;
@@ -531,7 +541,20 @@ impl TopScope {
                     // these, so the join is only allowed when everything lands on one datanode.
                 }
             }
-            let _ = before;
+            earlier_on = and(
+                earlier_on,
+                std::mem::replace(&mut self.inner_on, Pred::Unknown),
+            );
+            self.inner_on = earlier_on;
+        }
+    }
+
+    /// Marks NULL-extended every table added since `before` was taken.
+    fn null_extend(&mut self, before: &[u32]) {
+        for (tok, v) in self.by_tok.iter_mut() {
+            if !before.contains(tok) {
+                v.nullable = true;
+            }
         }
     }
 }
