@@ -19,6 +19,9 @@ use super::compare::{Answer, Origin};
 use super::data::{Lit, Rng};
 use super::schema;
 
+/// One statement's outcome through Connector/C: the answer, or the error code and message.
+pub type Outcome = Result<Answer, (u16, String)>;
+
 /// How to run the Connector/C client.
 #[derive(Clone, Debug)]
 pub struct Capi {
@@ -70,7 +73,7 @@ impl Capi {
         opts: &Opts,
         timeout: Duration,
         requests: Vec<(String, Vec<Json>)>,
-    ) -> Result<Vec<Result<Answer, (u16, String)>>, String> {
+    ) -> Result<Vec<Outcome>, String> {
         let this = self.clone();
         let args = vec![
             opts.ip_or_hostname().to_string(),
@@ -89,7 +92,7 @@ impl Capi {
         &self,
         args: &[String],
         requests: &[(String, Vec<Json>)],
-    ) -> Result<Vec<Result<Answer, (u16, String)>>, String> {
+    ) -> Result<Vec<Outcome>, String> {
         let mut child = Command::new(&self.python)
             .arg(&self.script)
             .args(args)
@@ -134,7 +137,7 @@ impl Capi {
     }
 }
 
-fn parse_answer(line: &str) -> Result<Result<Answer, (u16, String)>, String> {
+fn parse_answer(line: &str) -> Result<Outcome, String> {
     let v: Json = serde_json::from_str(line).map_err(|e| format!("{e}: {line}"))?;
     if let Some(e) = v.get("error") {
         let code = e["code"].as_u64().unwrap_or(0) as u16;

@@ -175,8 +175,16 @@ fn cell(v: Value) -> Option<String> {
     }
 }
 
-/// `Ok` when `subject` is an answer `oracle`'s query could have given, else why not.
+/// `Ok` when `subject` is an answer `oracle`'s query could have given, else why not: the values
+/// first, then the column definitions (so a wrong value is reported as such even where the
+/// definitions differ too).
 pub fn compare(oracle: &Answer, subject: &Answer, check: &Check) -> Result<(), String> {
+    compare_values(oracle, subject, check)?;
+    compare_origins(oracle, subject)
+}
+
+/// Column names and types, and the rows as far as `check` fixes them.
+fn compare_values(oracle: &Answer, subject: &Answer, check: &Check) -> Result<(), String> {
     if oracle.columns.len() != subject.columns.len() {
         return Err(format!(
             "column count: oracle {}, subject {}",
@@ -192,7 +200,6 @@ pub fn compare(oracle: &Answer, subject: &Answer, check: &Check) -> Result<(), S
             ));
         }
     }
-    compare_origins(oracle, subject)?;
     if oracle.rows.len() != subject.rows.len() {
         return Err(format!(
             "row count: oracle {}, subject {}",

@@ -155,6 +155,71 @@ impl Report {
     }
 }
 
+/// A finding's class: its family and what went wrong, with the specifics (quoted names,
+/// numbers, parenthesised details) left out, so that one bug counts as one class.
+pub fn failure_class(f: &Finding) -> String {
+    let what = if f.why.starts_with("the subject failed") || f.why.starts_with("the oracle") {
+        format!(
+            "{}: {}",
+            f.why,
+            f.subject.trim().lines().next().unwrap_or("")
+        )
+    } else {
+        f.why.clone()
+    };
+    let mut out = String::new();
+    let mut quote: Option<char> = None;
+    let mut depth = 0usize;
+    for c in what.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => {
+                quote = None;
+                out.push('…');
+                out.push(c);
+            }
+            (Some(_), _) => {}
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                out.push(c);
+            }
+            (None, '(') => depth += 1,
+            (None, ')') => depth = usize::saturating_sub(depth, 1),
+            (None, _) if depth > 0 => {}
+            (None, c) if c.is_ascii_digit() => {
+                if !out.ends_with('N') {
+                    out.push('N');
+                }
+            }
+            (None, c) => out.push(c),
+        }
+    }
+    let out: String = out.chars().take(140).collect();
+    format!("[{}] {}", f.family, out.trim())
+}
+
+impl Report {
+    /// Failures grouped by [`failure_class`]: how many, and the first statement of each.
+    pub fn failure_classes(&self) -> BTreeMap<String, (usize, String)> {
+        let mut classes: BTreeMap<String, (usize, String)> = BTreeMap::new();
+        for f in self
+            .mismatches
+            .iter()
+            .chain(&self.errors)
+            .chain(&self.oracle_errors)
+        {
+            let e = classes.entry(failure_class(f)).or_insert_with(|| {
+                let example = match &f.params {
+                    Some(p) => format!("{}  -- params {p}", f.sql),
+                    None => f.sql.clone(),
+                };
+                (0, data::clip(&example))
+            });
+            e.0 += 1;
+        }
+        classes
+    }
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -206,6 +271,13 @@ impl fmt::Display for Report {
             writeln!(f, "  refusals per construct:")?;
             for (what, n) in &self.refusals {
                 writeln!(f, "    {n:>5}  {what}")?;
+            }
+        }
+        let classes = self.failure_classes();
+        if !classes.is_empty() {
+            writeln!(f, "  failures per class (count, first statement):")?;
+            for (class, (n, example)) in &classes {
+                writeln!(f, "    {n:>5}  {class}\n           e.g. {example}")?;
             }
         }
         const SHOWN: usize = 25;
@@ -719,18 +791,18 @@ pub async fn compare_tables(
         );
         match (o, s) {
             // Contents only: the column definitions are checked on the SELECTs.
-            (Ok(mut o), Ok(mut s)) => match {
+            (Ok(mut o), Ok(mut s)) => {
                 o.origins.clear();
                 s.origins.clear();
-                compare::compare(&o, &s, &Check::default())
-            } {
-                Ok(()) => report.tables_identical += 1,
-                Err(why) => report.mismatches.push(finding(
-                    format!("table {} differs: {why}", table.name),
-                    show_answer(&o, 5),
-                    show_answer(&s, 5),
-                )),
-            },
+                match compare::compare(&o, &s, &Check::default()) {
+                    Ok(()) => report.tables_identical += 1,
+                    Err(why) => report.mismatches.push(finding(
+                        format!("table {} differs: {why}", table.name),
+                        show_answer(&o, 5),
+                        show_answer(&s, 5),
+                    )),
+                }
+            }
             (o, s) => {
                 let show = |r: Result<Answer, mysql_async::Error>| match r {
                     Ok(a) => show_answer(&a, 5),
