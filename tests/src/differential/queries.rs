@@ -1405,7 +1405,7 @@ fn aliases(rng: &mut Rng, data: &Dataset, prepared: bool) -> Query {
     if norm != Norm::Exact {
         check.norm.push((0, norm));
     }
-    match rng.below(4) {
+    match rng.below(5) {
         0 => {
             sql.raw(&format!(" HAVING cnt > {}", rng.range(0, 8)));
         }
@@ -1415,6 +1415,15 @@ fn aliases(rng: &mut Rng, data: &Dataset, prepared: bool) -> Query {
         }
         2 => {
             sql.raw(" HAVING g_key IS NOT NULL");
+        }
+        3 => {
+            let lo = rng.range(-50, 5_000);
+            let (a, b) = (Lit::Int(lo), Lit::Int(lo + rng.range(0, 20_000)));
+            let not = if rng.pct(25) { "NOT " } else { "" };
+            sql.raw(&format!(" HAVING total {not}BETWEEN "))
+                .lit(&a)
+                .raw(" AND ")
+                .lit(&b);
         }
         _ => {}
     }
