@@ -8,11 +8,16 @@
 //! separately, through Shoal itself. While this build of Shoal refuses sharded configs at
 //! startup, those two print why and pass; once it starts them, they run and must find nothing.
 //!
+//! Every run also sends its prepared SELECTs through MariaDB Connector/C (the Python `mariadb`
+//! package in `.clients/venv`, set up by `scripts/install-clients`) and writes the date-ruled
+//! table with prepared INSERTs through it.
+//!
 //! `SHOAL_DIFF_SEED=n` fixes the seed (printed otherwise), `SHOAL_DIFF_COUNT=n` the number of
 //! generated SELECTs (default 1000, on top of the hand-written ones).
 
 use mysql_async::prelude::Queryable;
 use shoal_router::plan::Router;
+use shoal_tests::differential::capi::Capi;
 use shoal_tests::differential::data::{self, DirectLoader, Lit};
 use shoal_tests::differential::{self as diff, Plan, Report, ShoalStart, schema};
 
@@ -40,7 +45,9 @@ const ORDERS: usize = 600;
 fn plan() -> Plan {
     let seed = seed();
     println!("differential seed {seed} (rerun with SHOAL_DIFF_SEED={seed})");
-    let plan = Plan::new(seed, count(), ORDERS);
+    let mut plan = Plan::new(seed, count(), ORDERS);
+    // Every run includes the Connector/C pass: a missing client fails the test.
+    plan.capi = Some(Capi::find().unwrap_or_else(|e| panic!("the Connector/C client: {e}")));
     assert!(plan.selects.len() >= 1000, "{} SELECTs", plan.selects.len());
     plan
 }
@@ -64,7 +71,6 @@ async fn an_unsharded_copy_matches_and_a_corrupted_copy_does_not() {
         "unsharded copy, shuffled",
         &mut oracle,
         copy_opts.clone(),
-        None,
     )
     .await;
     println!("{report}");
@@ -108,7 +114,7 @@ async fn an_unsharded_copy_matches_and_a_corrupted_copy_does_not() {
         .await
         .unwrap();
     assert_eq!(copy.affected_rows(), 1);
-    let report = diff::run(&plan, "corrupted copy", &mut oracle, copy_opts, None).await;
+    let report = diff::run(&plan, "corrupted copy", &mut oracle, copy_opts).await;
     println!("{report}");
     let contents: Vec<_> = report
         .mismatches
@@ -207,14 +213,14 @@ async fn shoal_sharded_answers_like_one_mariadb_rows_placed_by_the_router() {
     loader.load(&plan.data).await.unwrap();
     loader.disconnect().await;
     let opts = shoal.opts_as(schema::USER, schema::PASSWORD, Some(schema::SCHEMA));
-    let report = diff::run(&plan, "Shoal, sharded", &mut oracle, opts, Some(&router)).await;
+    let report = diff::run(&plan, "Shoal, sharded", &mut oracle, opts).await;
     assert_clean(&report);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shoal_sharded_answers_like_one_mariadb_rows_loaded_through_shoal() {
     let cluster = diff::start_cluster().await;
-    let Some((shoal, router)) = shoal_or_skip(&cluster, "sharded_shoal_load") else {
+    let Some((shoal, _router)) = shoal_or_skip(&cluster, "sharded_shoal_load") else {
         return;
     };
     let plan = plan();
@@ -230,7 +236,6 @@ async fn shoal_sharded_answers_like_one_mariadb_rows_loaded_through_shoal() {
         "Shoal, sharded, loaded through Shoal",
         &mut oracle,
         opts,
-        Some(&router),
     )
     .await;
     assert_clean(&report);
@@ -263,18 +268,23 @@ async fn the_direct_loader_places_every_row_once_and_children_with_their_parents
     }
     let mut shards_used = 0;
     for table in schema::TABLES {
-        let placements: Vec<(usize, String)> = match shop.table(table.name).unwrap() {
-            TableDef::Sharded(s) => s
+        let placements: Vec<(usize, String)> = match shop.table(table.name) {
+            None => vec![(
+                shop.default_datanode
+                    .expect("unlisted tables need a default datanode"),
+                table.name.to_string(),
+            )],
+            Some(TableDef::Sharded(s)) => s
                 .shards
                 .iter()
                 .map(|s| (s.datanode, s.physical_table.clone()))
                 .collect(),
-            TableDef::Child(c) => c
+            Some(TableDef::Child(c)) => c
                 .shards
                 .iter()
                 .map(|s| (s.datanode, s.physical_table.clone()))
                 .collect(),
-            TableDef::Global(g) => g
+            Some(TableDef::Global(g)) => g
                 .datanodes
                 .iter()
                 .map(|d| (*d, table.name.to_string()))

@@ -80,9 +80,11 @@ struct RunArgs {
     /// Seconds the subject may take per statement before it counts as a hang.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
-    /// With `--subject HOST:PORT`: its config, so that its refusals are recognised as such.
+    /// Skip the Connector/C pass (the prepared SELECTs again and prepared INSERTs into the
+    /// date-ruled table through the Python `mariadb` package in .clients/venv, set up by
+    /// scripts/install-clients). On by default.
     #[arg(long)]
-    config: Option<PathBuf>,
+    no_capi: bool,
 }
 
 #[derive(Args)]
@@ -166,6 +168,15 @@ async fn run(args: RunArgs) -> ExitCode {
     );
     let mut plan = Plan::new(seed, args.count, args.rows);
     plan.progress = true;
+    if !args.no_capi {
+        match shoal_tests::differential::capi::Capi::find() {
+            Ok(c) => plan.capi = Some(c),
+            Err(e) => {
+                eprintln!("the Connector/C client: {e}\n(or pass --no-capi)");
+                return ExitCode::from(2);
+            }
+        }
+    }
     plan.timeout = std::time::Duration::from_secs(args.timeout.max(1));
     println!(
         "{} rows, {} SELECTs, {} writes; starting two MariaDB instances...",
@@ -176,7 +187,7 @@ async fn run(args: RunArgs) -> ExitCode {
     let cluster = diff::start_cluster().await;
     let mut oracle = diff::load_oracle(&cluster, &plan.data).await;
     let mut _shoal = None;
-    let (name, subject, router) = match args.subject.as_str() {
+    let (name, subject) = match args.subject.as_str() {
         "copy" => {
             let mut copy = diff::connect(cluster.opts(0, Some(diff::COPY_DB)), "the copy").await;
             if let Err(e) = data::load_logical_as(&mut copy, &plan.data, Some(seed ^ 1)).await {
@@ -187,7 +198,6 @@ async fn run(args: RunArgs) -> ExitCode {
             (
                 "unsharded copy (MyISAM, rows shuffled)".to_string(),
                 cluster.opts(0, Some(diff::COPY_DB)),
-                None,
             )
         }
         "shoal" => {
@@ -229,7 +239,7 @@ async fn run(args: RunArgs) -> ExitCode {
             let name = format!("Shoal {} (sharded, loaded {})", shoal.addr(), args.load);
             _shoal = Some(shoal);
             let _ = conn.disconnect().await;
-            (name, opts, Some(Router::new(topo)))
+            (name, opts)
         }
         addr => {
             let opts = match addr_opts(addr, &args.user, &args.password, Some(&args.schema)) {
@@ -250,21 +260,11 @@ async fn run(args: RunArgs) -> ExitCode {
                 eprintln!("loading through {addr}: {e}");
                 return ExitCode::from(2);
             }
-            let router = match &args.config {
-                Some(path) => match Topology::load(path) {
-                    Ok(t) => Some(Router::new(Arc::new(t))),
-                    Err(e) => {
-                        eprintln!("{}: {e}", path.display());
-                        return ExitCode::from(2);
-                    }
-                },
-                None => None,
-            };
             let _ = conn.disconnect().await;
-            (addr.to_string(), opts, router)
+            (addr.to_string(), opts)
         }
     };
-    let report = diff::run(&plan, &name, &mut oracle, subject, router.as_ref()).await;
+    let report = diff::run(&plan, &name, &mut oracle, subject).await;
     println!("{report}");
     if report.failures() == 0 {
         ExitCode::SUCCESS

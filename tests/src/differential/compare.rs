@@ -48,11 +48,22 @@ pub struct Check {
 
 pub type Cells = Vec<Option<String>>;
 
+/// A column definition's schema, table (alias) and original table fields.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Origin {
+    pub schema: String,
+    pub table: String,
+    pub org_table: String,
+}
+
 /// A result set as the client saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {
     /// Column names and types (`MYSQL_TYPE_*`).
     pub columns: Vec<(String, String)>,
+    /// Where each column comes from, as its definition says: (schema, table, original table).
+    /// Compared too: a physical name there is a wrong answer like a wrong value.
+    pub origins: Vec<Origin>,
     pub rows: Vec<Cells>,
     /// Affected rows of a statement without a result set.
     pub affected: u64,
@@ -68,11 +79,13 @@ pub async fn fetch(
         None => {
             let mut result = conn.query_iter(sql).await?;
             let columns = columns_of(result.columns_ref());
+            let origins = origins_of(result.columns_ref());
             let rows: Vec<Row> = result.collect().await?;
             let affected = result.affected_rows();
             result.drop_result().await?;
             Ok(Answer {
                 columns,
+                origins,
                 rows: rows.into_iter().map(cells).collect(),
                 affected,
             })
@@ -82,11 +95,13 @@ pub async fn fetch(
                 .exec_iter(sql, Params::Positional(params.to_vec()))
                 .await?;
             let columns = columns_of(result.columns_ref());
+            let origins = origins_of(result.columns_ref());
             let rows: Vec<Row> = result.collect().await?;
             let affected = result.affected_rows();
             result.drop_result().await?;
             Ok(Answer {
                 columns,
+                origins,
                 rows: rows.into_iter().map(cells).collect(),
                 affected,
             })
@@ -98,6 +113,44 @@ fn columns_of(cols: &[mysql_async::Column]) -> Vec<(String, String)> {
     cols.iter()
         .map(|c| (c.name_str().into_owned(), format!("{:?}", c.column_type())))
         .collect()
+}
+
+fn origins_of(cols: &[mysql_async::Column]) -> Vec<Origin> {
+    cols.iter()
+        .map(|c| Origin {
+            schema: c.schema_str().into_owned(),
+            table: c.table_str().into_owned(),
+            org_table: c.org_table_str().into_owned(),
+        })
+        .collect()
+}
+
+/// `Err` when the subject's column definitions say where a column comes from otherwise than
+/// the oracle's: the same table alias and original table (a logical name, never a datanode's
+/// physical table), and a schema that is not a datanode's database. (The schema itself differs:
+/// the oracle's database is not the logical schema.)
+pub fn compare_origins(oracle: &Answer, subject: &Answer) -> Result<(), String> {
+    if oracle.origins.len() != subject.origins.len() {
+        return Ok(()); // the column count is reported by `compare`
+    }
+    for (i, (o, s)) in oracle.origins.iter().zip(&subject.origins).enumerate() {
+        let name = subject.columns.get(i).map_or("", |c| c.0.as_str());
+        if o.table != s.table || o.org_table != s.org_table {
+            return Err(format!(
+                "column {i} ({name}) definition: oracle table {:?} org_table {:?}, subject table {:?} org_table {:?}",
+                o.table, o.org_table, s.table, s.org_table
+            ));
+        }
+        if s.schema.is_empty() != o.schema.is_empty()
+            || super::schema::DATANODE_DATABASES.contains(&s.schema.as_str())
+        {
+            return Err(format!(
+                "column {i} ({name}) definition: oracle schema {:?}, subject schema {:?} (a datanode's database, or one side without one)",
+                o.schema, s.schema
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn cells(row: Row) -> Cells {
@@ -122,8 +175,16 @@ fn cell(v: Value) -> Option<String> {
     }
 }
 
-/// `Ok` when `subject` is an answer `oracle`'s query could have given, else why not.
+/// `Ok` when `subject` is an answer `oracle`'s query could have given, else why not: the values
+/// first, then the column definitions (so a wrong value is reported as such even where the
+/// definitions differ too).
 pub fn compare(oracle: &Answer, subject: &Answer, check: &Check) -> Result<(), String> {
+    compare_values(oracle, subject, check)?;
+    compare_origins(oracle, subject)
+}
+
+/// Column names and types, and the rows as far as `check` fixes them.
+fn compare_values(oracle: &Answer, subject: &Answer, check: &Check) -> Result<(), String> {
     if oracle.columns.len() != subject.columns.len() {
         return Err(format!(
             "column count: oracle {}, subject {}",
@@ -284,6 +345,7 @@ mod tests {
     fn ans(rows: &[&[Option<&str>]]) -> Answer {
         Answer {
             columns: vec![("k".into(), "T".into()), ("v".into(), "T".into())],
+            origins: vec![Origin::default(), Origin::default()],
             rows: rows
                 .iter()
                 .map(|r| r.iter().map(|c| c.map(str::to_string)).collect())
@@ -367,5 +429,23 @@ mod tests {
         let mut b = ans(&[]);
         b.columns[1].0 = "w".into();
         assert!(compare(&a, &b, &Check::default()).is_err());
+    }
+
+    #[test]
+    fn physical_names_in_column_definitions_are_mismatches() {
+        let mut a = ans(&[]);
+        a.origins[0] = Origin {
+            schema: "diff_oracle".into(),
+            table: "l".into(),
+            org_table: "ledger".into(),
+        };
+        let mut b = a.clone();
+        b.origins[0].schema = "shop".into();
+        assert!(compare(&a, &b, &Check::default()).is_ok());
+        b.origins[0].org_table = "ledger_03".into();
+        assert!(compare(&a, &b, &Check::default()).is_err());
+        let mut c = a.clone();
+        c.origins[0].schema = "dsh_1".into();
+        assert!(compare(&a, &c, &Check::default()).is_err());
     }
 }

@@ -140,6 +140,15 @@ pub fn random_datetime(rng: &mut Rng) -> String {
     )
 }
 
+/// A multiple of 1/4 between `lo` and `hi` quarters, as a literal: exact as a DOUBLE, so
+/// sums of such values are the same in any order.
+pub fn random_quarter(rng: &mut Rng, lo: i64, hi: i64) -> String {
+    let q = rng.range(lo, hi);
+    let sign = if q < 0 { "-" } else { "" };
+    let a = q.unsigned_abs();
+    format!("{sign}{}.{:02}", a / 4, (a % 4) * 25)
+}
+
 /// A decimal with `scale` digits after the point, between `lo` and `hi` (whole units).
 pub fn random_dec(rng: &mut Rng, lo: i64, hi: i64, scale: u32) -> String {
     let unit = 10i64.pow(scale);
@@ -224,6 +233,11 @@ impl Dataset {
             .map(|id| ledger_row(&mut rng, id))
             .collect();
         tables.insert("ledger", ledger);
+
+        let notes = (1..=(n / 3).max(10) as i64)
+            .map(|id| note_row(&mut rng, id))
+            .collect();
+        tables.insert("note", notes);
         Dataset { seed, tables }
     }
 
@@ -336,6 +350,30 @@ pub fn event_row(rng: &mut Rng, id: i64) -> Vec<Lit> {
         maybe(rng.pct(10), Lit::Dec(random_dec(rng, -100, 10_000, 3))),
         maybe(rng.pct(10), s(random_datetime(rng))),
         maybe(rng.pct(10), Lit::UInt(rng.range(0, 255) as u64)),
+        maybe(rng.pct(10), Lit::Dec(random_quarter(rng, -400, 4_000))),
+    ]
+}
+
+/// A row of the unlisted `note`: `ref_user` joins `orders.user_id`, `code` joins
+/// `country.code` (in varied case, sometimes matching nothing).
+pub fn note_row(rng: &mut Rng, id: i64) -> Vec<Lit> {
+    let code = match rng.below(6) {
+        0 => s("zz"),
+        1 => s(rng.pick(COUNTRY_CODES).to_uppercase()),
+        _ => s(rng.pick(COUNTRY_CODES)),
+    };
+    vec![
+        Lit::Int(id),
+        maybe(rng.pct(8), Lit::Int(rng.range(-5, 70))),
+        maybe(rng.pct(8), code),
+        maybe(rng.pct(10), s(rng.pick(PAYLOADS))),
+        maybe(rng.pct(10), Lit::Dec(random_quarter(rng, -2_000, 2_000))),
+        maybe(rng.pct(10), Lit::Dec(random_dec(rng, -500, 9_000, 3))),
+        maybe(rng.pct(10), s(random_datetime(rng))),
+        maybe(
+            rng.pct(10),
+            s(random_date(rng, DAY_2023_01_01, DAY_2026_12_31)),
+        ),
     ]
 }
 
@@ -623,5 +661,7 @@ mod tests {
     fn literals_escape_quotes() {
         assert_eq!(Lit::Str("o'neil".into()).sql(), "'o''neil'");
         assert_eq!(random_dec(&mut Rng::new(1), -1, -1, 2), "-1.00");
+        assert_eq!(random_quarter(&mut Rng::new(1), -7, -7), "-1.75");
+        assert_eq!(random_quarter(&mut Rng::new(1), 6, 6), "1.50");
     }
 }

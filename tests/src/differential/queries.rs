@@ -609,7 +609,7 @@ pub fn generate(seed: u64, count: usize, data: &Dataset) -> Vec<Query> {
     let mut out = Vec::with_capacity(count);
     while out.len() < count {
         let prepared = rng.pct(33);
-        let q = match rng.below(100) {
+        let q = match rng.below(128) {
             0..=9 => point(&mut rng, data, prepared),
             10..=29 => filter(&mut rng, data, prepared, false),
             30..=47 => filter(&mut rng, data, prepared, true),
@@ -617,7 +617,10 @@ pub fn generate(seed: u64, count: usize, data: &Dataset) -> Vec<Query> {
             58..=71 => group_by(&mut rng, data, prepared),
             72..=79 => distinct(&mut rng, data, prepared),
             80..=89 => join_global(&mut rng, data, prepared),
-            _ => join_er(&mut rng, data, prepared),
+            90..=99 => join_er(&mut rng, data, prepared),
+            100..=111 => outer_join(&mut rng, data, prepared),
+            112..=119 => aliases(&mut rng, data, prepared),
+            _ => typed_exprs(&mut rng, data, prepared),
         };
         out.push(q);
     }
@@ -633,6 +636,7 @@ const SINGLE: &[&Table] = &[
     &schema::EVENTS,
     &schema::LEDGER,
     &schema::COUNTRY,
+    &schema::NOTE,
 ];
 
 /// A value for column `c` of `table`: mostly one that exists (filters hit rows), sometimes a
@@ -652,6 +656,7 @@ fn value(rng: &mut Rng, data: &Dataset, table: &Table, c: usize) -> Lit {
             }
         }
         Kind::Dec => Lit::Dec(data::random_dec(rng, -1_000, 100_000, 2)),
+        Kind::Double => Lit::Dec(data::random_quarter(rng, -4_000, 40_000)),
         Kind::Ci | Kind::Bin => {
             let pool = [
                 data::STATUS,
@@ -683,7 +688,7 @@ fn non_null(rng: &mut Rng, data: &Dataset, table: &Table, c: usize) -> Lit {
     }
     match table.cols[c].kind {
         Kind::Int | Kind::UInt => Lit::Int(1),
-        Kind::Dec => Lit::Dec("1.00".into()),
+        Kind::Dec | Kind::Double => Lit::Dec("1.00".into()),
         Kind::Date => Lit::Str("2024-06-01".into()),
         Kind::DateTime => Lit::Str("2024-06-01 12:00:00".into()),
         Kind::Ci | Kind::Bin => Lit::Str("a".into()),
@@ -1183,6 +1188,416 @@ fn join_er(rng: &mut Rng, data: &Dataset, prepared: bool) -> Query {
     sql.finish("join_er", prepared, check)
 }
 
+/// Two tables and how to join them: every pair of kinds (sharded co-located and not, ER child,
+/// global, unlisted, table-per-shard), in either order, as LEFT, RIGHT or inner joins.
+const JOIN_PAIRS: &[(&Table, &str, &Table, &str, &str)] = &[
+    (
+        &schema::ORDERS,
+        "o",
+        &schema::COUNTRY,
+        "c",
+        "o.country = c.code",
+    ),
+    (
+        &schema::ORDERS,
+        "o",
+        &schema::ORDER_ITEM,
+        "i",
+        "o.user_id = i.user_id AND o.id = i.order_id",
+    ),
+    (
+        &schema::ORDERS,
+        "o",
+        &schema::ORDERS,
+        "p",
+        "o.user_id = p.user_id AND p.id = o.id",
+    ),
+    (
+        &schema::ORDERS,
+        "o",
+        &schema::NOTE,
+        "n",
+        "n.ref_user = o.user_id",
+    ),
+    (&schema::NOTE, "n", &schema::COUNTRY, "c", "n.code = c.code"),
+    (
+        &schema::ORDER_ITEM,
+        "i",
+        &schema::NOTE,
+        "n",
+        "n.ref_user = i.user_id",
+    ),
+    (
+        &schema::ORDER_ITEM,
+        "i",
+        &schema::COUNTRY,
+        "c",
+        "c.code = i.sku",
+    ),
+    (
+        &schema::ORDERS,
+        "o",
+        &schema::ACCOUNT,
+        "a",
+        "a.id = o.user_id",
+    ),
+    (
+        &schema::LEDGER,
+        "l",
+        &schema::COUNTRY,
+        "c",
+        "c.code = l.account",
+    ),
+    (&schema::EVENTS, "e", &schema::NOTE, "n", "n.id = e.id"),
+    (
+        &schema::ACCOUNT,
+        "a",
+        &schema::COUNTRY,
+        "c",
+        "c.name = a.name",
+    ),
+    (
+        &schema::LEDGER,
+        "l",
+        &schema::ORDER_ITEM,
+        "i",
+        "l.id = i.id",
+    ),
+];
+
+/// Outer joins (and some inner ones) between every pair of table kinds: rows, or aggregates
+/// per a column of one side.
+fn outer_join(rng: &mut Rng, data: &Dataset, prepared: bool) -> Query {
+    let &(ta, aa, tb, ab, on) = rng.pick(JOIN_PAIRS);
+    let ((t1, a1), (t2, a2)) = if rng.pct(50) {
+        ((ta, aa), (tb, ab))
+    } else {
+        ((tb, ab), (ta, aa))
+    };
+    let join = *rng.pick(&["LEFT JOIN", "RIGHT JOIN", "LEFT JOIN", "RIGHT JOIN", "JOIN"]);
+    let from = format!("{} {a1} {join} {} {a2} ON {on}", t1.name, t2.name);
+    let (ft, fa) = if rng.pct(50) { (t1, a1) } else { (t2, a2) };
+    let mut sql = Sql::default();
+    let mut check = Check::default();
+    if rng.pct(30) {
+        // Per value of one side's column: how many rows, and matches on the other side.
+        let (kt, ka, ot, oa) = if rng.pct(50) {
+            (t1, a1, t2, a2)
+        } else {
+            (t2, a2, t1, a1)
+        };
+        let k = rng.below(kt.cols.len());
+        let key = format!("{ka}.{}", kt.cols[k].name);
+        let other = format!("{oa}.{}", ot.cols[rng.below(ot.cols.len())].name);
+        let nums: Vec<&str> = ot
+            .cols
+            .iter()
+            .filter(|c| c.kind.is_numeric())
+            .map(|c| c.name)
+            .collect();
+        let num = format!("{oa}.{}", rng.pick(&nums));
+        sql.raw(&format!(
+            "SELECT {key}, COUNT(*), COUNT({other}), SUM({num}) FROM {from}"
+        ));
+        where_clause(rng, &mut sql, data, ft, &format!("{fa}."));
+        sql.raw(&format!(" GROUP BY {key}"));
+        let n = norm_of(kt.cols[k].kind);
+        if n != Norm::Exact {
+            check.norm.push((0, n));
+        }
+        if rng.pct(50) {
+            sql.raw(&format!(" ORDER BY {key}"));
+            check.order.push((0, n));
+            check.unique_order = true;
+            limit(rng, &mut sql, &mut check);
+        }
+        return sql.finish("outer_join", prepared, check);
+    }
+    let mut outs = Vec::new();
+    for (t, a) in [(t1, a1), (t2, a2)] {
+        let mut cols = select_list(rng, t);
+        cols.truncate(3);
+        for c in cols {
+            outs.push(Out {
+                expr: format!("{a}.{}", t.cols[c].name),
+                kind: t.cols[c].kind,
+            });
+        }
+    }
+    let list: Vec<&str> = outs.iter().map(|o| o.expr.as_str()).collect();
+    sql.raw(&format!("SELECT {} FROM {from}", list.join(", ")));
+    where_clause(rng, &mut sql, data, ft, &format!("{fa}."));
+    if rng.pct(40) {
+        // Null-extended rows repeat any key: no order is unique.
+        check = order_by(rng, &mut sql, &outs, None);
+    }
+    sql.finish("outer_join", prepared, check)
+}
+
+/// Select-list aliases used in GROUP BY, HAVING and ORDER BY (and ORDER BY alone).
+fn aliases(rng: &mut Rng, data: &Dataset, prepared: bool) -> Query {
+    let table = *rng.pick(SINGLE);
+    let c = rng.below(table.cols.len());
+    let col = table.cols[c].name;
+    let kind = table.cols[c].kind;
+    let mut sql = Sql::default();
+    let mut check = Check::default();
+    if rng.pct(25) {
+        // No grouping: aliases of columns in ORDER BY.
+        let pk = table.pk;
+        sql.raw(&format!(
+            "SELECT {pk} AS k_id, {col} AS v FROM {}",
+            table.name
+        ));
+        where_clause(rng, &mut sql, data, table, "");
+        let dir = *rng.pick(&["", " DESC"]);
+        sql.raw(&format!(" ORDER BY v{dir}, k_id"));
+        check.order = vec![(1, norm_of(kind)), (0, Norm::Exact)];
+        check.unique_order = true;
+        limit(rng, &mut sql, &mut check);
+        return sql.finish("alias", prepared, check);
+    }
+    let (expr, norm) = match kind {
+        Kind::Date => (
+            rng.pick(&[
+                "YEAR({c})",
+                "MONTH({c})",
+                "DATE_FORMAT({c}, '%Y-%m')",
+                "{c}",
+            ])
+            .replace("{c}", col),
+            Norm::Exact,
+        ),
+        Kind::DateTime => (
+            rng.pick(&["DATE({c})", "HOUR({c})", "YEAR({c})", "{c}"])
+                .replace("{c}", col),
+            Norm::Exact,
+        ),
+        Kind::Int | Kind::UInt => (
+            rng.pick(&["{c} DIV 10", "{c} % 5", "{c}"])
+                .replace("{c}", col),
+            Norm::Exact,
+        ),
+        Kind::Dec | Kind::Double => (
+            rng.pick(&["FLOOR({c} / 100)", "ROUND({c}, -2)", "{c}"])
+                .replace("{c}", col),
+            Norm::Exact,
+        ),
+        Kind::Ci | Kind::Bin => (
+            rng.pick(&["UPPER({c})", "LEFT({c}, 1)", "{c}"])
+                .replace("{c}", col),
+            norm_of(kind),
+        ),
+    };
+    let nums: Vec<&str> = table
+        .cols
+        .iter()
+        .filter(|c| c.kind.is_numeric())
+        .map(|c| c.name)
+        .collect();
+    let num = *rng.pick(&nums);
+    sql.raw(&format!(
+        "SELECT {expr} AS g_key, COUNT(*) AS cnt, SUM({num}) AS total FROM {}",
+        table.name
+    ));
+    where_clause(rng, &mut sql, data, table, "");
+    sql.raw(" GROUP BY g_key");
+    if norm != Norm::Exact {
+        check.norm.push((0, norm));
+    }
+    match rng.below(5) {
+        0 => {
+            sql.raw(&format!(" HAVING cnt > {}", rng.range(0, 8)));
+        }
+        1 => {
+            let v = Lit::Dec(data::random_dec(rng, -100, 20_000, 2));
+            sql.raw(" HAVING total > ").lit(&v);
+        }
+        2 => {
+            sql.raw(" HAVING g_key IS NOT NULL");
+        }
+        3 => {
+            let lo = rng.range(-50, 5_000);
+            let (a, b) = (Lit::Int(lo), Lit::Int(lo + rng.range(0, 20_000)));
+            let not = if rng.pct(25) { "NOT " } else { "" };
+            sql.raw(&format!(" HAVING total {not}BETWEEN "))
+                .lit(&a)
+                .raw(" AND ")
+                .lit(&b);
+        }
+        _ => {}
+    }
+    match rng.below(3) {
+        0 => {
+            let dir = *rng.pick(&["", " DESC"]);
+            sql.raw(&format!(" ORDER BY g_key{dir}"));
+            check.order = vec![(0, norm)];
+            check.unique_order = true;
+            limit(rng, &mut sql, &mut check);
+        }
+        1 => {
+            sql.raw(" ORDER BY cnt DESC, g_key");
+            check.order = vec![(1, Norm::Exact), (0, norm)];
+            check.unique_order = true;
+            limit(rng, &mut sql, &mut check);
+        }
+        _ => {}
+    }
+    sql.finish("alias", prepared, check)
+}
+
+/// An expression over column `c` of `table` (written `{qual}{name}`): functions and operators
+/// for its type, CONCAT with the primary key, a CASE; the kind says how its values compare.
+fn typed_expr(rng: &mut Rng, data: &Dataset, table: &Table, qual: &str, c: usize) -> Out {
+    let col = &table.cols[c];
+    let name = format!("{qual}{}", col.name);
+    if rng.pct(15) {
+        let v = non_null(rng, data, table, c);
+        return Out {
+            expr: format!(
+                "CASE WHEN {name} IS NULL THEN 'none' WHEN {name} > {} THEN 'high' ELSE 'low' END",
+                v.sql()
+            ),
+            kind: Kind::Int,
+        };
+    }
+    let pk = format!("{qual}{}", table.pk);
+    let (forms, kind): (&[&str], Kind) = match col.kind {
+        // No negation or doubling of unsigned or BIGINT values: MariaDB would fail (1690).
+        Kind::Int | Kind::UInt => (
+            &["{c} + 1", "{c} DIV 3", "{c} % 7", "ABS({c}) DIV 2"],
+            Kind::Int,
+        ),
+        Kind::Dec => (
+            &[
+                "{c} * 2",
+                "{c} + 0.5",
+                "{c} / 4",
+                "ROUND({c}, 1)",
+                "{c} DIV 1",
+                "TRUNCATE({c}, 0)",
+                "{c} * 1.5e0",
+            ],
+            Kind::Int,
+        ),
+        Kind::Double => (
+            &["{c} * 2", "{c} + 1", "{c} / 2", "FLOOR({c})", "{c} * 0.5"],
+            Kind::Int,
+        ),
+        Kind::Ci | Kind::Bin => (
+            &[
+                "CONCAT({c}, ':', {pk})",
+                "UPPER({c})",
+                "LENGTH({c})",
+                "COALESCE({c}, 'none')",
+                "CONCAT_WS('-', {c}, 'x')",
+                "SUBSTRING({c}, 1, 2)",
+            ],
+            col.kind,
+        ),
+        Kind::Date => (
+            &[
+                "YEAR({c})",
+                "MONTH({c})",
+                "DATE_ADD({c}, INTERVAL 1 DAY)",
+                "DATE_FORMAT({c}, '%Y/%m')",
+                "DATEDIFF({c}, '2024-01-01')",
+                "DAYOFWEEK({c})",
+                "LAST_DAY({c})",
+                "CONCAT({c}, '')",
+            ],
+            Kind::Int,
+        ),
+        Kind::DateTime => (
+            &[
+                "DATE({c})",
+                "HOUR({c})",
+                "{c} + INTERVAL 90 MINUTE",
+                "TIMESTAMPDIFF(HOUR, '2024-01-01 00:00:00', {c})",
+                "DATE_FORMAT({c}, '%H:%i')",
+                "TIME({c})",
+            ],
+            Kind::Int,
+        ),
+    };
+    let form = *rng.pick(forms);
+    // LENGTH and the like are numbers; CONCAT/UPPER of a string keep its collation.
+    let kind = if matches!(kind, Kind::Ci | Kind::Bin) && form.starts_with("LENGTH") {
+        Kind::Int
+    } else {
+        kind
+    };
+    Out {
+        expr: form.replace("{c}", &name).replace("{pk}", &pk),
+        kind,
+    }
+}
+
+/// Expressions over every column type in the select list (unaliased, so the column name is the
+/// expression's text, table-qualified half the time), ordered by expression, position or
+/// alias; or aggregates over such expressions.
+fn typed_exprs(rng: &mut Rng, data: &Dataset, prepared: bool) -> Query {
+    let table = *rng.pick(SINGLE);
+    let qual = if rng.pct(50) {
+        format!("{}.", table.name)
+    } else {
+        String::new()
+    };
+    let mut sql = Sql::default();
+    let mut check = Check::default();
+    if rng.pct(25) {
+        let mut list = Vec::new();
+        for i in 0..rng.range(1, 3) as usize {
+            let c = rng.below(table.cols.len());
+            let e = typed_expr(rng, data, table, &qual, c);
+            let n = norm_of(e.kind);
+            let agg = if e.kind == Kind::Int && table.cols[c].kind.is_numeric() && rng.pct(60) {
+                "SUM"
+            } else {
+                *rng.pick(&["MIN", "MAX", "COUNT"])
+            };
+            if n != Norm::Exact && agg != "COUNT" {
+                check.norm.push((i, n));
+            }
+            list.push(format!("{agg}({})", e.expr));
+        }
+        sql.raw(&format!("SELECT {} FROM {}", list.join(", "), table.name));
+        where_clause(rng, &mut sql, data, table, &qual);
+        return sql.finish("typed_expr", prepared, check);
+    }
+    let mut outs = vec![Out {
+        expr: format!("{qual}{}", table.pk),
+        kind: Kind::Int,
+    }];
+    let mut shown = vec![outs[0].expr.clone()];
+    for i in 0..rng.range(1, 3) {
+        let c = rng.below(table.cols.len());
+        let e = typed_expr(rng, data, table, &qual, c);
+        shown.push(if rng.pct(30) {
+            format!("{} AS e{i}", e.expr)
+        } else {
+            e.expr.clone()
+        });
+        outs.push(e);
+    }
+    sql.raw(&format!("SELECT {} FROM {}", shown.join(", "), table.name));
+    where_clause(rng, &mut sql, data, table, &qual);
+    if rng.pct(50) {
+        let i = rng.range(1, outs.len() as i64 - 1) as usize;
+        let key = match rng.below(3) {
+            0 => (i + 1).to_string(),
+            1 if shown[i].contains(" AS ") => shown[i].rsplit(' ').next().unwrap().to_string(),
+            _ => outs[i].expr.clone(),
+        };
+        let dir = *rng.pick(&["", " DESC"]);
+        sql.raw(&format!(" ORDER BY {key}{dir}, {}", outs[0].expr));
+        check.order = vec![(i, norm_of(outs[i].kind)), (0, Norm::Exact)];
+        check.unique_order = true;
+        limit(rng, &mut sql, &mut check);
+    }
+    sql.finish("typed_expr", prepared, check)
+}
+
 /// One write statement, applied to the subject and then (if it succeeded) to the oracle.
 #[derive(Clone, Debug)]
 pub struct Write {
@@ -1417,6 +1832,9 @@ mod tests {
             "distinct",
             "join_global",
             "join_er",
+            "outer_join",
+            "alias",
+            "typed_expr",
         ] {
             assert!(a.iter().any(|q| q.family == family), "no {family}");
         }

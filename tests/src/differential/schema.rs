@@ -11,6 +11,9 @@ pub enum Kind {
     Int,
     UInt,
     Dec,
+    /// DOUBLE, with values that are exact in binary (multiples of 1/4): sums do not depend on
+    /// the order they are added in.
+    Double,
     /// VARCHAR in `utf8mb4_general_ci`: case and trailing spaces do not count.
     Ci,
     /// VARCHAR in `utf8mb4_bin`: PAD SPACE, so only trailing spaces do not count.
@@ -21,7 +24,7 @@ pub enum Kind {
 
 impl Kind {
     pub fn is_numeric(self) -> bool {
-        matches!(self, Kind::Int | Kind::UInt | Kind::Dec)
+        matches!(self, Kind::Int | Kind::UInt | Kind::Dec | Kind::Double)
     }
 }
 
@@ -163,6 +166,7 @@ pub const EVENTS: Table = Table {
         col("amount", "DECIMAL(8,3) NULL", Kind::Dec),
         col("at", "DATETIME NULL", Kind::DateTime),
         col("n", "TINYINT UNSIGNED NULL", Kind::UInt),
+        col("ratio", "DOUBLE NULL", Kind::Double),
     ],
     pk: "id",
     shard_key: Some("id"),
@@ -188,7 +192,8 @@ pub const LEDGER: Table = Table {
     shard_key: Some("day"),
 };
 
-/// Global: a full copy on every datanode.
+/// Global: a full copy on every datanode (shard_key None, like an unlisted table: see
+/// [`UNLISTED`]).
 pub const COUNTRY: Table = Table {
     name: "country",
     cols: &[
@@ -213,8 +218,40 @@ pub const COUNTRY: Table = Table {
     shard_key: None,
 };
 
+/// Not listed in the config: it lives on the schema's default datanode (dn0) only.
+pub const NOTE: Table = Table {
+    name: "note",
+    cols: &[
+        col("id", "INT NOT NULL", Kind::Int),
+        col("ref_user", "INT NULL", Kind::Int),
+        col(
+            "code",
+            "VARCHAR(4) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
+        col("body", "VARCHAR(20) COLLATE utf8mb4_bin NULL", Kind::Bin),
+        col("weight", "DOUBLE NULL", Kind::Double),
+        col("price", "DECIMAL(9,3) NULL", Kind::Dec),
+        col("at", "DATETIME NULL", Kind::DateTime),
+        col("day", "DATE NULL", Kind::Date),
+    ],
+    pk: "id",
+    shard_key: None,
+};
+
 /// Every table of the differential schema, parents before children.
-pub const TABLES: &[&Table] = &[&COUNTRY, &ORDERS, &ORDER_ITEM, &ACCOUNT, &EVENTS, &LEDGER];
+pub const TABLES: &[&Table] = &[
+    &COUNTRY,
+    &ORDERS,
+    &ORDER_ITEM,
+    &ACCOUNT,
+    &EVENTS,
+    &LEDGER,
+    &NOTE,
+];
+
+/// Tables of [`TABLES`] the config does not list (on the default datanode).
+pub const UNLISTED: &[&str] = &["note"];
 
 pub fn table(name: &str) -> &'static Table {
     TABLES
@@ -233,7 +270,8 @@ pub const DATANODE_DATABASES: &[&str] = &["dsh_0", "dsh_1", "dsh_2"];
 
 /// The sharded layout: 2 datahosts (`primaries[0]`, `primaries[1]`, `host:port`), 6 datanodes
 /// (3 databases on each), and every rule kind the issue names: mod, hash (on a string), range,
-/// date (table-per-shard), a global and an ER child table. `user`/`password`: the backends'
+/// date (table-per-shard), a global and an ER child table; `note` is left out (unlisted, on
+/// the default datanode dn0). `user`/`password`: the backends'
 /// account.
 pub fn sharded_config(primaries: [&str; 2], user: &str, password: &str) -> String {
     format!(
@@ -307,7 +345,11 @@ mod tests {
                 }
                 Some(TableDef::Global(_)) => assert!(table.shard_key.is_none()),
                 Some(TableDef::Child(_)) => assert_eq!(table.name, "order_item"),
-                None => panic!("{} missing from the config", table.name),
+                None => assert!(
+                    UNLISTED.contains(&table.name),
+                    "{} missing from the config",
+                    table.name
+                ),
             }
         }
         algorithms.sort();
