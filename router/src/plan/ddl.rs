@@ -264,6 +264,16 @@ pub(crate) fn plan_ddl(
                 .get(i)
                 .map(|t| t.text(sql).to_ascii_uppercase())
                 .unwrap_or_default();
+            // Server-wide objects: a federated server definition, a tablespace, a function
+            // loaded from a shared library (`CREATE FUNCTION f RETURNS INT SONAME 'x.so'`).
+            if ["SERVER", "TABLESPACE", "LOGFILE"].contains(&what.as_str())
+                || toks.iter().any(|t| t.is_kw(sql, "SONAME"))
+            {
+                return RoutePlan::Refuse(refuse(format!(
+                    "CREATE/ALTER/DROP {what} through Shoal (it changes a backend server's \
+                     configuration)"
+                )));
+            }
             default_dn(topo, current, text, &format!("CREATE/ALTER/DROP {what}"))
         }
         DdlKind::Truncate => {
