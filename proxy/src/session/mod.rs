@@ -625,7 +625,7 @@ impl Session {
             // Put back after the command; a command stopped half-way ends the session anyway.
             let result = self.dispatch_routed(&routing, cmd, reply_seq).await;
             self.routing = Some(routing);
-            return result;
+            return result.map_err(|e| self.with_account(e));
         }
         match cmd {
             COM_PING => self.send_ok(reply_seq).await,
