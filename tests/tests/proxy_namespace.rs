@@ -200,6 +200,19 @@ async fn reflection_sees_only_logical_tables_and_physical_names_are_unreachable(
         names(&mut c, "SHOW TABLES LIKE 'ledger%'").await,
         set(&["ledger", "ledger_99"])
     );
+    // SHOW TABLE STATUS is the default datanode's answer (see docs/security.md): without the
+    // physical tables placed there.
+    for sql in [
+        "SHOW TABLE STATUS",
+        "/* c */ SHOW TABLE STATUS FROM shop",
+        "SHOW TABLE STATUS LIKE 'ledger%'",
+    ] {
+        let listed = names(&mut c, sql).await;
+        assert!(listed.is_subset(&set(&LOGICAL)), "{sql}: {listed:?}");
+        assert!(listed.contains("ledger_99"), "{sql}: {listed:?}");
+    }
+    let (code, _, _) = server_error(c.query_drop("SHOW TABLE STATUS FROM a").await);
+    assert_eq!(code, 1049);
     let full: Vec<(String, String)> = c.query("SHOW FULL TABLES").await.unwrap();
     assert!(
         full.iter().all(|(_, kind)| kind == "BASE TABLE"),

@@ -116,6 +116,47 @@ impl Session {
     }
 }
 
+impl Session {
+    /// `SHOW TABLE STATUS [FROM s] [LIKE|WHERE ...]` of logical schema `schema`, which the
+    /// router sends to its default datanode (target `t`): that database's answer without the
+    /// physical tables of table-per-shard tables placed there.
+    pub(super) async fn show_table_status(
+        &mut self,
+        routing: &Routing,
+        t: &Target,
+        schema: Option<&str>,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let i = self.touch(routing, t.datanode).await?;
+        let conn = &mut self.conns.held[i].conn;
+        conn.io.write_command(COM_QUERY, t.sql.as_bytes());
+        conn.io.flush().await.map_err(Error::BackendIo)?;
+        let mut stream = ResultStream::new(conn, false);
+        let defs = stream.columns(conn).await?;
+        let logical =
+            schema.and_then(|s| shoal_router::plan::namespace::find(&routing.topology, s));
+        let mut rows = Vec::new();
+        loop {
+            match stream.next_row(conn).await? {
+                Row::End => break,
+                Row::Data(row) => {
+                    let cells = fields(&row)?;
+                    let hidden = logical.is_some_and(|ls| {
+                        matches!(cells.first(), Some(Some(name))
+                            if std::str::from_utf8(name)
+                                .is_ok_and(|n| shoal_router::plan::namespace::is_physical_name(ls, n)))
+                    });
+                    if !hidden {
+                        rows.push(cells);
+                    }
+                }
+            }
+        }
+        self.send_result(reply_seq, &defs, rows, crate::merge::Protocol::Text)
+            .await
+    }
+}
+
 /// The cells of a text row.
 fn fields(row: &[u8]) -> Result<Vec<Option<Vec<u8>>>> {
     let mut b = row;

@@ -61,6 +61,15 @@ fn unsupported(what: &str) -> Error {
     )))
 }
 
+/// Which SHOW a COM_QUERY is, read on its tokens (comments skipped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Show {
+    Not,
+    /// `SHOW TABLE STATUS [FROM|IN s]`, with the logical schema it lists.
+    TableStatus(Option<String>),
+    Other,
+}
+
 /// What a statement needs of the connection [`Session::touch_for`] gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Use {
@@ -177,7 +186,7 @@ impl Session {
         let mode = self.sql_mode();
         // One tokenization serves the diagnostics check, the pin check and the router.
         let mut toks = std::mem::take(&mut self.tokens);
-        let (plan, effects, diag, read_route, is_show) = {
+        let (plan, effects, diag, read_route, show) = {
             let p = self.client.packet_payload();
             let Ok(sql) = std::str::from_utf8(&p[1..]) else {
                 return Err(refusal(&RouterError::unsupported(
@@ -198,7 +207,7 @@ impl Session {
                     Default::default(),
                     None,
                     None,
-                    false,
+                    Show::Not,
                 ),
                 Ok(()) => {
                     let diag = diagnostics_tokens(text, &toks);
@@ -218,8 +227,20 @@ impl Session {
                     let route = plan
                         .as_ref()
                         .and_then(|_| self.read_route_of(routing, mode, sql));
-                    let is_show = toks.first().is_some_and(|t| t.is_kw(text, "SHOW"));
-                    (plan, effects, diag, route, is_show)
+                    let word = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(text, w));
+                    let show = if !word(0, "SHOW") {
+                        Show::Not
+                    } else if word(1, "TABLE") && word(2, "STATUS") {
+                        let schema = if word(3, "FROM") || word(3, "IN") {
+                            toks.get(4).map(|t| t.ident_value(text))
+                        } else {
+                            self.logical.clone()
+                        };
+                        Show::TableStatus(schema)
+                    } else {
+                        Show::Other
+                    };
+                    (plan, effects, diag, route, show)
                 }
             }
         };
@@ -254,7 +275,13 @@ impl Session {
         match plan {
             RoutePlan::Single(t) => {
                 let same = self.is_client_text(&t.sql);
-                if !same && is_show && self.show_logical(routing, &t, reply_seq).await? {
+                if let Show::TableStatus(schema) = &show {
+                    return self
+                        .show_table_status(routing, &t, schema.as_deref(), reply_seq)
+                        .await;
+                }
+                if !same && show == Show::Other && self.show_logical(routing, &t, reply_seq).await?
+                {
                     return Ok(());
                 }
                 let sql = (!same).then_some(&*t.sql);

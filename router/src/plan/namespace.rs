@@ -100,6 +100,11 @@ pub fn is_physical_name(schema: &LogicalSchema, name: &str) -> bool {
     })
 }
 
+/// Logical schema `name` (any case).
+pub fn find<'t>(topo: &'t Topology, name: &str) -> Option<&'t LogicalSchema> {
+    find_schema(topo, name)
+}
+
 /// Whether `name` is a datanode's database and not a logical schema's name.
 fn is_physical_database(topo: &Topology, name: &str) -> bool {
     find_schema(topo, name).is_none()
