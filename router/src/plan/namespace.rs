@@ -18,8 +18,8 @@ use crate::topology::{LogicalSchema, TableDef, Topology};
 const PRIVATE_SCHEMAS: &[&str] = &["mysql", "performance_schema", "sys"];
 
 /// `information_schema` tables that describe the server software only (character sets,
-/// collations, engines, keywords, functions, plugins): the same for every backend, and naming
-/// no database, table, account or thread. Every other one would show the backends' physical
+/// collations, engines, keywords, functions, plugins) or what SHOW STATUS/VARIABLES answer:
+/// naming no database, table, account or thread. Every other one would show the backends' physical
 /// databases and tables, accounts, grants or threads.
 const SERVER_LEVEL_INFORMATION_SCHEMA: &[&str] = &[
     "character_sets",
@@ -30,6 +30,11 @@ const SERVER_LEVEL_INFORMATION_SCHEMA: &[&str] = &[
     "sql_functions",
     "plugins",
     "all_plugins",
+    // What SHOW [GLOBAL|SESSION] STATUS/VARIABLES answer, which a datanode answers too.
+    "global_status",
+    "global_variables",
+    "session_status",
+    "session_variables",
 ];
 
 /// The error MySQL gives a user without privileges on `db` (1044); the proxy puts the user's
