@@ -158,7 +158,9 @@ pub(crate) fn check_tokens(
 ) -> Option<RouterError> {
     let is_name = |t: &Token| matches!(t.kind, TokKind::Word | TokKind::QuotedIdent);
     let current_schema = current.and_then(|c| find_schema(topo, c));
-    let stored_program = toks.first().is_some_and(|t| t.is_kw(sql, "CREATE"))
+    let stored_program = toks
+        .first()
+        .is_some_and(|t| t.is_kw(sql, "CREATE") || t.is_kw(sql, "ALTER"))
         && toks.iter().take(8).any(|t| {
             ["PROCEDURE", "FUNCTION", "TRIGGER", "EVENT"]
                 .iter()
@@ -168,9 +170,9 @@ pub(crate) fn check_tokens(
         if !is_name(t) {
             continue;
         }
-        if stored_program && (t.is_kw(sql, "PREPARE") || (t.is_kw(sql, "EXECUTE") && i > 0)) {
+        if stored_program && (t.is_kw(sql, "PREPARE") || t.is_kw(sql, "EXECUTE")) {
             return Some(refuse(
-                "dynamic SQL (PREPARE/EXECUTE) in a stored program created through Shoal",
+                "dynamic SQL (PREPARE/EXECUTE) in a stored program created or altered through Shoal",
             ));
         }
         let qualified = toks.get(i + 1).is_some_and(|d| d.is_punct(sql, "."))
