@@ -3,7 +3,7 @@
 //! SELECT DATABASE() in binary).
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
-use shoal_router::plan::{LocalAnswer, SessionValue, Target};
+use shoal_router::plan::{LocalAnswer, SessionValue, Target, namespace};
 use shoal_router::topology::TableDef;
 
 use super::reader::{ResultStream, Row};
@@ -73,7 +73,13 @@ impl Session {
                     .map(|t| (t, "BASE TABLE".to_string()))
                     .collect();
                 if let Some(t) = also_from {
+                    // The default datanode's database also holds the physical tables of
+                    // table-per-shard tables placed there: not tables of the logical schema.
+                    let logical = routing.topology.schema(&schema);
                     for (name, kind) in self.fetch_pairs(routing, &t).await? {
+                        if logical.is_some_and(|s| namespace::is_physical_name(s, &name)) {
+                            continue;
+                        }
                         if !names.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
                             names.push((name, kind.unwrap_or_else(|| "BASE TABLE".into())));
                         }

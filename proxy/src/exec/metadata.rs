@@ -2,7 +2,8 @@
 //! table's first physical table (the router plans them so); when that table's physical name
 //! differs (table-per-shard), its answer names it: the rows are rewritten back to the logical
 //! name here. `SHOW COLUMNS`/`DESCRIBE` name no table and are relayed as they are.
-//! `information_schema.TABLES`/`COLUMNS` would list physical schemas and tables: refused.
+//! (`information_schema` tables that would list physical schemas and tables are refused by the
+//! router: `shoal_router::plan::namespace`.)
 
 use shoal_router::plan::Target;
 use shoal_router::sql::lex::{TokKind, Token, tokenize_into};
@@ -54,35 +55,6 @@ fn shown_table(sql: &str) -> Option<(Shown, String)> {
         _ => return None,
     };
     Some((kind, name))
-}
-
-/// Whether `sql` reads `information_schema.TABLES` or `information_schema.COLUMNS`.
-pub(super) fn reads_schema_tables(sql: &str) -> bool {
-    // Cheap test first: only statements naming the schema are lexed.
-    if !sql
-        .as_bytes()
-        .windows(18)
-        .any(|w| w.eq_ignore_ascii_case(b"information_schema"))
-    {
-        return false;
-    }
-    let mut toks: Vec<Token> = Vec::new();
-    if tokenize_into(sql, &mut toks).is_err() {
-        return false;
-    }
-    let ident = |t: &Token| -> String {
-        let s = t.text(sql);
-        match t.kind {
-            TokKind::QuotedIdent => s.trim_matches('`').to_ascii_lowercase(),
-            _ => s.to_ascii_lowercase(),
-        }
-    };
-    toks.windows(3).any(|w| {
-        matches!(w[0].kind, TokKind::Word | TokKind::QuotedIdent)
-            && ident(&w[0]) == "information_schema"
-            && w[1].text(sql) == "."
-            && matches!(ident(&w[2]).as_str(), "tables" | "columns")
-    })
 }
 
 impl Session {
@@ -144,6 +116,47 @@ impl Session {
     }
 }
 
+impl Session {
+    /// `SHOW TABLE STATUS [FROM s] [LIKE|WHERE ...]` of logical schema `schema`, which the
+    /// router sends to its default datanode (target `t`): that database's answer without the
+    /// physical tables of table-per-shard tables placed there.
+    pub(super) async fn show_table_status(
+        &mut self,
+        routing: &Routing,
+        t: &Target,
+        schema: Option<&str>,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let i = self.touch(routing, t.datanode).await?;
+        let conn = &mut self.conns.held[i].conn;
+        conn.io.write_command(COM_QUERY, t.sql.as_bytes());
+        conn.io.flush().await.map_err(Error::BackendIo)?;
+        let mut stream = ResultStream::new(conn, false);
+        let defs = stream.columns(conn).await?;
+        let logical =
+            schema.and_then(|s| shoal_router::plan::namespace::find(&routing.topology, s));
+        let mut rows = Vec::new();
+        loop {
+            match stream.next_row(conn).await? {
+                Row::End => break,
+                Row::Data(row) => {
+                    let cells = fields(&row)?;
+                    let hidden = logical.is_some_and(|ls| {
+                        matches!(cells.first(), Some(Some(name))
+                            if std::str::from_utf8(name)
+                                .is_ok_and(|n| shoal_router::plan::namespace::is_physical_name(ls, n)))
+                    });
+                    if !hidden {
+                        rows.push(cells);
+                    }
+                }
+            }
+        }
+        self.send_result(reply_seq, &defs, rows, crate::merge::Protocol::Text)
+            .await
+    }
+}
+
 /// The cells of a text row.
 fn fields(row: &[u8]) -> Result<Vec<Option<Vec<u8>>>> {
     let mut b = row;
@@ -179,22 +192,14 @@ mod tests {
             shown_table("SHOW KEYS IN t_order_0003 FROM db1"),
             Some((Shown::Index, "t_order_0003".into()))
         );
+        // DBeaver prefixes its metadata statements with a comment.
+        assert_eq!(
+            shown_table(
+                "/* ApplicationName=DBeaver 24.0.0 - Metadata */ SHOW CREATE TABLE shop.ledger_00"
+            ),
+            Some((Shown::CreateTable, "ledger_00".into()))
+        );
         assert_eq!(shown_table("SHOW COLUMNS FROM t"), None);
         assert_eq!(shown_table("SELECT 1"), None);
-    }
-
-    #[test]
-    fn schema_tables_are_recognised_on_tokens() {
-        assert!(reads_schema_tables(
-            "SELECT table_name FROM information_schema.TABLES WHERE table_schema = 'shop'"
-        ));
-        assert!(reads_schema_tables(
-            "select * from `INFORMATION_SCHEMA`.`columns`"
-        ));
-        assert!(!reads_schema_tables(
-            "SELECT * FROM information_schema.PROCESSLIST"
-        ));
-        assert!(!reads_schema_tables("SELECT 'information_schema.tables'"));
-        assert!(!reads_schema_tables("SELECT 1"));
     }
 }

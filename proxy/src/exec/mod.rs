@@ -32,7 +32,8 @@ use std::sync::Arc;
 
 use mysql_common::constants::StatusFlags;
 use shoal_router::RouterError;
-use shoal_router::plan::{Merge, RoutePlan, Target};
+use shoal_router::plan::{Merge, RoutePlan, Target, namespace};
+use shoal_router::sql::lex::{TokKind, Token};
 use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
@@ -58,6 +59,15 @@ fn unsupported(what: &str) -> Error {
     refusal(&RouterError::unsupported(format!(
         "{what} on a sharded configuration"
     )))
+}
+
+/// Which SHOW a COM_QUERY is, read on its tokens (comments skipped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Show {
+    Not,
+    /// `SHOW TABLE STATUS [FROM|IN s]`, with the logical schema it lists.
+    TableStatus(Option<String>),
+    Other,
 }
 
 /// What a statement needs of the connection [`Session::touch_for`] gives it.
@@ -176,7 +186,7 @@ impl Session {
         let mode = self.sql_mode();
         // One tokenization serves the diagnostics check, the pin check and the router.
         let mut toks = std::mem::take(&mut self.tokens);
-        let (plan, effects, diag, read_route) = {
+        let (plan, effects, diag, read_route, show) = {
             let p = self.client.packet_payload();
             let Ok(sql) = std::str::from_utf8(&p[1..]) else {
                 return Err(refusal(&RouterError::unsupported(
@@ -192,19 +202,45 @@ impl Session {
             };
             match routing.router.tokenize(text, mode, &mut toks) {
                 // Unterminated string or comment: refused, nothing runs.
-                Err(e) => (Some(RoutePlan::Refuse(e)), Default::default(), None, None),
+                Err(e) => (
+                    Some(RoutePlan::Refuse(e)),
+                    Default::default(),
+                    None,
+                    None,
+                    Show::Not,
+                ),
                 Ok(()) => {
                     let diag = diagnostics_tokens(text, &toks);
                     let effects = pinning::token_effects(text, &toks);
                     let plan = diag.is_none().then(|| {
-                        routing
-                            .router
-                            .route_tokens(self.logical.as_deref(), mode, text, &toks, &[])
+                        match self.denied_schema_named(routing, text, &toks) {
+                            Some(e) => RoutePlan::Refuse(e),
+                            None => routing.router.route_tokens(
+                                self.logical.as_deref(),
+                                mode,
+                                text,
+                                &toks,
+                                &[],
+                            ),
+                        }
                     });
                     let route = plan
                         .as_ref()
                         .and_then(|_| self.read_route_of(routing, mode, sql));
-                    (plan, effects, diag, route)
+                    let word = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(text, w));
+                    let show = if !word(0, "SHOW") {
+                        Show::Not
+                    } else if word(1, "TABLE") && word(2, "STATUS") {
+                        let schema = if word(3, "FROM") || word(3, "IN") {
+                            toks.get(4).map(|t| t.ident_value(text))
+                        } else {
+                            self.logical.clone()
+                        };
+                        Show::TableStatus(schema)
+                    } else {
+                        Show::Other
+                    };
+                    (plan, effects, diag, route, show)
                 }
             }
         };
@@ -239,11 +275,12 @@ impl Session {
         match plan {
             RoutePlan::Single(t) => {
                 let same = self.is_client_text(&t.sql);
-                if !same
-                    && t.sql
-                        .get(..4)
-                        .is_some_and(|w| w.eq_ignore_ascii_case("SHOW"))
-                    && self.show_logical(routing, &t, reply_seq).await?
+                if let Show::TableStatus(schema) = &show {
+                    return self
+                        .show_table_status(routing, &t, schema.as_deref(), reply_seq)
+                        .await;
+                }
+                if !same && show == Show::Other && self.show_logical(routing, &t, reply_seq).await?
                 {
                     return Ok(());
                 }
@@ -266,13 +303,6 @@ impl Session {
                 Ok(())
             }
             RoutePlan::Any { sql } => {
-                if metadata::reads_schema_tables(&sql) {
-                    // Their rows name physical databases and tables, per datanode.
-                    return Err(refusal(&RouterError::unsupported(
-                        "information_schema.TABLES/COLUMNS on a sharded configuration \
-                         (use SHOW TABLES, SHOW COLUMNS, SHOW CREATE TABLE)",
-                    )));
-                }
                 let dn = self.any_datanode(routing);
                 let same = self.is_client_text(&sql);
                 let text = (!same).then_some(sql.as_str());
@@ -336,6 +366,59 @@ impl Session {
                 self.run_scatter(routing, targets, &spec, &prepared::Request::Text, reply_seq)
                     .await
             }
+        }
+    }
+
+    /// A logical schema of the topology that this session's user may not use, named in the
+    /// statement: refused as MySQL refuses a database the user has no grant on (1044). Read
+    /// on the tokens: any identifier with that name counts, whatever it names.
+    pub(crate) fn denied_schema_named(
+        &self,
+        routing: &Routing,
+        sql: &str,
+        toks: &[Token],
+    ) -> Option<RouterError> {
+        let allowed = self
+            .shared
+            .config
+            .user(&self.user)
+            .and_then(|u| u.schemas.as_ref())?;
+        let denied = routing
+            .topology
+            .schemas
+            .values()
+            .filter(|s| !allowed.iter().any(|a| a == &s.name));
+        for s in denied {
+            let named = toks.iter().any(|t| {
+                matches!(t.kind, TokKind::Word | TokKind::QuotedIdent)
+                    && t.ident_value(sql).eq_ignore_ascii_case(&s.name)
+            });
+            if named {
+                return Some(namespace::access_denied(&s.name));
+            }
+        }
+        None
+    }
+
+    /// A router refusal of access names the session's account, as MySQL's message does (the
+    /// router does not know it).
+    pub(crate) fn with_account(&self, e: Error) -> Error {
+        match e {
+            Error::Reply {
+                code,
+                state,
+                message,
+            } if message.starts_with(namespace::ACCESS_DENIED_PREFIX) => Error::Reply {
+                code,
+                state,
+                message: format!(
+                    "Access denied for user '{}'@'{}' to {}",
+                    self.user,
+                    self.peer_host,
+                    &message[namespace::ACCESS_DENIED_PREFIX.len()..]
+                ),
+            },
+            e => e,
         }
     }
 

@@ -470,13 +470,18 @@ impl Session {
         // needed to plan at all (an INSERT's shard key), with stand-in values: only the
         // metadata is read there, every EXECUTE is planned with its own values.
         self.check_read_only(routing, mode, &sql)?;
-        let route = |values: &[ParamValue]| match &tokenized {
-            Ok(()) => {
+        let denied = tokenized
+            .is_ok()
+            .then(|| self.denied_schema_named(routing, &sql, &toks))
+            .flatten();
+        let route = |values: &[ParamValue]| match (&tokenized, &denied) {
+            (Ok(()), Some(e)) => RoutePlan::Refuse(e.clone()),
+            (Ok(()), None) => {
                 routing
                     .router
                     .route_tokens(self.logical.as_deref(), mode, &sql, &toks, values)
             }
-            Err(e) => RoutePlan::Refuse(e.clone()),
+            (Err(e), _) => RoutePlan::Refuse(e.clone()),
         };
         let mut plan = route(&[]);
         for stand_in in [ParamValue::Int(0), ParamValue::Str("0".into())] {

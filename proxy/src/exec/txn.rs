@@ -1,6 +1,7 @@
 //! Session statements with the router: transactions across datanodes (BEGIN sent lazily to
 //! each datanode on first touch, COMMIT and ROLLBACK to every datanode touched), SET and USE.
 
+use shoal_router::sql::lex::Token;
 use shoal_router::sql::{SetStatement, StatementKind, VarScope};
 
 use super::{IN_TRANS, Use, unsupported};
@@ -30,6 +31,17 @@ impl Session {
                 None => String::from_utf8_lossy(&s.client.packet_payload()[1..]).into_owned(),
             }
         };
+        // The statement's words as the backend reads them: comments skipped, executable
+        // comments read as code (a comment never changes how a statement is read).
+        let mode = self.sql_mode();
+        let words = |s: &Self| -> (String, Vec<Token>) {
+            let sql = text(s);
+            let mut toks = Vec::new();
+            if routing.router.tokenize(&sql, mode, &mut toks).is_err() {
+                toks.clear();
+            }
+            (sql, toks)
+        };
         match kind {
             K::Use(db) => self.use_logical(&db, reply_seq).await,
             K::Begin { .. } => {
@@ -44,8 +56,9 @@ impl Session {
             K::Commit | K::Rollback => {
                 let commit = matches!(kind, K::Commit);
                 let chain = {
-                    let sql = text(self).to_ascii_uppercase();
-                    sql.contains("CHAIN") || sql.contains("RELEASE")
+                    let (sql, toks) = words(self);
+                    toks.iter()
+                        .any(|t| t.is_kw(&sql, "CHAIN") || t.is_kw(&sql, "RELEASE"))
                 };
                 if chain {
                     return Err(unsupported("COMMIT/ROLLBACK AND CHAIN or RELEASE"));
@@ -88,10 +101,18 @@ impl Session {
                         }
                     }
                     SetStatement::Transaction {
+                        scope: VarScope::Global,
+                        ..
+                    } => return Err(unsupported("SET GLOBAL TRANSACTION")),
+                    SetStatement::Transaction {
                         scope: VarScope::Session,
                         characteristics,
-                    } if !characteristics.is_empty()
-                        && !text(self).to_ascii_uppercase().contains("SESSION") =>
+                    } if !characteristics.is_empty() && {
+                        let (sql, toks) = words(self);
+                        !toks
+                            .get(1)
+                            .is_some_and(|t| t.is_kw(&sql, "SESSION") || t.is_kw(&sql, "LOCAL"))
+                    } =>
                     {
                         return Err(unsupported(
                             "SET TRANSACTION for the next transaction only (use SET SESSION \
@@ -116,7 +137,10 @@ impl Session {
             K::Xa => Err(unsupported("XA transactions")),
             K::LockTables => Err(unsupported("LOCK TABLES")),
             K::Kill => {
-                let parsed = crate::session::kill::parse_kill(text(self).as_bytes());
+                let parsed = {
+                    let (sql, toks) = words(self);
+                    crate::session::kill::kill_tokens(&sql, &toks)
+                };
                 match parsed {
                     Some((query_only, target)) => self.kill(query_only, target, reply_seq).await,
                     None => Err(unsupported("this form of KILL")),
@@ -126,7 +150,12 @@ impl Session {
                 Err(unsupported("SQL-level PREPARE/EXECUTE"))
             }
             K::Flush => Err(unsupported("FLUSH")),
-            K::Show if server_level_show(&text(self)) => {
+            K::Show
+                if {
+                    let (sql, toks) = words(self);
+                    server_level_show(&sql, &toks)
+                } =>
+            {
                 self.run_anywhere(routing, prepared, reply_seq).await
             }
             other => Err(unsupported(&format!("the statement {other:?}"))),
@@ -235,27 +264,38 @@ impl Session {
 /// (status, variables, engines, collations, character sets, plugins): the server of one
 /// datanode answers them, as a client connected to it directly would see. SHOW WARNINGS,
 /// PROCESSLIST and the rest stay refused: their answer would be one backend connection's.
-fn server_level_show(sql: &str) -> bool {
-    let mut words = sql
-        .split(|c: char| c.is_ascii_whitespace() || c == ';')
-        .filter(|w| !w.is_empty())
-        .map(str::to_ascii_uppercase);
-    if words.next().as_deref() != Some("SHOW") {
+fn server_level_show(sql: &str, toks: &[Token]) -> bool {
+    let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(sql, w));
+    if !is(0, "SHOW") {
         return false;
     }
-    let mut w = words.next();
-    if matches!(w.as_deref(), Some("GLOBAL" | "SESSION" | "LOCAL")) {
-        w = words.next();
-    }
-    match w.as_deref() {
-        Some("STATUS" | "VARIABLES" | "ENGINES" | "COLLATION" | "CHARSET" | "PLUGINS") => true,
-        Some("CHARACTER") => words.next().as_deref() == Some("SET"),
-        _ => false,
-    }
+    let at = if is(1, "GLOBAL") || is(1, "SESSION") || is(1, "LOCAL") {
+        2
+    } else {
+        1
+    };
+    [
+        "STATUS",
+        "VARIABLES",
+        "ENGINES",
+        "COLLATION",
+        "CHARSET",
+        "PLUGINS",
+    ]
+    .iter()
+    .any(|w| is(at, w))
+        || (is(at, "CHARACTER") && is(at + 1, "SET"))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use shoal_router::sql::lex::tokenize;
+
+    fn server_level(sql: &str) -> bool {
+        server_level_show(sql, &tokenize(sql).expect("tokens"))
+    }
+
     #[test]
     fn server_level_shows() {
         for sql in [
@@ -266,8 +306,20 @@ mod tests {
             "SHOW CHARACTER SET",
             "SHOW COLLATION WHERE Charset = 'utf8mb4'",
             "SHOW ENGINES",
+            "SHOW PLUGINS",
         ] {
-            assert!(super::server_level_show(sql), "{sql}");
+            assert!(server_level(sql), "{sql}");
+            // DBeaver prefixes every metadata statement with a comment; other clients use
+            // line comments: none changes how the statement is read.
+            for prefix in [
+                "/* ApplicationName=DBeaver 24.0.0 - Metadata */ ",
+                "-- a comment\n",
+                "# a comment\n",
+                "/*+ hint */",
+            ] {
+                let with = format!("{prefix}{sql}");
+                assert!(server_level(&with), "{with}");
+            }
         }
         for sql in [
             "SHOW WARNINGS",
@@ -276,8 +328,10 @@ mod tests {
             "SHOW MASTER STATUS",
             "SHOW SLAVE STATUS",
             "SELECT 'SHOW STATUS'",
+            "/* SHOW STATUS */ SELECT 1",
+            "-- SHOW STATUS\nSHOW PROCESSLIST",
         ] {
-            assert!(!super::server_level_show(sql), "{sql}");
+            assert!(!server_level(sql), "{sql}");
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
-use shoal_router::sql::lex::{TokKind, tokenize_into};
+use shoal_router::sql::lex::{TokKind, Token, tokenize_into};
 use tracing::debug;
 
 use super::Session;
@@ -51,14 +51,19 @@ impl Registry {
 /// `KILL [QUERY|CONNECTION] n`: whether only the query dies, and `n`. `None` for anything
 /// else (KILL USER, an expression...: the backend or the router answers those).
 pub fn parse_kill(sql: &[u8]) -> Option<(bool, u64)> {
-    let head = sql.trim_ascii_start();
-    if head.len() < 5 || !head[..4].eq_ignore_ascii_case(b"KILL") {
+    // Cheap reject first: the relay-only path asks this of every query.
+    if !crate::session::pinning::contains_ci(sql, b"KILL") {
         return None;
     }
     let text = std::str::from_utf8(sql).ok()?;
     let mut toks = Vec::new();
     tokenize_into(text, &mut toks).ok()?;
-    let mut toks = &toks[..];
+    kill_tokens(text, &toks)
+}
+
+/// [`parse_kill`] on the statement's tokens (comments skipped, as the server skips them).
+pub fn kill_tokens(text: &str, toks: &[Token]) -> Option<(bool, u64)> {
+    let mut toks = toks;
     if toks.last().is_some_and(|t| t.is_punct(text, ";")) {
         toks = &toks[..toks.len() - 1];
     }
@@ -195,5 +200,8 @@ mod tests {
         assert_eq!(parse_kill(b"KILL USER bob"), None);
         assert_eq!(parse_kill(b"KILL QUERY ID 5"), None);
         assert_eq!(parse_kill(b"SELECT 1"), None);
+        assert_eq!(parse_kill(b"/* tool */ KILL QUERY 9"), Some((true, 9)));
+        assert_eq!(parse_kill(b"-- c\nkill 4"), Some((false, 4)));
+        assert_eq!(parse_kill(b"/* KILL 4 */ SELECT 1"), None);
     }
 }

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use mysql_common::collations::{Collation, CollationId};
 use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType, StatusFlags};
-use shoal_router::sql::lex::Token;
+use shoal_router::sql::lex::{TokKind, Token};
 use tokio::net::TcpStream;
 
 use crate::wire::tls::ClientStream;
@@ -278,6 +278,20 @@ pub(crate) async fn align_to(
 /// The schema of a query that is exactly `USE db` (optionally back-quoted, optionally ending
 /// with `;`), handled like COM_INIT_DB so schema names are checked and mapped the same way.
 pub(crate) fn use_statement(sql: &[u8]) -> Option<String> {
+    if starts_with_comment(sql) {
+        // A comment before it changes nothing: read on the tokens.
+        let text = std::str::from_utf8(sql).ok()?;
+        let toks = shoal_router::sql::lex::tokenize(text).ok()?;
+        return match &toks[..] {
+            [u, db] | [u, db, _] if u.is_kw(text, "USE") => {
+                let end_ok = toks.len() == 2 || toks[2].is_punct(text, ";");
+                let name = matches!(db.kind, TokKind::Word | TokKind::QuotedIdent)
+                    .then(|| db.ident_value(text));
+                name.filter(|n| end_ok && !n.is_empty())
+            }
+            _ => None,
+        };
+    }
     // Cheap reject first: this runs for every query.
     let head = sql.trim_ascii_start();
     if head.len() < 5 || !head[..4].eq_ignore_ascii_case(b"USE ") {
@@ -310,8 +324,23 @@ pub(crate) enum DiagQuery {
     ConnectionId,
 }
 
+/// Whether the statement starts with a comment (`/* */`, `-- `, `#`): the byte-level fast
+/// paths below read its tokens instead, so that a comment never changes how it is read.
+pub(crate) fn starts_with_comment(sql: &[u8]) -> bool {
+    match sql.trim_ascii_start() {
+        [b'#', ..] | [b'/', b'*', ..] => true,
+        [b'-', b'-', c, ..] => c.is_ascii_whitespace(),
+        _ => false,
+    }
+}
+
 /// A query that is exactly `SELECT ROW_COUNT()` or `SELECT FOUND_ROWS()`.
 pub(crate) fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
+    if starts_with_comment(sql) {
+        let text = std::str::from_utf8(sql).ok()?;
+        let toks = shoal_router::sql::lex::tokenize(text).ok()?;
+        return diagnostics_tokens(text, &toks);
+    }
     let s = sql.trim_ascii();
     let s = s.strip_suffix(b";").unwrap_or(s).trim_ascii_end();
     if s.len() < 7 || !s[..7].eq_ignore_ascii_case(b"SELECT ") {
@@ -625,7 +654,7 @@ impl Session {
             // Put back after the command; a command stopped half-way ends the session anyway.
             let result = self.dispatch_routed(&routing, cmd, reply_seq).await;
             self.routing = Some(routing);
-            return result;
+            return result.map_err(|e| self.with_account(e));
         }
         match cmd {
             COM_PING => self.send_ok(reply_seq).await,
@@ -1008,7 +1037,12 @@ mod tests {
         assert_eq!(use_statement(b"use shop_1;").as_deref(), Some("shop_1"));
         assert_eq!(use_statement(b"USE a; SELECT 1"), None);
         assert_eq!(use_statement(b"USER"), None);
-        assert_eq!(use_statement(b"/* hint */ USE a"), None);
+        // A comment before it changes nothing (MariaDB skips it).
+        assert_eq!(use_statement(b"/* hint */ USE a").as_deref(), Some("a"));
+        assert_eq!(use_statement(b"-- c\nuse `b`;").as_deref(), Some("b"));
+        assert_eq!(use_statement(b"# c\nUSE c").as_deref(), Some("c"));
+        assert_eq!(use_statement(b"/* USE a */ SELECT 1"), None);
+        assert_eq!(use_statement(b"/* c */ USE a; SELECT 1"), None);
         assert_eq!(use_statement(b"USE `a`b`"), None);
     }
 
@@ -1025,6 +1059,10 @@ mod tests {
         );
         assert_eq!(diagnostics_query(b"SELECT ROW_COUNT() + 1"), None);
         assert_eq!(diagnostics_query(b"SELECT 1"), None);
+        assert_eq!(
+            diagnostics_query(b"/* tool */ SELECT ROW_COUNT()"),
+            Some(DiagQuery::RowCount)
+        );
     }
 
     #[test]

@@ -24,7 +24,12 @@ pub struct Effects {
 
 /// What `sql` may do out of the trackers' sight.
 pub fn effects(sql: &[u8]) -> Effects {
-    let candidate = scan(sql);
+    let mut candidate = scan(sql);
+    if super::starts_with_comment(sql) {
+        // The scan's leading-word checks (`XA`, `HANDLER`, `SET TRANSACTION`) see the comment:
+        // the tokens decide.
+        candidate.leaves_state = true;
+    }
     if candidate == Effects::default() {
         return candidate;
     }
@@ -199,6 +204,17 @@ mod tests {
 
     fn sets_last_insert_id(sql: &[u8]) -> bool {
         both(sql).sets_last_insert_id
+    }
+
+    #[test]
+    fn a_leading_comment_changes_nothing() {
+        assert!(leaves_state(b"/* tool */ XA START 'x'"));
+        assert!(leaves_state(b"-- c\nHANDLER t OPEN"));
+        assert!(leaves_state(
+            b"# c\nSET TRANSACTION ISOLATION LEVEL SERIALIZABLE"
+        ));
+        assert!(!leaves_state(b"/* XA START */ SELECT 1"));
+        assert!(!leaves_state(b"/* c */ SET SESSION TRANSACTION READ ONLY"));
     }
 
     #[test]

@@ -264,6 +264,16 @@ pub(crate) fn plan_ddl(
                 .get(i)
                 .map(|t| t.text(sql).to_ascii_uppercase())
                 .unwrap_or_default();
+            // Server-wide objects: a federated server definition, a tablespace, a function
+            // loaded from a shared library (`CREATE FUNCTION f RETURNS INT SONAME 'x.so'`).
+            if ["SERVER", "TABLESPACE", "LOGFILE"].contains(&what.as_str())
+                || toks.iter().any(|t| t.is_kw(sql, "SONAME"))
+            {
+                return RoutePlan::Refuse(refuse(format!(
+                    "CREATE/ALTER/DROP {what} through Shoal (it changes a backend server's \
+                     configuration)"
+                )));
+            }
             default_dn(topo, current, text, &format!("CREATE/ALTER/DROP {what}"))
         }
         DdlKind::Truncate => {
@@ -397,6 +407,38 @@ pub(crate) fn plan_show(topo: &Topology, current: Option<&str>, text: &Text) -> 
         return table_statement(topo, current, text, r, Vec::new(), false);
     }
     if kw(sql, toks, i, "TABLE") && kw(sql, toks, i + 1, "STATUS") {
+        // `FROM db` names a logical schema: its default datanode's database answers (the proxy
+        // leaves out the physical tables of table-per-shard tables placed there).
+        let from = i + 2;
+        if (kw(sql, toks, from, "FROM") || kw(sql, toks, from, "IN"))
+            && let Some(db) = toks.get(from + 1)
+        {
+            let name = db.ident_value(sql);
+            let Some(ls) = placement::find_schema(topo, &name) else {
+                return RoutePlan::Refuse(RouterError::with(
+                    codes::ER_BAD_DB_ERROR,
+                    format!("Unknown database '{name}'"),
+                ));
+            };
+            let Some(dn) = ls.default_datanode else {
+                return RoutePlan::Refuse(refuse(
+                    "SHOW TABLE STATUS in a schema without a default datanode",
+                ));
+            };
+            let quoted = db.kind == TokKind::QuotedIdent;
+            let edit = Edit::text(
+                from as u32 + 1,
+                from as u32 + 1,
+                quote_ident(&topo.datanodes[dn].database, quoted),
+            );
+            let (s, params) = text.render(&[edit]);
+            return RoutePlan::Single(Target {
+                datanode: dn,
+                sql: s.into(),
+                params: params.into(),
+                qualified: false,
+            });
+        }
         return default_dn(topo, current, text, "SHOW TABLE STATUS");
     }
     RoutePlan::Session(StatementKind::Show)

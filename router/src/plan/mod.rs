@@ -12,6 +12,7 @@ mod ddl;
 mod eval;
 mod explain;
 mod merge;
+pub mod namespace;
 mod placement;
 mod planner;
 mod render;

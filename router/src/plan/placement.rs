@@ -5,6 +5,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::namespace;
 use crate::error::{RouterError, codes};
 use crate::rule::ShardRule;
 use crate::sql::lex::Token;
@@ -92,6 +93,7 @@ pub(crate) fn resolve_one(
             .iter()
             .any(|s| s.eq_ignore_ascii_case(schema_name))
         {
+            namespace::check_system_table(schema_name, &r.name)?;
             return Ok(Table {
                 r: r.clone(),
                 schema: None,
@@ -124,6 +126,10 @@ pub(crate) fn resolve_one(
         Some(TableDef::Global(g)) => Kind::Global {
             datanodes: g.datanodes.clone(),
         },
+        // A table-per-shard table's physical names are not tables of the logical schema.
+        None if namespace::is_physical_name(schema, &r.name) => {
+            return Err(namespace::no_such_table(&schema.name, &r.name));
+        }
         None => match schema.default_datanode {
             Some(dn) => Kind::Single { datanode: dn },
             None => {

@@ -6,6 +6,7 @@ use super::cache::{CacheStats, PlanCache};
 use super::ddl;
 use super::eval::{self, Singles, Values};
 use super::explain;
+use super::namespace;
 use super::placement::refuse;
 use super::planner::{self, Body, Template};
 use super::render::Text;
@@ -209,7 +210,7 @@ impl Router {
         if let Err(e) = self.tokenize(sql, mode, &mut toks) {
             return RoutePlan::Refuse(e);
         }
-        if !classify_tokens(sql, &toks).is_dml() {
+        if !classify_tokens(sql, &toks).is_dml() || namespace::reaches_host(sql, &toks).is_some() {
             return self.route_tokens(current, mode, sql, &toks, params);
         }
         if let Some(refusal) = unreadable(mode, sql, &toks) {
@@ -246,6 +247,17 @@ impl Router {
         params: &[ParamValue],
     ) -> RoutePlan {
         let kind = classify_tokens(sql, toks);
+        if let Some(e) = namespace::reaches_host(sql, toks) {
+            return RoutePlan::Refuse(e);
+        }
+        // DML is checked table by table as its tables are resolved; EXPLAIN plans its
+        // statement as DML.
+        if !kind.is_dml()
+            && !matches!(kind, StatementKind::Explain | StatementKind::ExplainRoute)
+            && let Some(e) = namespace::check_tokens(&self.topo, current, sql, toks)
+        {
+            return RoutePlan::Refuse(e);
+        }
         let text = Text {
             sql,
             toks,
@@ -340,7 +352,10 @@ impl Router {
     ) -> Option<PreparedRoute> {
         let mut toks = Vec::new();
         self.tokenize(sql, mode, &mut toks).ok()?;
-        if !classify_tokens(sql, &toks).is_dml() || unreadable(mode, sql, &toks).is_some() {
+        if !classify_tokens(sql, &toks).is_dml()
+            || unreadable(mode, sql, &toks).is_some()
+            || namespace::reaches_host(sql, &toks).is_some()
+        {
             return None;
         }
         let mut shape = normalize::shape_with_prefix(sql, &toks, key_prefix(current), mode);

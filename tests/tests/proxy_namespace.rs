@@ -1,0 +1,444 @@
+//! The logical namespace, end to end over real MariaDB (issue 21): a client sees its logical
+//! schemas and their tables, nothing of the backends behind. Physical table names of a
+//! table-per-shard table are neither listed nor reachable (the schema reflection Alembic's
+//! autogenerate runs would otherwise drop them), the datanodes' databases and the servers' own
+//! schemas are refused, built-ins that read or write a backend host's files are refused, and
+//! a comment before a statement (DBeaver prefixes every metadata query with one) never changes
+//! how it is read.
+//!
+//! The layout is the demo's (`conf/demo.yaml.in`): `orders` sharded by `user_id` over 4
+//! datanodes, its ER child `order_item`, the global `country`, and `ledger` as 8 tables by
+//! quarter, two per datanode (`ledger_00` .. `ledger_07`).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row};
+use shoal_bench::cluster::{Cluster, ClusterSpec};
+use shoal_tests::{ShoalProcess, scratch_dir, server_error, unique_name};
+
+/// Database of every datanode (`a` and `b` on each server).
+const DBS: [&str; 2] = ["a", "b"];
+
+/// dn1 = server 0 `a` (the default datanode), dn2 = server 0 `b`, dn3 = server 1 `a`,
+/// dn4 = server 1 `b`; `ledger_00`/`ledger_01` on dn1, `ledger_02`/`ledger_03` on dn2, ...
+/// A second logical schema, `crm`, that the user `app` may not use.
+fn write_config(cluster: &Cluster) -> PathBuf {
+    let (u, pw) = (cluster.user(), cluster.password());
+    let mut text = String::from(
+        "users:\n  - { name: app, password: app-secret, schemas: [shop] }\n  \
+         - { name: ops, password: ops-secret, schemas: [shop, crm] }\ndatahosts:\n",
+    );
+    for (k, p) in cluster.primaries().iter().enumerate() {
+        text.push_str(&format!(
+            "  - name: dh{k}\n    primary: {{ address: \"{}:{}\", user: {u}, password: {pw} }}\n",
+            p.host, p.port
+        ));
+    }
+    text.push_str(
+        "datanodes:\n  - { name: dn1, datahost: dh0, database: a }\n  \
+         - { name: dn2, datahost: dh0, database: b }\n  \
+         - { name: dn3, datahost: dh1, database: a }\n  \
+         - { name: dn4, datahost: dh1, database: b }\n\
+         rules:\n  - { name: by_user, algorithm: mod }\n  \
+         - { name: by_quarter, algorithm: date, start: 2024-01-01, unit: month, interval: 3, default: 0 }\n\
+         schemas:\n  - name: shop\n    default_datanode: dn1\n    tables:\n      \
+         - { name: orders, type: sharded, shard_key: user_id, rule: by_user, datanodes: dn$1-4 }\n      \
+         - { name: order_item, type: child, parent: orders, join_key: user_id }\n      \
+         - { name: country, type: global, datanodes: dn$1-4 }\n      \
+         - { name: ledger, type: sharded, shard_key: day, rule: by_quarter, datanodes: dn$1-4, \
+             tables_per_datanode: 2, physical_name: \"ledger_{index:02}\" }\n  \
+         - name: crm\n    default_datanode: dn4\n",
+    );
+    let path = scratch_dir().join(format!("{}.yaml", unique_name("namespace")));
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+const TABLES: [&str; 6] = [
+    "CREATE TABLE orders (id INT PRIMARY KEY, user_id INT NOT NULL, amount INT) ENGINE=InnoDB",
+    "CREATE TABLE order_item (id INT PRIMARY KEY, user_id INT NOT NULL, qty INT) ENGINE=InnoDB",
+    "CREATE TABLE country (code CHAR(2) PRIMARY KEY, name VARCHAR(40)) ENGINE=InnoDB",
+    "CREATE TABLE ledger (id INT PRIMARY KEY, day DATE NOT NULL, amount INT) ENGINE=InnoDB",
+    // Unlisted: on the default datanode. `ledger_99` shares the physical names' pattern but is
+    // not one of them (the topology generates ledger_00 .. ledger_07): a table like any other.
+    "CREATE TABLE notes (id INT PRIMARY KEY, body TEXT) ENGINE=InnoDB",
+    "CREATE TABLE ledger_99 (id INT PRIMARY KEY) ENGINE=InnoDB",
+];
+
+/// The logical tables of `shop`, as SHOW TABLES must list them.
+const LOGICAL: [&str; 6] = [
+    "country",
+    "ledger",
+    "ledger_99",
+    "notes",
+    "order_item",
+    "orders",
+];
+
+struct Setup {
+    cluster: Cluster,
+    shoal: ShoalProcess,
+}
+
+impl Setup {
+    async fn start() -> Setup {
+        let cluster = Cluster::start(ClusterSpec {
+            primaries: 2,
+            databases: DBS.iter().map(|d| d.to_string()).collect(),
+            ..ClusterSpec::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
+        let shoal = ShoalProcess::start(&[
+            "--config".to_string(),
+            write_config(&cluster).display().to_string(),
+        ]);
+        let s = Setup { cluster, shoal };
+        let mut c = s.client().await;
+        for ddl in TABLES {
+            c.query_drop(ddl)
+                .await
+                .unwrap_or_else(|e| panic!("{ddl}: {e}\n{}", s.shoal.log()));
+        }
+        // Two rows in each quarter of 2024 and 2025: every physical ledger table has rows.
+        let rows: Vec<String> = (0..16)
+            .map(|i| {
+                let (year, quarter) = (2024 + i / 8, (i / 2) % 4);
+                format!(
+                    "({i}, '{year}-{:02}-{:02}', {})",
+                    quarter * 3 + 1,
+                    1 + i % 2 * 14,
+                    i * 10
+                )
+            })
+            .collect();
+        for sql in [
+            format!(
+                "INSERT INTO ledger (id, day, amount) VALUES {}",
+                rows.join(", ")
+            ),
+            "INSERT INTO orders (id, user_id, amount) VALUES (1, 1, 10), (2, 2, 20), (3, 3, 30)"
+                .to_string(),
+            "INSERT INTO country VALUES ('fr', 'France')".to_string(),
+        ] {
+            c.query_drop(&sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}\n{}", s.shoal.log()));
+        }
+        s
+    }
+
+    async fn client(&self) -> Conn {
+        match Conn::new(self.shoal.opts_as("app", "app-secret", Some("shop"))).await {
+            Ok(c) => c,
+            Err(e) => panic!("connect through shoal: {e}\n{}", self.shoal.log()),
+        }
+    }
+
+    /// Rows of every physical ledger table, counted on the backends themselves.
+    async fn ledger_rows_on_backends(&self) -> i64 {
+        let mut total = 0;
+        for (server, first) in [(0usize, 0usize), (1, 4)] {
+            for (k, db) in DBS.iter().enumerate() {
+                let mut b = Conn::new(self.cluster.opts(server, Some(db)))
+                    .await
+                    .unwrap();
+                for t in [first + 2 * k, first + 2 * k + 1] {
+                    let n: Option<i64> = b
+                        .query_first(format!("SELECT COUNT(*) FROM ledger_{t:02}"))
+                        .await
+                        .unwrap_or_else(|e| panic!("ledger_{t:02} on {db}@{server}: {e}"));
+                    total += n.unwrap_or(0);
+                }
+                b.disconnect().await.unwrap();
+            }
+        }
+        total
+    }
+}
+
+/// `SELECT COUNT(*) FROM ledger` through Shoal.
+async fn ledger_rows(c: &mut Conn) -> i64 {
+    let n: Option<i64> = c
+        .query_first("SELECT COUNT(*) FROM ledger")
+        .await
+        .expect("count ledger");
+    n.expect("a count")
+}
+
+/// The first column of every row.
+async fn names(c: &mut Conn, sql: &str) -> BTreeSet<String> {
+    let rows: Vec<Row> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows.into_iter()
+        .map(|r| r.get::<String, _>(0).expect("a name"))
+        .collect()
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+/// Schema reflection as Alembic's autogenerate (SQLAlchemy's MySQL dialect) runs it: the
+/// tables SHOW FULL TABLES lists, then SHOW CREATE TABLE of each. Only logical tables are
+/// listed, each definition names its logical table, and the physical names are refused as
+/// tables that do not exist, whatever the statement: no physical table is dropped or changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_sees_only_logical_tables_and_physical_names_are_unreachable() {
+    let s = Setup::start().await;
+    let mut c = s.client().await;
+
+    for sql in [
+        "SHOW FULL TABLES",
+        "SHOW FULL TABLES FROM shop",
+        "SHOW TABLES",
+    ] {
+        assert_eq!(names(&mut c, sql).await, set(&LOGICAL), "{sql}");
+    }
+    assert_eq!(
+        names(&mut c, "SHOW TABLES LIKE 'ledger%'").await,
+        set(&["ledger", "ledger_99"])
+    );
+    // SHOW TABLE STATUS is the default datanode's answer (see docs/security.md): without the
+    // physical tables placed there.
+    for sql in [
+        "SHOW TABLE STATUS",
+        "/* c */ SHOW TABLE STATUS FROM shop",
+        "SHOW TABLE STATUS LIKE 'ledger%'",
+    ] {
+        let listed = names(&mut c, sql).await;
+        assert!(listed.is_subset(&set(&LOGICAL)), "{sql}: {listed:?}");
+        assert!(listed.contains("ledger_99"), "{sql}: {listed:?}");
+    }
+    let (code, _, _) = server_error(c.query_drop("SHOW TABLE STATUS FROM a").await);
+    assert_eq!(code, 1049);
+    let full: Vec<(String, String)> = c.query("SHOW FULL TABLES").await.unwrap();
+    assert!(
+        full.iter().all(|(_, kind)| kind == "BASE TABLE"),
+        "{full:?}"
+    );
+    for (table, _) in &full {
+        let row: Option<(String, String)> = c
+            .query_first(format!("SHOW CREATE TABLE `{table}`"))
+            .await
+            .unwrap_or_else(|e| panic!("SHOW CREATE TABLE {table}: {e}\n{}", s.shoal.log()));
+        let (name, ddl) = row.expect("one row");
+        assert_eq!(&name, table);
+        assert!(
+            ddl.starts_with(&format!("CREATE TABLE `{table}` (")),
+            "SHOW CREATE TABLE {table}: {ddl}"
+        );
+    }
+
+    let before = ledger_rows(&mut c).await;
+    assert_eq!(before, 16);
+    assert_eq!(s.ledger_rows_on_backends().await, 16);
+
+    for (sql, table) in [
+        ("DROP TABLE ledger_00", "ledger_00"),
+        ("DROP TABLE shop.ledger_01", "ledger_01"),
+        ("DROP TABLE IF EXISTS ledger_02", "ledger_02"),
+        ("ALTER TABLE ledger_00 ADD COLUMN x INT", "ledger_00"),
+        ("TRUNCATE TABLE ledger_03", "ledger_03"),
+        ("RENAME TABLE ledger_00 TO gone", "ledger_00"),
+        ("SELECT * FROM ledger_00", "ledger_00"),
+        ("SELECT COUNT(*) FROM `LEDGER_05`", "LEDGER_05"),
+        (
+            "INSERT INTO ledger_00 (id, day, amount) VALUES (100, '2024-01-01', 1)",
+            "ledger_00",
+        ),
+        ("UPDATE ledger_04 SET amount = 0", "ledger_04"),
+        ("DELETE FROM ledger_06", "ledger_06"),
+        ("SHOW CREATE TABLE ledger_00", "ledger_00"),
+        ("SHOW COLUMNS FROM ledger_07", "ledger_07"),
+        ("SHOW INDEX FROM ledger_01", "ledger_01"),
+        ("DESCRIBE ledger_00", "ledger_00"),
+        ("CREATE VIEW v AS SELECT * FROM ledger_00", "ledger_00"),
+    ] {
+        let (code, _, message) = server_error(c.query_drop(sql).await);
+        assert_eq!(
+            (code, message.as_str()),
+            (1146, format!("Table 'shop.{table}' doesn't exist").as_str()),
+            "{sql}"
+        );
+        // The session goes on.
+        assert_eq!(ledger_rows(&mut c).await, before, "after {sql}");
+    }
+    assert_eq!(ledger_rows(&mut c).await, before);
+    assert_eq!(s.ledger_rows_on_backends().await, before);
+
+    // The logical table and an unlisted one with a look-alike name still work.
+    c.query_drop("INSERT INTO ledger_99 VALUES (1)")
+        .await
+        .unwrap();
+    let n: Option<i64> = c
+        .query_first("SELECT COUNT(*) FROM ledger_99")
+        .await
+        .unwrap();
+    assert_eq!(n, Some(1));
+    c.disconnect().await.unwrap();
+}
+
+/// A user allowed only `shop` reaches nothing else of the backends: not the servers' own
+/// schemas (accounts and password hashes, threads), not the datanodes' databases nor another
+/// logical schema, not `information_schema` rows that list them, not a backend host's files,
+/// and not the servers' global state. Each is refused and the session goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_reaches_only_its_logical_schemas() {
+    let s = Setup::start().await;
+    let mut c = s.client().await;
+    let max_connections = |s: &Setup| {
+        let opts = s.cluster.opts(0, None);
+        async move {
+            let mut b = Conn::new(opts).await.unwrap();
+            let v: Option<i64> = b
+                .query_first("SELECT @@global.max_connections")
+                .await
+                .unwrap();
+            b.disconnect().await.unwrap();
+            v.unwrap()
+        }
+    };
+    let before = max_connections(&s).await;
+
+    for (sql, code) in [
+        (
+            "SELECT user, host, authentication_string FROM mysql.user",
+            1044,
+        ),
+        ("SELECT * FROM mysql.db", 1044),
+        (
+            "SELECT id FROM orders WHERE user_id = 1 AND id IN (SELECT 1 FROM mysql.user)",
+            1044,
+        ),
+        ("SELECT * FROM performance_schema.threads", 1044),
+        ("SELECT * FROM sys.session", 1044),
+        ("SELECT * FROM a.orders", 1049),
+        ("SELECT * FROM b.ledger_02", 1049),
+        ("SHOW TABLES FROM a", 1049),
+        ("SHOW CREATE TABLE a.orders", 1049),
+        ("SELECT * FROM crm.anything", 1044),
+        ("SHOW TABLES FROM crm", 1044),
+        ("USE crm", 1044),
+        ("USE a", 1049),
+        ("SELECT * FROM information_schema.SCHEMATA", 1235),
+        (
+            "SELECT table_name FROM information_schema.TABLES WHERE table_schema = 'a'",
+            1235,
+        ),
+        ("SELECT * FROM information_schema.PROCESSLIST", 1235),
+        ("SELECT * FROM information_schema.USER_PRIVILEGES", 1235),
+        ("SELECT LOAD_FILE('/etc/passwd')", 1235),
+        ("SET @@session.sql_mode = LOAD_FILE('/etc/passwd')", 1235),
+        ("SELECT 1 INTO OUTFILE '/tmp/shoal-namespace-x'", 1235),
+        ("SELECT 'x' INTO DUMPFILE '/tmp/shoal-namespace-y'", 1235),
+        ("LOAD DATA INFILE '/etc/passwd' INTO TABLE notes", 1235),
+        ("SET GLOBAL max_connections = 7", 1235),
+        ("SET @@global.max_connections = 7", 1235),
+        ("SET GLOBAL TRANSACTION ISOLATION LEVEL SERIALIZABLE", 1235),
+        ("FLUSH TABLES", 1235),
+        ("FLUSH PRIVILEGES", 1235),
+        ("SHUTDOWN", 1235),
+        (
+            "CREATE SERVER s FOREIGN DATA WRAPPER mysql OPTIONS (HOST 'x')",
+            1235,
+        ),
+        ("INSTALL SONAME 'ha_blackhole'", 1235),
+        ("GRANT ALL ON *.* TO 'app'@'%'", 1235),
+        ("CREATE USER intruder IDENTIFIED BY 'x'", 1235),
+    ] {
+        let (got, _, message) = server_error(c.query_drop(sql).await);
+        assert_eq!(got, code, "{sql}: {message}");
+        if code == 1044 {
+            assert!(
+                message.starts_with("Access denied for user 'app'@"),
+                "{sql}: {message}"
+            );
+        }
+        let one: Option<i64> = c.query_first("SELECT COUNT(*) FROM orders").await.unwrap();
+        assert_eq!(one, Some(3), "the session serves after {sql}");
+    }
+    assert!(!std::path::Path::new("/tmp/shoal-namespace-x").exists());
+    assert_eq!(max_connections(&s).await, before);
+    let db: Option<String> = c.query_first("SELECT DATABASE()").await.unwrap();
+    assert_eq!(db.as_deref(), Some("shop"));
+
+    // Server-level information_schema tables name no database, table or account: they pass.
+    let n: Option<i64> = c
+        .query_first("SELECT COUNT(*) FROM information_schema.COLLATIONS WHERE character_set_name = 'utf8mb4'")
+        .await
+        .unwrap();
+    assert!(n.unwrap() > 0);
+    // A user allowed `crm` reaches it.
+    let mut ops = Conn::new(s.shoal.opts_as("ops", "ops-secret", Some("shop")))
+        .await
+        .unwrap();
+    ops.query_drop("USE crm").await.unwrap();
+    ops.disconnect().await.unwrap();
+    c.disconnect().await.unwrap();
+}
+
+/// DBeaver prefixes every metadata statement with `/* ApplicationName=DBeaver ... - Metadata
+/// */`; other tools use line comments. The answer is the one without the comment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leading_comment_does_not_change_how_a_statement_is_read() {
+    let s = Setup::start().await;
+    let mut c = s.client().await;
+    for sql in [
+        "SHOW ENGINES",
+        "SHOW CHARSET",
+        "SHOW CHARACTER SET",
+        "SHOW COLLATION",
+        "SHOW VARIABLES LIKE 'character_set%'",
+        "SHOW SESSION VARIABLES LIKE 'sql_mode'",
+        "SHOW CREATE TABLE shop.ledger",
+        "SHOW CREATE TABLE ledger",
+        "SHOW FULL TABLES",
+    ] {
+        let plain: Vec<Row> = c
+            .query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}\n{}", s.shoal.log()));
+        let plain: Vec<Vec<mysql_async::Value>> = plain.into_iter().map(Row::unwrap).collect();
+        assert!(!plain.is_empty(), "{sql}");
+        for prefix in [
+            "/* ApplicationName=DBeaver 24.0.0 - Metadata */ ",
+            "-- a comment\n",
+            "# a comment\n",
+        ] {
+            let with = format!("{prefix}{sql}");
+            let rows: Vec<Row> = c
+                .query(&with)
+                .await
+                .unwrap_or_else(|e| panic!("{with}: {e}\n{}", s.shoal.log()));
+            let rows: Vec<Vec<mysql_async::Value>> = rows.into_iter().map(Row::unwrap).collect();
+            assert_eq!(rows, plain, "{with}");
+        }
+    }
+    let row: Option<(String, String)> = c
+        .query_first(
+            "/* ApplicationName=DBeaver 24.0.0 - Metadata */ SHOW CREATE TABLE shop.ledger",
+        )
+        .await
+        .unwrap();
+    let (name, ddl) = row.unwrap();
+    assert_eq!(name, "ledger");
+    assert!(ddl.starts_with("CREATE TABLE `ledger` ("), "{ddl}");
+    // Session statements behind comments.
+    for sql in [
+        "/* c */ SET NAMES utf8mb4",
+        "-- c\nUSE shop",
+        "# c\nBEGIN",
+        "/* c */ COMMIT",
+        "/* c */ SET GLOBAL max_connections = 7",
+    ] {
+        let r = c.query_drop(sql).await;
+        if sql.contains("GLOBAL") {
+            assert_eq!(server_error(r).0, 1235, "{sql}");
+        } else {
+            r.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+    }
+    c.disconnect().await.unwrap();
+}
