@@ -479,7 +479,22 @@ impl Session {
             Err(e) => RoutePlan::Refuse(e.clone()),
         };
         let mut plan = route(&[]);
-        for stand_in in [ParamValue::Int(0), ParamValue::Str("0".into())] {
+        // `0` and `'0'` suit most rules; a date rule (or a range or list without a default)
+        // places neither, so each configured rule's own sample value is tried too.
+        let mut stand_ins = vec![ParamValue::Int(0), ParamValue::Str("0".into())];
+        if params > 0 && matches!(plan, RoutePlan::Refuse(_)) {
+            for schema in routing.router.topology().schemas.values() {
+                for t in schema.tables.values() {
+                    if let shoal_router::topology::TableDef::Sharded(t) = t
+                        && let Some(v) = t.rule.sample_value()
+                        && !stand_ins.contains(&v)
+                    {
+                        stand_ins.push(v);
+                    }
+                }
+            }
+        }
+        for stand_in in stand_ins {
             if !matches!(plan, RoutePlan::Refuse(_)) {
                 break;
             }
