@@ -554,6 +554,7 @@ impl Session {
                     .await?
                     .1;
                 defs.truncate(defs.len().saturating_sub(hidden));
+                routing.names.rename_all(target.datanode, &mut defs);
                 defs
             }
             None => local_columns,
@@ -749,7 +750,12 @@ impl Session {
                     self.conns.retry_read = retry && attempt == 0;
                     self.conns.held[i].conn.io.write_packet(&mut 0, &p);
                     let out = self
-                        .relay_from(i, Expect::Results { binary: true }, reply_seq)
+                        .relay_from(
+                            i,
+                            Expect::Results { binary: true },
+                            reply_seq,
+                            Some((&routing.names, t.datanode)),
+                        )
                         .await;
                     // The server sets the sent types up before anything can fail; should an
                     // error come from before that all the same, the next execute sends them.

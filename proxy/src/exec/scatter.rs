@@ -172,8 +172,11 @@ impl Session {
                 return Err(e);
             }
         };
-        // Header: the visible columns, as the first shard described them.
+        // Header: the visible columns, as the first shard described them, in logical names.
         let visible = merger.visible_columns();
+        routing
+            .names
+            .rename_all(targets[0].datanode, &mut columns[0][..visible]);
         let mut out = ResultSetWriter::start(
             &mut self.client,
             reply_seq,
