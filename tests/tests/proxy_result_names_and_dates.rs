@@ -159,6 +159,10 @@ async fn result_columns_carry_logical_names() {
         "SELECT id, msg FROM logs ORDER BY id",
         "SELECT l.lvl, COUNT(*) AS n FROM logs AS l GROUP BY l.lvl ORDER BY n DESC, l.lvl",
         "SELECT logs.id, logs.lvl FROM logs WHERE logs.id IN (1, 2, 7) ORDER BY logs.id",
+        // Select-list aliases in GROUP BY / HAVING / ORDER BY across shards (class 3).
+        "SELECT UPPER(lvl) AS ul, COUNT(*) FROM logs GROUP BY ul ORDER BY ul",
+        "SELECT id % 3 AS m3, COUNT(*) AS n FROM logs GROUP BY m3 HAVING m3 > 0 ORDER BY m3 DESC",
+        "SELECT LENGTH(lvl) AS lvl, MIN(id) AS lo FROM logs GROUP BY lvl ORDER BY lvl, lo",
         // An unlisted table on the default datanode.
         "SELECT notes.id, body FROM notes",
     ];
