@@ -203,6 +203,8 @@ pub struct Routing {
     pub admission: crate::exec::admission::Admission,
     /// Declared collations of physical columns, for merging strings.
     pub collations: crate::exec::collations::Collations,
+    /// Logical names of physical databases and tables, for result column definitions.
+    pub names: crate::exec::logical_names::LogicalNames,
 }
 
 impl std::fmt::Debug for Routing {

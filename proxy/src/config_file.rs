@@ -196,6 +196,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
                  session can need, on the tightest datahost)"
             );
             Some(Arc::new(Routing {
+                names: crate::exec::logical_names::LogicalNames::new(&topology),
                 router: Arc::new(Router::new(topology.clone())),
                 topology,
                 hosts,

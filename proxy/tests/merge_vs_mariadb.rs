@@ -513,6 +513,20 @@ async fn router_plans_merge_like_mariadb() {
         "SELECT grp, COUNT(*) AS c FROM t GROUP BY grp HAVING c BETWEEN 10 AND 11 ORDER BY grp",
         // A group of names is named by MIN(id): its spelling ('Éclair' or 'eclair') is any row's.
         "SELECT MIN(id), SUM(amount) FROM t GROUP BY name HAVING SUM(amount) NOT BETWEEN -50 AND 50",
+        // Select-list aliases in GROUP BY, HAVING and ORDER BY (issue 22): each shard resolves
+        // a GROUP BY name itself (a table column first, then an alias), the merge groups by
+        // the value the shard grouped by.
+        "SELECT MONTH(d) AS mo, COUNT(*) FROM t GROUP BY mo ORDER BY mo",
+        "SELECT UPPER(grp) AS ug, COUNT(*) FROM t GROUP BY ug ORDER BY ug DESC",
+        "SELECT id % 5 AS m5, COUNT(*), AVG(amount) AS a FROM t GROUP BY m5 ORDER BY a DESC, m5",
+        "SELECT id % 5 AS m5, COUNT(*) AS n FROM t GROUP BY m5 HAVING m5 > 1 AND n > 7",
+        "SELECT id % 5 AS m5, COUNT(*) FROM t GROUP BY m5 ORDER BY id % 5 DESC",
+        "SELECT id % 5 AS m5, MIN(id) FROM t GROUP BY m5 ORDER BY 2 DESC, 1",
+        "SELECT grp AS g, COUNT(*), MAX(id) FROM t GROUP BY g ORDER BY g",
+        // An alias shadowing a column: GROUP BY and HAVING take the column, ORDER BY the alias.
+        "SELECT grp IS NULL AS grp, COUNT(*), MIN(id) AS lo FROM t GROUP BY grp ORDER BY grp, lo",
+        "SELECT grp IS NULL AS grp, MIN(id) AS lo FROM t GROUP BY grp HAVING grp > 'a' ORDER BY lo",
+        "SELECT -id AS id, name FROM t ORDER BY id LIMIT 5",
     ];
     let mut checked = 0;
     for p in [Protocol::Text, Protocol::Binary] {

@@ -19,6 +19,7 @@ pub mod collations;
 pub mod connset;
 pub use prepared::Statements;
 mod local;
+pub mod logical_names;
 mod metadata;
 pub(crate) mod prepared;
 mod reader;
@@ -661,20 +662,37 @@ impl Session {
             None => h.conn.io.write_raw(self.client.frame()),
             Some(s) => h.conn.io.write_command(COM_QUERY, s.as_bytes()),
         }
-        self.relay_from(i, expect, reply_seq).await
+        self.relay_from(i, expect, reply_seq, Some((&routing.names, dn)))
+            .await
     }
 
     /// Flushes what was written to held connection `i` and relays its response.
+    /// Result column definitions name `names`' logical schema and tables of the datanode given.
     pub(super) async fn relay_from(
         &mut self,
         i: usize,
         expect: Expect,
         reply_seq: u8,
+        names: Option<(&logical_names::LogicalNames, DatanodeId)>,
     ) -> Result<Option<Outcome>> {
         let h = &mut self.conns.held[i];
         let mut seq = reply_seq;
+        let rename = names.map(|(n, dn)| move |d: &[u8], out: &mut Vec<u8>| n.rename(dn, d, out));
+        let rename = rename
+            .as_ref()
+            .map(|r| r as crate::session::relay::RenameColumn<'_>);
         let result = match h.conn.io.flush().await {
-            Ok(()) => relay(&mut h.conn, &mut self.client, self.caps, expect, &mut seq).await,
+            Ok(()) => {
+                relay(
+                    &mut h.conn,
+                    &mut self.client,
+                    self.caps,
+                    expect,
+                    &mut seq,
+                    rename,
+                )
+                .await
+            }
             Err(e) => Err(Error::BackendIo(e)),
         };
         // No `last_used` stamp here: the pool stamps a connection when it is given back, the

@@ -484,7 +484,22 @@ impl Session {
             (Err(e), _) => RoutePlan::Refuse(e.clone()),
         };
         let mut plan = route(&[]);
-        for stand_in in [ParamValue::Int(0), ParamValue::Str("0".into())] {
+        // `0` and `'0'` suit most rules; a date rule (or a range or list without a default)
+        // places neither, so each configured rule's own sample value is tried too.
+        let mut stand_ins = vec![ParamValue::Int(0), ParamValue::Str("0".into())];
+        if params > 0 && matches!(plan, RoutePlan::Refuse(_)) {
+            for schema in routing.router.topology().schemas.values() {
+                for t in schema.tables.values() {
+                    if let shoal_router::topology::TableDef::Sharded(t) = t
+                        && let Some(v) = t.rule.sample_value()
+                        && !stand_ins.contains(&v)
+                    {
+                        stand_ins.push(v);
+                    }
+                }
+            }
+        }
+        for stand_in in stand_ins {
             if !matches!(plan, RoutePlan::Refuse(_)) {
                 break;
             }
@@ -544,6 +559,7 @@ impl Session {
                     .await?
                     .1;
                 defs.truncate(defs.len().saturating_sub(hidden));
+                routing.names.rename_all(target.datanode, &mut defs);
                 defs
             }
             None => local_columns,
@@ -739,7 +755,12 @@ impl Session {
                     self.conns.retry_read = retry && attempt == 0;
                     self.conns.held[i].conn.io.write_packet(&mut 0, &p);
                     let out = self
-                        .relay_from(i, Expect::Results { binary: true }, reply_seq)
+                        .relay_from(
+                            i,
+                            Expect::Results { binary: true },
+                            reply_seq,
+                            Some((&routing.names, t.datanode)),
+                        )
                         .await;
                     // The server sets the sent types up before anything can fail; should an
                     // error come from before that all the same, the next execute sends them.

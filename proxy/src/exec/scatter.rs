@@ -145,7 +145,15 @@ impl Session {
             (Some(e), _) => Err(e),
             (None, Err(e)) => Err(e),
             (None, Ok(parsed)) => match merge_columns(&parsed) {
-                Some(merged) => {
+                Some(mut merged) => {
+                    // Renamed only now: the collations above were looked up under the
+                    // physical names the first shard gave.
+                    let mut out = Vec::new();
+                    for c in &mut merged {
+                        if routing.names.rename(targets[0].datanode, &c.raw, &mut out) {
+                            std::mem::swap(&mut c.raw, &mut out);
+                        }
+                    }
                     let protocol = if binary {
                         Protocol::Binary
                     } else {
@@ -170,7 +178,7 @@ impl Session {
                 return Err(e);
             }
         };
-        // Header: the visible columns, as the shards' definitions merge.
+        // Header: the visible columns, as the shards' definitions merge, in logical names.
         drop(columns);
         let visible = merger.visible_columns();
         let mut out = ResultSetWriter::start(

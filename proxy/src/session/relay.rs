@@ -38,14 +38,20 @@ pub struct Outcome {
     pub had_rows: bool,
 }
 
+/// Rewrites a column definition into the buffer given, `false` to forward it as it came.
+pub type RenameColumn<'a> = &'a (dyn Fn(&[u8], &mut Vec<u8>) -> bool + Sync);
+
 /// Forwards the response to the command just sent on `backend`. `seq` is set to the sequence
-/// id the next packet to the client must carry (for an error after a failure midway).
+/// id the next packet to the client must carry (for an error after a failure midway). Column
+/// definitions go through `rename` when given (logical names with the router; quick mode
+/// relays bytes).
 pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     backend: &mut BackendConn,
     client: &mut PacketStream<C>,
     client_caps: CapabilityFlags,
     expect: Expect,
     seq: &mut u8,
+    rename: Option<RenameColumn<'_>>,
 ) -> Result<Outcome> {
     let strip = backend.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK)
         && !client_caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK);
@@ -115,6 +121,12 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                 Event::PrepareOk { statement_id, .. } => {
                     out.prepared = Some(statement_id);
                     client.write_raw(backend.io.frame());
+                }
+                Event::ColumnDef(d)
+                    if !continuing && rename.is_some_and(|r| r(d, &mut scratch)) =>
+                {
+                    let mut s = h.seq;
+                    client.write_packet(&mut s, &scratch);
                 }
                 Event::ColumnDef(_)
                 | Event::ParamDef(_)

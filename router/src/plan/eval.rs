@@ -324,7 +324,11 @@ fn name_edits(d: &DmlT, topo: &Topology, dn: DatanodeId, shard_of_group: &[usize
                 }
                 RenameWhat::Database => topo.datanodes[dn].database.as_str(),
             };
-            Edit::text(r.tok, r.tok, rename_text(r, name))
+            let text = match &r.alias {
+                Some(a) => format!("{} AS {a}", rename_text(r, name)),
+                None => rename_text(r, name),
+            };
+            Edit::text(r.tok, r.tok, text)
         })
         .collect()
 }

@@ -72,6 +72,8 @@ struct Builder<'a> {
     hidden: Vec<Vec<Piece>>,
     /// Folds of hidden aggregate columns (`HAVING COUNT(*) > 1` without `COUNT(*)` selected).
     extra_folds: Vec<AggColumn>,
+    /// The merge column of each GROUP BY key, in GROUP BY order (HAVING names resolve to them).
+    group_keys: Vec<Column>,
     ctx: &'a Ctx<'a>,
 }
 
@@ -105,6 +107,7 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
         visible,
         hidden: Vec::new(),
         extra_folds: Vec::new(),
+        group_keys: Vec::new(),
         ctx,
     };
     // A HAVING without aggregates or GROUP BY filters rows (MySQL extension): it commutes with
@@ -155,13 +158,12 @@ pub(crate) fn plan(shape: &SelectShape, ctx: &Ctx) -> Result<ScatterT, RouterErr
                 _ => {}
             }
         }
-        let mut keys = Vec::new();
         for k in &shape.group_by {
-            // GROUP BY names resolve to table columns before select aliases (MySQL).
-            keys.push(b.key_column(k, "GROUP BY", false)?);
+            let key = b.group_key(k)?;
+            b.group_keys.push(key);
         }
         spec.aggregate = Some(Aggregation {
-            keys,
+            keys: b.group_keys.clone(),
             columns: columns_fold,
         });
     }
@@ -455,6 +457,59 @@ impl Builder<'_> {
         }
     }
 
+    /// The merge column a GROUP BY key groups by. MariaDB resolves a GROUP BY name to a column
+    /// of the FROM tables first and to a select-list alias only when no table has that column
+    /// (`find_order_in_list`); the router does not know the tables' columns. So a name that is
+    /// also the alias of another select item is left for each shard to resolve: the hidden
+    /// column `(SELECT name)` looks the name up in the same order (the outer query's tables,
+    /// then its select list), so it holds exactly the value the shard grouped by, whichever it
+    /// was (`GROUP BY y` with `YEAR(created) AS y`, or a column `y` the alias shadows).
+    fn group_key(&mut self, k: &KeyExpr) -> Result<Column, RouterError> {
+        if let KeyExpr::Column {
+            col,
+            first_tok: Some(a),
+            last_tok: Some(z),
+        } = k
+            && col.table.is_none()
+            && let Some(item) = self.shape.items.iter().find(|it| {
+                it.alias
+                    .as_deref()
+                    .is_some_and(|x| x.eq_ignore_ascii_case(&col.column))
+            })
+        {
+            match &item.kind {
+                // The alias names the very column: no ambiguity.
+                ItemKind::Column(c) if c.column.eq_ignore_ascii_case(&col.column) => {}
+                // MariaDB never groups on an aggregate: the name can only be a table column.
+                ItemKind::Aggregate { .. } => {}
+                _ => {
+                    return Ok(self.add_hidden(vec![
+                        Piece::Text("(SELECT ".into()),
+                        Piece::Tokens(*a, *z),
+                        Piece::Text(")".into()),
+                    ]));
+                }
+            }
+        }
+        self.key_column(k, "GROUP BY", false)
+    }
+
+    /// A HAVING operand's merge column. An unqualified name that GROUP BY also lists resolves
+    /// to that group key, as MariaDB's `resolve_ref_in_select_and_group` prefers the GROUP BY
+    /// field over a select alias of the same name; otherwise select aliases come first.
+    fn having_key(&mut self, k: &KeyExpr) -> Result<Column, RouterError> {
+        if let KeyExpr::Column { col, .. } = k
+            && col.table.is_none()
+            && let Some(j) = self.shape.group_by.iter().position(|g| {
+                matches!(g, KeyExpr::Column { col: g, .. } if g.column.eq_ignore_ascii_case(&col.column))
+            })
+            && let Some(&c) = self.group_keys.get(j)
+        {
+            return Ok(c);
+        }
+        self.key_column(k, "HAVING", true)
+    }
+
     fn having(&mut self, h: &HavingExpr) -> Result<HavingT, RouterError> {
         Ok(match h {
             HavingExpr::And(a, b) => {
@@ -490,7 +545,7 @@ impl Builder<'_> {
     fn operand(&mut self, o: &HavingOperand) -> Result<OperandT, RouterError> {
         match o {
             HavingOperand::Value(v) => Ok(OperandT::Value(v.clone())),
-            HavingOperand::Key(k) => Ok(OperandT::Column(self.key_column(k, "HAVING", true)?)),
+            HavingOperand::Key(k) => Ok(OperandT::Column(self.having_key(k)?)),
         }
     }
 }

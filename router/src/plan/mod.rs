@@ -20,6 +20,7 @@ mod router;
 pub mod sequence;
 
 pub use cache::CacheStats;
+pub(crate) use eval::shard_value as shard_value_of;
 pub use explain::{merge_steps, render, rows as explain_rows};
 pub use router::{PreparedRoute, Router};
 

@@ -74,6 +74,10 @@ pub(crate) struct RenameT {
     pub tok: u32,
     pub quoted: bool,
     pub what: RenameWhat,
+    /// ` AS <alias>` after the physical name: the logical name as written, so that the
+    /// statement's own qualifiers still resolve and MariaDB names result columns (`MIN(t.c)`)
+    /// and their `table` field with the logical name.
+    pub alias: Option<String>,
 }
 
 #[derive(Debug)]
@@ -571,6 +575,8 @@ fn renames(
             _ => None,
         }
     };
+    let all: Vec<usize> = (0..tables.len()).collect();
+    let aliased = logical_aliases(toks, sql, tables, dml, &all);
     for (i, t) in tables.iter().enumerate() {
         if let Some(names) = needs_physical(t) {
             let tok = t.r.name_tok.ok_or_else(|| {
@@ -581,6 +587,7 @@ fn renames(
                 tok,
                 quoted: quoted(tok),
                 what: RenameWhat::Physical { group, names },
+                alias: aliased[i].then(|| toks[tok as usize].text(sql).to_string()),
             });
         }
         if t.r.schema.is_some() && t.schema.is_some() {
@@ -594,12 +601,12 @@ fn renames(
                 tok,
                 quoted: quoted(tok),
                 what: RenameWhat::Database,
+                alias: None,
             });
         }
     }
     // Column qualifiers: `t.c` where t is a table name (not an alias) that gets renamed, and
     // `db.t.c`.
-    let all: Vec<usize> = (0..tables.len()).collect();
     for q in &dml.qualifiers {
         let col = ColRef {
             schema: q.schema.clone(),
@@ -611,6 +618,7 @@ fn renames(
         };
         let t = &tables[i];
         if t.r.alias.is_none()
+            && !aliased[i]
             && let Some(names) = needs_physical(t)
         {
             let tok = q.table_tok.ok_or_else(|| {
@@ -621,6 +629,7 @@ fn renames(
                 tok,
                 quoted: quoted(tok),
                 what: RenameWhat::Physical { group, names },
+                alias: None,
             });
         }
         if q.schema.is_some() && t.schema.is_some() {
@@ -631,6 +640,7 @@ fn renames(
                 tok,
                 quoted: quoted(tok),
                 what: RenameWhat::Database,
+                alias: None,
             });
         }
     }
@@ -638,6 +648,43 @@ fn renames(
     out.dedup_by_key(|r| r.tok);
     let _ = sql;
     Ok(out)
+}
+
+/// Which tables of a SELECT get their logical name as an alias where their physical name
+/// replaces it (`FROM logs` -> `FROM logs_00 AS logs`): those written without an alias, unless a
+/// `PARTITION (...)` clause follows the name (the alias would have to come after it) or a
+/// qualifier names the table with its schema (`shop.logs.c` cannot name an alias). Other
+/// statements return no result columns to name and keep renaming qualifiers.
+fn logical_aliases(
+    toks: &[Token],
+    sql: &str,
+    tables: &[Table],
+    dml: &Dml,
+    all: &[usize],
+) -> Vec<bool> {
+    let mut out: Vec<bool> = tables
+        .iter()
+        .map(|t| {
+            dml.kind == DmlKind::Select
+                && t.r.alias.is_none()
+                && t.r.name_tok.is_some_and(|n| {
+                    !toks
+                        .get(n as usize + 1)
+                        .is_some_and(|x| x.is_kw(sql, "PARTITION"))
+                })
+        })
+        .collect();
+    for q in dml.qualifiers.iter().filter(|q| q.schema.is_some()) {
+        let col = ColRef {
+            schema: q.schema.clone(),
+            table: Some(q.table.clone()),
+            column: String::new(),
+        };
+        if let Some(i) = placement::table_of_qualifier(tables, &col, all) {
+            out[i] = false;
+        }
+    }
+    out
 }
 
 /// Quote a replacement name like the token it replaces.

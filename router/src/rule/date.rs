@@ -190,6 +190,12 @@ impl DateRule {
         })
     }
 
+    /// The start date as `YYYY-MM-DD`: a value the rule places on its first shard.
+    pub(crate) fn start_text(&self) -> String {
+        let d = self.start;
+        format!("{:04}-{:02}-{:02}", d.year, d.month, d.day)
+    }
+
     /// Interval number of a date: 0 for the first interval, negative before the start.
     fn index(&self, d: Date) -> i64 {
         let units = match self.unit {

@@ -304,6 +304,30 @@ impl ShardRule {
         }
     }
 
+    /// A value this rule places on some shard: a stand-in where a statement must be planned
+    /// before its values are known (a prepared INSERT's metadata is read at PREPARE, where a
+    /// date rule refuses `0`). `None` when none of the candidates is placed.
+    pub fn sample_value(&self) -> Option<crate::sql::stmt::Literal> {
+        use crate::sql::stmt::Literal;
+        let mut candidates = vec![Literal::Int(0), Literal::Str("0".into())];
+        match &self.kind {
+            Kind::Date(d) => candidates.insert(0, Literal::Str(d.start_text())),
+            Kind::Range(r) => candidates.extend(r.first_value().map(Literal::Int)),
+            Kind::List(list::ListRule::Integer { map, .. }) => {
+                candidates.extend(map.keys().next().map(|&k| Literal::Int(k)))
+            }
+            // Keys are collation keys, which the same collation places where their values go.
+            Kind::List(list::ListRule::String { map, .. }) => {
+                candidates.extend(map.keys().next().map(|k| Literal::Str(k.clone())))
+            }
+            _ => {}
+        }
+        candidates.push(Literal::Null);
+        candidates
+            .into_iter()
+            .find(|c| self.route(&crate::plan::shard_value_of(c)).is_ok())
+    }
+
     /// Whether MariaDB compares the key column with numbers (every rule but string keys and
     /// dates).
     pub fn compares_numerically(&self) -> bool {

@@ -33,6 +33,11 @@ fn bound(v: &Option<Scalar>, key: String) -> Result<Option<i128>, ParamIssue> {
 }
 
 impl RangeRule {
+    /// The lowest value of the first range, if it has one.
+    pub(crate) fn first_value(&self) -> Option<i128> {
+        self.entries.first().map(|e| e.first)
+    }
+
     pub(crate) fn compile(cfg: &RuleConfig, key: KeyType) -> Result<RangeRule, ParamIssue> {
         let Some(ranges) = &cfg.ranges else {
             return Err(ParamIssue::at("ranges", "a range rule needs `ranges`"));

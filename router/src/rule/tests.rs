@@ -626,3 +626,31 @@ fn doubles_compare_as_doubles() {
         g.route_range(Unbounded, Included(&Int(99)))
     );
 }
+
+/// Every kind of rule offers a value it places (a prepared INSERT's PREPARE plans with it),
+/// including those that place neither `0` nor `'0'`.
+#[test]
+fn sample_values_are_placed() {
+    use crate::sql::stmt::Literal;
+    let date = rule(
+        "{name: d, algorithm: date, start: 2024-01-01, unit: month, interval: 3}",
+        4,
+    );
+    assert_eq!(date.sample_value(), Some(Literal::Str("2024-01-01".into())));
+    let range = rule(
+        "{name: r, algorithm: range, ranges: [{from: 1000, to: 2000, shard: 0}, {from: 2000, shard: 1}]}",
+        2,
+    );
+    assert_eq!(range.sample_value(), Some(Literal::Int(1000)));
+    let list = rule(
+        "{name: l, algorithm: list, values: [{shard: 0, values: [paris]}, {shard: 1, values: [rome]}]}",
+        2,
+    );
+    let v = list.sample_value().expect("a listed value");
+    assert!(
+        list.route(&crate::plan::shard_value_of(&v)).is_ok(),
+        "{v:?}"
+    );
+    let m = rule("{name: m, algorithm: mod}", 4);
+    assert_eq!(m.sample_value(), Some(Literal::Int(0)));
+}

@@ -1,0 +1,190 @@
+//! Result column definitions in logical names. A datanode describes each column with its
+//! physical database (`schema`, e.g. `shop_1`) and table (`org_table`, e.g. `logs_00`, and
+//! `table` where the statement gave the table no alias); the client knows only the logical
+//! schema and table. Only column-definition packets are rewritten, never rows; a definition
+//! that names nothing physical is forwarded as it came.
+
+use std::collections::HashMap;
+
+use shoal_router::topology::{DatanodeId, TableDef, Topology};
+
+use crate::wire::messages::{put_lenenc_bytes, read_lenenc_bytes};
+
+/// Physical names of one datanode and their logical names.
+#[derive(Debug, Default)]
+struct Datanode {
+    database: String,
+    /// The schema whose unlisted tables live here, if any.
+    default_schema: Option<String>,
+    /// Physical table (lower-case) -> (logical schema, logical table).
+    tables: HashMap<String, (String, String)>,
+}
+
+/// Logical names of every datanode's physical ones, built once per topology.
+#[derive(Debug, Default)]
+pub struct LogicalNames {
+    datanodes: Vec<Datanode>,
+}
+
+impl LogicalNames {
+    pub fn new(topo: &Topology) -> Self {
+        let mut datanodes: Vec<Datanode> = topo
+            .datanodes
+            .iter()
+            .map(|d| Datanode {
+                database: d.database.clone(),
+                ..Default::default()
+            })
+            .collect();
+        // Sorted, so that a datanode shared by several schemas names one the same every run.
+        let mut schemas: Vec<_> = topo.schemas.values().collect();
+        schemas.sort_by(|a, b| a.name.cmp(&b.name));
+        for s in schemas {
+            if let Some(dn) = s.default_datanode
+                && let Some(d) = datanodes.get_mut(dn)
+            {
+                d.default_schema.get_or_insert_with(|| s.name.clone());
+            }
+            for t in s.tables.values() {
+                let mut add = |dn: DatanodeId, physical: &str, logical: &str| {
+                    if let Some(d) = datanodes.get_mut(dn) {
+                        d.tables
+                            .entry(physical.to_lowercase())
+                            .or_insert_with(|| (s.name.clone(), logical.to_string()));
+                    }
+                };
+                match t {
+                    TableDef::Sharded(t) => {
+                        for sh in &t.shards {
+                            add(sh.datanode, &sh.physical_table, &t.name);
+                        }
+                    }
+                    TableDef::Child(t) => {
+                        for sh in &t.shards {
+                            add(sh.datanode, &sh.physical_table, &t.name);
+                        }
+                    }
+                    TableDef::Global(t) => {
+                        for &dn in &t.datanodes {
+                            add(dn, &t.name, &t.name);
+                        }
+                    }
+                }
+            }
+        }
+        LogicalNames { datanodes }
+    }
+
+    /// Writes into `out` column definition `def` from datanode `dn` with its schema, `table`
+    /// and `org_table` in logical names. `false` (and `out` untouched) when it names nothing
+    /// of `dn` (an expression, another database's table): forward `def` as it is.
+    pub fn rename(&self, dn: DatanodeId, def: &[u8], out: &mut Vec<u8>) -> bool {
+        let Some(d) = self.datanodes.get(dn) else {
+            return false;
+        };
+        let mut b = def;
+        // catalog, schema, table, org_table, name, org_name
+        let mut f = [&[][..]; 6];
+        for x in &mut f {
+            match read_lenenc_bytes(&mut b) {
+                Some(v) => *x = v,
+                None => return false,
+            }
+        }
+        if f[1] != d.database.as_bytes() {
+            return false;
+        }
+        let known = std::str::from_utf8(f[3])
+            .ok()
+            .and_then(|t| d.tables.get(&t.to_lowercase()));
+        let (schema, table) = match known {
+            Some((s, t)) => (s.as_bytes(), Some(t.as_bytes())),
+            None => match &d.default_schema {
+                Some(s) => (s.as_bytes(), None),
+                None => return false,
+            },
+        };
+        out.clear();
+        out.reserve(def.len() + 8);
+        put_lenenc_bytes(out, f[0]);
+        put_lenenc_bytes(out, schema);
+        // `table` is the alias the statement gave, or the physical name when it gave none.
+        match table {
+            Some(t) if f[2] == f[3] => put_lenenc_bytes(out, t),
+            _ => put_lenenc_bytes(out, f[2]),
+        }
+        put_lenenc_bytes(out, table.unwrap_or(f[3]));
+        put_lenenc_bytes(out, f[4]);
+        put_lenenc_bytes(out, f[5]);
+        out.extend_from_slice(b);
+        true
+    }
+
+    /// `defs` (column definitions from datanode `dn`) renamed in place.
+    pub fn rename_all(&self, dn: DatanodeId, defs: &mut [Vec<u8>]) {
+        let mut out = Vec::new();
+        for d in defs {
+            if self.rename(dn, d, &mut out) {
+                std::mem::swap(d, &mut out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(fields: [&str; 6]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for f in fields {
+            put_lenenc_bytes(&mut out, f.as_bytes());
+        }
+        out.extend_from_slice(&[0x0c, 45, 0, 40, 0, 0, 0, 253, 0, 0, 0, 0, 0]);
+        out
+    }
+
+    fn names() -> LogicalNames {
+        let yaml = "users:\n  - { name: app, password: app, schemas: [shop] }\n\
+            datahosts:\n  - name: dh1\n    primary: { address: 127.0.0.1:3307, user: u, password: p }\n\
+            datanodes:\n  - { name: dn$1-2, datahost: dh1, database: shop_$1-2 }\n\
+            rules:\n  - { name: by_id, algorithm: mod }\n\
+            schemas:\n  - name: shop\n    default_datanode: dn1\n    tables:\n\
+            \x20     - { name: logs, type: sharded, shard_key: id, rule: by_id, datanodes: dn$1-2, \
+            tables_per_datanode: 2, physical_name: \"logs_{index:02}\" }\n";
+        let cfg = shoal_router::config::Config::from_yaml_str(yaml).unwrap();
+        LogicalNames::new(&Topology::build(&cfg).unwrap())
+    }
+
+    #[test]
+    fn physical_schema_and_table_become_logical() {
+        let n = names();
+        let mut out = Vec::new();
+        let d = def(["def", "shop_2", "logs_03", "logs_03", "msg", "msg"]);
+        assert!(n.rename(1, &d, &mut out));
+        assert_eq!(out, def(["def", "shop", "logs", "logs", "msg", "msg"]));
+        // An alias stays; the table behind it is named logically.
+        let d = def(["def", "shop_1", "l", "logs_00", "MIN(l.msg)", ""]);
+        assert!(n.rename(0, &d, &mut out));
+        assert_eq!(out, def(["def", "shop", "l", "logs", "MIN(l.msg)", ""]));
+        // An unlisted table on the default datanode: the schema only.
+        let d = def(["def", "shop_1", "notes", "notes", "id", "id"]);
+        assert!(n.rename(0, &d, &mut out));
+        assert_eq!(out, def(["def", "shop", "notes", "notes", "id", "id"]));
+    }
+
+    #[test]
+    fn expressions_and_other_databases_are_left_alone() {
+        let n = names();
+        let mut out = Vec::new();
+        assert!(!n.rename(0, &def(["def", "", "", "", "1 + 1", ""]), &mut out));
+        assert!(!n.rename(
+            0,
+            &def(["def", "mysql", "user", "user", "User", "User"]),
+            &mut out
+        ));
+        // dn2 has no default schema: an unknown table there is not named.
+        assert!(!n.rename(1, &def(["def", "shop_2", "x", "x", "a", "a"]), &mut out));
+        assert!(out.is_empty());
+    }
+}
