@@ -203,6 +203,8 @@ pub struct Routing {
     pub admission: crate::exec::admission::Admission,
     /// Declared collations of physical columns, for merging strings.
     pub collations: crate::exec::collations::Collations,
+    /// Physical names backend errors are rewritten from (computed once per topology).
+    pub names: crate::exec::logical_errors::LogicalNames,
 }
 
 impl std::fmt::Debug for Routing {

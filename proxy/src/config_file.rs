@@ -197,6 +197,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
             );
             Some(Arc::new(Routing {
                 router: Arc::new(Router::new(topology.clone())),
+                names: crate::exec::logical_errors::LogicalNames::new(&topology),
                 topology,
                 hosts,
                 replicas,

@@ -19,6 +19,7 @@ pub mod collations;
 pub mod connset;
 pub use prepared::Statements;
 mod local;
+pub mod logical_errors;
 mod metadata;
 pub(crate) mod prepared;
 mod reader;
@@ -168,7 +169,8 @@ impl Session {
         // Connections the pools want back are released by the command loop before the next
         // read (`release_wanted`), not here as well.
         self.settle_admission();
-        result
+        // A backend's error, or Shoal's own wrapping one, names physical databases and tables.
+        result.map_err(|e| routing.names.error(e, self.logical.as_deref()))
     }
 
     /// A COM_QUERY: plan it, then run the plan.
@@ -590,8 +592,24 @@ impl Session {
     ) -> Result<Option<Outcome>> {
         let h = &mut self.conns.held[i];
         let mut seq = reply_seq;
+        let names = self
+            .shared
+            .config
+            .routing
+            .as_ref()
+            .map(|r| (&r.names, self.logical.as_deref()));
         let result = match h.conn.io.flush().await {
-            Ok(()) => relay(&mut h.conn, &mut self.client, self.caps, expect, &mut seq).await,
+            Ok(()) => {
+                relay(
+                    &mut h.conn,
+                    &mut self.client,
+                    self.caps,
+                    expect,
+                    &mut seq,
+                    names,
+                )
+                .await
+            }
             Err(e) => Err(Error::BackendIo(e)),
         };
         // No `last_used` stamp here: the pool stamps a connection when it is given back, the

@@ -833,7 +833,17 @@ impl Session {
         backend.io.write_raw(self.client.frame());
         let mut seq = reply_seq;
         let result = match backend.io.flush().await {
-            Ok(()) => relay(&mut backend, &mut self.client, self.caps, expect, &mut seq).await,
+            Ok(()) => {
+                relay(
+                    &mut backend,
+                    &mut self.client,
+                    self.caps,
+                    expect,
+                    &mut seq,
+                    None,
+                )
+                .await
+            }
             Err(e) => Err(Error::BackendIo(e)),
         };
         backend.last_used = Instant::now();
