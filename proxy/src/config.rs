@@ -242,6 +242,10 @@ pub struct ProxyConfig {
     /// Only the schemas in `schema_map` exist for clients (config files); quick mode shows the
     /// backend's databases as they are.
     pub only_mapped_schemas: bool,
+    /// Without the router, for a config file whose schemas are stored under other names:
+    /// relayed errors are rewritten to them (quick mode has none: clients use the backend's
+    /// own names).
+    pub relay_names: Option<Arc<crate::exec::logical_errors::LogicalNames>>,
     /// Set when statements are planned by the router over several datanodes; `None` relays
     /// every statement to `backend` (quick mode, and config files with one datanode and no
     /// listed tables).
@@ -275,6 +279,7 @@ impl ProxyConfig {
             rsa_private_key: None,
             schema_map: Vec::new(),
             only_mapped_schemas: false,
+            relay_names: None,
             routing: None,
         }
     }

@@ -226,6 +226,10 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
     cfg.max_connections = (server.max_connections as usize).max(1);
     cfg.client_idle_timeout = idle;
     cfg.shutdown_timeout = server.shutdown_timeout;
+    if passthrough.is_some() && routing.is_none() {
+        let names = crate::exec::logical_errors::LogicalNames::new(t);
+        cfg.relay_names = (!names.is_empty()).then(|| Arc::new(names));
+    }
     cfg.routing = routing;
     cfg.max_packet = server.max_allowed_packet as usize;
     cfg.handshake_timeout = server.handshake_timeout;

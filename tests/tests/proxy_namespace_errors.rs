@@ -142,6 +142,13 @@ async fn backend_errors_name_the_logical_schema_and_tables() {
     ] {
         same_error(&s, &mut c, &mut one, sql, none.clone()).await;
     }
+    for sql in [
+        format!("SELECT {p}.orders.nope FROM orders WHERE id = 1"),
+        format!("SELECT {p}.ledger.nope FROM ledger WHERE id = 1"),
+        format!("SELECT {p}.ledger.nope FROM ledger"),
+    ] {
+        same_error(&s, &mut c, &mut one, &sql, none.clone()).await;
+    }
     // A duplicate key on a sharded table; the value is the physical database's name, and
     // values are never rewritten.
     same_error(
@@ -205,6 +212,22 @@ async fn backend_errors_name_the_logical_schema_and_tables() {
     ] {
         same_error(&s, &mut c, &mut one, sql, none.clone()).await;
     }
+    // Inside a transaction: Shoal's own message (the transaction is rolled back on every
+    // datanode), the backends' text in logical names.
+    c.query_drop("BEGIN").await.unwrap();
+    let (code, _, message) = error_of(
+        &mut c,
+        "INSERT INTO country (code, name) VALUES ('DE', 'Germany')",
+        None,
+    )
+    .await;
+    assert_eq!(code, 1146, "{message}");
+    assert!(
+        message.contains(&format!("Table '{p}.country' doesn't exist")),
+        "{message}"
+    );
+    s.assert_logical("a global write in a transaction", &message);
+    c.query_drop("ROLLBACK").await.unwrap();
     for sql in [
         "DROP TABLE orders",
         "DROP TABLE ledger",
@@ -216,6 +239,59 @@ async fn backend_errors_name_the_logical_schema_and_tables() {
     }
     c.disconnect().await.unwrap();
     for db in [format!("{p}_1"), format!("{p}_2"), format!("{p}_m"), p] {
+        one.query_drop(format!("DROP DATABASE `{db}`"))
+            .await
+            .unwrap();
+    }
+}
+
+/// A config file served without the router (one datanode, no listed tables) whose schema is
+/// stored under another name: relayed errors name the schema, as with the router.
+#[tokio::test]
+async fn relayed_errors_name_the_schema_without_the_router() {
+    let backend = shared_backend();
+    let p = unique_name("nsr");
+    let physical = format!("{p}_db");
+    for db in [&physical, &p] {
+        backend.fresh_db(db).await;
+    }
+    let path = scratch_dir().join(format!("{p}.yaml"));
+    std::fs::write(
+        &path,
+        format!(
+            "users:
+  - {{ name: app, password: app-secret, schemas: [{p}] }}
+datahosts:
+  - name: dh1
+    primary: {{ address: {h}:{port}, user: {u}, password: {pw} }}
+datanodes:
+  - {{ name: dn1, datahost: dh1, database: {physical} }}
+schemas:
+  - {{ name: {p}, default_datanode: dn1 }}
+",
+            h = backend.host,
+            port = backend.port,
+            u = backend.user,
+            pw = backend.password,
+        ),
+    )
+    .expect("write config");
+    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let mut c = Conn::new(shoal.opts_as("app", "app-secret", Some(&p)))
+        .await
+        .unwrap_or_else(|e| panic!("connect through shoal: {e}\n{}", shoal.log()));
+    let mut one = backend.conn(Some(&p)).await;
+    for sql in ["SELECT * FROM no_such_table", "DROP TABLE no_such_table"] {
+        for prepared in [false, true] {
+            let params = prepared.then_some(Params::Empty);
+            let want = error_of(&mut one, sql, params.clone()).await;
+            let got = error_of(&mut c, sql, params).await;
+            assert_eq!(got, want, "{sql} (prepared: {prepared})\n{}", shoal.log());
+            assert!(!got.2.contains(&physical), "{}", got.2);
+        }
+    }
+    c.disconnect().await.unwrap();
+    for db in [physical, p] {
         one.query_drop(format!("DROP DATABASE `{db}`"))
             .await
             .unwrap();
