@@ -205,6 +205,8 @@ pub struct Routing {
     pub collations: crate::exec::collations::Collations,
     /// Logical names of physical databases and tables, for result column definitions.
     pub names: crate::exec::logical_names::LogicalNames,
+    /// Physical names backend errors are rewritten from (computed once per topology).
+    pub error_names: crate::exec::logical_errors::LogicalNames,
 }
 
 impl std::fmt::Debug for Routing {
@@ -242,6 +244,10 @@ pub struct ProxyConfig {
     /// Only the schemas in `schema_map` exist for clients (config files); quick mode shows the
     /// backend's databases as they are.
     pub only_mapped_schemas: bool,
+    /// Without the router, for a config file whose schemas are stored under other names:
+    /// relayed errors are rewritten to them (quick mode has none: clients use the backend's
+    /// own names).
+    pub relay_names: Option<Arc<crate::exec::logical_errors::LogicalNames>>,
     /// Set when statements are planned by the router over several datanodes; `None` relays
     /// every statement to `backend` (quick mode, and config files with one datanode and no
     /// listed tables).
@@ -275,6 +281,7 @@ impl ProxyConfig {
             rsa_private_key: None,
             schema_map: Vec::new(),
             only_mapped_schemas: false,
+            relay_names: None,
             routing: None,
         }
     }

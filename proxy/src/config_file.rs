@@ -198,6 +198,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
             Some(Arc::new(Routing {
                 names: crate::exec::logical_names::LogicalNames::new(&topology),
                 router: Arc::new(Router::new(topology.clone())),
+                error_names: crate::exec::logical_errors::LogicalNames::new(&topology),
                 topology,
                 hosts,
                 replicas,
@@ -226,6 +227,10 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
     cfg.max_connections = (server.max_connections as usize).max(1);
     cfg.client_idle_timeout = idle;
     cfg.shutdown_timeout = server.shutdown_timeout;
+    if passthrough.is_some() && routing.is_none() {
+        let names = crate::exec::logical_errors::LogicalNames::new(t);
+        cfg.relay_names = (!names.is_empty()).then(|| Arc::new(names));
+    }
     cfg.routing = routing;
     cfg.max_packet = server.max_allowed_packet as usize;
     cfg.handshake_timeout = server.handshake_timeout;

@@ -19,6 +19,7 @@ pub mod collations;
 pub mod connset;
 pub use prepared::Statements;
 mod local;
+pub mod logical_errors;
 pub mod logical_names;
 mod metadata;
 pub(crate) mod prepared;
@@ -179,7 +180,8 @@ impl Session {
         // Connections the pools want back are released by the command loop before the next
         // read (`release_wanted`), not here as well.
         self.settle_admission();
-        result
+        // A backend's error, or Shoal's own wrapping one, names physical databases and tables.
+        result.map_err(|e| routing.error_names.error(e, self.logical.as_deref()))
     }
 
     /// A COM_QUERY: plan it, then run the plan.
@@ -681,6 +683,12 @@ impl Session {
         let rename = rename
             .as_ref()
             .map(|r| r as crate::session::relay::RenameColumn<'_>);
+        let names = self
+            .shared
+            .config
+            .routing
+            .as_ref()
+            .map(|r| (&r.error_names, self.logical.as_deref()));
         let result = match h.conn.io.flush().await {
             Ok(()) => {
                 relay(
@@ -690,6 +698,7 @@ impl Session {
                     expect,
                     &mut seq,
                     rename,
+                    names,
                 )
                 .await
             }

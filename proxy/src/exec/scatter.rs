@@ -258,7 +258,12 @@ impl Session {
         }
         if let Some(e) = error {
             let p = match e.as_reply() {
-                Some((code, state, msg)) => err_payload(code, state, msg),
+                Some((code, state, msg)) => {
+                    match routing.error_names.rewrite(msg, self.logical.as_deref()) {
+                        Some(m) => err_payload(code, state, &m),
+                        None => err_payload(code, state, msg),
+                    }
+                }
                 None => err_payload(
                     crate::error::LOST_BACKEND.0,
                     &crate::error::LOST_BACKEND.1,

@@ -132,7 +132,19 @@ impl Session {
             if own_txn || (whole && in_txn) {
                 let _ = self.end_transaction(false).await;
             }
-            let message = if whole {
+            let replies: Vec<String> = results
+                .iter()
+                .filter_map(|(_, r)| r.as_ref().err()?.as_reply())
+                .map(|(_, _, m)| logical(routing, self.logical.as_deref(), m))
+                .collect();
+            let message = if whole
+                && own_txn
+                && replies.len() == results.len()
+                && let Some(same) = same_error(&replies)
+            {
+                // Failed alike everywhere and rolled back: what one server would answer.
+                same.to_string()
+            } else if whole {
                 format!("{}{note}", failed.join("; "))
             } else {
                 results
@@ -197,6 +209,7 @@ impl Session {
         let mut ok = Vec::new();
         let mut failed = Vec::new();
         let mut first_err = None;
+        let mut messages = Vec::new();
         let mut warnings = 0u16;
         for (dn, r) in results {
             let name = routing.topology.datanodes[dn].name.clone();
@@ -214,6 +227,7 @@ impl Session {
                         None => e.to_string(),
                     };
                     failed.push(format!("{name} ({msg})"));
+                    messages.push(logical(routing, self.logical.as_deref(), &msg));
                 }
             }
         }
@@ -223,6 +237,12 @@ impl Session {
             return self.send_ok_with(reply_seq, 0, 0, warnings).await;
         }
         let (code, state) = first_err.unwrap_or(crate::error::LOST_BACKEND);
+        if ok.is_empty()
+            && let Some(same) = same_error(&messages)
+        {
+            // Refused alike everywhere, so done nowhere: what one server would answer.
+            return Err(Error::reply(code, &state, same));
+        }
         let done = if ok.is_empty() {
             String::new()
         } else {
@@ -270,4 +290,22 @@ impl Session {
         self.client.write_packet(&mut seq, &payload);
         self.flush_client().await
     }
+}
+
+/// The message every datanode failed with, when they all failed with the same one.
+fn same_error(messages: &[String]) -> Option<&str> {
+    let first = messages.first()?;
+    messages
+        .iter()
+        .all(|m| m == first)
+        .then_some(first.as_str())
+}
+
+/// A backend's message in logical names (datanodes' messages are compared in them: each names
+/// its own database).
+fn logical(routing: &Routing, current: Option<&str>, message: &str) -> String {
+    routing
+        .error_names
+        .rewrite(message, current)
+        .unwrap_or_else(|| message.to_string())
 }

@@ -861,6 +861,7 @@ impl Session {
         let mut backend = self.checkout_backend().await?;
         backend.io.write_raw(self.client.frame());
         let mut seq = reply_seq;
+        let names = self.shared.config.relay_names.as_deref().map(|n| (n, None));
         let result = match backend.io.flush().await {
             Ok(()) => {
                 relay(
@@ -870,6 +871,7 @@ impl Session {
                     expect,
                     &mut seq,
                     None,
+                    names,
                 )
                 .await
             }

@@ -12,7 +12,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::backend::conn::BackendConn;
 use crate::backend::state::Tracked;
 use crate::error::{Error, Result};
-use crate::wire::messages::{OkInfo, encode_ok};
+use crate::exec::logical_errors::LogicalNames;
+use crate::wire::messages::{OkInfo, encode_ok, err_payload};
 use crate::wire::packet::{FLUSH_THRESHOLD, PacketStream};
 pub use crate::wire::response::Expect;
 use crate::wire::response::{Event, ResponseReader, protocol_error};
@@ -52,6 +53,7 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     expect: Expect,
     seq: &mut u8,
     rename: Option<RenameColumn<'_>>,
+    names: Option<(&LogicalNames, Option<&str>)>,
 ) -> Result<Outcome> {
     let strip = backend.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK)
         && !client_caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK);
@@ -70,8 +72,23 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
             continuing = h.continues();
             let p = backend.io.frame_payload();
             match reader.next(p)? {
-                Event::Err { .. } => {
-                    client.write_raw(backend.io.frame());
+                Event::Err {
+                    code,
+                    state,
+                    message,
+                } => {
+                    // Only an error can name a physical database or table: in logical names.
+                    let logical = names.and_then(|(n, current)| {
+                        let m = std::str::from_utf8(message).ok()?;
+                        n.rewrite(m, current)
+                    });
+                    match logical {
+                        Some(m) if !continuing => {
+                            let mut s = h.seq;
+                            client.write_packet(&mut s, &err_payload(code, &state, &m));
+                        }
+                        _ => client.write_raw(backend.io.frame()),
+                    }
                     out.error = true;
                 }
                 Event::Ok(ok) => {
