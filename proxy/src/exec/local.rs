@@ -6,14 +6,11 @@ use mysql_common::constants::{ColumnFlags, ColumnType};
 use shoal_router::plan::{LocalAnswer, SessionValue, Target, namespace};
 use shoal_router::topology::TableDef;
 
-use super::reader::{ResultStream, Row};
 use crate::config::Routing;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::merge::value::encode_row;
 use crate::merge::{Protocol, parse_column};
 use crate::session::Session;
-use crate::wire::command::COM_QUERY;
-use crate::wire::messages::read_lenenc_bytes;
 use crate::wire::resultset::{ResultSetWriter, column_definition, text_row};
 
 /// utf8mb4_general_ci, the collation of the proxy's own string columns.
@@ -217,26 +214,15 @@ impl Session {
         routing: &Routing,
         t: &shoal_router::plan::Target,
     ) -> Result<Vec<(String, Option<String>)>> {
-        let i = self.touch(routing, t.datanode).await?;
-        let conn = &mut self.conns.held[i].conn;
-        conn.io.write_command(COM_QUERY, t.sql.as_bytes());
-        conn.io.flush().await.map_err(Error::BackendIo)?;
-        let mut stream = ResultStream::new(conn, false);
-        stream.columns(conn).await?;
-        let mut out = Vec::new();
-        loop {
-            match stream.next_row(conn).await? {
-                Row::End => break,
-                Row::Data(row) => {
-                    let mut b = &row[..];
-                    let first = text_field(&mut b);
-                    let second = text_field(&mut b);
-                    if let Some(first) = first {
-                        out.push((first, second));
-                    }
-                }
-            }
-        }
+        let (_, rows) = self.small_answer(routing, t).await?;
+        let text = |c: Option<&Option<Vec<u8>>>| {
+            c.and_then(Option::as_ref)
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        };
+        let out = rows
+            .iter()
+            .filter_map(|r| Some((text(r.first())?, text(r.get(1)))))
+            .collect();
         Ok(out)
     }
 
@@ -310,15 +296,6 @@ impl Session {
         w.finish(&mut self.client, status);
         self.flush_client().await
     }
-}
-
-/// One field of a text row (`None` for NULL or a malformed row).
-fn text_field(b: &mut &[u8]) -> Option<String> {
-    if b.first() == Some(&0xFB) {
-        *b = &b[1..];
-        return None;
-    }
-    read_lenenc_bytes(b).map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
 /// A column definition for a VARCHAR result column named `name`.

@@ -79,20 +79,8 @@ impl Session {
         if logical == physical {
             return Ok(false);
         }
-        let i = self.touch(routing, t.datanode).await?;
-        let conn = &mut self.conns.held[i].conn;
-        conn.io.write_command(COM_QUERY, t.sql.as_bytes());
-        conn.io.flush().await.map_err(Error::BackendIo)?;
-        let mut stream = ResultStream::new(conn, false);
-        let defs = stream.columns(conn).await?;
         // SHOW output is a handful of rows per table: read whole, then answered.
-        let mut rows = Vec::new();
-        loop {
-            match stream.next_row(conn).await? {
-                Row::End => break,
-                Row::Data(row) => rows.push(fields(&row)?),
-            }
-        }
+        let (defs, mut rows) = self.small_answer(routing, t).await?;
         let quoted = |n: &str| format!("`{}`", n.replace('`', "``"));
         let (from, to) = (quoted(&physical), quoted(&logical));
         for row in &mut rows {
@@ -127,33 +115,44 @@ impl Session {
         schema: Option<&str>,
         reply_seq: u8,
     ) -> Result<()> {
+        let (defs, mut rows) = self.small_answer(routing, t).await?;
+        let logical =
+            schema.and_then(|s| shoal_router::plan::namespace::find(&routing.topology, s));
+        rows.retain(|cells| {
+            !logical.is_some_and(|ls| {
+                matches!(cells.first(), Some(Some(name))
+                    if std::str::from_utf8(name)
+                        .is_ok_and(|n| shoal_router::plan::namespace::is_physical_name(ls, n)))
+            })
+        });
+        self.send_result(reply_seq, &defs, rows, crate::merge::Protocol::Text)
+            .await
+    }
+}
+
+impl Session {
+    /// Runs `t` on its datanode and reads its answer whole: the column definitions and every
+    /// row's cells. Only for the small answers of metadata statements (a few rows per table),
+    /// which are rewritten before the client sees them.
+    pub(super) async fn small_answer(
+        &mut self,
+        routing: &Routing,
+        t: &Target,
+    ) -> Result<(Vec<Vec<u8>>, Vec<Vec<Option<Vec<u8>>>>)> {
         let i = self.touch(routing, t.datanode).await?;
         let conn = &mut self.conns.held[i].conn;
         conn.io.write_command(COM_QUERY, t.sql.as_bytes());
         conn.io.flush().await.map_err(Error::BackendIo)?;
         let mut stream = ResultStream::new(conn, false);
         let defs = stream.columns(conn).await?;
-        let logical =
-            schema.and_then(|s| shoal_router::plan::namespace::find(&routing.topology, s));
         let mut rows = Vec::new();
         loop {
             match stream.next_row(conn).await? {
                 Row::End => break,
-                Row::Data(row) => {
-                    let cells = fields(&row)?;
-                    let hidden = logical.is_some_and(|ls| {
-                        matches!(cells.first(), Some(Some(name))
-                            if std::str::from_utf8(name)
-                                .is_ok_and(|n| shoal_router::plan::namespace::is_physical_name(ls, n)))
-                    });
-                    if !hidden {
-                        rows.push(cells);
-                    }
-                }
+                Row::Data(row) => rows.push(fields(&row)?),
             }
         }
-        self.send_result(reply_seq, &defs, rows, crate::merge::Protocol::Text)
-            .await
+        Ok((defs, rows))
     }
 }
 

@@ -180,8 +180,19 @@ impl Session {
         // Connections the pools want back are released by the command loop before the next
         // read (`release_wanted`), not here as well.
         self.settle_admission();
-        // A backend's error, or Shoal's own wrapping one, names physical databases and tables.
+        // A backend's error, or Shoal's own wrapping one, names physical databases and tables;
+        // the router's refusals name what the client wrote, as they must stay.
+        if std::mem::take(&mut self.refused) {
+            return result;
+        }
         result.map_err(|e| routing.error_names.error(e, self.logical.as_deref()))
+    }
+
+    /// The router's refusal `e` as the client's error, kept as it is: it names what the client
+    /// wrote (`Table 'shop.ledger_00' doesn't exist` must not read as `shop.ledger`).
+    pub(crate) fn refuse(&mut self, e: &RouterError) -> Error {
+        self.refused = true;
+        refusal(e)
     }
 
     /// A COM_QUERY: plan it, then run the plan.
@@ -339,7 +350,7 @@ impl Session {
                 };
                 match fill {
                     Some(fill) => self.insert_with_sequence(routing, fill, reply_seq).await,
-                    None => Err(refusal(&e)),
+                    None => Err(self.refuse(&e)),
                 }
             }
             RoutePlan::Broadcast { targets } => {

@@ -12,7 +12,7 @@ use shoal_router::plan::{
 use shoal_router::sql::lex::TokKind;
 
 use super::local::string_column;
-use super::{Use, refusal, unsupported};
+use super::{Use, unsupported};
 use crate::backend::conn::BackendConn;
 use crate::backend::stmt_cache::{ParamTypes, fingerprint, fingerprint_in};
 use crate::config::Routing;
@@ -542,7 +542,7 @@ impl Session {
                 local_columns = columns.iter().map(|(c, _)| string_column(c)).collect();
                 None
             }
-            RoutePlan::Refuse(e) => return Err(refusal(&e)),
+            RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
             RoutePlan::Local(_) => {
                 return Err(unsupported(
                     "SHOW DATABASES/TABLES, SHOW SHOAL BACKENDS or EXPLAIN ROUTE through a \
@@ -697,7 +697,7 @@ impl Session {
                 };
                 self.execute_on(routing, &t, &req, reply_seq).await
             }
-            RoutePlan::Refuse(e) => Err(refusal(&e)),
+            RoutePlan::Refuse(e) => Err(self.refuse(&e)),
             RoutePlan::Broadcast { targets } => {
                 if shoal_router::sql::classify(sql).is_dml() {
                     self.run_writes(routing, targets, false, &req, reply_seq)

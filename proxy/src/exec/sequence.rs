@@ -14,7 +14,7 @@ use shoal_router::plan::sequence::SequenceFill;
 use shoal_router::plan::{Merge, RoutePlan};
 
 use super::prepared::Request;
-use super::{refusal, unsupported};
+use super::unsupported;
 use crate::backend::pool::Wanted;
 use crate::backend::state::SessionState;
 use crate::config::Routing;
@@ -69,7 +69,7 @@ impl Session {
                 targets,
                 merge: Merge::AffectedRows,
             } => targets,
-            RoutePlan::Refuse(e) => return Err(refusal(&e)),
+            RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
             _ => return Err(unsupported("this INSERT with a sequence")),
         };
         self.sequence_first = Some(first);

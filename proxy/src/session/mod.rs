@@ -95,6 +95,9 @@ impl Pins {
 
 pub struct Session {
     pub(crate) shared: Arc<Shared>,
+    /// The command's error is the router's refusal, in the client's own words: not rewritten
+    /// to logical names like a backend's (taken by the routed dispatch).
+    pub(crate) refused: bool,
     pub(crate) client: PacketStream<ClientStream>,
     pub(crate) peer_host: String,
     /// Capabilities negotiated with the client.
@@ -164,6 +167,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
     let routing = shared.config.routing.clone();
     let mut session = Session {
         shared,
+        refused: false,
         client,
         peer_host,
         caps: CapabilityFlags::empty(),
