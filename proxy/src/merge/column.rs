@@ -88,11 +88,40 @@ pub fn columns_agree(a: &[Column], b: &[Column]) -> bool {
 /// Same name, type, value flags, scale and character set: the values of one can be merged
 /// with the other's and read under one definition.
 fn column_agrees(x: &Column, y: &Column) -> bool {
+    // A number or a temporal value reads the same with or without BINARY: MariaDB sets it on
+    // COUNT/SUM over an empty table ("no matching row in const table") and not where rows are
+    // read, so a shard without rows must not make the merge refuse. Merged, the flag stays
+    // only where every shard has it, as one server describes the whole table.
+    let value_flags = if is_string(x.column_type) {
+        VALUE_FLAGS
+    } else {
+        VALUE_FLAGS.difference(ColumnFlags::BINARY_FLAG)
+    };
     x.name == y.name
         && x.column_type == y.column_type
-        && (x.flags & VALUE_FLAGS) == (y.flags & VALUE_FLAGS)
+        && (x.flags & value_flags) == (y.flags & value_flags)
         && x.decimals == y.decimals
         && x.charset == y.charset
+}
+
+/// Types whose values are text or bytes, where BINARY tells the two apart.
+fn is_string(t: ColumnType) -> bool {
+    use ColumnType::*;
+    matches!(
+        t,
+        MYSQL_TYPE_VARCHAR
+            | MYSQL_TYPE_VAR_STRING
+            | MYSQL_TYPE_STRING
+            | MYSQL_TYPE_TINY_BLOB
+            | MYSQL_TYPE_MEDIUM_BLOB
+            | MYSQL_TYPE_LONG_BLOB
+            | MYSQL_TYPE_BLOB
+            | MYSQL_TYPE_ENUM
+            | MYSQL_TYPE_SET
+            | MYSQL_TYPE_JSON
+            | MYSQL_TYPE_GEOMETRY
+            | MYSQL_TYPE_BIT
+    )
 }
 
 /// The definitions of the merged result from every shard's, as one server would describe the

@@ -1389,3 +1389,23 @@ fn shards_that_disagree_on_how_values_read_are_not_merged() {
     latin1.charset = 8;
     assert!(merge_columns(&[vec![varchar()], vec![latin1]]).is_none());
 }
+
+/// MariaDB flags COUNT/SUM BINARY over a shard without rows (a const table found empty) and not
+/// where rows are read: numbers merge, with the flag only where every shard has it; a string's
+/// BINARY (bytes, not text) still must agree.
+#[test]
+fn binary_on_a_number_merges_and_on_a_string_does_not() {
+    const NOT_NULL: u16 = 1;
+    let count = |flags| col_len("COUNT(*)", T::MYSQL_TYPE_LONGLONG, flags, 0, 21);
+    let merged = merge_columns(&[
+        vec![count(NOT_NULL)],
+        vec![count(NOT_NULL | BINARY)],
+        vec![count(NOT_NULL)],
+    ])
+    .expect("a BINARY number merges");
+    assert_eq!(merged[0].flags.bits(), NOT_NULL);
+    assert_eq!(parse_column(&merged[0].raw).unwrap().flags.bits(), NOT_NULL);
+    let all = merge_columns(&[vec![count(BINARY)], vec![count(BINARY)]]).unwrap();
+    assert_eq!(all[0].flags.bits(), BINARY);
+    assert!(merge_columns(&[vec![varchar()], vec![varchar_bin()]]).is_none());
+}
