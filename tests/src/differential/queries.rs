@@ -586,6 +586,25 @@ pub fn hand_written() -> Vec<Query> {
             vec![Value::Int(123_456)],
         ),
     ]);
+    // Scattered with columns the merge adds and drops (a sort key after `*`, AVG's SUM and
+    // COUNT): the prepare response must announce exactly the columns the executes return, which
+    // Connector/C checks (2057) and mysql_async does not.
+    let mut star = prepared(
+        "hand:prepared",
+        "SELECT * FROM account WHERE name = ? ORDER BY id",
+        vec![Value::Bytes(b"alice".to_vec())],
+    );
+    star.check.order = vec![(0, X)];
+    star.check.unique_order = true;
+    q.push(star);
+    let mut avg = prepared(
+        "hand:prepared",
+        "SELECT user_id, AVG(amount), COUNT(*) FROM orders WHERE status = ? GROUP BY user_id ORDER BY user_id",
+        vec![Value::Bytes(b"paid".to_vec())],
+    );
+    avg.check.order = vec![(0, X)];
+    avg.check.unique_order = true;
+    q.push(avg);
     let mut order = prepared(
         "hand:prepared",
         "SELECT id, amount, updated FROM orders WHERE user_id > ? ORDER BY amount DESC, id LIMIT 12",
