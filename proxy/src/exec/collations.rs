@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use mysql_common::constants::ColumnType;
 use shoal_router::plan::Target;
 
 use super::reader::{ResultStream, Row};
@@ -46,17 +45,8 @@ impl Collations {
 
 /// A string column read straight from a table (not an expression).
 fn table_string(c: &Column) -> bool {
-    use ColumnType::*;
-    matches!(
-        c.column_type,
-        MYSQL_TYPE_VARCHAR
-            | MYSQL_TYPE_VAR_STRING
-            | MYSQL_TYPE_STRING
-            | MYSQL_TYPE_TINY_BLOB
-            | MYSQL_TYPE_MEDIUM_BLOB
-            | MYSQL_TYPE_LONG_BLOB
-            | MYSQL_TYPE_BLOB
-    ) && !c.schema.is_empty()
+    crate::merge::is_char_or_blob(c.column_type)
+        && !c.schema.is_empty()
         && !c.org_table.is_empty()
         && !c.org_name.is_empty()
 }

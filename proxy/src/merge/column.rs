@@ -107,6 +107,20 @@ fn column_agrees(x: &Column, y: &Column) -> bool {
 /// Types whose values are text or bytes, where BINARY tells the two apart.
 fn is_string(t: ColumnType) -> bool {
     use ColumnType::*;
+    is_char_or_blob(t)
+        || matches!(
+            t,
+            MYSQL_TYPE_ENUM
+                | MYSQL_TYPE_SET
+                | MYSQL_TYPE_JSON
+                | MYSQL_TYPE_GEOMETRY
+                | MYSQL_TYPE_BIT
+        )
+}
+
+/// CHAR, VARCHAR, BINARY, VARBINARY and the TEXT/BLOB types.
+pub fn is_char_or_blob(t: ColumnType) -> bool {
+    use ColumnType::*;
     matches!(
         t,
         MYSQL_TYPE_VARCHAR
@@ -116,11 +130,6 @@ fn is_string(t: ColumnType) -> bool {
             | MYSQL_TYPE_MEDIUM_BLOB
             | MYSQL_TYPE_LONG_BLOB
             | MYSQL_TYPE_BLOB
-            | MYSQL_TYPE_ENUM
-            | MYSQL_TYPE_SET
-            | MYSQL_TYPE_JSON
-            | MYSQL_TYPE_GEOMETRY
-            | MYSQL_TYPE_BIT
     )
 }
 
