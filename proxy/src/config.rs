@@ -197,6 +197,9 @@ pub struct Routing {
     pub replicas: Vec<Vec<BackendSpec>>,
     /// Users marked `read_only` (their statements are classified; see `exec::replica`).
     pub read_only_users: Vec<String>,
+    /// Per user who may not use every logical schema: the ones it may not use (a statement
+    /// naming one is refused with 1044). Computed once, not per statement.
+    pub denied_schemas: Vec<(String, Vec<String>)>,
     /// Segments of global sequences held by this process.
     pub sequences: crate::exec::sequence::Sequences,
     /// Sessions are admitted here before they take connections (no pool deadlocks).

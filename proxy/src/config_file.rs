@@ -208,6 +208,21 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
                     .filter(|u| u.read_only)
                     .map(|u| u.name.clone())
                     .collect(),
+                denied_schemas: t
+                    .users
+                    .iter()
+                    .map(|u| {
+                        let mut denied: Vec<String> = t
+                            .schemas
+                            .values()
+                            .filter(|s| !u.schemas.iter().any(|a| a == &s.name))
+                            .map(|s| s.name.clone())
+                            .collect();
+                        denied.sort();
+                        (u.name.clone(), denied)
+                    })
+                    .filter(|(_, denied)| !denied.is_empty())
+                    .collect(),
                 sequences: Default::default(),
                 admission,
                 collations: Default::default(),

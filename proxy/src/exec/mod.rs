@@ -392,26 +392,20 @@ impl Session {
         sql: &str,
         toks: &[Token],
     ) -> Option<RouterError> {
-        let allowed = self
-            .shared
-            .config
-            .user(&self.user)
-            .and_then(|u| u.schemas.as_ref())?;
-        let denied = routing
-            .topology
-            .schemas
-            .values()
-            .filter(|s| !allowed.iter().any(|a| a == &s.name));
-        for s in denied {
+        if routing.denied_schemas.is_empty() {
+            return None;
+        }
+        let (_, denied) = routing
+            .denied_schemas
+            .iter()
+            .find(|(user, _)| *user == self.user)?;
+        denied.iter().find_map(|s| {
             let named = toks.iter().any(|t| {
                 matches!(t.kind, TokKind::Word | TokKind::QuotedIdent)
-                    && t.ident_value(sql).eq_ignore_ascii_case(&s.name)
+                    && t.ident_value(sql).eq_ignore_ascii_case(s)
             });
-            if named {
-                return Some(namespace::access_denied(&s.name));
-            }
-        }
-        None
+            named.then(|| namespace::access_denied(s))
+        })
     }
 
     /// A router refusal of access names the session's account, as MySQL's message does (the
@@ -690,11 +684,7 @@ impl Session {
     ) -> Result<Option<Outcome>> {
         let h = &mut self.conns.held[i];
         let mut seq = reply_seq;
-        let rename = names.map(|(n, dn)| move |d: &[u8], out: &mut Vec<u8>| n.rename(dn, d, out));
-        let rename = rename
-            .as_ref()
-            .map(|r| r as crate::session::relay::RenameColumn<'_>);
-        let names = self
+        let errors = self
             .shared
             .config
             .routing
@@ -708,8 +698,8 @@ impl Session {
                     self.caps,
                     expect,
                     &mut seq,
-                    rename,
                     names,
+                    errors,
                 )
                 .await
             }

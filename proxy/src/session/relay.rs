@@ -13,10 +13,12 @@ use crate::backend::conn::BackendConn;
 use crate::backend::state::Tracked;
 use crate::error::{Error, Result};
 use crate::exec::logical_errors::LogicalNames;
+use crate::exec::logical_names::LogicalNames as ColumnNames;
 use crate::wire::messages::{OkInfo, encode_ok, err_payload};
 use crate::wire::packet::{FLUSH_THRESHOLD, PacketStream};
 pub use crate::wire::response::Expect;
 use crate::wire::response::{Event, ResponseReader, protocol_error};
+use shoal_router::topology::DatanodeId;
 
 /// What the response said that the session cares about.
 #[derive(Debug, Default)]
@@ -39,21 +41,18 @@ pub struct Outcome {
     pub had_rows: bool,
 }
 
-/// Rewrites a column definition into the buffer given, `false` to forward it as it came.
-pub type RenameColumn<'a> = &'a (dyn Fn(&[u8], &mut Vec<u8>) -> bool + Sync);
-
 /// Forwards the response to the command just sent on `backend`. `seq` is set to the sequence
 /// id the next packet to the client must carry (for an error after a failure midway). Column
-/// definitions go through `rename` when given (logical names with the router; quick mode
-/// relays bytes).
+/// definitions are renamed by `columns` (a datanode's names in logical ones) and error messages
+/// by `errors` when given (with the router; quick mode relays bytes).
 pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     backend: &mut BackendConn,
     client: &mut PacketStream<C>,
     client_caps: CapabilityFlags,
     expect: Expect,
     seq: &mut u8,
-    rename: Option<RenameColumn<'_>>,
-    names: Option<(&LogicalNames, Option<&str>)>,
+    columns: Option<(&ColumnNames, DatanodeId)>,
+    errors: Option<(&LogicalNames, Option<&str>)>,
 ) -> Result<Outcome> {
     let strip = backend.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK)
         && !client_caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK);
@@ -78,7 +77,7 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                     message,
                 } => {
                     // Only an error can name a physical database or table: in logical names.
-                    let logical = names.and_then(|(n, current)| {
+                    let logical = errors.and_then(|(n, current)| {
                         let m = std::str::from_utf8(message).ok()?;
                         n.rewrite(m, current)
                     });
@@ -140,7 +139,8 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                     client.write_raw(backend.io.frame());
                 }
                 Event::ColumnDef(d)
-                    if !continuing && rename.is_some_and(|r| r(d, &mut scratch)) =>
+                    if !continuing
+                        && columns.is_some_and(|(n, dn)| n.rename(dn, d, &mut scratch)) =>
                 {
                     let mut s = h.seq;
                     client.write_packet(&mut s, &scratch);
