@@ -94,9 +94,14 @@ impl LogicalNames {
         if f[1] != d.database.as_bytes() {
             return false;
         }
-        let known = std::str::from_utf8(f[3])
-            .ok()
-            .and_then(|t| d.tables.get(&t.to_lowercase()));
+        let known = std::str::from_utf8(f[3]).ok().and_then(|t| {
+            // Per column of every relayed result: no allocation for a lower-case name.
+            if t.chars().any(char::is_uppercase) {
+                d.tables.get(&t.to_lowercase())
+            } else {
+                d.tables.get(t)
+            }
+        });
         let (schema, table) = match known {
             Some((s, t)) => (s.as_bytes(), Some(t.as_bytes())),
             None => match &d.default_schema {
