@@ -134,3 +134,28 @@ pub fn unique_name(prefix: &str) -> String {
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// The demo's layout (`conf/demo.yaml.in`) as config text: datanodes `dn{first}`..`dn{first+3}`
+/// over databases `a` and `b` of datahosts `dh0` and `dh1`, and schema `shop` with `orders`
+/// sharded by `user_id` (mod), its ER child `order_item`, the global `country` and `ledger` as
+/// two tables per datanode by quarter. The caller writes `users` and `datahosts` before it and
+/// may append more schemas.
+pub fn demo_layout_yaml(first: usize) -> String {
+    let dn: Vec<String> = (first..first + 4).map(|k| format!("dn{k}")).collect();
+    let all = dn.join(", ");
+    format!(
+        "datanodes:\n  - {{ name: {}, datahost: dh0, database: a }}\n  \
+         - {{ name: {}, datahost: dh0, database: b }}\n  \
+         - {{ name: {}, datahost: dh1, database: a }}\n  \
+         - {{ name: {}, datahost: dh1, database: b }}\n\
+         rules:\n  - {{ name: by_user, algorithm: mod }}\n  \
+         - {{ name: by_quarter, algorithm: date, start: 2024-01-01, unit: month, interval: 3, default: 0 }}\n\
+         schemas:\n  - name: shop\n    default_datanode: {}\n    tables:\n      \
+         - {{ name: orders, type: sharded, shard_key: user_id, rule: by_user, datanodes: \"{all}\" }}\n      \
+         - {{ name: order_item, type: child, parent: orders, join_key: user_id }}\n      \
+         - {{ name: country, type: global, datanodes: \"{all}\" }}\n      \
+         - {{ name: ledger, type: sharded, shard_key: day, rule: by_quarter, datanodes: \"{all}\", \
+         tables_per_datanode: 2, physical_name: \"ledger_{{index:02}}\" }}\n",
+        dn[0], dn[1], dn[2], dn[3], dn[0]
+    )
+}

@@ -184,20 +184,7 @@ fn write_config(cluster: &Cluster) -> PathBuf {
         .unwrap();
     }
     // The demo's layout (conf/demo.yaml.in) over databases `a` and `b` of each server.
-    text.push_str(
-        "datanodes:\n  - { name: dn0, datahost: dh0, database: a }\n  \
-         - { name: dn1, datahost: dh0, database: b }\n  \
-         - { name: dn2, datahost: dh1, database: a }\n  \
-         - { name: dn3, datahost: dh1, database: b }\n\
-         rules:\n  - { name: by_user, algorithm: mod }\n  \
-         - { name: by_quarter, algorithm: date, start: 2024-01-01, unit: month, interval: 3, default: 0 }\n\
-         schemas:\n  - name: shop\n    default_datanode: dn0\n    tables:\n      \
-         - { name: orders, type: sharded, shard_key: user_id, rule: by_user, datanodes: \"dn0, dn1, dn2, dn3\" }\n      \
-         - { name: order_item, type: child, parent: orders, join_key: user_id }\n      \
-         - { name: country, type: global, datanodes: \"dn0, dn1, dn2, dn3\" }\n      \
-         - { name: ledger, type: sharded, shard_key: day, rule: by_quarter, datanodes: \"dn0, dn1, dn2, dn3\", \
-         tables_per_datanode: 2, physical_name: \"ledger_{index:02}\" }\n",
-    );
+    text.push_str(&shoal_tests::demo_layout_yaml(0));
     let path = scratch_dir().join(format!("{}.yaml", unique_name("clients")));
     std::fs::write(&path, text).expect("write config");
     path

@@ -36,21 +36,8 @@ fn write_config(cluster: &Cluster) -> PathBuf {
             p.host, p.port
         ));
     }
-    text.push_str(
-        "datanodes:\n  - { name: dn1, datahost: dh0, database: a }\n  \
-         - { name: dn2, datahost: dh0, database: b }\n  \
-         - { name: dn3, datahost: dh1, database: a }\n  \
-         - { name: dn4, datahost: dh1, database: b }\n\
-         rules:\n  - { name: by_user, algorithm: mod }\n  \
-         - { name: by_quarter, algorithm: date, start: 2024-01-01, unit: month, interval: 3, default: 0 }\n\
-         schemas:\n  - name: shop\n    default_datanode: dn1\n    tables:\n      \
-         - { name: orders, type: sharded, shard_key: user_id, rule: by_user, datanodes: dn$1-4 }\n      \
-         - { name: order_item, type: child, parent: orders, join_key: user_id }\n      \
-         - { name: country, type: global, datanodes: dn$1-4 }\n      \
-         - { name: ledger, type: sharded, shard_key: day, rule: by_quarter, datanodes: dn$1-4, \
-             tables_per_datanode: 2, physical_name: \"ledger_{index:02}\" }\n  \
-         - name: crm\n    default_datanode: dn4\n",
-    );
+    text.push_str(&shoal_tests::demo_layout_yaml(1));
+    text.push_str("  - name: crm\n    default_datanode: dn4\n");
     let path = scratch_dir().join(format!("{}.yaml", unique_name("namespace")));
     std::fs::write(&path, text).expect("write config");
     path
