@@ -117,6 +117,8 @@ impl Session {
                     .collect();
                 self.send_rows(reply_seq, &["datanode", "sql"], rows).await
             }
+            // Nothing plans it yet: the logical catalog lands with proxy/src/exec/catalog.
+            LocalAnswer::Catalog { .. } => Err(super::unsupported("information_schema")),
         }
     }
 

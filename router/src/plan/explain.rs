@@ -206,6 +206,7 @@ fn local(topo: &Topology, l: &LocalAnswer) -> String {
         }
         LocalAnswer::ExplainRoute { rows } => format!("explain route ({} rows)", rows.len()),
         LocalAnswer::ShowBackends => "show shoal backends".to_string(),
+        LocalAnswer::Catalog { sql } => format!("catalog: {sql}"),
     }
 }
 
