@@ -293,6 +293,9 @@ pub(crate) fn evaluate(t: &Template, topo: &Topology, v: &Values) -> RoutePlan {
         Body::Any => RoutePlan::Any {
             sql: v.text.sql.to_string(),
         },
+        Body::Catalog => RoutePlan::Local(super::LocalAnswer::Catalog {
+            sql: v.text.sql.to_string(),
+        }),
         Body::Dml(d) => match eval_dml(d, topo, v) {
             Ok(p) => p,
             Err(e) => RoutePlan::Refuse(e),

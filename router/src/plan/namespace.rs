@@ -37,6 +37,44 @@ const SERVER_LEVEL_INFORMATION_SCHEMA: &[&str] = &[
     "session_variables",
 ];
 
+/// `information_schema` tables Shoal answers over the logical catalog (`LocalAnswer::Catalog`):
+/// their rows name databases and tables, which the proxy builds as the logical schema has them
+/// (every logical table once, under its logical schema and name). Read by SELECTs whose every
+/// table is an `information_schema` one; anywhere else (a view body, a statement over logical
+/// tables too) they are refused like the rest of `information_schema`.
+pub const CATALOG_INFORMATION_SCHEMA: &[&str] = &[
+    "schemata",
+    "tables",
+    "columns",
+    "statistics",
+    "key_column_usage",
+    "table_constraints",
+    "referential_constraints",
+    "check_constraints",
+    "partitions",
+    "views",
+    "routines",
+    "parameters",
+    "triggers",
+    "events",
+    "files",
+];
+
+/// Whether `table` (any case) is one of [`CATALOG_INFORMATION_SCHEMA`].
+pub fn is_catalog_table(table: &str) -> bool {
+    CATALOG_INFORMATION_SCHEMA
+        .iter()
+        .any(|t| t.eq_ignore_ascii_case(table))
+}
+
+/// Whether `table` (any case) is a server-level `information_schema` table (character sets,
+/// collations, ...), which any backend answers as it is.
+pub fn is_server_level_table(table: &str) -> bool {
+    SERVER_LEVEL_INFORMATION_SCHEMA
+        .iter()
+        .any(|t| t.eq_ignore_ascii_case(table))
+}
+
 /// The error MySQL gives a user without privileges on `db` (1044); the proxy puts the user's
 /// account in (see [`ACCESS_DENIED_PREFIX`]).
 pub fn access_denied(db: &str) -> RouterError {
@@ -66,7 +104,17 @@ pub(crate) fn is_private_schema(schema: &str) -> bool {
         .any(|s| s.eq_ignore_ascii_case(schema))
 }
 
-/// Whether `table` of system schema `schema` may be read: only the server-level tables of
+/// Whether `table` of system schema `schema` may be read by a SELECT: the server-level tables of
+/// `information_schema` and its catalog tables (answered over the logical catalog when every
+/// table of the SELECT is an `information_schema` one: see `planner`).
+pub(crate) fn check_system_table_read(schema: &str, table: &str) -> Result<(), RouterError> {
+    if schema.eq_ignore_ascii_case("information_schema") && is_catalog_table(table) {
+        return Ok(());
+    }
+    check_system_table(schema, table)
+}
+
+/// Whether `table` of system schema `schema` may be named: only the server-level tables of
 /// `information_schema`. The error is the refusal the client gets.
 pub(crate) fn check_system_table(schema: &str, table: &str) -> Result<(), RouterError> {
     if is_private_schema(schema) {
@@ -80,8 +128,8 @@ pub(crate) fn check_system_table(schema: &str, table: &str) -> Result<(), Router
     }
     Err(refuse(format!(
         "information_schema.{} through Shoal (its rows would be the backends' physical \
-         databases, tables, accounts or threads; use SHOW DATABASES, SHOW TABLES, SHOW COLUMNS, \
-         SHOW CREATE TABLE)",
+         databases, tables, accounts or threads; the catalog tables (TABLES, COLUMNS, ...) are \
+         answered in a SELECT over information_schema tables only)",
         table.to_ascii_uppercase()
     )))
 }

@@ -93,7 +93,7 @@ pub(crate) fn resolve_one(
             .iter()
             .any(|s| s.eq_ignore_ascii_case(schema_name))
         {
-            namespace::check_system_table(schema_name, &r.name)?;
+            namespace::check_system_table_read(schema_name, &r.name)?;
             return Ok(Table {
                 r: r.clone(),
                 schema: None,

@@ -33,6 +33,9 @@ pub(crate) enum Body {
         columns: Vec<(String, SessionValue)>,
         limit: Option<(ValueRef, Option<ValueRef>)>,
     },
+    /// A SELECT over `information_schema` tables only, some of them catalog tables: answered
+    /// by the proxy over the logical catalog, with the statement's text.
+    Catalog,
     Dml(Box<DmlT>),
 }
 
@@ -144,6 +147,9 @@ fn build_inner(
             return Ok(tableless_select(dml));
         }
         return Err(refuse("a statement without tables"));
+    }
+    if tables.iter().any(|t| is_catalog(t)) {
+        return catalog_select(sql, toks, &tables, dml);
     }
     if let Some(f) = session_function(sql, toks) {
         return Err(refuse(format!(
@@ -318,6 +324,53 @@ fn build_inner(
         insert,
         labels,
     })))
+}
+
+/// An `information_schema` table answered over the logical catalog.
+fn is_catalog(t: &Table) -> bool {
+    matches!(t.kind, Kind::System) && super::namespace::is_catalog_table(&t.r.name)
+}
+
+/// A statement naming a catalog table: a SELECT whose every table is an `information_schema`
+/// one is the proxy's to answer over the logical catalog ([`Body::Catalog`]); anything else
+/// would mix the backends' physical catalog with what the backend account reaches.
+fn catalog_select(
+    sql: &str,
+    toks: &[Token],
+    tables: &[Table],
+    dml: &Dml,
+) -> Result<Body, RouterError> {
+    let label = tables
+        .iter()
+        .find(|t| is_catalog(t))
+        .map(|t| format!("information_schema.{}", t.r.name.to_ascii_uppercase()))
+        .unwrap_or_default();
+    if dml.kind != DmlKind::Select {
+        return Err(refuse(format!("a write naming {label}")));
+    }
+    if let Some(t) = tables.iter().find(|t| {
+        !matches!(t.kind, Kind::System)
+            || !t
+                .schema
+                .as_deref()
+                .or(t.r.schema.as_deref())
+                .is_none_or(|s| s.eq_ignore_ascii_case("information_schema"))
+    }) {
+        return Err(refuse(format!(
+            "{label} in a statement over {} (the catalog is answered apart from every other \
+             table)",
+            t.label()
+        )));
+    }
+    if dml.select.as_ref().is_some_and(|s| s.has_into) {
+        return Err(refuse(format!("SELECT ... INTO over {label}")));
+    }
+    // The backend that evaluates the statement would answer with Shoal's own account;
+    // DATABASE()/SCHEMA() the proxy replaces with the logical schema.
+    if let Some(f) = session_function(sql, toks).filter(|f| f != "DATABASE()" && f != "SCHEMA()") {
+        return Err(refuse(format!("{f} in a query over {label}")));
+    }
+    Ok(Body::Catalog)
 }
 
 /// A call of a function whose answer Shoal gives for table-less SELECTs (the logical schema,
