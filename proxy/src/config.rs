@@ -206,6 +206,8 @@ pub struct Routing {
     pub admission: crate::exec::admission::Admission,
     /// Declared collations of physical columns, for merging strings.
     pub collations: crate::exec::collations::Collations,
+    /// The logical `information_schema`: built rows and the connection evaluating statements.
+    pub catalog: crate::exec::catalog::Catalog,
     /// Logical names of physical databases and tables, for result column definitions.
     pub names: crate::exec::logical_names::LogicalNames,
     /// Physical names backend errors are rewritten from (computed once per topology).

@@ -226,6 +226,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
                 sequences: Default::default(),
                 admission,
                 collations: Default::default(),
+                catalog: Default::default(),
             }))
         }
     };

@@ -117,8 +117,10 @@ impl Session {
                     .collect();
                 self.send_rows(reply_seq, &["datanode", "sql"], rows).await
             }
-            // Nothing plans it yet: the logical catalog lands with proxy/src/exec/catalog.
-            LocalAnswer::Catalog { .. } => Err(super::unsupported("information_schema")),
+            LocalAnswer::Catalog { sql } => {
+                self.answer_catalog(routing, &sql, Protocol::Text, reply_seq)
+                    .await
+            }
         }
     }
 

@@ -157,7 +157,7 @@ impl Session {
 }
 
 /// The cells of a text row.
-fn fields(row: &[u8]) -> Result<Vec<Option<Vec<u8>>>> {
+pub(super) fn fields(row: &[u8]) -> Result<Vec<Option<Vec<u8>>>> {
     let mut b = row;
     let mut out = Vec::new();
     while !b.is_empty() {

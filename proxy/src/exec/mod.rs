@@ -15,6 +15,7 @@
 //! through the same arms.
 
 pub mod admission;
+pub mod catalog;
 pub mod collations;
 pub mod connset;
 pub use prepared::Statements;
@@ -46,6 +47,34 @@ use crate::session::relay::{Expect, Outcome, relay};
 use crate::session::{Session, align_to, diagnostics_tokens, pinning};
 use crate::wire::command::*;
 use connset::{Held, Want};
+
+/// Whether a statement may change the logical schema's tables (DDL, and the stored programs
+/// and views the catalog lists): the catalog's built rows are then stale. Read by its first
+/// keyword (comments skipped by the tokenizer); a false positive only rebuilds the catalog.
+fn changes_schema(sql: &[u8]) -> bool {
+    const WORDS: [&[u8]; 5] = [b"CREATE", b"ALTER", b"DROP", b"RENAME", b"TRUNCATE"];
+    // The hot path (a statement starting with a word): no tokenizing.
+    let rest = sql.trim_ascii_start();
+    if rest.first().is_some_and(u8::is_ascii_alphabetic) {
+        let n = rest
+            .iter()
+            .position(|c| !c.is_ascii_alphanumeric() && *c != b'_')
+            .unwrap_or(rest.len());
+        return WORDS.iter().any(|w| w.eq_ignore_ascii_case(&rest[..n]));
+    }
+    let Ok(sql) = std::str::from_utf8(sql) else {
+        return false;
+    };
+    let mut toks = Vec::new();
+    if shoal_router::sql::lex::tokenize_into(sql, &mut toks).is_err() {
+        return false;
+    }
+    toks.first().is_some_and(|t| {
+        ["CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE"]
+            .iter()
+            .any(|k| t.is_kw(sql, k))
+    })
+}
 
 /// A router refusal as the error the client gets.
 pub fn refusal(e: &RouterError) -> Error {
@@ -103,7 +132,15 @@ impl Session {
         self.conns.avoid = None;
         let result = match cmd {
             COM_PING => self.send_ok(reply_seq).await,
-            COM_QUERY => self.query_routed(routing, reply_seq).await,
+            COM_QUERY => {
+                let ddl = changes_schema(&self.client.packet_payload()[1..]);
+                let r = self.query_routed(routing, reply_seq).await;
+                if ddl {
+                    // After it ran (or failed part-way): the catalog is built again.
+                    routing.catalog.changed();
+                }
+                r
+            }
             COM_INIT_DB => {
                 let db = String::from_utf8_lossy(&self.client.packet_payload()[1..]).into_owned();
                 self.use_logical(&db, reply_seq).await

@@ -1,0 +1,250 @@
+//! The logical `information_schema` (`LocalAnswer::Catalog`): a SELECT over catalog tables
+//! (TABLES, COLUMNS, STATISTICS, ...: `shoal_router::plan::namespace::CATALOG_INFORMATION_SCHEMA`),
+//! alone or with server-level ones, answered as one MariaDB holding the logical schema would.
+//!
+//! 1. `rows`: each catalog table the statement names is built from the datanodes' own
+//!    `information_schema` rows for their databases, kept for the logical tables only and
+//!    renamed to logical names (figures summed over shards). Cached per table until DDL
+//!    through Shoal ([`Catalog::changed`]) or [`CACHE_AGE`].
+//! 2. `conn`: the rows are loaded into TEMPORARY tables of the same definition
+//!    (`CREATE TEMPORARY TABLE ... LIKE information_schema.X`) on Shoal's own connection.
+//! 3. `rewrite`: the client's statement is made to read those tables; the backend evaluates
+//!    it (any WHERE, join, GROUP BY, subquery, ORDER BY, LIMIT, with MariaDB's types).
+//! 4. The answer's column definitions name `information_schema` and the catalog table, never
+//!    the temporary table or its database.
+//!
+//! The router lets through only statements whose every table is an `information_schema`
+//! one and that call no function answering with the backend's account: the connection runs as
+//! Shoal's backend account, whose reach must not become the client's.
+
+mod conn;
+mod rewrite;
+mod rows;
+mod spec;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rows::LogicalRows;
+
+use crate::config::Routing;
+use crate::error::{Error, Result};
+use crate::merge::Protocol;
+use crate::session::Session;
+use crate::wire::messages::{put_lenenc_bytes, read_lenenc_bytes};
+
+/// How long built rows serve statements when no DDL went through Shoal: row counts and sizes
+/// change with every write, and DDL run on the datanodes directly is not seen otherwise.
+pub const CACHE_AGE: Duration = Duration::from_secs(3);
+
+/// Prefix of the temporary tables' names.
+const TEMP_PREFIX: &str = "shoal_catalog_";
+
+struct Built {
+    generation: u64,
+    at: Instant,
+    version: u64,
+    rows: LogicalRows,
+}
+
+/// The catalog of one topology: built rows, and the connection that evaluates statements.
+#[derive(Default)]
+pub struct Catalog {
+    generation: AtomicU64,
+    versions: AtomicU64,
+    built: std::sync::Mutex<HashMap<&'static str, Arc<Built>>>,
+    /// The schema lists users are limited to; a list's index names its temporary tables.
+    filters: std::sync::Mutex<Vec<Option<Vec<String>>>>,
+    conn: tokio::sync::Mutex<conn::Dedicated>,
+}
+
+impl Catalog {
+    /// DDL went through Shoal: built rows are stale.
+    pub fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn fresh(&self, table: &str) -> Option<Arc<Built>> {
+        let built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        let b = built.get(table)?;
+        (b.generation == self.generation.load(Ordering::Relaxed) && b.at.elapsed() < CACHE_AGE)
+            .then(|| b.clone())
+    }
+
+    fn filter_index(&self, allowed: &Option<Vec<String>>) -> usize {
+        let mut f = self.filters.lock().unwrap_or_else(|p| p.into_inner());
+        match f.iter().position(|x| x == allowed) {
+            Some(i) => i,
+            None => {
+                f.push(allowed.clone());
+                f.len() - 1
+            }
+        }
+    }
+}
+
+fn temp_name(table: &str, filter: usize) -> String {
+    format!("{TEMP_PREFIX}{}_{filter}", table.to_ascii_lowercase())
+}
+
+impl Session {
+    /// Answers `sql`, a SELECT over `information_schema` tables the router planned as
+    /// `LocalAnswer::Catalog`, in `protocol`.
+    pub(super) async fn answer_catalog(
+        &mut self,
+        routing: &Routing,
+        sql: &str,
+        protocol: Protocol,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let allowed = self
+            .shared
+            .config
+            .user(&self.user)
+            .and_then(|u| u.schemas.clone());
+        let filter = routing.catalog.filter_index(&allowed);
+        let mode = self.sql_mode();
+        let mut toks = Vec::new();
+        routing
+            .router
+            .tokenize(sql, mode, &mut toks)
+            .map_err(|e| super::refusal(&e))?;
+        let rw = rewrite::rewrite(sql, &toks, self.logical.as_deref(), |t| {
+            temp_name(t, filter)
+        });
+        let mut tables = Vec::new();
+        for &name in &rw.tables {
+            let built = match routing.catalog.fresh(name) {
+                Some(b) => b,
+                None => {
+                    let generation = routing.catalog.generation.load(Ordering::Relaxed);
+                    let spec = spec::find(name).expect("rewrite names known tables");
+                    let rows = self.logical_rows(routing, spec).await?;
+                    let b = Arc::new(Built {
+                        generation,
+                        at: Instant::now(),
+                        version: routing.catalog.versions.fetch_add(1, Ordering::Relaxed) + 1,
+                        rows,
+                    });
+                    routing
+                        .catalog
+                        .built
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(name, b.clone());
+                    b
+                }
+            };
+            tables.push((name, built));
+        }
+        let session_mode = self.want.var("sql_mode").map(str::to_string);
+        let visible = |s: Option<&str>| match (s, &allowed) {
+            (None, _) | (_, None) => true,
+            (Some(s), Some(a)) => a.iter().any(|x| x.eq_ignore_ascii_case(s)),
+        };
+        let (defs, rows, database) = {
+            let mut d = routing.catalog.conn.lock().await;
+            let mut result = Err(Error::reply(1105, b"HY000", "catalog not run"));
+            // A connection found broken is opened again once.
+            for _ in 0..2 {
+                result = async {
+                    for (name, b) in &tables {
+                        d.load(
+                            routing,
+                            name,
+                            &temp_name(name, filter),
+                            b.version,
+                            &b.rows,
+                            visible,
+                        )
+                        .await?;
+                    }
+                    d.run(routing, &rw.sql, session_mode.as_deref()).await
+                }
+                .await;
+                match &result {
+                    Err(Error::BackendIo(_)) => d.broken(),
+                    _ => break,
+                }
+            }
+            match result {
+                Ok((defs, rows)) => (defs, rows, d.database.clone()),
+                Err(e) => return Err(logical_error(e, &d.database, &rw.tables, filter)),
+            }
+        };
+        let defs: Vec<Vec<u8>> = defs
+            .iter()
+            .map(|def| logical_column(def, &database, &rw.tables, filter))
+            .collect();
+        let rows = rows
+            .iter()
+            .map(|r| super::metadata::fields(r))
+            .collect::<Result<Vec<_>>>()?;
+        self.send_result(reply_seq, &defs, rows, protocol).await
+    }
+}
+
+/// A column definition of the temporary table as the catalog table's: schema
+/// `information_schema`, table and org_table its name (an alias the statement gave stays).
+fn logical_column(def: &[u8], database: &str, tables: &[&'static str], filter: usize) -> Vec<u8> {
+    let mut b = def;
+    let mut f: [&[u8]; 6] = [&[]; 6];
+    for x in &mut f {
+        match read_lenenc_bytes(&mut b) {
+            Some(v) => *x = v,
+            None => return def.to_vec(),
+        }
+    }
+    let Some(table) = tables
+        .iter()
+        .find(|t| temp_name(t, filter).as_bytes().eq_ignore_ascii_case(f[3]))
+    else {
+        return def.to_vec();
+    };
+    if !f[1].eq_ignore_ascii_case(database.as_bytes()) {
+        return def.to_vec();
+    }
+    let mut out = Vec::with_capacity(def.len());
+    put_lenenc_bytes(&mut out, f[0]);
+    put_lenenc_bytes(&mut out, b"information_schema");
+    if f[2] == f[3] {
+        put_lenenc_bytes(&mut out, table.as_bytes());
+    } else {
+        put_lenenc_bytes(&mut out, f[2]);
+    }
+    put_lenenc_bytes(&mut out, table.as_bytes());
+    put_lenenc_bytes(&mut out, f[4]);
+    put_lenenc_bytes(&mut out, f[5]);
+    out.extend_from_slice(b);
+    out
+}
+
+/// A backend error about the rewritten statement, naming the catalog tables instead of the
+/// temporary ones (`Table 'a.shoal_catalog_tables_0' ...` -> `information_schema.TABLES`).
+fn logical_error(e: Error, database: &str, tables: &[&'static str], filter: usize) -> Error {
+    match e {
+        Error::Reply {
+            code,
+            state,
+            mut message,
+        } => {
+            for t in tables {
+                let temp = temp_name(t, filter);
+                message = message
+                    .replace(
+                        &format!("{database}.{temp}"),
+                        &format!("information_schema.{t}"),
+                    )
+                    .replace(&temp, t);
+            }
+            Error::Reply {
+                code,
+                state,
+                message,
+            }
+        }
+        e => e,
+    }
+}
