@@ -341,7 +341,20 @@ async fn catalog_tables_answer_as_one_mariadb_with_the_logical_tables() {
         a.rows,
         vec![vec![Some("shop".into()), Some("orders".into())]]
     );
-    // A prepared-statement-free client sees the same through a server-side error path.
+    // Prepared (binary protocol), as Connector/C and mysql2 send them: same rows and types.
+    let prepared = "SELECT table_name, ordinal_position, column_default FROM information_schema.COLUMNS \
+                    WHERE table_schema = DATABASE() AND table_name = ? AND ordinal_position > ? \
+                    ORDER BY ordinal_position";
+    for params in [("orders", 0), ("note_tag", 1), ("nosuch", 0)] {
+        let got: Vec<(String, u64, Option<String>)> = c
+            .exec(prepared, params)
+            .await
+            .unwrap_or_else(|e| panic!("prepared {params:?}: {e}\n{}", s.shoal.log()));
+        let want: Vec<(String, u64, Option<String>)> = r.exec(prepared, params).await.unwrap();
+        assert_eq!(got, want, "{params:?}");
+        assert_eq!(got.is_empty(), params.0 == "nosuch");
+    }
+    // A backend's error names the catalog table, never the table it runs over.
     let (code, _, msg) = server_error(
         c.query_drop("SELECT nosuch FROM information_schema.TABLES")
             .await,

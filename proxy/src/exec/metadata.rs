@@ -2,8 +2,9 @@
 //! table's first physical table (the router plans them so); when that table's physical name
 //! differs (table-per-shard), its answer names it: the rows are rewritten back to the logical
 //! name here. `SHOW COLUMNS`/`DESCRIBE` name no table and are relayed as they are.
-//! (`information_schema` tables that would list physical schemas and tables are refused by the
-//! router: `shoal_router::plan::namespace`.)
+//! (`information_schema`'s catalog tables, which list schemas and tables, are answered in
+//! logical names by [`super::catalog`]; its other tables that would name physical schemas,
+//! tables, accounts or threads are refused by the router: `shoal_router::plan::namespace`.)
 
 use shoal_router::plan::Target;
 use shoal_router::sql::lex::{TokKind, Token, tokenize_into};

@@ -542,6 +542,11 @@ impl Session {
                 local_columns = columns.iter().map(|(c, _)| string_column(c)).collect();
                 None
             }
+            // A SELECT over information_schema: Shoal answers each execute over the catalog.
+            RoutePlan::Local(LocalAnswer::Catalog { sql }) => {
+                local_columns = self.catalog_columns(routing, &sql).await?;
+                None
+            }
             RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
             RoutePlan::Local(_) => {
                 return Err(unsupported(
@@ -726,6 +731,11 @@ impl Session {
             }
             RoutePlan::Local(LocalAnswer::SessionValues { columns, row }) if n == 0 => {
                 self.answer_session_values(&columns, row, Protocol::Binary, reply_seq)
+                    .await
+            }
+            RoutePlan::Local(LocalAnswer::Catalog { sql }) => {
+                let filled = self.fill_params(routing, &sql, values)?;
+                self.answer_catalog(routing, &filled, Protocol::Binary, reply_seq)
                     .await
             }
             RoutePlan::Local(_) | RoutePlan::Session(_) => {

@@ -148,7 +148,7 @@ fn build_inner(
         }
         return Err(refuse("a statement without tables"));
     }
-    if tables.iter().any(|t| is_catalog(t)) {
+    if tables.iter().any(is_catalog) {
         return catalog_select(sql, toks, &tables, dml);
     }
     if let Some(f) = session_function(sql, toks) {

@@ -351,6 +351,10 @@ pub const DOCUMENTED_REFUSALS: &[&str] = &[
     "INSERT ... SELECT over sharded tables",
     "a write to global table * that reads *",
     "multi-table UPDATE/DELETE involving a global table",
+    "information_schema.* in a statement over * (*)",
+    "a write naming information_schema.*",
+    "SELECT ... INTO over information_schema.*",
+    "*() in a query over information_schema.*",
 ];
 
 /// The construct a 1235 message names: `... doesn't yet support '<construct>'`.

@@ -17,6 +17,7 @@
 //! one and that call no function answering with the backend's account: the connection runs as
 //! Shoal's backend account, whose reach must not become the client's.
 
+mod binary;
 mod conn;
 mod rewrite;
 mod rows;
@@ -28,6 +29,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rows::LogicalRows;
+use shoal_router::plan::ParamValue;
+use shoal_router::sql::lex::TokKind;
 
 use crate::config::Routing;
 use crate::error::{Error, Result};
@@ -99,6 +102,73 @@ impl Session {
         protocol: Protocol,
         reply_seq: u8,
     ) -> Result<()> {
+        let (defs, rows) = self.catalog_result(routing, sql).await?;
+        let mut rows = rows
+            .iter()
+            .map(|r| super::metadata::fields(r))
+            .collect::<Result<Vec<_>>>()?;
+        if protocol == Protocol::Binary {
+            let cols = defs
+                .iter()
+                .map(|d| crate::merge::parse_column(d))
+                .collect::<Result<Vec<_>>>()?;
+            rows = rows
+                .into_iter()
+                .map(|r| binary::binary_cells(r, &cols))
+                .collect();
+        }
+        self.send_result(reply_seq, &defs, rows, protocol).await
+    }
+
+    /// The column definitions a prepared catalog SELECT returns: the statement run with
+    /// NULL for each `?`, its rows dropped.
+    pub(super) async fn catalog_columns(
+        &mut self,
+        routing: &Routing,
+        sql: &str,
+    ) -> Result<Vec<Vec<u8>>> {
+        let filled = self.fill_params(routing, sql, &[])?;
+        Ok(self.catalog_result(routing, &filled).await?.0)
+    }
+
+    /// `sql` with its `?` placeholders replaced by `values` as SQL literals (NULL past the
+    /// end): the catalog's statement runs as text on Shoal's connection.
+    pub(super) fn fill_params(
+        &mut self,
+        routing: &Routing,
+        sql: &str,
+        values: &[ParamValue],
+    ) -> Result<String> {
+        let mode = self.sql_mode();
+        let mut toks = Vec::new();
+        routing
+            .router
+            .tokenize(sql, mode, &mut toks)
+            .map_err(|e| super::refusal(&e))?;
+        let mut out = String::with_capacity(sql.len() + 16);
+        let mut at = 0;
+        let placeholders = toks.iter().filter(|t| t.kind == TokKind::Placeholder);
+        for (k, t) in placeholders.enumerate() {
+            out.push_str(&sql[at..t.start as usize]);
+            out.push_str(&match values.get(k) {
+                None | Some(ParamValue::Null) => "NULL".to_string(),
+                Some(ParamValue::Int(i)) => i.to_string(),
+                Some(ParamValue::Decimal(d)) => d.clone(),
+                Some(ParamValue::Double(f)) => format!("{f:e}"),
+                Some(ParamValue::Str(s)) => rows::quoted(s.as_bytes()),
+            });
+            at = t.end as usize;
+        }
+        out.push_str(&sql[at..]);
+        Ok(out)
+    }
+
+    /// Runs catalog SELECT `sql`: the column definitions (in logical names) and text rows.
+    async fn catalog_result(
+        &mut self,
+        routing: &Routing,
+        sql: &str,
+    ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>)> {
         let allowed = self
             .shared
             .config
@@ -178,11 +248,7 @@ impl Session {
             .iter()
             .map(|def| logical_column(def, &database, &rw.tables, filter))
             .collect();
-        let rows = rows
-            .iter()
-            .map(|r| super::metadata::fields(r))
-            .collect::<Result<Vec<_>>>()?;
-        self.send_result(reply_seq, &defs, rows, protocol).await
+        Ok((defs, rows))
     }
 }
 
