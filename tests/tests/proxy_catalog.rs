@@ -219,7 +219,7 @@ fn assert_logical(sql: &str, a: &Answer) {
     }
     for (schema, table, org_table) in &a.origins {
         assert!(
-            schema.is_empty() || schema == "information_schema",
+            ["", "information_schema", "shop"].contains(&schema.as_str()),
             "{sql}: column schema {schema}"
         );
         for n in [table, org_table] {
@@ -341,6 +341,23 @@ async fn catalog_tables_answer_as_one_mariadb_with_the_logical_tables() {
         a.rows,
         vec![vec![Some("shop".into()), Some("orders".into())]]
     );
+    // DATABASE() beside logical tables: the logical schema, a select item named as written.
+    for sql in [
+        "SELECT DATABASE(), COUNT(*) FROM orders",
+        "SELECT id FROM orders WHERE DATABASE() = 'shop' ORDER BY id",
+        "SELECT table_name FROM information_schema.TABLES WHERE table_schema = SCHEMA() ORDER BY 1",
+    ] {
+        let got = same(&mut c, &mut r, sql).await;
+        assert!(!got.rows.is_empty(), "{sql}");
+    }
+    // Inside a select-list expression the literal would rename the column: refused.
+    for sql in [
+        "SELECT CONCAT(DATABASE(), ':', id) FROM orders",
+        "SELECT CONCAT(DATABASE(), table_name) FROM information_schema.TABLES",
+    ] {
+        let (code, _, msg) = server_error(c.query_drop(sql).await);
+        assert_eq!(code, 1235, "{sql}: {msg}");
+    }
     // Prepared (binary protocol), as Connector/C and mysql2 send them: same rows and types.
     let prepared = "SELECT table_name, ordinal_position, column_default FROM information_schema.COLUMNS \
                     WHERE table_schema = DATABASE() AND table_name = ? AND ordinal_position > ? \

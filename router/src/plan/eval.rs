@@ -326,6 +326,7 @@ fn name_edits(d: &DmlT, topo: &Topology, dn: DatanodeId, shard_of_group: &[usize
                     names.get(s).map(String::as_str).unwrap_or("")
                 }
                 RenameWhat::Database => topo.datanodes[dn].database.as_str(),
+                RenameWhat::Text(t) => return Edit::text(r.tok, r.tok, t.clone()),
             };
             let text = match &r.alias {
                 Some(a) => format!("{} AS {a}", rename_text(r, name)),

@@ -89,6 +89,8 @@ pub(crate) enum RenameWhat {
     Physical { group: usize, names: Vec<String> },
     /// The target datanode's database.
     Database,
+    /// This text, as it is (`DATABASE()` -> the logical schema as a literal).
+    Text(String),
 }
 
 /// A sharded INSERT ... VALUES: rows go to the shard of their key value.
@@ -151,7 +153,7 @@ fn build_inner(
     if tables.iter().any(is_catalog) {
         return catalog_select(sql, toks, &tables, dml);
     }
-    if let Some(f) = session_function(sql, toks) {
+    if let Some(f) = session_function(sql, toks).filter(|f| f != "DATABASE()" && f != "SCHEMA()") {
         return Err(refuse(format!(
             "{f} in a statement over tables (a datanode would answer with its own database \
              and account)"
@@ -255,7 +257,9 @@ fn build_inner(
         );
     }
 
-    let renames = renames(toks, sql, &tables, &group_of, dml)?;
+    let mut renames = renames(toks, sql, &tables, &group_of, dml)?;
+    renames.extend(database_calls(current, sql, toks)?);
+    renames.sort_by_key(|r| r.tok);
     let qualify = qualifications(mode, sql, toks, &tables, dml);
 
     let insert = match (&dml.insert, dml.kind) {
@@ -365,6 +369,22 @@ fn catalog_select(
     if dml.select.as_ref().is_some_and(|s| s.has_into) {
         return Err(refuse(format!("SELECT ... INTO over {label}")));
     }
+    // A DATABASE() inside a select-list expression would rename that column (the proxy puts
+    // the schema's name in as a literal).
+    for (i, t) in toks.iter().enumerate() {
+        if (t.is_kw(sql, "DATABASE") || t.is_kw(sql, "SCHEMA"))
+            && called_at(sql, toks, i)
+            && !(i > 0 && toks[i - 1].is_punct(sql, "."))
+            && toks.get(i + 2).is_some_and(|c| c.is_punct(sql, ")"))
+            && let Some(nested) = in_select_list(sql, toks, i)
+            && (nested || !select_item_alone(sql, toks, i, i + 2))
+        {
+            return Err(refuse(format!(
+                "{}() inside an expression or subquery of a select list over {label}",
+                t.text(sql).to_ascii_uppercase()
+            )));
+        }
+    }
     // The backend that evaluates the statement would answer with Shoal's own account;
     // DATABASE()/SCHEMA() the proxy replaces with the logical schema.
     if let Some(f) = session_function(sql, toks).filter(|f| f != "DATABASE()" && f != "SCHEMA()") {
@@ -384,6 +404,153 @@ fn session_function(sql: &str, toks: &[Token]) -> Option<String> {
             || t.is_kw(sql, "CURRENT_USER");
         hit.then(|| format!("{}()", t.text(sql).to_ascii_uppercase()))
     })
+}
+
+/// `DATABASE()` and `SCHEMA()` in a statement over tables: a datanode would answer with its
+/// physical database, so each call becomes the session's logical schema as a string literal
+/// (`NULL` without one; the plan cache keys plans by the schema). A select item that is just
+/// the call, without an alias, keeps its column name (`NULLIF('shop', NULL) AS `DATABASE()``).
+fn database_calls(
+    current: Option<&str>,
+    sql: &str,
+    toks: &[Token],
+) -> Result<Vec<RenameT>, RouterError> {
+    let mut out = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        let after_dot = i > 0 && toks[i - 1].is_punct(sql, ".");
+        if after_dot
+            || !(t.is_kw(sql, "DATABASE") || t.is_kw(sql, "SCHEMA"))
+            || !called_at(sql, toks, i)
+            || !toks.get(i + 2).is_some_and(|c| c.is_punct(sql, ")"))
+        {
+            continue;
+        }
+        let value = match current {
+            Some(s) => format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''")),
+            None => "NULL".to_string(),
+        };
+        let written = &sql[t.start as usize..toks[i + 2].end as usize];
+        let text = match in_select_list(sql, toks, i) {
+            Some(false) if select_item_alone(sql, toks, i, i + 2) => {
+                // NULLIF: nullable, as the call's column is (a bare literal is NOT NULL).
+                format!("NULLIF({value}, NULL) AS {}", quote_ident(written, true))
+            }
+            // Inside an expression of a select list (or a subquery's): the column's name is
+            // the expression as written, which the literal would change.
+            Some(_) => {
+                return Err(refuse(format!(
+                    "{} inside an expression or subquery of a select list beside tables",
+                    written.to_ascii_uppercase()
+                )));
+            }
+            None => value,
+        };
+        let blank = |tok: usize| RenameT {
+            tok: tok as u32,
+            quoted: false,
+            what: RenameWhat::Text(String::new()),
+            alias: None,
+        };
+        out.push(RenameT {
+            tok: i as u32,
+            quoted: false,
+            what: RenameWhat::Text(text),
+            alias: None,
+        });
+        out.push(blank(i + 1));
+        out.push(blank(i + 2));
+    }
+    Ok(out)
+}
+
+/// Whether token `at` is in a SELECT's list of items: `Some(nested)` (nested: inside
+/// parentheses there), `None` when the nearest clause before it is another (WHERE, SET, ...).
+pub(crate) fn in_select_list(sql: &str, toks: &[Token], at: usize) -> Option<bool> {
+    const CLAUSES: &[&str] = &[
+        "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "INTO", "SET", "VALUES", "ON",
+        "USING", "WINDOW",
+    ];
+    let mut depth = 0i32;
+    let mut nested = false;
+    for t in toks[..at].iter().rev() {
+        if t.is_punct(sql, ")") {
+            depth += 1;
+        } else if t.is_punct(sql, "(") {
+            if depth == 0 {
+                nested = true;
+            } else {
+                depth -= 1;
+            }
+        } else if depth == 0 {
+            if t.is_kw(sql, "SELECT") {
+                return Some(nested);
+            }
+            if CLAUSES.iter().any(|w| t.is_kw(sql, w)) {
+                return None;
+            }
+        }
+    }
+    None
+}
+
+/// Whether tokens `first..=last` are a whole item of a SELECT's list without an alias: the
+/// nearest clause word before them at their parenthesis depth is SELECT, a `,`, SELECT or
+/// DISTINCT/ALL precedes them and a `,`, `)`, FROM, another clause or the end follows.
+fn select_item_alone(sql: &str, toks: &[Token], first: usize, last: usize) -> bool {
+    const CLAUSES: &[&str] = &[
+        "FROM",
+        "WHERE",
+        "GROUP",
+        "HAVING",
+        "ORDER",
+        "LIMIT",
+        "INTO",
+        "UNION",
+        "EXCEPT",
+        "INTERSECT",
+        "WINDOW",
+        "FOR",
+        "LOCK",
+        "SET",
+        "VALUES",
+        "ON",
+        "USING",
+    ];
+    let starts = first > 0
+        && [",", "SELECT", "DISTINCT", "ALL"]
+            .iter()
+            .any(|w| toks[first - 1].is_punct(sql, w) || toks[first - 1].is_kw(sql, w));
+    let ends = match toks.get(last + 1) {
+        None => true,
+        Some(n) => {
+            n.is_punct(sql, ",")
+                || n.is_punct(sql, ")")
+                || n.is_punct(sql, ";")
+                || CLAUSES.iter().any(|w| n.is_kw(sql, w))
+        }
+    };
+    if !starts || !ends {
+        return false;
+    }
+    let mut depth = 0i32;
+    for t in toks[..first].iter().rev() {
+        if t.is_punct(sql, ")") {
+            depth += 1;
+        } else if t.is_punct(sql, "(") {
+            if depth == 0 {
+                return false;
+            }
+            depth -= 1;
+        } else if depth == 0 {
+            if t.is_kw(sql, "SELECT") {
+                return true;
+            }
+            if CLAUSES.iter().any(|w| t.is_kw(sql, w)) {
+                return false;
+            }
+        }
+    }
+    false
 }
 
 /// [`DmlT::qualify`]: the tables to qualify, if the statement can be made to run in any

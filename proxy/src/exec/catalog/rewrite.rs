@@ -7,8 +7,8 @@
 //!   so its qualifiers and the result's `table` field read as the client wrote them;
 //! - `information_schema.X.col` becomes `X.col` (the name the reference now carries);
 //! - `DATABASE()` and `SCHEMA()` become the session's logical schema as a string literal
-//!   (`NULL` without one); as a select item without an alias, named as written
-//!   (`'shop' AS `DATABASE()``), as MariaDB names the call's column.
+//!   (`NULL` without one); as a select item without an alias, named as written and nullable
+//!   (`NULLIF('shop', NULL) AS `DATABASE()``), as MariaDB's column for the call is.
 //!
 //! Server-level tables (`information_schema.COLLATIONS`) stay as written: the backend's own.
 
@@ -177,7 +177,8 @@ pub fn rewrite(
             };
             let with = if *in_items.last().expect("a depth") && prev_starts_item && next_ends_item {
                 let text = &sql[t.start as usize..toks[i + 2].end as usize];
-                format!("{value} AS {}", quote(text))
+                // NULLIF: nullable, as the call's column is (a bare literal is NOT NULL).
+                format!("NULLIF({value}, NULL) AS {}", quote(text))
             } else {
                 value
             };
@@ -248,7 +249,10 @@ mod tests {
     #[test]
     fn database_becomes_the_logical_schema() {
         let r = rw("SELECT DATABASE(), schema() AS s, 1", Some("shop"));
-        assert_eq!(r.sql, "SELECT 'shop' AS `DATABASE()`, 'shop' AS s, 1");
+        assert_eq!(
+            r.sql,
+            "SELECT NULLIF('shop', NULL) AS `DATABASE()`, 'shop' AS s, 1"
+        );
         let r = rw(
             "SELECT COUNT(*) FROM information_schema.TABLES WHERE table_schema IN (DATABASE(), 'x')",
             None,
