@@ -22,7 +22,9 @@
 //!   names and the condition applies to it, under the same column types and collations;
 //! - `SHOW COLUMNS`' `Default` is `COLUMN_DEFAULT` unquoted: MariaDB shows a string default
 //!   bare (`x`, not `'x'`), a NULL default as NULL, and TEXT/BLOB defaults (expressions) as
-//!   they are.
+//!   they are. Being an expression, it is a LONGTEXT column (type 251) where SHOW's is the
+//!   TEXT column itself (252); same character set, same values. The only column whose type
+//!   differs.
 //!
 //! The SQL is read in MariaDB's default sql_mode (backslash escapes in strings).
 
@@ -224,6 +226,15 @@ struct Spec {
     order: Vec<&'static str>,
 }
 
+/// SHOW COLUMNS' `Default` from `COLUMN_DEFAULT`, which quotes a string default as
+/// MariaDB's `append_unescaped` does (`'it''s'`, `\\`, `\n`, `\r`, `\0`) and writes a NULL
+/// default as the word NULL. `\\` is set aside as U+E000 while the other escapes are undone,
+/// so that `\\n` reads as a backslash and an `n`.
+const SHOW_DEFAULT: &str = r"CASE WHEN COLUMN_DEFAULT = 'NULL' THEN NULL WHEN COLUMN_DEFAULT LIKE '''%''' AND DATA_TYPE NOT LIKE '%text' AND DATA_TYPE NOT LIKE '%blob' THEN REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(SUBSTRING(COLUMN_DEFAULT, 2, CHAR_LENGTH(COLUMN_DEFAULT) - 2), '''''', ''''), '\\\\', CHAR(0xEE8080 USING utf8mb4)), '\\n', '\n'), '\\r', '\r'), '\\0', '\0'), CHAR(0xEE8080 USING utf8mb4), '\\') ELSE COLUMN_DEFAULT END";
+
+/// A LIMIT that keeps every row.
+const ALL_ROWS: u64 = u64::MAX;
+
 const BY_TABLE_NAME: &str = "CAST(TABLE_NAME AS BINARY)";
 
 impl Show {
@@ -291,14 +302,7 @@ impl Show {
                 cols.extend([
                     c("IS_NULLABLE", "Null"),
                     c("COLUMN_KEY", "Key"),
-                    c(
-                        "CASE WHEN COLUMN_DEFAULT = 'NULL' THEN NULL \
-                         WHEN COLUMN_DEFAULT LIKE '''%''' AND DATA_TYPE NOT LIKE '%text' \
-                         AND DATA_TYPE NOT LIKE '%blob' \
-                         THEN REPLACE(SUBSTRING(COLUMN_DEFAULT, 2, CHAR_LENGTH(COLUMN_DEFAULT) - 2), \
-                         '''''', '''') ELSE COLUMN_DEFAULT END",
-                        "Default",
-                    ),
+                    c(SHOW_DEFAULT, "Default"),
                     c("EXTRA", "Extra"),
                 ]);
                 if full {
@@ -470,8 +474,13 @@ impl Show {
                 let order = (0..spec.order.len())
                     .map(|k| format!("`_show_order_{k}`"))
                     .collect::<Vec<_>>();
+                // The LIMIT keeps the derived table whole: MariaDB would otherwise push the
+                // condition down into its information_schema lookup, where a table or schema
+                // name compares as a file name (case-sensitively), not under the column's
+                // collation as SHOW ... WHERE compares it.
                 format!(
-                    "SELECT {} FROM (SELECT {} FROM {from}{where_}) AS t WHERE {e}{}",
+                    "SELECT {} FROM (SELECT {} FROM {from}{where_} LIMIT {ALL_ROWS}) AS t \
+                     WHERE {e}{}",
                     outer.join(", "),
                     inner.join(", "),
                     order_by(&order)
@@ -564,8 +573,8 @@ mod tests {
                 .unwrap()
                 .select(),
             "SELECT `Database` FROM (SELECT SCHEMA_NAME AS `Database`, \
-             CAST(SCHEMA_NAME AS BINARY) AS `_show_order_0` FROM information_schema.SCHEMATA) \
-             AS t WHERE `Database` <> 'x' ORDER BY `_show_order_0`"
+             CAST(SCHEMA_NAME AS BINARY) AS `_show_order_0` FROM information_schema.SCHEMATA \
+             LIMIT 18446744073709551615) AS t WHERE `Database` <> 'x' ORDER BY `_show_order_0`"
         );
     }
 }
