@@ -57,7 +57,7 @@ async fn answer(conn: &mut Conn, sql: &str) -> Answer {
                         charset: c.character_set(),
                         decimals: if text { 0 } else { c.decimals() },
                         flags: (c.flags() & (F::NOT_NULL_FLAG | F::UNSIGNED_FLAG | F::BINARY_FLAG))
-                            .bits() as u16,
+                            .bits(),
                     }
                 })
                 .collect()

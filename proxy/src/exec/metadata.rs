@@ -1,13 +1,14 @@
-//! Table metadata in logical names. `SHOW CREATE TABLE t` and `SHOW INDEX FROM t` run on the
-//! table's first physical table (the router plans them so); when that table's physical name
-//! differs (table-per-shard), its answer names it: the rows are rewritten back to the logical
-//! name here. `SHOW COLUMNS`/`DESCRIBE` name no table and are relayed as they are.
-//! (`information_schema` tables that would list physical schemas and tables are refused by the
-//! router: `shoal_router::plan::namespace`.)
+//! Table metadata in logical names. `SHOW CREATE TABLE t` runs on the table's first physical
+//! table and `SHOW CREATE DATABASE s` on a datanode of the schema (the router plans them so);
+//! when the physical name differs (table-per-shard, a datanode's database), the answer names
+//! it: the rows are rewritten back to the logical name here. COM_FIELD_LIST runs on the
+//! table's first physical table, its column definitions renamed as they are relayed. (The
+//! SHOW family MariaDB answers from `information_schema` is planned as SELECTs over the
+//! logical catalog: `shoal_router::plan::show`.)
 
+use shoal_router::error::{RouterError, codes};
 use shoal_router::plan::Target;
 use shoal_router::sql::lex::{TokKind, Token, tokenize_into};
-use shoal_router::error::{RouterError, codes};
 use shoal_router::topology::TableDef;
 
 use super::reader::{ResultStream, Row};
