@@ -93,6 +93,14 @@ pub fn parse(
     if !kw(sql, toks, 0, "SHOW") {
         return None;
     }
+    // A statement's closing `;` is not part of it.
+    let end = toks.len()
+        - toks
+            .iter()
+            .rev()
+            .take_while(|t| t.is_punct(sql, ";"))
+            .count();
+    let toks = &toks[..end];
     let mut i = 1;
     let full = kw(sql, toks, i, "FULL");
     if full {
@@ -547,6 +555,10 @@ mod tests {
             show("SHOW TABLES LIKE", Some("c")).unwrap_err().code(),
             codes::ER_PARSE_ERROR.0
         );
+        let s = show("SHOW TABLES LIKE 'a%';", Some("c")).unwrap();
+        assert_eq!(s.filter, Filter::Like("a%".into()));
+        let s = show("SHOW TABLES WHERE 1 ;", Some("c")).unwrap();
+        assert_eq!(s.filter, Filter::Where("1".into()));
         for other in [
             "SHOW VARIABLES",
             "SHOW FULL PROCESSLIST",
