@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 use shoal_bench::cluster::{Cluster, ClusterSpec};
+use shoal_tests::raw::{COM_FIELD_LIST, COM_PING, RawConn, Reply};
 use shoal_tests::{ShoalProcess, scratch_dir, server_error, unique_name};
 
 /// Database of every datanode (`a` and `b` on each server).
@@ -429,4 +430,126 @@ async fn a_leading_comment_does_not_change_how_a_statement_is_read() {
         }
     }
     c.disconnect().await.unwrap();
+}
+
+/// The six length-encoded strings a column definition starts with: catalog, schema, table,
+/// org_table, name, org_name (each under 251 bytes here).
+fn def_names(def: &[u8]) -> (Vec<String>, &[u8]) {
+    let mut b = def;
+    let mut out = Vec::new();
+    for _ in 0..6 {
+        let n = b[0] as usize;
+        out.push(String::from_utf8_lossy(&b[1..1 + n]).into_owned());
+        b = &b[1 + n..];
+    }
+    (out, b)
+}
+
+/// The column definitions a COM_FIELD_LIST for `table` answers, or its error code.
+async fn field_list(raw: &mut RawConn, table: &str) -> Result<Vec<Vec<u8>>, (u16, String)> {
+    let first = raw
+        .command(COM_FIELD_LIST, format!("{table}\0").as_bytes())
+        .await
+        .unwrap();
+    let mut defs = match first {
+        Reply::Other(p) => vec![p],
+        Reply::Err { code, message, .. } => return Err((code, message)),
+        other => panic!("COM_FIELD_LIST {table}: {other:?}"),
+    };
+    defs.extend(raw.read_until_eof().await.unwrap());
+    defs.pop(); // the terminator
+    Ok(defs)
+}
+
+/// COM_FIELD_LIST, which the `mariadb` client's completion sends for every table: a sharded,
+/// a child, a global, a table-per-shard and an unlisted table each answer the columns of their
+/// first physical table, named with the logical schema and table; the bytes after the names
+/// (types, flags, defaults) are the physical table's own. A physical table-per-shard name is
+/// a table that does not exist, as it is for every other statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn field_list_answers_every_kind_of_table_in_logical_names() {
+    let s = Setup::start().await;
+    let (mut raw, reply) = RawConn::login(&s.shoal.addr(), "app", "app-secret", Some("shop"))
+        .await
+        .expect("raw login through shoal");
+    assert_eq!(reply, Reply::Ok);
+    // dn1 = server 0 database `a`: the first shard of orders and order_item, the first copy
+    // of country, ledger_00, and the unlisted notes.
+    let (mut direct, reply) = RawConn::login(
+        &format!(
+            "{}:{}",
+            s.cluster.primary(0).host,
+            s.cluster.primary(0).port
+        ),
+        s.cluster.user(),
+        s.cluster.password(),
+        Some("a"),
+    )
+    .await
+    .expect("raw login to the backend");
+    assert_eq!(reply, Reply::Ok);
+    for (table, physical, columns) in [
+        ("orders", "orders", &["id", "user_id", "amount"][..]),
+        ("order_item", "order_item", &["id", "user_id", "qty"][..]),
+        ("country", "country", &["code", "name"][..]),
+        ("ledger", "ledger_00", &["id", "day", "amount"][..]),
+        ("notes", "notes", &["id", "body"][..]),
+    ] {
+        let got = field_list(&mut raw, table)
+            .await
+            .unwrap_or_else(|e| panic!("COM_FIELD_LIST {table}: {e:?}\n{}", s.shoal.log()));
+        let want = field_list(&mut direct, physical).await.unwrap();
+        assert_eq!(got.len(), columns.len(), "{table}");
+        for ((g, w), column) in got.iter().zip(&want).zip(columns) {
+            let (names, rest) = def_names(g);
+            assert_eq!(
+                names,
+                ["def", "shop", table, table, column, column],
+                "COM_FIELD_LIST {table}"
+            );
+            let (wnames, wrest) = def_names(w);
+            assert_eq!(wnames[..3], ["def", "a", physical]);
+            assert_eq!(rest, wrest, "{table}.{column}: the type as the backend's");
+        }
+    }
+    for (table, message) in [
+        ("ledger_00", "Table 'shop.ledger_00' doesn't exist"),
+        ("nosuch", "Table 'shop.nosuch' doesn't exist"),
+    ] {
+        assert_eq!(
+            field_list(&mut raw, table).await,
+            Err((1146, message.to_string())),
+            "COM_FIELD_LIST {table}"
+        );
+    }
+    // The session goes on.
+    assert_eq!(raw.command(COM_PING, b"").await.unwrap(), Reply::Ok);
+
+    // SHOW CREATE DATABASE: the default datanode's answer for its database, in the logical
+    // schema's name.
+    let mut c = s.client().await;
+    let mut d = Conn::new(s.cluster.opts(0, Some("a"))).await.unwrap();
+    for (sql, physical) in [
+        ("SHOW CREATE DATABASE shop", "SHOW CREATE DATABASE a"),
+        (
+            "SHOW CREATE SCHEMA IF NOT EXISTS `shop`",
+            "SHOW CREATE SCHEMA IF NOT EXISTS `a`",
+        ),
+    ] {
+        let got: Option<(String, String)> = c
+            .query_first(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}\n{}", s.shoal.log()));
+        let want: (String, String) = d.query_first(physical).await.unwrap().unwrap();
+        assert_eq!(
+            got,
+            Some(("shop".to_string(), want.1.replacen("`a`", "`shop`", 1))),
+            "{sql}"
+        );
+    }
+    assert_eq!(
+        server_error(c.query_drop("SHOW CREATE DATABASE a").await).0,
+        1049,
+        "a datanode's database is not a schema"
+    );
 }

@@ -1,13 +1,15 @@
-//! Table metadata in logical names. `SHOW CREATE TABLE t` and `SHOW INDEX FROM t` run on the
-//! table's first physical table (the router plans them so); when that table's physical name
-//! differs (table-per-shard), its answer names it: the rows are rewritten back to the logical
-//! name here. `SHOW COLUMNS`/`DESCRIBE` name no table and are relayed as they are.
-//! (`information_schema`'s catalog tables, which list schemas and tables, are answered in
-//! logical names by [`super::catalog`]; its other tables that would name physical schemas,
-//! tables, accounts or threads are refused by the router: `shoal_router::plan::namespace`.)
+//! Table metadata in logical names. `SHOW CREATE TABLE t` runs on the table's first physical
+//! table and `SHOW CREATE DATABASE s` on a datanode of the schema (the router plans them so);
+//! when the physical name differs (table-per-shard, a datanode's database), the answer names
+//! it: the rows are rewritten back to the logical name here. COM_FIELD_LIST runs on the
+//! table's first physical table, its column definitions renamed as they are relayed. (The
+//! SHOW family MariaDB answers from `information_schema` is planned as SELECTs over the
+//! logical catalog: `shoal_router::plan::show`, answered by [`super::catalog`].)
 
+use shoal_router::error::{RouterError, codes};
 use shoal_router::plan::Target;
 use shoal_router::sql::lex::{TokKind, Token, tokenize_into};
+use shoal_router::topology::TableDef;
 
 use super::reader::{ResultStream, Row};
 use crate::config::Routing;
@@ -16,11 +18,13 @@ use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 use crate::wire::messages::read_lenenc_bytes;
 
-/// Which SHOW names the table in its rows.
+/// Which SHOW names the table (or database) in its rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shown {
     CreateTable,
     Index,
+    /// `SHOW CREATE DATABASE|SCHEMA [IF NOT EXISTS] db`: the name is the database's.
+    CreateDatabase,
 }
 
 /// The table name of `SHOW CREATE TABLE [db.]t` / `SHOW {INDEX|INDEXES|KEYS} {FROM|IN} [db.]t`.
@@ -34,7 +38,14 @@ fn shown_table(sql: &str) -> Option<(Shown, String)> {
     if !word(0, "SHOW") {
         return None;
     }
-    let (kind, mut at) = if word(1, "CREATE") && word(2, "TABLE") {
+    let (kind, mut at) = if word(1, "CREATE") && (word(2, "DATABASE") || word(2, "SCHEMA")) {
+        let at = if word(3, "IF") && word(4, "NOT") && word(5, "EXISTS") {
+            6
+        } else {
+            3
+        };
+        (Shown::CreateDatabase, at)
+    } else if word(1, "CREATE") && word(2, "TABLE") {
         (Shown::CreateTable, 3)
     } else if (word(1, "INDEX") || word(1, "INDEXES") || word(1, "KEYS"))
         && (word(2, "FROM") || word(2, "IN"))
@@ -43,7 +54,7 @@ fn shown_table(sql: &str) -> Option<(Shown, String)> {
     } else {
         return None;
     };
-    if toks.get(at + 1).is_some_and(|t| t.text(sql) == ".") {
+    if kind != Shown::CreateDatabase && toks.get(at + 1).is_some_and(|t| t.text(sql) == ".") {
         at += 2;
     }
     let t = toks.get(at)?;
@@ -90,10 +101,11 @@ impl Session {
             {
                 *table = logical.as_bytes().to_vec();
             }
-            if kind == Shown::CreateTable
+            if kind != Shown::Index
                 && let Some(Some(ddl)) = row.get_mut(1)
             {
-                // `CREATE TABLE `t_order_0003` (` -> the logical name; only that first name.
+                // `CREATE TABLE `t_order_0003` (` -> the logical name; only that first name
+                // (`CREATE DATABASE `shop_1` /*!40100 ...`: the same for a database).
                 if let Some(at) = ddl.windows(from.len()).position(|w| w == from.as_bytes()) {
                     ddl.splice(at..at + from.len(), to.bytes());
                 }
@@ -102,6 +114,72 @@ impl Session {
         self.send_result(reply_seq, &defs, rows, crate::merge::Protocol::Text)
             .await?;
         Ok(true)
+    }
+}
+
+impl Session {
+    /// COM_FIELD_LIST (the `mariadb` client's completion sends one per table): the column
+    /// definitions of the table's first physical table (a sharded or child table's first
+    /// shard, a global table's first copy, an unlisted table on the schema's default
+    /// datanode), renamed to the logical schema and table as they are relayed.
+    pub(super) async fn field_list_routed(
+        &mut self,
+        routing: &Routing,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let payload = self.client.packet_payload()[1..].to_vec();
+        let end = payload
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(payload.len());
+        let table = String::from_utf8_lossy(&payload[..end]).into_owned();
+        let Some(schema) = self.logical.clone() else {
+            return Err(Error::reply(1046, b"3D000", "No database selected"));
+        };
+        let ls = routing.topology.schema(&schema);
+        // A table-per-shard table's physical tables are not tables of the schema, though the
+        // default datanode may hold some.
+        let physical_name = ls.is_some_and(|ls| {
+            ls.table(&table).is_none()
+                && shoal_router::plan::namespace::is_physical_name(ls, &table)
+        });
+        let place = match ls.and_then(|ls| ls.table(&table)) {
+            _ if physical_name => None,
+            Some(TableDef::Sharded(t)) => t
+                .shards
+                .first()
+                .map(|s| (s.datanode, s.physical_table.clone())),
+            Some(TableDef::Child(t)) => t
+                .shards
+                .first()
+                .map(|s| (s.datanode, s.physical_table.clone())),
+            Some(TableDef::Global(t)) => t.datanodes.first().map(|&d| (d, table.clone())),
+            None => ls
+                .and_then(|ls| ls.default_datanode)
+                .map(|d| (d, table.clone())),
+        };
+        let Some((dn, physical)) = place else {
+            // As the client named it (a refusal's message is not renamed).
+            return Err(self.refuse(&RouterError::with(
+                codes::ER_NO_SUCH_TABLE,
+                format!("Table '{schema}.{table}' doesn't exist"),
+            )));
+        };
+        let mut out = physical.into_bytes();
+        out.extend_from_slice(&payload[end..]);
+        let i = self.touch_for(routing, dn, super::Use::Text).await?;
+        self.conns.held[i]
+            .conn
+            .io
+            .write_command(crate::wire::command::COM_FIELD_LIST, &out);
+        self.relay_from(
+            i,
+            crate::wire::response::Expect::FieldList,
+            reply_seq,
+            Some((&routing.names, dn)),
+        )
+        .await?;
+        Ok(())
     }
 }
 
@@ -198,6 +276,14 @@ mod tests {
                 "/* ApplicationName=DBeaver 24.0.0 - Metadata */ SHOW CREATE TABLE shop.ledger_00"
             ),
             Some((Shown::CreateTable, "ledger_00".into()))
+        );
+        assert_eq!(
+            shown_table("SHOW CREATE SCHEMA IF NOT EXISTS `b`"),
+            Some((Shown::CreateDatabase, "b".into()))
+        );
+        assert_eq!(
+            shown_table("show create database shop"),
+            Some((Shown::CreateDatabase, "shop".into()))
         );
         assert_eq!(shown_table("SHOW COLUMNS FROM t"), None);
         assert_eq!(shown_table("SELECT 1"), None);

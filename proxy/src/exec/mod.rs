@@ -145,13 +145,10 @@ impl Session {
                 let db = String::from_utf8_lossy(&self.client.packet_payload()[1..]).into_owned();
                 self.use_logical(&db, reply_seq).await
             }
-            COM_FIELD_LIST | COM_STATISTICS | COM_SET_OPTION => {
+            COM_FIELD_LIST => self.field_list_routed(routing, reply_seq).await,
+            COM_STATISTICS | COM_SET_OPTION => {
                 let dn = self.any_datanode(routing);
-                let expect = if cmd == COM_FIELD_LIST {
-                    Expect::FieldList
-                } else {
-                    Expect::Single
-                };
+                let expect = Expect::Single;
                 let on = if cmd == COM_SET_OPTION {
                     let p = self.client.packet_payload();
                     match p.get(1..3).map(|b| u16::from_le_bytes([b[0], b[1]])) {

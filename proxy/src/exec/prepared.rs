@@ -550,8 +550,9 @@ impl Session {
             RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
             RoutePlan::Local(_) => {
                 return Err(unsupported(
-                    "SHOW DATABASES/TABLES, SHOW SHOAL BACKENDS or EXPLAIN ROUTE through a \
-                     prepared statement (text protocol only)",
+                    "the SHOW family (SHOW DATABASES/TABLES/TABLE STATUS/COLUMNS/INDEX/...), \
+                     information_schema, SHOW SHOAL BACKENDS or EXPLAIN ROUTE through a prepared \
+                     statement (text protocol only)",
                 ));
             }
             _ => return Err(unsupported("preparing this statement")),

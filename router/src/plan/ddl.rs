@@ -3,7 +3,7 @@
 
 use super::placement::{self, Kind, refuse};
 use super::render::{Edit, Text, quote_ident};
-use super::{LocalAnswer, RoutePlan, Target};
+use super::{LocalAnswer, RoutePlan, Target, show};
 use crate::error::{RouterError, codes};
 use crate::sql::lex::{TokKind, Token};
 use crate::sql::stmt::TableRef;
@@ -322,8 +322,9 @@ pub(crate) fn plan_ddl(
     }
 }
 
-/// SHOW statements: logical answers for databases and tables, the first physical table for
-/// table metadata, the session layer for the rest (variables, status, warnings...).
+/// SHOW statements: the family that MariaDB answers from `information_schema` as SELECTs over
+/// the logical catalog ([`show`]), SHOW CREATE TABLE/DATABASE from a datanode, the session
+/// layer for the rest (variables, status, warnings...).
 pub(crate) fn plan_show(topo: &Topology, current: Option<&str>, text: &Text) -> RoutePlan {
     let (sql, toks) = (text.sql, text.toks);
     let mut i = 1;
@@ -334,114 +335,124 @@ pub(crate) fn plan_show(topo: &Topology, current: Option<&str>, text: &Text) -> 
     if !full && kw(sql, toks, i, "SHOAL") && kw(sql, toks, i + 1, "BACKENDS") {
         return RoutePlan::Local(LocalAnswer::ShowBackends);
     }
-    if kw(sql, toks, i, "DATABASES") || kw(sql, toks, i, "SCHEMAS") {
-        let mut schemas: Vec<String> = topo.schemas.values().map(|s| s.name.clone()).collect();
-        schemas.sort();
-        return RoutePlan::Local(LocalAnswer::ShowDatabases { schemas });
-    }
-    if kw(sql, toks, i, "TABLES") {
-        let mut j = i + 1;
-        let mut schema = current.map(str::to_string);
-        if kw(sql, toks, j, "FROM") || kw(sql, toks, j, "IN") {
-            schema = toks.get(j + 1).map(|t| t.ident_value(sql));
-            j += 2;
-        }
-        let mut like = None;
-        if kw(sql, toks, j, "LIKE") {
-            like = toks
-                .get(j + 1)
-                .map(|t| crate::sql::lex::unquote_string(t.text(sql)));
-            j += 2;
-        }
-        if j < toks.len() {
-            return RoutePlan::Refuse(refuse("SHOW TABLES ... WHERE"));
-        }
-        let Some(schema) = schema else {
-            return RoutePlan::Refuse(RouterError::with(
-                codes::ER_NO_DB_ERROR,
-                "No database selected",
-            ));
+    if let Some(parsed) = show::parse(sql, toks, current) {
+        return match parsed {
+            Ok(s) => show_from_catalog(topo, text, s),
+            Err(e) => RoutePlan::Refuse(e),
         };
-        let Some(ls) = placement::find_schema(topo, &schema) else {
-            return RoutePlan::Refuse(RouterError::with(
-                codes::ER_BAD_DB_ERROR,
-                format!("Unknown database '{schema}'"),
-            ));
-        };
-        let mut tables: Vec<String> = ls.tables.values().map(|t| t.name().to_string()).collect();
-        tables.sort();
-        let also_from = ls.default_datanode.map(|dn| Target {
-            datanode: dn,
-            sql: if full {
-                "SHOW FULL TABLES".into()
-            } else {
-                "SHOW TABLES".into()
-            },
-            params: Default::default(),
-            qualified: false,
-        });
-        return RoutePlan::Local(LocalAnswer::ShowTables {
-            schema: ls.name.clone(),
-            full,
-            tables,
-            like,
-            also_from,
-        });
     }
-    // SHOW CREATE TABLE t, SHOW [FULL] COLUMNS|FIELDS FROM t [FROM db], SHOW INDEX FROM t
-    let create_table = kw(sql, toks, i, "CREATE") && kw(sql, toks, i + 1, "TABLE");
-    let columns_or_index = ["COLUMNS", "FIELDS", "INDEX", "INDEXES", "KEYS"]
-        .iter()
-        .any(|k| kw(sql, toks, i, k))
-        && (kw(sql, toks, i + 1, "FROM") || kw(sql, toks, i + 1, "IN"));
-    let table_at = (create_table || columns_or_index).then_some(i + 2);
-    if let Some(at) = table_at
-        && let Some((mut r, after)) = name_at(sql, toks, at)
+    if !full
+        && kw(sql, toks, i, "CREATE")
+        && (kw(sql, toks, i + 1, "DATABASE") || kw(sql, toks, i + 1, "SCHEMA"))
     {
-        if (kw(sql, toks, after, "FROM") || kw(sql, toks, after, "IN"))
-            && let Some(db) = toks.get(after + 1)
-        {
-            r.schema = Some(db.ident_value(sql));
-            r.schema_tok = Some(after as u32 + 1);
-        }
+        return show_create_database(topo, text, i + 2);
+    }
+    // SHOW CREATE TABLE t: the first physical table (the proxy names the logical one).
+    if !full
+        && kw(sql, toks, i, "CREATE")
+        && kw(sql, toks, i + 1, "TABLE")
+        && let Some((r, _)) = name_at(sql, toks, i + 2)
+    {
         return table_statement(topo, current, text, r, Vec::new(), false);
     }
-    if kw(sql, toks, i, "TABLE") && kw(sql, toks, i + 1, "STATUS") {
-        // `FROM db` names a logical schema: its default datanode's database answers (the proxy
-        // leaves out the physical tables of table-per-shard tables placed there).
-        let from = i + 2;
-        if (kw(sql, toks, from, "FROM") || kw(sql, toks, from, "IN"))
-            && let Some(db) = toks.get(from + 1)
-        {
-            let name = db.ident_value(sql);
-            let Some(ls) = placement::find_schema(topo, &name) else {
+    RoutePlan::Session(StatementKind::Show)
+}
+
+/// A SHOW of the family ([`show`]) as its SELECT over the logical catalog, once the schema it
+/// lists is known (1049 if not; its configured spelling). `SHOW COLUMNS`/`SHOW INDEX` of a
+/// table that is not listed in the config run on the schema's default datanode, which holds
+/// it as it is (and answers 1146 when it does not exist): the catalog cannot tell a missing
+/// table from one without columns.
+fn show_from_catalog(topo: &Topology, text: &Text, mut s: show::Show) -> RoutePlan {
+    if let Some(name) = &s.schema {
+        match placement::find_schema(topo, name) {
+            Some(ls) => s.schema = Some(ls.name.clone()),
+            // The catalog's own schema: its tables are the catalog's to list.
+            None if name.eq_ignore_ascii_case("information_schema") => {}
+            None => {
                 return RoutePlan::Refuse(RouterError::with(
                     codes::ER_BAD_DB_ERROR,
                     format!("Unknown database '{name}'"),
                 ));
-            };
-            let Some(dn) = ls.default_datanode else {
-                return RoutePlan::Refuse(refuse(
-                    "SHOW TABLE STATUS in a schema without a default datanode",
-                ));
-            };
-            let quoted = db.kind == TokKind::QuotedIdent;
-            let edit = Edit::text(
-                from as u32 + 1,
-                from as u32 + 1,
-                quote_ident(&topo.datanodes[dn].database, quoted),
-            );
-            let (s, params) = text.render(&[edit]);
-            return RoutePlan::Single(Target {
-                datanode: dn,
-                sql: s.into(),
-                params: params.into(),
-                qualified: false,
-            });
+            }
         }
-        return default_dn(topo, current, text, "SHOW TABLE STATUS");
     }
-    RoutePlan::Session(StatementKind::Show)
+    if let (show::What::Columns { .. } | show::What::Index, Some(schema), Some(table)) =
+        (s.what, &s.schema, &s.table)
+    {
+        let ls = placement::find_schema(topo, schema);
+        match ls.and_then(|ls| ls.table(table)) {
+            Some(def) => s.table = Some(def.name().to_string()),
+            None => {
+                let (sql, toks) = (text.sql, text.toks);
+                let at = (2..toks.len())
+                    .find(|&j| toks[j - 1].is_kw(sql, "FROM") || toks[j - 1].is_kw(sql, "IN"));
+                if let Some((mut r, after)) = at.and_then(|j| name_at(sql, toks, j)) {
+                    if (kw(sql, toks, after, "FROM") || kw(sql, toks, after, "IN"))
+                        && let Some(db) = toks.get(after + 1)
+                    {
+                        r.schema = Some(db.ident_value(sql));
+                        r.schema_tok = Some(after as u32 + 1);
+                    }
+                    return table_statement(topo, Some(schema), text, r, Vec::new(), false);
+                }
+            }
+        }
+    }
+    RoutePlan::Local(LocalAnswer::Catalog { sql: s.select() })
+}
+
+/// `SHOW CREATE DATABASE [IF NOT EXISTS] db` (`at`: the token after DATABASE): the answer of
+/// a datanode of the logical schema for its database there (the proxy names the logical
+/// schema in it: `metadata.rs`).
+fn show_create_database(topo: &Topology, text: &Text, mut at: usize) -> RoutePlan {
+    let (sql, toks) = (text.sql, text.toks);
+    if kw(sql, toks, at, "IF") && kw(sql, toks, at + 1, "NOT") && kw(sql, toks, at + 2, "EXISTS") {
+        at += 3;
+    }
+    let Some(db) = toks
+        .get(at)
+        .filter(|t| matches!(t.kind, TokKind::Word | TokKind::QuotedIdent) && at + 1 == toks.len())
+    else {
+        return RoutePlan::Refuse(RouterError::with(
+            codes::ER_PARSE_ERROR,
+            "You have an error in your SQL syntax near SHOW CREATE DATABASE",
+        ));
+    };
+    let name = db.ident_value(sql);
+    let Some(ls) = placement::find_schema(topo, &name) else {
+        return RoutePlan::Refuse(RouterError::with(
+            codes::ER_BAD_DB_ERROR,
+            format!("Unknown database '{name}'"),
+        ));
+    };
+    // Its default datanode, else the first datanode of its first table (by name).
+    let mut tables: Vec<_> = ls.tables.values().collect();
+    tables.sort_by(|a, b| a.name().cmp(b.name()));
+    let dn = ls.default_datanode.or_else(|| {
+        tables.iter().find_map(|t| match t {
+            crate::topology::TableDef::Sharded(t) => t.shards.first().map(|s| s.datanode),
+            crate::topology::TableDef::Child(t) => t.shards.first().map(|s| s.datanode),
+            crate::topology::TableDef::Global(t) => t.datanodes.first().copied(),
+        })
+    });
+    let Some(dn) = dn else {
+        return RoutePlan::Refuse(refuse(
+            "SHOW CREATE DATABASE of a schema without a datanode",
+        ));
+    };
+    let edit = Edit::text(
+        at as u32,
+        at as u32,
+        quote_ident(&topo.datanodes[dn].database, true),
+    );
+    let (s, params) = text.render(&[edit]);
+    RoutePlan::Single(Target {
+        datanode: dn,
+        sql: s.into(),
+        params: params.into(),
+        qualified: true,
+    })
 }
 
 /// `DESC t` / `DESCRIBE t` / `EXPLAIN t` (the table form).

@@ -18,6 +18,7 @@ mod planner;
 mod render;
 mod router;
 pub mod sequence;
+pub mod show;
 
 pub use cache::CacheStats;
 pub(crate) use eval::shard_value as shard_value_of;

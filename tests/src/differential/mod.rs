@@ -21,6 +21,7 @@
 //! The same run as a command: `cargo run -p shoal-tests --bin differential -- --help`.
 
 pub mod capi;
+pub mod catalog;
 pub mod compare;
 pub mod data;
 pub mod queries;
