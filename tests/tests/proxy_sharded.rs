@@ -497,8 +497,9 @@ async fn shoal_answers_metadata_in_logical_names() {
     let mut m = l.s1.conn(Some(&format!("{}_main", l.prefix))).await;
     m.query_drop("CREATE TABLE notes (id INT)").await.unwrap();
 
+    // As one MariaDB lists them: information_schema and the logical schema.
     let dbs: Vec<String> = c.query("SHOW DATABASES").await.unwrap();
-    assert_eq!(dbs, vec!["shop"]);
+    assert_eq!(dbs, vec!["information_schema", "shop"]);
     let db: Option<String> = c.query_first("SELECT DATABASE()").await.unwrap();
     assert_eq!(db.as_deref(), Some("shop"));
     // The `mariadb` client's `status` asks this first: the logical schema and Shoal's
@@ -537,14 +538,17 @@ async fn shoal_answers_metadata_in_logical_names() {
         "the schema of each execute, not of PREPARE"
     );
     none.disconnect().await.unwrap();
+    // A prepared SHOW is answered over the catalog at each execute, as the text one.
+    let prepared: Vec<String> = c.exec("SHOW TABLES", ()).await.unwrap();
     // Shoal's other own answers are refused when prepared, naming what.
-    let (code, _, msg) = server_error(c.exec_drop("SHOW TABLES", ()).await);
+    let (code, _, msg) = server_error(c.exec_drop("EXPLAIN ROUTE SELECT 1", ()).await);
     assert_eq!(code, 1235, "{msg}");
-    assert!(msg.contains("SHOW DATABASES/TABLES"), "{msg}");
+    assert!(msg.contains("EXPLAIN ROUTE"), "{msg}");
     // The configured tables that exist, and the default datanode's own: `events` and `logs`
     // are configured but not created here, and one server lists no table before its CREATE.
     let tables: Vec<String> = c.query("SHOW TABLES").await.unwrap();
     assert_eq!(tables, vec!["country", "notes", "order_item", "orders"]);
+    assert_eq!(prepared, tables);
     c.query_drop("CREATE TABLE logs (id INT PRIMARY KEY) ENGINE=InnoDB")
         .await
         .unwrap();

@@ -183,31 +183,7 @@ impl Session {
     }
 }
 
-impl Session {
-    /// `SHOW TABLE STATUS [FROM s] [LIKE|WHERE ...]` of logical schema `schema`, which the
-    /// router sends to its default datanode (target `t`): that database's answer without the
-    /// physical tables of table-per-shard tables placed there.
-    pub(super) async fn show_table_status(
-        &mut self,
-        routing: &Routing,
-        t: &Target,
-        schema: Option<&str>,
-        reply_seq: u8,
-    ) -> Result<()> {
-        let (defs, mut rows) = self.small_answer(routing, t).await?;
-        let logical =
-            schema.and_then(|s| shoal_router::plan::namespace::find(&routing.topology, s));
-        rows.retain(|cells| {
-            !logical.is_some_and(|ls| {
-                matches!(cells.first(), Some(Some(name))
-                    if std::str::from_utf8(name)
-                        .is_ok_and(|n| shoal_router::plan::namespace::is_physical_name(ls, n)))
-            })
-        });
-        self.send_result(reply_seq, &defs, rows, crate::merge::Protocol::Text)
-            .await
-    }
-}
+impl Session {}
 
 impl Session {
     /// Runs `t` on its datanode and reads its answer whole: the column definitions and every

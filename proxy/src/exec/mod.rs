@@ -96,8 +96,6 @@ fn unsupported(what: &str) -> Error {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Show {
     Not,
-    /// `SHOW TABLE STATUS [FROM|IN s]`, with the logical schema it lists.
-    TableStatus(Option<String>),
     Other,
 }
 
@@ -276,17 +274,10 @@ impl Session {
                         .as_ref()
                         .and_then(|_| self.read_route_of(routing, mode, sql));
                     let word = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(text, w));
-                    let show = if !word(0, "SHOW") {
-                        Show::Not
-                    } else if word(1, "TABLE") && word(2, "STATUS") {
-                        let schema = if word(3, "FROM") || word(3, "IN") {
-                            toks.get(4).map(|t| t.ident_value(text))
-                        } else {
-                            self.logical.clone()
-                        };
-                        Show::TableStatus(schema)
-                    } else {
+                    let show = if word(0, "SHOW") {
                         Show::Other
+                    } else {
+                        Show::Not
                     };
                     (plan, effects, diag, route, show)
                 }
@@ -323,11 +314,6 @@ impl Session {
         match plan {
             RoutePlan::Single(t) => {
                 let same = self.is_client_text(&t.sql);
-                if let Show::TableStatus(schema) = &show {
-                    return self
-                        .show_table_status(routing, &t, schema.as_deref(), reply_seq)
-                        .await;
-                }
                 if !same && show == Show::Other && self.show_logical(routing, &t, reply_seq).await?
                 {
                     return Ok(());

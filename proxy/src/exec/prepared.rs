@@ -543,16 +543,15 @@ impl Session {
                 None
             }
             // A SELECT over information_schema: Shoal answers each execute over the catalog.
-            RoutePlan::Local(LocalAnswer::Catalog { sql }) => {
-                local_columns = self.catalog_columns(routing, &sql).await?;
+            RoutePlan::Local(LocalAnswer::Catalog { sql, show }) => {
+                local_columns = self.catalog_columns(routing, &sql, show).await?;
                 None
             }
             RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
             RoutePlan::Local(_) => {
                 return Err(unsupported(
-                    "the SHOW family (SHOW DATABASES/TABLES/TABLE STATUS/COLUMNS/INDEX/...), \
-                     information_schema, SHOW SHOAL BACKENDS or EXPLAIN ROUTE through a prepared \
-                     statement (text protocol only)",
+                    "SHOW SHOAL BACKENDS, EXPLAIN ROUTE or session functions with parameters \
+                     through a prepared statement (text protocol only)",
                 ));
             }
             _ => return Err(unsupported("preparing this statement")),
@@ -734,9 +733,9 @@ impl Session {
                 self.answer_session_values(&columns, row, Protocol::Binary, reply_seq)
                     .await
             }
-            RoutePlan::Local(LocalAnswer::Catalog { sql }) => {
+            RoutePlan::Local(LocalAnswer::Catalog { sql, show }) => {
                 let filled = self.fill_params(routing, &sql, values)?;
-                self.answer_catalog(routing, &filled, Protocol::Binary, reply_seq)
+                self.answer_catalog(routing, &filled, show, Protocol::Binary, reply_seq)
                     .await
             }
             RoutePlan::Local(_) | RoutePlan::Session(_) => {

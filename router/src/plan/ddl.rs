@@ -399,7 +399,10 @@ fn show_from_catalog(topo: &Topology, text: &Text, mut s: show::Show) -> RoutePl
             }
         }
     }
-    RoutePlan::Local(LocalAnswer::Catalog { sql: s.select() })
+    RoutePlan::Local(LocalAnswer::Catalog {
+        sql: s.select(),
+        show: Some(s.answer_table()),
+    })
 }
 
 /// `SHOW CREATE DATABASE [IF NOT EXISTS] db` (`at`: the token after DATABASE): the answer of

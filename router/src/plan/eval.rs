@@ -295,6 +295,7 @@ pub(crate) fn evaluate(t: &Template, topo: &Topology, v: &Values) -> RoutePlan {
         },
         Body::Catalog => RoutePlan::Local(super::LocalAnswer::Catalog {
             sql: v.text.sql.to_string(),
+            show: None,
         }),
         Body::Dml(d) => match eval_dml(d, topo, v) {
             Ok(p) => p,

@@ -151,7 +151,7 @@ pub fn rows(topo: &Topology, p: &RoutePlan) -> Vec<(String, String)> {
             r
         }
         RoutePlan::Any { sql } => vec![("(any)".into(), sql.clone())],
-        RoutePlan::Local(l) => vec![("(local)".into(), local(topo, l))],
+        RoutePlan::Local(l) => vec![("(local)".into(), local(l))],
         RoutePlan::Session(k) => vec![("(session)".into(), format!("{k:?}"))],
         RoutePlan::Refuse(e) => vec![(
             "(error)".into(),
@@ -160,32 +160,8 @@ pub fn rows(topo: &Topology, p: &RoutePlan) -> Vec<(String, String)> {
     }
 }
 
-fn local(topo: &Topology, l: &LocalAnswer) -> String {
+fn local(l: &LocalAnswer) -> String {
     match l {
-        LocalAnswer::ShowDatabases { schemas } => {
-            format!("show databases [{}]", schemas.join(", "))
-        }
-        LocalAnswer::ShowTables {
-            schema,
-            full,
-            tables,
-            also_from,
-            like,
-        } => {
-            let mut s = format!(
-                "show {}tables of {schema} [{}]",
-                if *full { "full " } else { "" },
-                tables.join(", ")
-            );
-            if let Some(l) = like {
-                let _ = write!(s, " like '{l}'");
-            }
-            if let Some(t) = also_from {
-                let (dn, sql) = target_line(topo, t);
-                let _ = write!(s, " + {dn}: {sql}");
-            }
-            s
-        }
         LocalAnswer::SessionValues { columns, row } => {
             let what = match columns.as_slice() {
                 [(column, SessionValue::Database)] => format!("current database as {column}"),
@@ -206,7 +182,7 @@ fn local(topo: &Topology, l: &LocalAnswer) -> String {
         }
         LocalAnswer::ExplainRoute { rows } => format!("explain route ({} rows)", rows.len()),
         LocalAnswer::ShowBackends => "show shoal backends".to_string(),
-        LocalAnswer::Catalog { sql } => format!("catalog: {sql}"),
+        LocalAnswer::Catalog { sql, .. } => format!("catalog: {sql}"),
     }
 }
 

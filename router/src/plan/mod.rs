@@ -359,18 +359,6 @@ pub enum Operand {
 /// Answers Shoal gives itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LocalAnswer {
-    /// `SHOW DATABASES`: the logical schemas (the session filters by the user's schemas).
-    ShowDatabases { schemas: Vec<String> },
-    /// `SHOW [FULL] TABLES`: the configured tables of `schema`, plus, when the schema has a
-    /// default datanode, the tables that `also_from` returns there (its SQL lists them).
-    /// `like` is the LIKE pattern to filter both lists with.
-    ShowTables {
-        schema: String,
-        full: bool,
-        tables: Vec<String>,
-        like: Option<String>,
-        also_from: Option<Target>,
-    },
     /// A table-less SELECT of session functions only (`SELECT DATABASE(), USER()`, as the
     /// `mariadb` client's `status` sends): one row of the session's logical schema, user...,
     /// under the column names as the client wrote them. `row` is false when a LIMIT leaves no
@@ -388,7 +376,12 @@ pub enum LocalAnswer {
     /// statement stands for), answered over the logical catalog: every logical table once,
     /// under its logical schema and name, physical ones never. `sql` names each table as
     /// `information_schema.NAME`; the proxy evaluates it (`proxy/src/exec/catalog`).
-    Catalog { sql: String },
+    /// `show`: for a SHOW, the `information_schema` table MariaDB's own answer names in its
+    /// column definitions (`TABLE_NAMES` for SHOW TABLES).
+    Catalog {
+        sql: String,
+        show: Option<&'static str>,
+    },
 }
 
 #[cfg(test)]

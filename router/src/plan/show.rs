@@ -452,6 +452,21 @@ impl Show {
     }
 
     /// The SELECT over `information_schema` that answers this SHOW.
+    /// The `information_schema` table MariaDB's answer to this SHOW names in its column
+    /// definitions.
+    pub fn answer_table(&self) -> &'static str {
+        match self.what {
+            What::Databases => "SCHEMATA",
+            What::Tables { .. } => "TABLE_NAMES",
+            What::TableStatus => "TABLES",
+            What::Columns { .. } => "COLUMNS",
+            What::Index => "STATISTICS",
+            What::Triggers => "TRIGGERS",
+            What::ProcedureStatus | What::FunctionStatus => "ROUTINES",
+            What::Events => "EVENTS",
+        }
+    }
+
     pub fn select(&self) -> String {
         let spec = self.spec();
         let from = format!("information_schema.{}", spec.from);

@@ -99,10 +99,11 @@ impl Session {
         &mut self,
         routing: &Routing,
         sql: &str,
+        show: Option<&'static str>,
         protocol: Protocol,
         reply_seq: u8,
     ) -> Result<()> {
-        let (defs, rows) = self.catalog_result(routing, sql).await?;
+        let (defs, rows) = self.catalog_result(routing, sql, show).await?;
         let mut rows = rows
             .iter()
             .map(|r| super::metadata::fields(r))
@@ -126,9 +127,10 @@ impl Session {
         &mut self,
         routing: &Routing,
         sql: &str,
+        show: Option<&'static str>,
     ) -> Result<Vec<Vec<u8>>> {
         let filled = self.fill_params(routing, sql, &[])?;
-        Ok(self.catalog_result(routing, &filled).await?.0)
+        Ok(self.catalog_result(routing, &filled, show).await?.0)
     }
 
     /// `sql` with its `?` placeholders replaced by `values` as SQL literals (NULL past the
@@ -168,6 +170,7 @@ impl Session {
         &mut self,
         routing: &Routing,
         sql: &str,
+        show: Option<&'static str>,
     ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>)> {
         let allowed = self
             .shared
@@ -246,7 +249,10 @@ impl Session {
         };
         let defs: Vec<Vec<u8>> = defs
             .iter()
-            .map(|def| logical_column(def, &database, &rw.tables, filter))
+            .map(|def| match show {
+                Some(table) => show_column(def, table),
+                None => logical_column(def, &database, &rw.tables, filter),
+            })
             .collect();
         Ok((defs, rows))
     }
@@ -284,6 +290,37 @@ fn logical_column(def: &[u8], database: &str, tables: &[&'static str], filter: u
     put_lenenc_bytes(&mut out, f[4]);
     put_lenenc_bytes(&mut out, f[5]);
     out.extend_from_slice(b);
+    out
+}
+
+/// A column definition of a SHOW's answer as MariaDB's: schema `information_schema`, table
+/// and org_table the table its SHOW reads (`TABLE_NAMES`), and a text column a BLOB, as
+/// the fields of an `information_schema` table are (the translation's expressions over
+/// them, `Default`'s unquoting, would be a LONG_BLOB).
+fn show_column(def: &[u8], table: &str) -> Vec<u8> {
+    let mut b = def;
+    let mut f: [&[u8]; 6] = [&[]; 6];
+    for x in &mut f {
+        match read_lenenc_bytes(&mut b) {
+            Some(v) => *x = v,
+            None => return def.to_vec(),
+        }
+    }
+    let mut out = Vec::with_capacity(def.len());
+    put_lenenc_bytes(&mut out, f[0]);
+    put_lenenc_bytes(&mut out, b"information_schema");
+    put_lenenc_bytes(&mut out, table.as_bytes());
+    put_lenenc_bytes(&mut out, table.as_bytes());
+    put_lenenc_bytes(&mut out, f[4]);
+    put_lenenc_bytes(&mut out, f[5]);
+    let mut rest = b.to_vec();
+    // Fixed part: length-of-fixed (0x0c), charset (2), column length (4), type (1), ...
+    const TYPE_AT: usize = 1 + 2 + 4;
+    const BLOB_TYPES: [u8; 3] = [0xf9, 0xfa, 0xfb]; // TINY_BLOB, MEDIUM_BLOB, LONG_BLOB
+    if rest.get(TYPE_AT).is_some_and(|t| BLOB_TYPES.contains(t)) {
+        rest[TYPE_AT] = 0xfc;
+    }
+    out.extend_from_slice(&rest);
     out
 }
 

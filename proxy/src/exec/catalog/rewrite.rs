@@ -10,6 +10,11 @@
 //!   (`NULL` without one); as a select item without an alias, named as written and nullable
 //!   (`NULLIF('shop', NULL) AS `DATABASE()``), as MariaDB's column for the call is.
 //!
+//! - `col = 'x'` in the top-level AND of a WHERE or ON, `col` a column MariaDB looks a
+//!   schema or table up by ([`super::spec::Spec::lookup`]), gains `AND BINARY col = 'x'`:
+//!   the server finds only the schema or table named exactly `x` there, while the temporary
+//!   table's comparison is case-insensitive (`TABLE_SCHEMA = 'SHOP'` finds no `shop`).
+//!
 //! Server-level tables (`information_schema.COLLATIONS`) stay as written: the backend's own.
 
 use shoal_router::plan::namespace;
@@ -94,6 +99,8 @@ pub fn rewrite(
     // (first token, last token, replacement)
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut tables: Vec<&'static str> = Vec::new();
+    // The catalog tables referenced: (the name qualifying their columns, spec).
+    let mut refs: Vec<(String, &'static super::spec::Spec)> = Vec::new();
     // Per parenthesis depth: whether the tokens are a SELECT's items.
     let mut in_items: Vec<bool> = vec![false];
     let mut i = 0;
@@ -132,7 +139,24 @@ pub fn rewrite(
                 tables.push(spec.name);
             }
             let written = name_tok.text(sql).to_string();
-            if toks.get(i + 3).is_some_and(|d| d.is_punct(sql, ".")) {
+            let qualifier_follows = toks.get(i + 3).is_some_and(|d| d.is_punct(sql, "."));
+            if !qualifier_follows {
+                let mut a = i + 3;
+                if toks.get(a).is_some_and(|n| n.is_kw(sql, "AS")) {
+                    a += 1;
+                }
+                let alias = toks
+                    .get(a)
+                    .filter(|n| {
+                        n.kind == TokKind::QuotedIdent
+                            || (n.kind == TokKind::Word
+                                && !AFTER_TABLE.iter().any(|w| n.is_kw(sql, w)))
+                    })
+                    .map(|n| n.ident_value(sql))
+                    .unwrap_or_else(|| name.clone());
+                refs.push((alias, spec));
+            }
+            if qualifier_follows {
                 // A qualifier: the reference is named as written now.
                 edits.push((i, i + 2, written));
             } else {
@@ -188,6 +212,8 @@ pub fn rewrite(
         }
         i += 1;
     }
+    exact_lookups(sql, toks, &refs, &mut edits);
+    edits.sort_by_key(|e| e.0);
     let mut out = String::with_capacity(sql.len() + 64);
     let mut at = 0;
     for (first, last, with) in edits {
@@ -197,6 +223,152 @@ pub fn rewrite(
     }
     out.push_str(&sql[at..]);
     Rewritten { sql: out, tables }
+}
+
+/// Words that end a WHERE's or an ON's condition at its own depth.
+const END_OF_CONDITION: &[&str] = &[
+    "GROUP",
+    "HAVING",
+    "ORDER",
+    "LIMIT",
+    "UNION",
+    "EXCEPT",
+    "INTERSECT",
+    "MINUS",
+    "WINDOW",
+    "FOR",
+    "LOCK",
+    "INTO",
+    "WHERE",
+    "JOIN",
+    "INNER",
+    "LEFT",
+    "RIGHT",
+    "CROSS",
+    "NATURAL",
+    "STRAIGHT_JOIN",
+];
+
+/// Words that make a condition other than a plain AND of comparisons (or split it where
+/// its AND is not a conjunction: `BETWEEN a AND b`).
+const NOT_A_CONJUNCTION: &[&str] = &["OR", "XOR", "BETWEEN", "CASE"];
+
+/// Edits adding `AND BINARY col = 'x'` to each `col = 'x'` (or `'x' = col`) conjunct of a
+/// WHERE or ON whose `col` is a lookup column of a catalog table the statement reads.
+fn exact_lookups(
+    sql: &str,
+    toks: &[Token],
+    refs: &[(String, &'static super::spec::Spec)],
+    edits: &mut Vec<(usize, usize, String)>,
+) {
+    if refs.is_empty() {
+        return;
+    }
+    let mut depth_at = Vec::with_capacity(toks.len());
+    let mut depth = 0usize;
+    for t in toks {
+        if t.is_punct(sql, ")") {
+            depth = depth.saturating_sub(1);
+        }
+        depth_at.push(depth);
+        if t.is_punct(sql, "(") {
+            depth += 1;
+        }
+    }
+    for (w, t) in toks.iter().enumerate() {
+        if !(t.is_kw(sql, "WHERE") || t.is_kw(sql, "ON"))
+            || (w > 0 && toks[w - 1].is_punct(sql, "."))
+        {
+            continue;
+        }
+        let d = depth_at[w];
+        let mut end = w + 1;
+        while end < toks.len() {
+            let u = &toks[end];
+            if depth_at[end] < d
+                || (depth_at[end] == d
+                    && (u.is_punct(sql, ";")
+                        || u.is_punct(sql, ",")
+                        || END_OF_CONDITION.iter().any(|k| u.is_kw(sql, k))))
+            {
+                break;
+            }
+            end += 1;
+        }
+        let at_depth = (w + 1..end).filter(|&k| depth_at[k] == d);
+        if at_depth.clone().any(|k| {
+            toks[k].is_punct(sql, "||") || NOT_A_CONJUNCTION.iter().any(|x| toks[k].is_kw(sql, x))
+        }) {
+            continue;
+        }
+        let mut start = w + 1;
+        for k in at_depth.chain(std::iter::once(end)) {
+            if k == end || toks[k].is_kw(sql, "AND") || toks[k].is_punct(sql, "&&") {
+                if let Some(e) = lookup_conjunct(sql, &toks[start..k], start, refs) {
+                    edits.push(e);
+                }
+                start = k + 1;
+            }
+        }
+    }
+}
+
+/// `[q.]col = 'x'` or `'x' = [q.]col` (tokens `c`, the first at `at`) with `col` a lookup
+/// column: the edit of its string literal.
+fn lookup_conjunct(
+    sql: &str,
+    c: &[Token],
+    at: usize,
+    refs: &[(String, &'static super::spec::Spec)],
+) -> Option<(usize, usize, String)> {
+    let eq = c.iter().position(|t| t.is_punct(sql, "="))?;
+    let (lhs, rhs) = (&c[..eq], &c[eq + 1..]);
+    let (col, lit, lit_first) = match (lhs, rhs) {
+        (col, [lit]) if lit.kind == TokKind::Str => (col, lit, false),
+        ([lit], col) if lit.kind == TokKind::Str => (col, lit, true),
+        _ => return None,
+    };
+    // `col`, `q.col` or `information_schema.X.col`.
+    let names: Vec<String> = col
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            let want_name = k % 2 == 0;
+            if want_name == is_name(t) && (want_name || t.is_punct(sql, ".")) {
+                Some(t.ident_value(sql))
+            } else {
+                None
+            }
+        })
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .step_by(2)
+        .collect();
+    let (qualifier, column) = match names.as_slice() {
+        [c] => (None, c),
+        [q, c] => (Some(q), c),
+        [s, q, c] if s.eq_ignore_ascii_case("information_schema") => (Some(q), c),
+        _ => return None,
+    };
+    let is_lookup = refs.iter().any(|(name, spec)| {
+        qualifier.is_none_or(|q| q.eq_ignore_ascii_case(name))
+            && spec.lookup.iter().any(|l| l.eq_ignore_ascii_case(column))
+    });
+    if !is_lookup {
+        return None;
+    }
+    let col_text = match qualifier {
+        Some(q) => format!("{}.{}", quote(q), quote(column)),
+        None => quote(column),
+    };
+    let lit_text = lit.text(sql);
+    let lit_at = if lit_first { at } else { at + c.len() - 1 };
+    let with = if lit_first {
+        format!("{lit_text} = {col_text} AND BINARY {lit_text}")
+    } else {
+        format!("{lit_text} AND BINARY {col_text} = {lit_text}")
+    };
+    Some((lit_at, lit_at, with))
 }
 
 #[cfg(test)]
@@ -264,5 +436,32 @@ mod tests {
         // A comment is not a call.
         let r = rw("SELECT 1 /* DATABASE() */", Some("shop"));
         assert_eq!(r.sql, "SELECT 1 /* DATABASE() */");
+    }
+
+    #[test]
+    fn lookup_values_match_exactly() {
+        let r = rw(
+            "SELECT 1 FROM information_schema.TABLES t WHERE t.TABLE_SCHEMA = 'SHOP' AND \
+             'Orders' = table_name AND ENGINE = 'x' AND (TABLE_NAME = 'a' OR 1)",
+            None,
+        );
+        assert_eq!(
+            r.sql,
+            "SELECT 1 FROM `shoal_catalog_tables_0` t WHERE t.TABLE_SCHEMA = 'SHOP' AND BINARY \
+             `t`.`TABLE_SCHEMA` = 'SHOP' AND 'Orders' = `table_name` AND BINARY 'Orders' = \
+             table_name AND ENGINE = 'x' AND (TABLE_NAME = 'a' OR 1)"
+        );
+        // Under an OR no lookup is made; the join's ON is a condition of its own.
+        let r = rw(
+            "SELECT 1 FROM information_schema.SCHEMATA s LEFT JOIN information_schema.TABLES t \
+             ON t.TABLE_SCHEMA = 'Shop' WHERE s.SCHEMA_NAME = 'a' OR s.SCHEMA_NAME = 'b'",
+            None,
+        );
+        assert_eq!(
+            r.sql,
+            "SELECT 1 FROM `shoal_catalog_schemata_0` s LEFT JOIN `shoal_catalog_tables_0` t \
+             ON t.TABLE_SCHEMA = 'Shop' AND BINARY `t`.`TABLE_SCHEMA` = 'Shop' WHERE \
+             s.SCHEMA_NAME = 'a' OR s.SCHEMA_NAME = 'b'"
+        );
     }
 }

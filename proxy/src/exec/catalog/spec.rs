@@ -26,6 +26,11 @@ pub struct Spec {
     /// Besides the table, what tells a shard's row that stands for the same logical row
     /// (a partition's name).
     pub key_cols: &'static [&'static str],
+    /// The columns MariaDB looks a value up by (`idx_field1/2` of its `ST_SCHEMA_TABLE`):
+    /// `col = 'x'` in a WHERE's top-level AND finds the schema or table named exactly `x`,
+    /// as the server opens a directory or file by that name (`'SHOP'` finds no `shop`),
+    /// while the row's own comparison is case-insensitive.
+    pub lookup: &'static [&'static str],
 }
 
 const NONE: &[&str] = &[];
@@ -41,6 +46,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: NONE,
         sums: NONE,
         key_cols: NONE,
+        lookup: &["SCHEMA_NAME"],
     },
     Spec {
         name: "TABLES",
@@ -52,6 +58,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: NONE,
         sums: &["TABLE_ROWS", "DATA_LENGTH", "INDEX_LENGTH", "DATA_FREE"],
         key_cols: NONE,
+        lookup: &["TABLE_SCHEMA", "TABLE_NAME"],
     },
     Spec {
         name: "COLUMNS",
@@ -63,6 +70,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: &["GENERATION_EXPRESSION"],
         sums: NONE,
         key_cols: NONE,
+        lookup: &["TABLE_SCHEMA", "TABLE_NAME"],
     },
     Spec {
         name: "STATISTICS",
@@ -74,6 +82,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: NONE,
         sums: NONE,
         key_cols: NONE,
+        lookup: &["TABLE_SCHEMA", "TABLE_NAME"],
     },
     Spec {
         name: "KEY_COLUMN_USAGE",
@@ -89,6 +98,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: NONE,
         sums: NONE,
         key_cols: NONE,
+        lookup: &["TABLE_SCHEMA", "TABLE_NAME"],
     },
     Spec {
         name: "TABLE_CONSTRAINTS",
@@ -100,6 +110,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: NONE,
         sums: NONE,
         key_cols: NONE,
+        lookup: &["TABLE_SCHEMA", "TABLE_NAME"],
     },
     Spec {
         name: "REFERENTIAL_CONSTRAINTS",
@@ -111,6 +122,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: NONE,
         sums: NONE,
         key_cols: NONE,
+        lookup: &["CONSTRAINT_SCHEMA", "TABLE_NAME"],
     },
     Spec {
         name: "CHECK_CONSTRAINTS",
@@ -122,6 +134,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: NONE,
         sums: NONE,
         key_cols: NONE,
+        lookup: &["CONSTRAINT_SCHEMA", "TABLE_NAME"],
     },
     Spec {
         name: "PARTITIONS",
@@ -133,6 +146,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: NONE,
         sums: &["TABLE_ROWS", "DATA_LENGTH", "INDEX_LENGTH", "DATA_FREE"],
         key_cols: &["PARTITION_NAME", "SUBPARTITION_NAME"],
+        lookup: &["TABLE_SCHEMA", "TABLE_NAME"],
     },
     Spec {
         name: "VIEWS",
@@ -144,6 +158,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: &["VIEW_DEFINITION"],
         sums: NONE,
         key_cols: NONE,
+        lookup: &["TABLE_SCHEMA", "TABLE_NAME"],
     },
     Spec {
         name: "TRIGGERS",
@@ -155,6 +170,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: &["ACTION_STATEMENT"],
         sums: NONE,
         key_cols: NONE,
+        lookup: &["EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE"],
     },
     Spec {
         name: "ROUTINES",
@@ -166,6 +182,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: &["ROUTINE_DEFINITION"],
         sums: NONE,
         key_cols: NONE,
+        lookup: &["ROUTINE_SCHEMA"],
     },
     Spec {
         name: "PARAMETERS",
@@ -177,6 +194,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: NONE,
         sums: NONE,
         key_cols: NONE,
+        lookup: &["SPECIFIC_SCHEMA"],
     },
     Spec {
         name: "EVENTS",
@@ -188,6 +206,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: &["EVENT_DEFINITION"],
         sums: NONE,
         key_cols: NONE,
+        lookup: NONE,
     },
     Spec {
         name: "FILES",
@@ -199,6 +218,7 @@ pub static SPECS: &[Spec] = &[
         text_cols: NONE,
         sums: NONE,
         key_cols: NONE,
+        lookup: NONE,
     },
 ];
 
