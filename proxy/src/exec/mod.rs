@@ -18,6 +18,7 @@ pub mod admission;
 pub mod collations;
 pub mod connset;
 pub use prepared::Statements;
+mod datanode_union;
 mod local;
 pub mod logical_errors;
 pub mod logical_names;
