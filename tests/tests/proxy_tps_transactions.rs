@@ -79,7 +79,12 @@ async fn setup(tag: &str) -> Setup {
     let mut values = Vec::new();
     for id in 1..=48 {
         let month = (id * 7) % 24;
-        let day = format!("{}-{:02}-{:02}", 2024 + month / 12, month % 12 + 1, id % 28 + 1);
+        let day = format!(
+            "{}-{:02}-{:02}",
+            2024 + month / 12,
+            month % 12 + 1,
+            id % 28 + 1
+        );
         let amount = if id % 9 == 0 {
             "NULL".to_string()
         } else {
@@ -189,8 +194,14 @@ const READS: &[(&str, bool)] = &[
         "SELECT id, day, amount FROM ledger ORDER BY amount DESC, id LIMIT 5 OFFSET 3",
         true,
     ),
-    ("SELECT id, account FROM ledger ORDER BY account, id LIMIT 7", true),
-    ("SELECT ledger.* FROM ledger ORDER BY day, id LIMIT 2, 6", true),
+    (
+        "SELECT id, account FROM ledger ORDER BY account, id LIMIT 7",
+        true,
+    ),
+    (
+        "SELECT ledger.* FROM ledger ORDER BY day, id LIMIT 2, 6",
+        true,
+    ),
     ("SELECT DISTINCT account FROM ledger ORDER BY account", true),
     ("SELECT DISTINCT YEAR(day) AS y, note FROM ledger", false),
     (
@@ -198,7 +209,10 @@ const READS: &[(&str, bool)] = &[
         true,
     ),
     ("SELECT id, note FROM ledger WHERE note IS NULL", false),
-    ("SELECT l.id, l.day FROM ledger AS l ORDER BY l.day DESC, l.id", true),
+    (
+        "SELECT l.id, l.day FROM ledger AS l ORDER BY l.day DESC, l.id",
+        true,
+    ),
 ];
 
 async fn compare_reads(s: &mut Setup, when: &str) {
@@ -275,11 +289,10 @@ async fn text_reads_inside_transactions_see_their_own_writes() {
     s.c.query_drop("DELETE FROM ledger WHERE account = 'zeta'")
         .await
         .unwrap();
-    let mine: Option<i64> = s
-        .c
-        .query_first("SELECT COUNT(*) FROM ledger WHERE account = 'zeta'")
-        .await
-        .unwrap();
+    let mine: Option<i64> =
+        s.c.query_first("SELECT COUNT(*) FROM ledger WHERE account = 'zeta'")
+            .await
+            .unwrap();
     let theirs: Option<i64> = other
         .query_first("SELECT COUNT(*) FROM ledger WHERE account = 'zeta'")
         .await
@@ -293,7 +306,11 @@ async fn text_reads_inside_transactions_see_their_own_writes() {
 async fn prepared_reads_inside_transactions() {
     let mut s = setup("tp").await;
     let reads: Vec<(&str, Vec<Value>, bool)> = vec![
-        ("SELECT COUNT(*) FROM ledger WHERE amount > ?", vec![100.into()], true),
+        (
+            "SELECT COUNT(*) FROM ledger WHERE amount > ?",
+            vec![100.into()],
+            true,
+        ),
         (
             "SELECT account, COUNT(*), SUM(amount), AVG(amount) FROM ledger WHERE day >= ? \
              GROUP BY account",
@@ -316,7 +333,11 @@ async fn prepared_reads_inside_transactions() {
             vec![3.into()],
             true,
         ),
-        ("SELECT id, ? AS tag FROM ledger WHERE id < ?", vec![7.into(), 20.into()], false),
+        (
+            "SELECT id, ? AS tag FROM ledger WHERE id < ?",
+            vec![7.into(), 20.into()],
+            false,
+        ),
     ];
     for round in ["BEGIN", "own writes", "autocommit=0"] {
         match round {
@@ -369,7 +390,10 @@ async fn string_expression_groups_inside_transactions_are_refused() {
         other => panic!("{sql}: {other:?}"),
     }
     // The transaction goes on.
-    let n: Option<i64> = s.c.query_first("SELECT COUNT(*) FROM ledger").await.unwrap();
+    let n: Option<i64> =
+        s.c.query_first("SELECT COUNT(*) FROM ledger")
+            .await
+            .unwrap();
     assert_eq!(n, Some(48));
     s.c.query_drop("COMMIT").await.unwrap();
 }

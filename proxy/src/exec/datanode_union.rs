@@ -87,7 +87,11 @@ pub(super) fn union_target(arms: &[Target], spec: &MergeSpec, columns: usize) ->
         let pos = match k.column {
             Column::At(c) if c < columns => c + 1,
             Column::FromEnd(e) if e >= 1 && e <= columns => columns - e + 1,
-            _ => return Err(unsupported("a merge column beyond the shards' result columns")),
+            _ => {
+                return Err(unsupported(
+                    "a merge column beyond the shards' result columns",
+                ));
+            }
         };
         sql.push_str(if i == 0 { " ORDER BY " } else { ", " });
         sql.push_str(&pos.to_string());
@@ -238,7 +242,11 @@ pub(super) fn patch(union: &mut [Vec<u8>], donor: &[Vec<u8>]) {
         // catalog, schema, table, org_table from the donor; the name from the union; org_name
         // from the donor.
         for (i, r) in df.iter().enumerate() {
-            let v = if i == 4 { &u[uf[4].clone()] } else { &d[r.clone()] };
+            let v = if i == 4 {
+                &u[uf[4].clone()]
+            } else {
+                &d[r.clone()]
+            };
             put_lenenc_bytes(&mut out, v);
         }
         out.push(0x0c);
@@ -248,5 +256,125 @@ pub(super) fn patch(union: &mut [Vec<u8>], donor: &[Vec<u8>]) {
         // Whatever follows the fixed part (filler) as the donor has it.
         out.extend_from_slice(&d[dx + 10..]);
         *u = out;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_router::plan::{AggColumn, Aggregation, Fold, SortKey};
+
+    fn arm(sql: &str, params: &[u16]) -> Target {
+        Target {
+            datanode: 3,
+            sql: sql.into(),
+            params: params.iter().copied().collect(),
+            qualified: true,
+        }
+    }
+
+    #[test]
+    fn arms_become_one_statement_sorted_as_the_merge_reads_it() {
+        let arms = [
+            arm(
+                "SELECT id, a FROM t_00 AS t WHERE x > ? ORDER BY a DESC LIMIT 5 -- c",
+                &[0],
+            ),
+            arm(
+                "SELECT id, a FROM t_01 AS t WHERE x > ? ORDER BY a DESC LIMIT 5;",
+                &[0],
+            ),
+        ];
+        let spec = MergeSpec {
+            order_by: vec![
+                SortKey {
+                    column: Column::At(1),
+                    desc: true,
+                },
+                SortKey {
+                    column: Column::FromEnd(1),
+                    desc: false,
+                },
+            ],
+            offset: 2,
+            limit: Some(3),
+            ..MergeSpec::default()
+        };
+        let t = union_target(&arms, &spec, 3).unwrap();
+        assert_eq!(
+            &*t.sql,
+            "(SELECT id, a FROM t_00 AS t WHERE x > ? ORDER BY a DESC LIMIT 5 -- c\n) UNION ALL \
+             (SELECT id, a FROM t_01 AS t WHERE x > ? ORDER BY a DESC LIMIT 5\n) \
+             ORDER BY 2 DESC, 3 LIMIT 5"
+        );
+        assert_eq!(&*t.params, &[0, 0], "each arm's parameters");
+        assert!(t.qualified);
+
+        // Grouped: sorted by the group keys, no outer LIMIT (every partial group is needed).
+        let grouped = MergeSpec {
+            aggregate: Some(Aggregation {
+                keys: vec![Column::At(0)],
+                columns: vec![AggColumn {
+                    column: Column::At(1),
+                    fold: Fold::SumCounts,
+                }],
+            }),
+            groups_sorted: true,
+            limit: Some(1),
+            ..MergeSpec::default()
+        };
+        let t = union_target(&arms, &grouped, 2).unwrap();
+        assert!(t.sql.ends_with("\n) ORDER BY 1"), "{}", t.sql);
+    }
+
+    #[test]
+    fn what_mariadb_refuses_in_a_union_member_is_refused() {
+        for sql in [
+            "WITH x AS (SELECT 1) SELECT id FROM t_00",
+            "SELECT HIGH_PRIORITY id FROM t_00",
+            "SELECT sql_no_cache id FROM t_00",
+            "SELECT SQL_BUFFER_RESULT id FROM t_00",
+        ] {
+            let e = union_target(&[arm(sql, &[]), arm(sql, &[])], &MergeSpec::default(), 1);
+            assert!(e.is_err(), "{sql}");
+        }
+        // A word in a string or a quoted name is not a keyword.
+        let ok = "SELECT 'HIGH_PRIORITY', `sql_cache` FROM t_00";
+        assert!(union_target(&[arm(ok, &[]), arm(ok, &[])], &MergeSpec::default(), 2).is_ok());
+    }
+
+    fn def(schema: &str, table: &str, org_table: &str, name: &str, ty: u8, flags: u16) -> Vec<u8> {
+        let mut d = Vec::new();
+        for f in ["def", schema, table, org_table, name, name] {
+            put_lenenc_bytes(&mut d, f.as_bytes());
+        }
+        d.push(0x0c);
+        d.extend_from_slice(&45u16.to_le_bytes());
+        d.extend_from_slice(&40u32.to_le_bytes());
+        d.push(ty);
+        d.extend_from_slice(&flags.to_le_bytes());
+        d.push(0);
+        d.extend_from_slice(&[0, 0]);
+        d
+    }
+
+    #[test]
+    fn union_definitions_take_the_first_arms_origin() {
+        let donor = vec![
+            def("a", "ledger", "ledger_00", "id", 3, 0x5003),
+            def("", "", "", "COUNT(*)", 8, 0x81),
+            def("", "", "", "x", 253, 0),
+        ];
+        let mut union = vec![
+            def("", "", "", "id", 3, 0x1),
+            def("", "", "", "COUNT(*)", 8, 0x1),
+            def("", "", "", "x", 3, 0),
+        ];
+        patch(&mut union, &donor);
+        assert_eq!(union[0], def("a", "ledger", "ledger_00", "id", 3, 0x5003));
+        // An expression keeps the union's flags.
+        assert_eq!(union[1], def("", "", "", "COUNT(*)", 8, 0x1));
+        // Another type: the union's definition as it is.
+        assert_eq!(union[2], def("", "", "", "x", 3, 0));
     }
 }

@@ -172,8 +172,7 @@ impl Session {
                     } else {
                         Protocol::Text
                     };
-                    Merger::new(spec, merged, targets.len(), protocol)
-                        .and_then(|m| m.arms(&arms))
+                    Merger::new(spec, merged, targets.len(), protocol).and_then(|m| m.arms(&arms))
                 }
                 None => Err(Error::reply(
                     1105,
@@ -340,11 +339,7 @@ impl Session {
                 }
             }
             let donor = datanode_union::describe(conn, &first.sql).await?;
-            targets.push(datanode_union::union_target(
-                &g.targets,
-                spec,
-                donor.len(),
-            )?);
+            targets.push(datanode_union::union_target(&g.targets, spec, donor.len())?);
             donors.push(Some(donor));
         }
         Ok((arms, donors))

@@ -355,6 +355,8 @@ pub const DOCUMENTED_REFUSALS: &[&str] = &[
     "INSERT ... SELECT over sharded tables",
     "a write to global table * that reads *",
     "multi-table UPDATE/DELETE involving a global table",
+    "GROUP BY on a string expression over several tables of one datanode (table-per-shard) inside a transaction",
+    "* in a read over several tables of one datanode (table-per-shard) inside a transaction",
 ];
 
 /// The construct a 1235 message names: `... doesn't yet support '<construct>'`.
