@@ -389,11 +389,38 @@ async fn string_expression_groups_inside_transactions_are_refused() {
         }
         other => panic!("{sql}: {other:?}"),
     }
-    // The transaction goes on.
+    // MariaDB takes no HIGH_PRIORITY in a UNION member: refused, naming it.
+    let hp = "SELECT HIGH_PRIORITY COUNT(*) FROM ledger";
+    match s.c.query::<Row, _>(hp).await {
+        Err(mysql_async::Error::Server(e)) => {
+            assert_eq!(e.code, 1235, "{}", e.message);
+            assert!(
+                e.message.contains("HIGH_PRIORITY in a read"),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("{hp}: {other:?}"),
+    }
+    // A statement MariaDB rejects: its error, in logical names.
+    let bad = "SELECT ledger.nosuch FROM ledger";
+    match s.c.query::<Row, _>(bad).await {
+        Err(mysql_async::Error::Server(e)) => {
+            assert_eq!(e.code, 1054, "{}", e.message);
+            assert!(!e.message.contains("ledger_0"), "{}", e.message);
+        }
+        other => panic!("{bad}: {other:?}"),
+    }
+    // The transaction goes on; a locking read too.
     let n: Option<i64> =
         s.c.query_first("SELECT COUNT(*) FROM ledger")
             .await
             .unwrap();
     assert_eq!(n, Some(48));
+    let locking = "SELECT id FROM ledger WHERE amount > 400 ORDER BY id FOR UPDATE";
+    let ids: Vec<i64> = s.c.query(locking).await.unwrap();
+    let want: Vec<i64> = s.r.query(locking).await.unwrap();
+    assert!(!want.is_empty());
+    assert_eq!(ids, want);
     s.c.query_drop("COMMIT").await.unwrap();
 }

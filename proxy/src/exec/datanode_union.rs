@@ -116,6 +116,14 @@ pub(super) fn union_target(arms: &[Target], spec: &MergeSpec, columns: usize) ->
     })
 }
 
+/// Refuses arms MariaDB would not take as members of a UNION (before anything is sent).
+pub(super) fn check_members(arms: &[Target]) -> Result<()> {
+    for t in arms {
+        union_member(&t.sql)?;
+    }
+    Ok(())
+}
+
 /// `sql` as a member of a UNION: without a trailing `;`, refused when MariaDB would not take it
 /// there.
 fn union_member(sql: &str) -> Result<&str> {

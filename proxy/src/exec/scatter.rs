@@ -327,18 +327,26 @@ impl Session {
                 donors.push(None);
                 continue;
             }
+            datanode_union::check_members(&g.targets)?;
             self.touch(routing, g.datanode).await?;
             let i = self.conns.touched(g.datanode)?;
             let first = &g.targets[0];
             let conn = &mut self.conns.held[i].conn;
-            if !first.qualified {
-                // Described where it runs: the datanode's database.
-                let db = &routing.topology.datanodes[g.datanode].database;
-                if conn.state.schema.as_deref() != Some(db.as_str()) {
+            let db = &routing.topology.datanodes[g.datanode].database;
+            let described = async {
+                if !first.qualified && conn.state.schema.as_deref() != Some(db.as_str()) {
+                    // Described where it runs: the datanode's database.
                     conn.init_db(db).await?;
                 }
-            }
-            let donor = datanode_union::describe(conn, &first.sql).await?;
+                datanode_union::describe(conn, &first.sql).await
+            };
+            let donor = match described.await {
+                Ok(d) => d,
+                Err(e @ Error::BackendIo(_)) => {
+                    return Err(self.scatter_broken(&g.targets, e, None));
+                }
+                Err(e) => return Err(e),
+            };
             targets.push(datanode_union::union_target(&g.targets, spec, donor.len())?);
             donors.push(Some(donor));
         }
