@@ -26,6 +26,7 @@ use shoal_router::plan::{Column, MergeSpec, Params, Target};
 use shoal_router::sql::lex::{self, TokKind};
 use shoal_router::topology::DatanodeId;
 
+use super::prepared::{ER_MAX_PREPARED_STMT_COUNT_REACHED, close_statements};
 use super::unsupported;
 use crate::backend::conn::BackendConn;
 use crate::error::{Error, Result};
@@ -154,8 +155,22 @@ fn union_member(sql: &str) -> Result<&str> {
 }
 
 /// The column definitions `sql` would return on `conn`, from a COM_STMT_PREPARE of it (the
-/// statement is closed with the connection's next command).
+/// statement is closed with the connection's next command). Should the server's statement
+/// limit be reached, the connection closes the statements it keeps and tries once more.
 pub(super) async fn describe(conn: &mut BackendConn, sql: &str) -> Result<Vec<Vec<u8>>> {
+    match describe_once(conn, sql).await {
+        Err(Error::Reply { code, .. })
+            if code == ER_MAX_PREPARED_STMT_COUNT_REACHED && !conn.stmts.is_empty() =>
+        {
+            let ids = conn.stmts.drain();
+            close_statements(conn, &ids);
+            describe_once(conn, sql).await
+        }
+        other => other,
+    }
+}
+
+async fn describe_once(conn: &mut BackendConn, sql: &str) -> Result<Vec<Vec<u8>>> {
     conn.io.write_command(COM_STMT_PREPARE, sql.as_bytes());
     conn.io.flush().await.map_err(Error::BackendIo)?;
     let mut reader = ResponseReader::new(response::Expect::Prepare, conn.caps);
