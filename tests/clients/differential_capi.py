@@ -8,7 +8,8 @@ as a C client sees them.
 
     differential_capi.py HOST PORT USER PASSWORD DATABASE TIMEOUT_SECONDS < requests > answers
 
-One JSON object per line each way. A request: {"sql": "...", "params": [p, ...]}, where p is
+One JSON object per line each way. A request: {"sql": "...", "params": [p, ...], "txn": b}
+(with "txn" true, run with autocommit off and committed after), where p is
 null, {"int": n}, {"dec": "12.50"} (decimal.Decimal), {"str": "..."}, {"date": "YYYY-MM-DD"}
 (datetime.date, sent as MYSQL_TYPE_DATE) or {"datetime": "YYYY-MM-DD hh:mm:ss"}
 (datetime.datetime, MYSQL_TYPE_DATETIME). An answer: {"columns": [[name, schema, table,
@@ -74,6 +75,19 @@ def connect(args):
 
 
 def run(conn, req):
+    if req.get("txn"):
+        # Inside a transaction: autocommit off (Connector/C sends SET autocommit=0), the
+        # statement, then COMMIT and autocommit back on.
+        conn.autocommit = False
+        try:
+            return run_one(conn, req)
+        finally:
+            conn.commit()
+            conn.autocommit = True
+    return run_one(conn, req)
+
+
+def run_one(conn, req):
     cur = conn.cursor(prepared=True)
     try:
         cur.execute(req["sql"], tuple(param(p) for p in req.get("params", [])))

@@ -19,6 +19,7 @@ pub mod catalog;
 pub mod collations;
 pub mod connset;
 pub use prepared::Statements;
+mod datanode_union;
 mod local;
 pub mod logical_errors;
 pub mod logical_names;

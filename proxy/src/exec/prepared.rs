@@ -314,7 +314,7 @@ fn execute_payload_into(
 }
 
 /// MariaDB's error when `max_prepared_stmt_count` statements are open on the server.
-const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
+pub(super) const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 
 /// COM_STMT_PREPARE of `sql` on `conn`, kept in the connection's statement cache. Returns the
 /// backend id and, when `columns` is asked for, the result column definitions. Should the
@@ -374,7 +374,7 @@ async fn prepare_on(
 }
 
 /// Queues COM_STMT_CLOSE for `ids` (no response; sent with the connection's next command).
-fn close_statements(conn: &mut BackendConn, ids: &[u32]) {
+pub(super) fn close_statements(conn: &mut BackendConn, ids: &[u32]) {
     for id in ids {
         conn.io.write_command(COM_STMT_CLOSE, &id.to_le_bytes());
     }

@@ -7,6 +7,7 @@ use shoal_router::plan::{MergeSpec, Target};
 use shoal_router::topology::DatanodeId;
 
 use super::connset::ConnSet;
+use super::datanode_union;
 use super::prepared::{Request, request_on};
 use super::reader::{ResultStream, Row};
 use super::unsupported;
@@ -30,7 +31,7 @@ impl Session {
     pub(super) async fn scatter_attempt(
         &mut self,
         routing: &Routing,
-        targets: Vec<Target>,
+        mut targets: Vec<Target>,
         spec: &MergeSpec,
         req: &Request<'_>,
         reply_seq: u8,
@@ -54,11 +55,17 @@ impl Session {
             unlimited.set_var("sql_select_limit", UNLIMITED_SELECT);
             std::mem::replace(&mut self.want, unlimited)
         });
-        let connections = self.scatter_connections(routing, &targets).await;
+        let connections = match self.stream_targets(routing, &mut targets, spec).await {
+            Ok(unions) => self
+                .scatter_connections(routing, &targets)
+                .await
+                .map(|c| (unions, c)),
+            Err(e) => Err(e),
+        };
         if let Some(want) = session_want {
             self.want = want;
         }
-        let (place, mut extra) = connections?;
+        let ((arms, donors), (place, mut extra)) = connections?;
         let mut payloads = Vec::with_capacity(targets.len());
         for (t, p) in targets.iter().zip(&place) {
             payloads.push(match p {
@@ -125,6 +132,12 @@ impl Session {
                 }
             }
         }
+        // A union's definitions name no table: the client gets its first arm's.
+        for (defs, donor) in columns.iter_mut().zip(&donors) {
+            if let Some(donor) = donor {
+                datanode_union::patch(defs, donor);
+            }
+        }
         let mut parsed: Result<Vec<Vec<Column>>> = match first_err {
             Some(_) => Ok(Vec::new()),
             None => columns
@@ -159,7 +172,7 @@ impl Session {
                     } else {
                         Protocol::Text
                     };
-                    Merger::new(spec, merged, targets.len(), protocol)
+                    Merger::new(spec, merged, targets.len(), protocol).and_then(|m| m.arms(&arms))
                 }
                 None => Err(Error::reply(
                     1105,
@@ -284,6 +297,60 @@ impl Session {
         self.diag.row_count = -1;
         self.diag.found_rows = sent;
         self.flush_client().await
+    }
+
+    /// The statement each stream of the scatter runs: inside a transaction, the targets of a
+    /// datanode holding several of the statement's tables become one statement on the
+    /// transaction's connection (`datanode_union`). Returns per stream how many targets it
+    /// unions and, for a union, the column definitions of its first target.
+    async fn stream_targets(
+        &mut self,
+        routing: &Routing,
+        targets: &mut Vec<Target>,
+        spec: &MergeSpec,
+    ) -> Result<(Vec<usize>, Vec<Option<Vec<Vec<u8>>>>)> {
+        let several = targets
+            .iter()
+            .enumerate()
+            .any(|(k, t)| targets[..k].iter().any(|o| o.datanode == t.datanode));
+        if !several || !self.in_transaction_now() {
+            return Ok((vec![1; targets.len()], vec![None; targets.len()]));
+        }
+        self.admit(routing).await?;
+        let groups = datanode_union::by_datanode(std::mem::take(targets));
+        let mut arms = Vec::with_capacity(groups.len());
+        let mut donors = Vec::with_capacity(groups.len());
+        for g in groups {
+            arms.push(g.targets.len());
+            if g.targets.len() == 1 {
+                targets.extend(g.targets);
+                donors.push(None);
+                continue;
+            }
+            datanode_union::check_members(&g.targets)?;
+            self.touch(routing, g.datanode).await?;
+            let i = self.conns.touched(g.datanode)?;
+            let first = &g.targets[0];
+            let conn = &mut self.conns.held[i].conn;
+            let db = &routing.topology.datanodes[g.datanode].database;
+            let described = async {
+                if !first.qualified && conn.state.schema.as_deref() != Some(db.as_str()) {
+                    // Described where it runs: the datanode's database.
+                    conn.init_db(db).await?;
+                }
+                datanode_union::describe(conn, &first.sql).await
+            };
+            let donor = match described.await {
+                Ok(d) => d,
+                Err(e @ Error::BackendIo(_)) => {
+                    return Err(self.scatter_broken(&g.targets, e, None));
+                }
+                Err(e) => return Err(e),
+            };
+            targets.push(datanode_union::union_target(&g.targets, spec, donor.len())?);
+            donors.push(Some(donor));
+        }
+        Ok((arms, donors))
     }
 
     /// The connection each target reads on (see [`Place`]), in the session's state.

@@ -196,6 +196,9 @@ pub struct Merger {
     emitted: u64,
     seen: HashSet<Vec<Key>>,
     max_groups: usize,
+    /// Per shard: whether its stream unions the results of several tables (see
+    /// [`Merger::arms`]).
+    unions: Vec<bool>,
     mode: Mode,
 }
 
@@ -353,6 +356,7 @@ impl Merger {
             emitted: 0,
             seen: HashSet::new(),
             max_groups: DEFAULT_MAX_GROUPS,
+            unions: vec![false; shards],
             mode,
         })
     }
@@ -361,6 +365,30 @@ impl Merger {
     pub fn max_groups(mut self, n: usize) -> Merger {
         self.max_groups = n;
         self
+    }
+
+    /// How many tables' results each shard's stream unions (`exec::datanode_union`): with
+    /// sorted group streams, a stream of several arms sends a group key once per arm holding
+    /// it, as adjacent rows, which are folded like the rows of different shards. The check
+    /// that a shard's group keys strictly increase then allows equal neighbours; it is what
+    /// catches a server grouping under another collation than the merge compares with, so
+    /// strings without a declared collation (expressions) are refused as group keys there.
+    pub fn arms(mut self, arms: &[usize]) -> Result<Merger> {
+        for (s, &n) in arms.iter().enumerate().take(self.shards) {
+            self.unions[s] = n > 1;
+        }
+        if let Mode::Sorted(st) = &self.mode
+            && self.unions.iter().any(|&u| u)
+            && st.order.iter().any(|&(c, _)| {
+                is_char_or_blob(self.cols[c].column_type) && self.cols[c].declared.is_none()
+            })
+        {
+            return Err(refuse(
+                "GROUP BY on a string expression over several tables of one datanode \
+                 (table-per-shard) inside a transaction",
+            ));
+        }
+        Ok(self)
     }
 
     /// How many column definitions the client gets (the first ones).
@@ -466,8 +494,13 @@ impl Merger {
             }
             // A shard sends each of its groups once, in order: a repeated or earlier key means
             // its collation orders or equates differently from the comparison used here.
+            let union = self.unions[shard];
             if let Some(prev) = &st.last[shard]
-                && !cmp_sort(&st.order, prev, &keys).is_lt()
+                && (if union {
+                    cmp_sort(&st.order, prev, &keys).is_gt()
+                } else {
+                    !cmp_sort(&st.order, prev, &keys).is_lt()
+                })
             {
                 return Err(refuse(format!(
                     "merging grouped shard results that are not in the order Shoal compares by \

@@ -1409,3 +1409,64 @@ fn binary_on_a_number_merges_and_on_a_string_does_not() {
     assert_eq!(all[0].flags.bits(), BINARY);
     assert!(merge_columns(&[vec![varchar()], vec![varchar_bin()]]).is_none());
 }
+
+/// Sorted group streams where a shard's stream unions several tables' partial groups (a
+/// table-per-shard datanode inside a transaction): equal keys of its arms arrive adjacent and
+/// fold; the same stream from a one-table shard fails the order check; a string expression as
+/// the key of such a stream is refused (its grouping collation cannot be checked).
+#[test]
+fn sorted_groups_fold_the_adjacent_keys_of_a_union_stream() {
+    let spec = MergeSpec {
+        aggregate: Some(agg(
+            &[C::At(0)],
+            &[(C::At(1), Fold::SumCounts), (C::At(2), Fold::Sum)],
+        )),
+        groups_sorted: true,
+        ..MergeSpec::default()
+    };
+    let cols = || vec![int(), count_col(), decimal(2)];
+    let shards = [
+        vec![
+            vec![None, Some("1"), Some("1.00")],
+            vec![None, Some("2"), None],
+            vec![Some("1"), Some("2"), Some("2.50")],
+            vec![Some("1"), Some("1"), Some("0.50")],
+            vec![Some("3"), Some("1"), Some("1.00")],
+        ],
+        vec![
+            vec![Some("1"), Some("4"), Some("1.00")],
+            vec![Some("2"), Some("1"), Some("7.00")],
+        ],
+    ];
+    let run = |arms: &[usize], cols: Vec<Column>, p| -> Result<Vec<Vec<Option<String>>>> {
+        let mut m = Merger::new(&spec, cols.clone(), shards.len(), p)?.arms(arms)?;
+        let mut pos = vec![0; shards.len()];
+        let mut out = Vec::new();
+        loop {
+            match m.next()? {
+                Step::Need(s) => match shards[s].get(pos[s]) {
+                    Some(vals) => {
+                        pos[s] += 1;
+                        m.feed_row(s, &row(&cols, vals, p))?;
+                    }
+                    None => m.feed_end(s),
+                },
+                Step::Row(r) => out.push(decode(&cols, &r, p)),
+                Step::Done => return Ok(out),
+            }
+        }
+    };
+    let want = rows(&[
+        &[None, Some("3"), Some("1.00")],
+        &[Some("1"), Some("7"), Some("4.00")],
+        &[Some("2"), Some("1"), Some("7.00")],
+        &[Some("3"), Some("1"), Some("1.00")],
+    ]);
+    for p in BOTH {
+        assert_eq!(run(&[2, 1], cols(), p).unwrap(), want, "{p:?}");
+        let e = run(&[1, 1], cols(), p).unwrap_err();
+        assert!(e.to_string().contains("not in the order"), "{e}");
+        let e = run(&[2, 1], vec![varchar(), count_col(), decimal(2)], p).unwrap_err();
+        assert!(e.to_string().contains("string expression"), "{e}");
+    }
+}

@@ -22,6 +22,12 @@ use super::schema;
 /// One statement's outcome through Connector/C: the answer, or the error code and message.
 pub type Outcome = Result<Answer, (u16, String)>;
 
+/// Whether the `k`th request of a run goes inside a transaction (autocommit off, committed
+/// after it): every second one.
+pub fn in_transaction(k: usize) -> bool {
+    k % 2 == 1
+}
+
 /// How to run the Connector/C client.
 #[derive(Clone, Debug)]
 pub struct Capi {
@@ -104,7 +110,10 @@ impl Capi {
         let mut stdin = child.stdin.take().expect("piped");
         let lines: Vec<String> = requests
             .iter()
-            .map(|(sql, params)| json!({"sql": sql, "params": params}).to_string())
+            .enumerate()
+            .map(|(k, (sql, params))| {
+                json!({"sql": sql, "params": params, "txn": in_transaction(k)}).to_string()
+            })
             .collect();
         // Written from another thread: the client answers while it reads.
         let writer = std::thread::spawn(move || {
