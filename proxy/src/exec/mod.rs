@@ -25,8 +25,10 @@ mod metadata;
 pub(crate) mod prepared;
 mod reader;
 mod replica;
+mod savepoint;
 mod scatter;
 pub mod sequence;
+mod table_locks;
 mod txn;
 mod write;
 
@@ -447,6 +449,10 @@ impl Session {
     /// Where a statement any datanode can answer goes: a connection already held (in a
     /// transaction, the first one touched), else the current schema's default datanode.
     pub(crate) fn any_datanode(&self, routing: &Routing) -> DatanodeId {
+        // Under LOCK TABLES, only the connections holding the locks may run statements.
+        if let Some(&dn) = self.table_locks.first() {
+            return dn;
+        }
         if let Some(h) = self.conns.held.first() {
             return h.dn;
         }
@@ -482,6 +488,11 @@ impl Session {
                 self.abandon_transaction().await;
                 return Err(Error::lost_backend());
             }
+        }
+        if !self.table_locks.is_empty() && !self.table_locks.contains(&dn) {
+            // Under LOCK TABLES only the locked tables can be used, as on one server; any
+            // other connection would read and write without the session's locks.
+            return Err(table_locks::not_locked(routing, dn));
         }
         let node = &routing.topology.datanodes[dn];
         let mut chosen = None;
@@ -574,6 +585,10 @@ impl Session {
                 h.txn_begun = true;
             }
         }
+        if result.is_ok() {
+            result = self.replay_savepoints(i).await;
+        }
+        let node = &routing.topology.datanodes[dn];
         match result {
             Ok(()) => Ok(i),
             Err(Error::Reply {
