@@ -353,7 +353,26 @@ async fn lock_tables_locks_every_physical_table() {
         .query_drop("INSERT INTO orders (id, user_id, amount) VALUES (10, 2, 1)")
         .await
         .unwrap();
+    // MariaDB's way with transactional tables: autocommit off, then LOCK TABLES; COMMIT and
+    // ROLLBACK end the transaction on every datanode and keep the locks.
+    c.query_drop("SET autocommit = 0").await.unwrap();
     c.query_drop("LOCK TABLES orders WRITE").await.unwrap();
+    c.query_drop("INSERT INTO orders (id, user_id, amount) VALUES (20, 1, 1), (21, 2, 1)")
+        .await
+        .unwrap();
+    c.query_drop("ROLLBACK").await.unwrap();
+    c.query_drop("INSERT INTO orders (id, user_id, amount) VALUES (22, 3, 1), (23, 4, 1)")
+        .await
+        .unwrap();
+    c.query_drop("COMMIT").await.unwrap();
+    let (code, _, _) = server_error(other.query_drop("DELETE FROM orders WHERE id = 22").await);
+    assert_eq!(code, 1205, "still locked after COMMIT");
+    let n: Option<i64> = c
+        .query_first("SELECT COUNT(*) FROM orders WHERE id >= 20")
+        .await
+        .unwrap();
+    assert_eq!(n, Some(2));
+    c.query_drop("SET autocommit = 1").await.unwrap();
     drop(c);
     within(
         Duration::from_secs(20),
@@ -374,7 +393,7 @@ async fn lock_tables_locks_every_physical_table() {
         .query_first("SELECT COUNT(*) FROM orders")
         .await
         .unwrap();
-    assert_eq!(n, Some(6));
+    assert_eq!(n, Some(8));
 }
 
 /// START TRANSACTION WITH CONSISTENT SNAPSHOT begins on every datanode at once: writes

@@ -482,6 +482,11 @@ impl Session {
         {
             let h = self.conns.held.remove(i);
             self.shared.backends.servers[h.server].health.note_error();
+            if h.table_locks {
+                // Its locks are gone: the session's others go too, rather than the session
+                // going on with some tables locked and some not.
+                let _ = self.unlock_tables().await;
+            }
             if h.pinned() || self.txn_begin.is_some() {
                 // A transaction or pinned state went with it: say so, as a direct connection
                 // would, instead of carrying on without it.
