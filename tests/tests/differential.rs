@@ -55,7 +55,10 @@ fn plan() -> Plan {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsharded_copy_matches_and_a_corrupted_copy_does_not() {
     let cluster = diff::start_cluster().await;
-    let plan = plan();
+    let mut plan = plan();
+    // The copy's tables are MyISAM (below): no transactions, so nothing a ROLLBACK TO
+    // SAVEPOINT undoes there would be undone.
+    plan.writes.retain(|w| w.family != diff::savepoints::FAMILY);
 
     let mut oracle = diff::load_oracle(&cluster, &plan.data).await;
     // The copy holds the same rows in another physical order (MyISAM, shuffled inserts), so

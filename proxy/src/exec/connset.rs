@@ -19,6 +19,11 @@ pub struct Held {
     pub txn_begun: bool,
     /// State the pool cannot replay (temporary tables, locks...).
     pub sticky: bool,
+    /// Every savepoint of the session's transaction is set here ([`crate::exec`]'s
+    /// savepoints).
+    pub savepoints_set: bool,
+    /// It holds the session's LOCK TABLES locks on this datanode's tables.
+    pub table_locks: bool,
     /// The session's statement that last used it ([`ConnSet::statement`]).
     pub used_in: u64,
 }
@@ -31,6 +36,8 @@ impl Held {
             conn,
             txn_begun: false,
             sticky: false,
+            savepoints_set: false,
+            table_locks: false,
             used_in: 0,
         }
     }
@@ -43,7 +50,7 @@ impl Held {
 
     /// Whether giving this connection back would lose something the session relies on.
     pub fn pinned(&self) -> bool {
-        self.txn_begun || self.in_trans() || self.sticky
+        self.txn_begun || self.in_trans() || self.sticky || self.table_locks
     }
 }
 

@@ -27,8 +27,10 @@ mod metadata;
 pub(crate) mod prepared;
 mod reader;
 mod replica;
+mod savepoint;
 mod scatter;
 pub mod sequence;
+mod table_locks;
 mod txn;
 mod write;
 
@@ -468,6 +470,10 @@ impl Session {
     /// Where a statement any datanode can answer goes: a connection already held (in a
     /// transaction, the first one touched), else the current schema's default datanode.
     pub(crate) fn any_datanode(&self, routing: &Routing) -> DatanodeId {
+        // Under LOCK TABLES, only the connections holding the locks may run statements.
+        if let Some(&dn) = self.table_locks.first() {
+            return dn;
+        }
         if let Some(h) = self.conns.held.first() {
             return h.dn;
         }
@@ -497,12 +503,22 @@ impl Session {
         {
             let h = self.conns.held.remove(i);
             self.shared.backends.servers[h.server].health.note_error();
+            if h.table_locks {
+                // Its locks are gone: the session's others go too, rather than the session
+                // going on with some tables locked and some not.
+                let _ = self.unlock_tables().await;
+            }
             if h.pinned() || self.txn_begin.is_some() {
                 // A transaction or pinned state went with it: say so, as a direct connection
                 // would, instead of carrying on without it.
                 self.abandon_transaction().await;
                 return Err(Error::lost_backend());
             }
+        }
+        if !self.table_locks.is_empty() && !self.table_locks.contains(&dn) {
+            // Under LOCK TABLES only the locked tables can be used, as on one server; any
+            // other connection would read and write without the session's locks.
+            return Err(table_locks::not_locked(routing, dn));
         }
         let node = &routing.topology.datanodes[dn];
         let mut chosen = None;
@@ -595,6 +611,10 @@ impl Session {
                 h.txn_begun = true;
             }
         }
+        if result.is_ok() {
+            result = self.replay_savepoints(i).await;
+        }
+        let node = &routing.topology.datanodes[dn];
         match result {
             Ok(()) => Ok(i),
             Err(Error::Reply {

@@ -384,6 +384,7 @@ impl Session {
                      transaction",
                 ));
             }
+            self.refuse_extra_connection_under_locks()?;
             place.push(Place::Extra(extra.len()));
             extra.push((self.extra_connection(routing, t.datanode).await?, false));
         }

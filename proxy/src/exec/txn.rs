@@ -4,6 +4,7 @@
 use shoal_router::sql::lex::Token;
 use shoal_router::sql::{SetStatement, StatementKind, VarScope};
 
+use super::savepoint::{SavepointOp, savepoint_name};
 use super::{IN_TRANS, Use, unsupported};
 use crate::config::Routing;
 use crate::error::{Error, Result};
@@ -44,13 +45,22 @@ impl Session {
         };
         match kind {
             K::Use(db) => self.use_logical(&db, reply_seq).await,
-            K::Begin { .. } => {
-                // BEGIN inside a transaction commits it first, as MySQL does.
+            K::Begin {
+                consistent_snapshot,
+                ..
+            } => {
+                // BEGIN inside a transaction commits it first, as MySQL does, and releases
+                // the session's table locks.
                 if self.txn_begin.is_some() || self.conns.in_transaction() {
                     self.end_transaction(true).await?;
                 }
+                self.forget_savepoints();
+                self.unlock_tables().await?;
                 self.txn_begin = Some(text(self));
                 self.status |= IN_TRANS;
+                if consistent_snapshot {
+                    self.begin_everywhere(routing).await?;
+                }
                 self.send_ok(reply_seq).await
             }
             K::Commit | K::Rollback => {
@@ -99,6 +109,11 @@ impl Session {
                         if autocommit_on && self.conns.in_transaction() {
                             self.end_transaction(true).await?;
                         }
+                        if autocommit_on {
+                            // The implicit transaction ends, with its savepoints, even where
+                            // it touched no datanode.
+                            self.forget_savepoints();
+                        }
                     }
                     SetStatement::Transaction {
                         scope: VarScope::Global,
@@ -129,13 +144,35 @@ impl Session {
                 self.run_anywhere(routing, prepared, reply_seq).await
             }
             K::Do => self.run_anywhere(routing, prepared, reply_seq).await,
-            // Nothing can be locked through the router: LOCK TABLES is refused.
-            K::UnlockTables => self.send_ok(reply_seq).await,
+            K::UnlockTables => {
+                self.unlock_tables().await?;
+                self.send_ok(reply_seq).await
+            }
             K::Savepoint | K::RollbackToSavepoint | K::ReleaseSavepoint => {
-                Err(unsupported("savepoints"))
+                let op = match kind {
+                    K::Savepoint => SavepointOp::Set,
+                    K::RollbackToSavepoint => SavepointOp::RollbackTo,
+                    _ => SavepointOp::Release,
+                };
+                let name = {
+                    let (sql, toks) = words(self);
+                    savepoint_name(op, &sql, &toks)
+                };
+                let Some(name) = name else {
+                    return Err(Error::reply(
+                        1064,
+                        b"42000",
+                        "You have an error in your SQL syntax near the savepoint name",
+                    ));
+                };
+                self.savepoint_statement(routing, op, &name, reply_seq)
+                    .await
             }
             K::Xa => Err(unsupported("XA transactions")),
-            K::LockTables => Err(unsupported("LOCK TABLES")),
+            K::LockTables => {
+                let (sql, toks) = words(self);
+                self.lock_tables(routing, &sql, &toks, reply_seq).await
+            }
             K::Kill => {
                 let parsed = {
                     let (sql, toks) = words(self);
@@ -149,7 +186,10 @@ impl Session {
             K::Prepare | K::Execute | K::Deallocate => {
                 Err(unsupported("SQL-level PREPARE/EXECUTE"))
             }
-            K::Flush => Err(unsupported("FLUSH")),
+            K::Flush => Err(unsupported(
+                "FLUSH (also FLUSH TABLES WITH READ LOCK, which mariadb-dump --master-data and \
+                 --lock-all-tables send: use --single-transaction or the default LOCK TABLES)",
+            )),
             K::Show
                 if {
                     let (sql, toks) = words(self);
@@ -182,11 +222,109 @@ impl Session {
         .map(|_| ())
     }
 
+    /// START TRANSACTION WITH CONSISTENT SNAPSHOT: the transaction begins at once on every
+    /// datanode of the session's schema (of every schema it may use, before USE), each
+    /// connection first made ready, then the BEGIN sent to all of them before any answer is
+    /// read, so the snapshots are taken as close together as the network allows. Each
+    /// datanode's snapshot is consistent in itself; across datanodes there is no common
+    /// point in time: a transaction committed on two datanodes between their BEGINs can be
+    /// seen on one and not the other.
+    async fn begin_everywhere(&mut self, routing: &Routing) -> Result<()> {
+        let Some(begin) = self.txn_begin.clone() else {
+            return Ok(());
+        };
+        let topology = &routing.topology;
+        let schemas: Vec<&shoal_router::topology::LogicalSchema> = match self.logical.as_deref() {
+            Some(s) => topology.schema(s).into_iter().collect(),
+            None => topology
+                .schemas
+                .values()
+                .filter(|s| self.check_schema_allowed(&s.name).is_ok())
+                .collect(),
+        };
+        let mut dns: Vec<shoal_router::topology::DatanodeId> = Vec::new();
+        for s in schemas {
+            dns.extend(s.default_datanode);
+            for t in s.tables.values() {
+                use shoal_router::topology::TableDef;
+                match t {
+                    TableDef::Sharded(t) => dns.extend(t.shards.iter().map(|s| s.datanode)),
+                    TableDef::Child(t) => dns.extend(t.shards.iter().map(|s| s.datanode)),
+                    TableDef::Global(t) => dns.extend(t.datanodes.iter().copied()),
+                }
+            }
+        }
+        dns.sort_unstable();
+        dns.dedup();
+        if dns.len() > 1 {
+            self.admit(routing).await?;
+        }
+        // Ready first, without the BEGIN (touch would send it).
+        self.txn_begin = None;
+        let mut ready = Ok(());
+        for &dn in &dns {
+            if let Err(e) = self.touch(routing, dn).await {
+                ready = Err(e);
+                break;
+            }
+        }
+        self.txn_begin = Some(begin.clone());
+        if let Err(e) = ready {
+            let _ = self.end_transaction(false).await;
+            return Err(e);
+        }
+        let mut sent = Vec::with_capacity(dns.len());
+        for &dn in &dns {
+            let i = self.conns.touched(dn)?;
+            let h = &mut self.conns.held[i];
+            h.conn.io.write_command(COM_QUERY, begin.as_bytes());
+            sent.push(h.conn.io.flush().await.map_err(Error::BackendIo));
+        }
+        let mut failed = None;
+        for (&dn, sent) in dns.iter().zip(sent) {
+            let i = self.conns.touched(dn)?;
+            let h = &mut self.conns.held[i];
+            let r = match sent {
+                Ok(()) => super::reader::read_write_result(&mut h.conn)
+                    .await
+                    .map(|_| ()),
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(()) => h.txn_begun = true,
+                Err(e) => {
+                    failed.get_or_insert((dn, e));
+                }
+            }
+        }
+        if let Some((dn, e)) = failed {
+            if matches!(e, Error::BackendIo(_)) {
+                self.conns.remove(dn);
+            }
+            let _ = self.end_transaction(false).await;
+            return Err(match e {
+                Error::BackendIo(_) => Error::lost_backend(),
+                Error::Reply {
+                    code,
+                    state,
+                    message,
+                } => Error::Reply {
+                    code,
+                    state,
+                    message: format!("datanode {}: {message}", topology.datanodes[dn].name),
+                },
+                e => e,
+            });
+        }
+        Ok(())
+    }
+
     /// Ends the session's transaction on every datanode it touched: COMMIT (`commit`) or
     /// ROLLBACK. A commit that fails after another datanode committed is a distinct error
     /// naming both groups; it is never reported as success.
     pub(crate) async fn end_transaction(&mut self, commit: bool) -> Result<()> {
         let word = if commit { "COMMIT" } else { "ROLLBACK" };
+        self.forget_savepoints();
         // Transactions over datanodes exist only with the router: without it, nothing is held.
         let Some(routing) = self.shared.config.routing.clone() else {
             return Ok(());

@@ -90,7 +90,10 @@ impl Session {
             .var("autocommit")
             .is_some_and(|v| v.eq_ignore_ascii_case("OFF") || v == "0");
         let in_txn = self.txn_begin.is_some() || autocommit_off;
-        let own_txn = !in_txn && targets.len() > 1;
+        // Under LOCK TABLES a BEGIN would release the session's locks: the write runs on
+        // each datanode on its own (a failure names where it took effect).
+        let locked = !self.table_locks.is_empty();
+        let own_txn = !in_txn && targets.len() > 1 && !locked;
         if own_txn {
             self.txn_begin = Some("START TRANSACTION".to_string());
         }
@@ -126,6 +129,9 @@ impl Session {
                 "; the statement was rolled back on every datanode"
             } else if whole && in_txn {
                 "; the transaction was rolled back on every datanode"
+            } else if whole && locked {
+                "; it took effect on the other datanodes (under LOCK TABLES a write over \
+                 several datanodes is not wrapped in a transaction)"
             } else {
                 ""
             };

@@ -397,6 +397,8 @@ impl Session {
         }
         self.pins = Pins::default();
         self.txn_begin = None;
+        self.savepoints.clear();
+        self.table_locks.clear();
         self.statements = Default::default();
         self.release_conns(true).await;
         self.user = req.user;

@@ -128,6 +128,11 @@ pub struct Session {
     pub(crate) tokens: Vec<Token>,
     pub(crate) conns: ConnSet,
     pub(crate) txn_begin: Option<String>,
+    /// The savepoints of the open transaction, oldest first (see `exec::savepoint`).
+    pub(crate) savepoints: Vec<String>,
+    /// The datanodes whose held connections hold the session's LOCK TABLES locks (empty:
+    /// no table is locked; see `exec::table_locks`).
+    pub(crate) table_locks: Vec<shoal_router::topology::DatanodeId>,
     /// Client prepared statements with the router (Shoal's ids).
     pub(crate) statements: crate::exec::Statements,
     /// The first id an INSERT got from a global sequence, for its OK packet.
@@ -190,6 +195,8 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         tokens: Vec::new(),
         conns: ConnSet::default(),
         txn_begin: None,
+        savepoints: Vec::new(),
+        table_locks: Vec::new(),
         statements: Default::default(),
         sequence_first: None,
         id: connection_id,
@@ -1033,6 +1040,8 @@ impl Session {
         }
         self.pins = Pins::default();
         self.txn_begin = None;
+        self.savepoints.clear();
+        self.table_locks.clear();
         self.statements = Default::default();
         self.release_conns(true).await;
         self.want.vars = self.initial_vars.clone();

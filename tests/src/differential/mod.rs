@@ -25,6 +25,7 @@ pub mod catalog;
 pub mod compare;
 pub mod data;
 pub mod queries;
+pub mod savepoints;
 pub mod schema;
 
 use std::collections::BTreeMap;
@@ -69,7 +70,13 @@ impl Plan {
         let data = Dataset::generate(seed, rows);
         let mut selects = queries::hand_written();
         selects.extend(queries::generate(seed, count, &data));
-        let writes = queries::writes(seed, 3, &data);
+        let mut writes = queries::writes(seed, 3, &data);
+        // A few percent of the work: transactions with savepoints over several datanodes.
+        writes.extend(savepoints::transactions(
+            seed,
+            (count / 100).max(2),
+            data.rows("orders").len() as u64 + 1_000_000,
+        ));
         let capi_writes = capi::ledger_inserts(seed, data.rows("ledger").len() as u64 + 50_000, 12);
         Plan {
             seed,

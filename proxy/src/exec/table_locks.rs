@@ -1,0 +1,337 @@
+//! LOCK TABLES and UNLOCK TABLES over datanodes.
+//!
+//! A logical table is locked by locking every physical table of it on every datanode that
+//! holds one, on the session's connection to that datanode, which then stays with the session
+//! (`Held::table_locks` pins it) until UNLOCK TABLES, START TRANSACTION, another LOCK TABLES
+//! or the end of the session (a connection given back is reset first, which unlocks). The
+//! datanodes are locked one at a time in one global order (datanode index; within a datanode,
+//! one statement whose tables are sorted by physical name, and MariaDB takes one statement's
+//! locks in its own fixed order), so two sessions locking overlapping tables queue behind each
+//! other and never deadlock.
+//!
+//! While tables are locked, statements run on those connections only (never on another pooled
+//! connection or a replica): a statement that needs a datanode holding none of the locks gets
+//! error 1100, as a table not locked does on one server; statements on a locked datanode over a
+//! table not locked get MariaDB's own 1100 (its name rewritten to the logical one).
+
+use std::collections::BTreeMap;
+
+use shoal_router::sql::lex::{TokKind, Token};
+use shoal_router::topology::{DatanodeId, TableDef};
+
+use super::savepoint::quote_ident;
+use super::unsupported;
+use crate::config::Routing;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::wire::command::COM_QUERY;
+
+/// ER_TABLE_NOT_LOCKED.
+const NOT_LOCKED: u16 = 1100;
+
+/// One table of a LOCK TABLES statement, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct LockItem {
+    pub schema: Option<String>,
+    pub table: String,
+    pub alias: Option<String>,
+    /// `READ`, `READ LOCAL`, `WRITE`, `LOW_PRIORITY WRITE`, `WRITE CONCURRENT`.
+    pub mode: String,
+}
+
+/// The tables of `LOCK TABLE[S] t [[AS] a] mode, ...` and what follows the list (`WAIT n`,
+/// `NOWAIT`), read on the tokens (executable comments, such as mariadb-dump's
+/// `/*!32311 LOCAL */`, are code there). `None`: not that shape.
+pub(super) fn parse_lock_tables(sql: &str, toks: &[Token]) -> Option<(Vec<LockItem>, String)> {
+    let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(sql, w));
+    let punct = |i: usize, p: &str| toks.get(i).is_some_and(|t| t.is_punct(sql, p));
+    let ident = |i: usize| {
+        toks.get(i)
+            .filter(|t| matches!(t.kind, TokKind::Word | TokKind::QuotedIdent))
+            .map(|t| t.ident_value(sql))
+    };
+    if !is(0, "LOCK") || !(is(1, "TABLES") || is(1, "TABLE")) {
+        return None;
+    }
+    let mut i = 2;
+    let mut items = Vec::new();
+    loop {
+        let first = ident(i)?;
+        i += 1;
+        let (schema, table) = if punct(i, ".") {
+            let t = ident(i + 1)?;
+            i += 2;
+            (Some(first), t)
+        } else {
+            (None, first)
+        };
+        let mode_word = |i: usize| is(i, "READ") || is(i, "WRITE") || is(i, "LOW_PRIORITY");
+        let mut alias = None;
+        if is(i, "AS") {
+            alias = Some(ident(i + 1)?);
+            i += 2;
+        } else if !mode_word(i) {
+            alias = Some(ident(i)?);
+            i += 1;
+        }
+        let mode = if is(i, "READ") && is(i + 1, "LOCAL") {
+            i += 2;
+            "READ LOCAL"
+        } else if is(i, "READ") {
+            i += 1;
+            "READ"
+        } else if is(i, "LOW_PRIORITY") && is(i + 1, "WRITE") {
+            i += 2;
+            "LOW_PRIORITY WRITE"
+        } else if is(i, "WRITE") && is(i + 1, "CONCURRENT") {
+            i += 2;
+            "WRITE CONCURRENT"
+        } else if is(i, "WRITE") {
+            i += 1;
+            "WRITE"
+        } else {
+            return None;
+        };
+        items.push(LockItem {
+            schema,
+            table,
+            alias,
+            mode: mode.to_string(),
+        });
+        if punct(i, ",") {
+            i += 1;
+            continue;
+        }
+        break;
+    }
+    // `WAIT n` / `NOWAIT`, then at most a `;`.
+    let mut tail = String::new();
+    if is(i, "NOWAIT") {
+        tail = " NOWAIT".into();
+        i += 1;
+    } else if is(i, "WAIT")
+        && toks
+            .get(i + 1)
+            .is_some_and(|t| matches!(t.kind, TokKind::Int | TokKind::Decimal))
+    {
+        tail = format!(" WAIT {}", toks[i + 1].text(sql));
+        i += 2;
+    }
+    if punct(i, ";") {
+        i += 1;
+    }
+    (i == toks.len()).then_some((items, tail))
+}
+
+/// The error for a statement that needs datanode `dn` while the session's locks are elsewhere.
+pub(super) fn not_locked(routing: &Routing, dn: DatanodeId) -> Error {
+    Error::reply(
+        NOT_LOCKED,
+        b"HY000",
+        format!(
+            "Table was not locked with LOCK TABLES (the statement needs datanode {}, which \
+             holds none of the locked tables)",
+            routing.topology.datanodes[dn].name
+        ),
+    )
+}
+
+impl Session {
+    /// LOCK TABLES: commits an open transaction and releases the locks held, as MariaDB does,
+    /// then locks every physical table of the named tables, datanode by datanode.
+    pub(super) async fn lock_tables(
+        &mut self,
+        routing: &Routing,
+        sql: &str,
+        toks: &[Token],
+        reply_seq: u8,
+    ) -> Result<()> {
+        let Some((items, tail)) = parse_lock_tables(sql, toks) else {
+            return Err(Error::reply(
+                1064,
+                b"42000",
+                "You have an error in your SQL syntax near LOCK TABLES",
+            ));
+        };
+        // What each datanode locks: (physical table, alias, mode), sorted.
+        let mut per_dn: BTreeMap<DatanodeId, Vec<String>> = BTreeMap::new();
+        for item in &items {
+            let schema_name = match item.schema.as_deref().or(self.logical.as_deref()) {
+                Some(s) => s.to_string(),
+                None => return Err(Error::reply(1046, b"3D000", "No database selected")),
+            };
+            self.check_schema_allowed(&schema_name)?;
+            let Some(schema) = routing.topology.schema(&schema_name) else {
+                return Err(Error::unknown_database(&schema_name));
+            };
+            let places: Vec<(DatanodeId, String)> = match schema.table(&item.table) {
+                Some(TableDef::Sharded(t)) => t
+                    .shards
+                    .iter()
+                    .map(|s| (s.datanode, s.physical_table.clone()))
+                    .collect(),
+                Some(TableDef::Child(t)) => t
+                    .shards
+                    .iter()
+                    .map(|s| (s.datanode, s.physical_table.clone()))
+                    .collect(),
+                Some(TableDef::Global(t)) => {
+                    t.datanodes.iter().map(|&d| (d, t.name.clone())).collect()
+                }
+                None => match schema.default_datanode {
+                    Some(d) => vec![(d, item.table.clone())],
+                    None => {
+                        return Err(Error::reply(
+                            1146,
+                            b"42S02",
+                            format!("Table '{}.{}' doesn't exist", schema_name, item.table),
+                        ));
+                    }
+                },
+            };
+            // How many physical tables of this table each datanode holds.
+            let on = |dn: DatanodeId| places.iter().filter(|(d, _)| *d == dn).count();
+            for (dn, physical) in places.iter().map(|(d, p)| (*d, p.clone())) {
+                let db = &routing.topology.datanodes[dn].database;
+                let name = format!("{}.{}", quote_ident(db), quote_ident(&physical));
+                let list = per_dn.entry(dn).or_default();
+                match &item.alias {
+                    Some(a) => list.push(format!("{name} AS {} {}", quote_ident(a), item.mode)),
+                    None => {
+                        list.push(format!("{name} {}", item.mode));
+                        // Reads of a table-per-shard table name the physical table with the
+                        // logical name as its alias (`ledger_00 AS ledger`): lock that too.
+                        // Only one table of a statement may carry an alias, so a datanode
+                        // with several of its physical tables locks them by name only (a read
+                        // there then gets 1100).
+                        if physical != item.table && on(dn) == 1 {
+                            list.push(format!(
+                                "{name} AS {} {}",
+                                quote_ident(&item.table),
+                                item.mode
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        if self.txn_begin.is_some() || self.conns.in_transaction() {
+            self.end_transaction(true).await?;
+        }
+        self.unlock_tables().await?;
+        if per_dn.len() > 1 {
+            self.admit(routing).await?;
+        }
+        let mut locked: Vec<DatanodeId> = Vec::new();
+        for (dn, mut list) in per_dn {
+            list.sort();
+            list.dedup();
+            let stmt = format!("LOCK TABLES {}{tail}", list.join(", "));
+            let r = match self.touch(routing, dn).await {
+                Ok(i) => {
+                    let h = &mut self.conns.held[i];
+                    let r = h.conn.command(COM_QUERY, stmt.as_bytes()).await;
+                    if r.is_ok() {
+                        h.table_locks = true;
+                    }
+                    r.map(|_| ())
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = r {
+                // None or all: what was locked already is released.
+                self.table_locks = locked;
+                let _ = self.unlock_tables().await;
+                return Err(match e {
+                    Error::BackendIo(_) => Error::lost_backend(),
+                    e => e,
+                });
+            }
+            locked.push(dn);
+        }
+        self.table_locks = locked;
+        self.send_ok(reply_seq).await
+    }
+
+    /// Releases the session's table locks on every datanode (UNLOCK TABLES, and the implicit
+    /// unlock of START TRANSACTION and LOCK TABLES). A connection that fails to unlock is
+    /// closed, which releases its locks.
+    pub(crate) async fn unlock_tables(&mut self) -> Result<()> {
+        self.table_locks.clear();
+        let mut broken = Vec::new();
+        for h in self.conns.held.iter_mut() {
+            if !h.table_locks {
+                continue;
+            }
+            h.table_locks = false;
+            if h.conn.command(COM_QUERY, b"UNLOCK TABLES").await.is_err() {
+                broken.push(h.dn);
+            }
+        }
+        for dn in broken {
+            self.conns.remove(dn);
+        }
+        Ok(())
+    }
+
+    /// A read needing a second connection to a locked datanode (table-per-shard) would read
+    /// without the session's locks.
+    pub(super) fn refuse_extra_connection_under_locks(&self) -> Result<()> {
+        if self.table_locks.is_empty() {
+            return Ok(());
+        }
+        Err(unsupported(
+            "a read over several tables of one datanode (table-per-shard) under LOCK TABLES",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_router::sql::lex::tokenize;
+
+    fn parse(sql: &str) -> Option<(Vec<LockItem>, String)> {
+        parse_lock_tables(sql, &tokenize(sql).expect("tokens"))
+    }
+
+    fn item(schema: Option<&str>, table: &str, alias: Option<&str>, mode: &str) -> LockItem {
+        LockItem {
+            schema: schema.map(str::to_string),
+            table: table.into(),
+            alias: alias.map(str::to_string),
+            mode: mode.into(),
+        }
+    }
+
+    #[test]
+    fn reads_lock_lists() {
+        assert_eq!(
+            parse("LOCK TABLES t READ").unwrap().0,
+            vec![item(None, "t", None, "READ")]
+        );
+        assert_eq!(
+            parse("lock table `t` as a read local, shop.u write, v b LOW_PRIORITY WRITE;")
+                .unwrap()
+                .0,
+            vec![
+                item(None, "t", Some("a"), "READ LOCAL"),
+                item(Some("shop"), "u", None, "WRITE"),
+                item(None, "v", Some("b"), "LOW_PRIORITY WRITE"),
+            ]
+        );
+        let (items, tail) = parse("LOCK TABLES t WRITE CONCURRENT WAIT 5").unwrap();
+        assert_eq!(items, vec![item(None, "t", None, "WRITE CONCURRENT")]);
+        assert_eq!(tail, " WAIT 5");
+        assert_eq!(parse("LOCK TABLES t READ NOWAIT").unwrap().1, " NOWAIT");
+        for bad in [
+            "LOCK TABLES",
+            "LOCK TABLES t",
+            "LOCK TABLES t READ,",
+            "LOCK TABLES t READ u WRITE",
+            "LOCK TABLES t READ; SELECT 1",
+        ] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
+    }
+}
