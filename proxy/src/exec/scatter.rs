@@ -313,7 +313,7 @@ impl Session {
             .iter()
             .enumerate()
             .any(|(k, t)| targets[..k].iter().any(|o| o.datanode == t.datanode));
-        if !several || !self.in_transaction_now() {
+        if !several || !self.in_transaction_now() || !self.table_locks.is_empty() {
             return Ok((vec![1; targets.len()], vec![None; targets.len()]));
         }
         self.admit(routing).await?;
@@ -368,12 +368,25 @@ impl Session {
         // One connection carries one result at a time, and the merge reads shards side by
         // side: a second target on a datanode (table-per-shard) gets a connection of its own
         // for this statement. Outside a transaction that reads what the held one would.
+        // Under READ locks only, the locked connection cannot read a table-per-shard table's
+        // physical tables by their logical alias (MariaDB's locks name each table once): all
+        // of that datanode's targets read on connections of their own, which see what the
+        // locked one would, as no session can write the locked tables.
+        let read_locked = !self.table_locks.is_empty() && self.table_locks_read;
         let mut extra: Vec<(PooledConn, bool)> = Vec::new();
         let mut place: Vec<Place> = Vec::with_capacity(targets.len());
         for (k, t) in targets.iter().enumerate() {
             let i = self.conns.touched(t.datanode)?;
-            if !targets[..k].iter().any(|o| o.datanode == t.datanode) {
+            let several_here = targets.iter().filter(|o| o.datanode == t.datanode).count() > 1;
+            if !targets[..k].iter().any(|o| o.datanode == t.datanode)
+                && !(read_locked && several_here)
+            {
                 place.push(Place::Held(i));
+                continue;
+            }
+            if read_locked {
+                place.push(Place::Extra(extra.len()));
+                extra.push((self.extra_connection(routing, t.datanode).await?, false));
                 continue;
             }
             if self.in_transaction_now() {

@@ -250,6 +250,7 @@ impl Session {
             locked.push(dn);
         }
         self.table_locks = locked;
+        self.table_locks_read = items.iter().all(|i| i.mode.starts_with("READ"));
         self.send_ok(reply_seq).await
     }
 

@@ -133,6 +133,9 @@ pub struct Session {
     /// The datanodes whose held connections hold the session's LOCK TABLES locks (empty:
     /// no table is locked; see `exec::table_locks`).
     pub(crate) table_locks: Vec<shoal_router::topology::DatanodeId>,
+    /// Every lock of the session's LOCK TABLES is a READ lock: no session can change those
+    /// tables, so another connection reads what the locked one would.
+    pub(crate) table_locks_read: bool,
     /// Client prepared statements with the router (Shoal's ids).
     pub(crate) statements: crate::exec::Statements,
     /// The first id an INSERT got from a global sequence, for its OK packet.
@@ -197,6 +200,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         txn_begin: None,
         savepoints: Vec::new(),
         table_locks: Vec::new(),
+        table_locks_read: false,
         statements: Default::default(),
         sequence_first: None,
         id: connection_id,
