@@ -640,6 +640,7 @@ fn key_move(
     let end = text.sql.len();
     let where_at = km.where_tok.map_or(end, |w| text.tok_start(w));
     let mut out = Vec::new();
+    let mut has_params = false;
     for s in sources {
         let dn = g.datanodes[s];
         check_dn(d, topo, dn)?;
@@ -651,17 +652,14 @@ fn key_move(
         text.render_bytes(where_at, end, &edits, &mut select_from, &mut params);
         let mut update_head = String::new();
         text.render_bytes(0, where_at, &edits, &mut update_head, &mut params);
-        if !params.is_empty() {
-            return Err(refuse(format!(
-                "UPDATE of shard key column {}.{} moving rows to another shard as a prepared \
-                 statement (send it as text)",
-                km.table, km.key
-            )));
-        }
+        let mut update = String::new();
+        text.render_bytes(0, end, &edits, &mut update, &mut Vec::new());
+        has_params |= !params.is_empty();
         out.push(KeySource {
             shard: s,
             select_from,
             update_head,
+            update,
         });
     }
     Ok(Some(RoutePlan::KeyMove(Box::new(KeyMove {
@@ -677,6 +675,7 @@ fn key_move(
         sources: out,
         assigned: km.assigned.clone(),
         value,
+        has_params,
     }))))
 }
 

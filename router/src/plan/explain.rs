@@ -164,7 +164,8 @@ pub fn rows(topo: &Topology, p: &RoutePlan) -> Vec<(String, String)> {
                 .map(|s| {
                     let dn = dn_name(topo, m.shards[s.shard].0);
                     let lock = format!("SELECT <primary key>{} FOR UPDATE", s.select_from);
-                    let update = format!("{}\nWHERE <primary key> IN (<locked rows>)", s.update_head);
+                    let update =
+                        format!("{}\nWHERE <primary key> IN (<locked rows>)", s.update_head);
                     let one_line = |s: String| s.split_whitespace().collect::<Vec<_>>().join(" ");
                     (dn, format!("{}; {}", one_line(lock), one_line(update)))
                 })

@@ -112,6 +112,8 @@ pub struct KeyMove {
     pub assigned: Vec<String>,
     /// The new key value when it is a literal (`None`: an expression).
     pub value: Option<Literal>,
+    /// The statement has `?` parameters (a prepared statement): its SQL here has placeholders.
+    pub has_params: bool,
 }
 
 /// One source shard of a [`KeyMove`].
@@ -122,6 +124,8 @@ pub struct KeySource {
     pub select_from: String,
     /// `UPDATE <table> SET ...` up to its WHERE, with physical names.
     pub update_head: String,
+    /// The whole UPDATE with physical names (what runs in place; what a PREPARE describes).
+    pub update: String,
 }
 
 impl KeyMove {

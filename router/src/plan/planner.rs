@@ -605,15 +605,15 @@ fn check_write(
 
 /// The move of rows an UPDATE assigning the shard key may need: what is needed to run it, or
 /// why it cannot be exact (refused only if rows would actually move).
-fn key_move_template(
-    tables: &[Table],
-    ka: KeyAssign,
-    dml: &Dml,
-) -> Result<KeyMoveT, RouterError> {
+fn key_move_template(tables: &[Table], ka: KeyAssign, dml: &Dml) -> Result<KeyMoveT, RouterError> {
     let t = &tables[ka.table];
     let name = &t.r.name;
     let key = &ka.key;
-    let why = |what: &str| Some(refuse(format!("UPDATE of shard key column {name}.{key} {what}")));
+    let why = |what: &str| {
+        Some(refuse(format!(
+            "UPDATE of shard key column {name}.{key} {what}"
+        )))
+    };
     let refuse_move = if dml.multi_table_write {
         why("in a multi-table UPDATE (rows would have to move to another shard)")
     } else if dml.write_order_or_limit {
@@ -629,7 +629,9 @@ fn key_move_template(
         )));
     };
     let physical = match &t.kind {
-        Kind::Distributed { shards, .. } => shards.iter().map(|s| s.physical_table.clone()).collect(),
+        Kind::Distributed { shards, .. } => {
+            shards.iter().map(|s| s.physical_table.clone()).collect()
+        }
         _ => Vec::new(),
     };
     Ok(KeyMoveT {
