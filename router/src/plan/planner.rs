@@ -319,8 +319,8 @@ fn build_inner(
         Some(refuse("WITH (common table expressions) across shards"))
     } else if dml.has_derived_limit {
         Some(refuse(
-            "a derived table (subquery in FROM) with LIMIT across shards (the LIMIT would \
-             apply per shard)",
+            "a derived table (subquery in FROM) with LIMIT across shards (its LIMIT and its \
+             joins are exact on one shard only)",
         ))
     } else if dml.has_derived_table {
         Some(refuse("derived tables (subqueries in FROM) across shards"))
