@@ -348,6 +348,41 @@ async fn shard_key_updates_run_in_place_or_move_rows_exactly() {
     same_counts(&s, &mut conns, &sql).await;
     let [shoal, reference, ..] = &mut conns;
     check_orders(&s, shoal, reference).await;
+
+    // A table with a trigger: Django's save() routed by id (every shard, no row changing
+    // shard) runs in place; a row that would move is refused and nothing changes.
+    for shard in 0..4 {
+        let (server, db) = (shard / 2, DBS[shard % 2]);
+        let mut b = Conn::new(s.cluster.opts(server, Some(db))).await.unwrap();
+        b.query_drop(
+            "CREATE TRIGGER orders_keep BEFORE UPDATE ON orders FOR EACH ROW SET NEW.amount = NEW.amount",
+        )
+        .await
+        .unwrap();
+        b.disconnect().await.unwrap();
+    }
+    let user: Option<i64> = shoal
+        .query_first("SELECT user_id FROM orders WHERE id = 4")
+        .await
+        .unwrap();
+    let user = user.expect("order 4");
+    let sql =
+        format!("UPDATE orders SET user_id = {user}, amount = 44, note = 'kept' WHERE id = 4");
+    same_counts(&s, &mut conns, &sql).await;
+    let [shoal, reference, ..] = &mut conns;
+    check_orders(&s, shoal, reference).await;
+    let before = all(shoal, "SELECT * FROM orders ORDER BY id").await;
+    let sql = format!(
+        "UPDATE orders SET user_id = {}, amount = 45 WHERE id = 4",
+        user + 1
+    );
+    let (code, _, message) = server_error(shoal.query_drop(&sql).await);
+    assert_eq!(code, 1235, "{message}");
+    assert!(
+        message.contains("moving rows of a table with triggers"),
+        "{message}"
+    );
+    assert_eq!(all(shoal, "SELECT * FROM orders ORDER BY id").await, before);
 }
 
 /// Sessions moving the same rows at once: every row stays exactly once, on its shard, and

@@ -15,9 +15,11 @@
 //! in the column's own character set, no conversion either way), numbers and temporal values
 //! as MariaDB prints them, generated columns left to the new shard to compute. A statement
 //! that fails part-way rolls back the transaction it ran in, so no half-moved row survives.
-//! Refused (1235, before anything is written) when a move cannot be exact: a table without a
-//! primary key, with triggers, referenced by foreign keys, an UPDATE that also assigns another
-//! primary key column, or sets a primary-key shard key to an expression.
+//! Refused (1235, before anything is written) when the rows cannot be re-read exactly: a
+//! table without a primary key, an UPDATE that also assigns another primary key column, or
+//! sets a primary-key shard key to an expression. A table with triggers or referenced by
+//! foreign keys is updated in place as long as no row changes shard; a row that would is
+//! refused (1235), the statement's transaction rolled back.
 //! Memory: the primary keys of the matched rows of one shard, and one batch of rows.
 
 use shoal_router::RouterError;
@@ -66,6 +68,9 @@ struct Meta {
     pk: Vec<usize>,
     /// Index of the shard key column.
     key: usize,
+    /// Why rows of this table cannot move (triggers, foreign keys referencing it), checked only
+    /// when a row would: updated in place, such a table's rows behave as in MariaDB.
+    blocker: Option<RouterError>,
 }
 
 fn quote_ident(name: &str) -> String {
@@ -269,19 +274,28 @@ async fn table_meta(
             .map(text)
             .is_some_and(|c| c != "0")
     };
-    if count(0) {
-        return Ok(Err(refused(
+    let blocker = if count(0) {
+        Some(refused(
             km,
             "moving rows of a table with triggers (they would see a DELETE and an INSERT)",
-        )));
-    }
-    if count(1) {
-        return Ok(Err(refused(
+        ))
+    } else if count(1) {
+        Some(refused(
             km,
             "moving rows of a table referenced by foreign keys",
-        )));
-    }
-    Ok(Ok((Meta { columns, pk, key }, key_numeric)))
+        ))
+    } else {
+        None
+    };
+    Ok(Ok((
+        Meta {
+            columns,
+            pk,
+            key,
+            blocker,
+        },
+        key_numeric,
+    )))
 }
 
 impl Session {
@@ -418,6 +432,11 @@ impl Session {
                     if to != src.shard {
                         moving.entry(to).or_default().push(r);
                     }
+                }
+                if let Some(blocker) = &meta.blocker
+                    && !moving.is_empty()
+                {
+                    return Err(super::refusal(blocker));
                 }
                 let npk = meta.pk.len();
                 for (to, rows) in moving {
