@@ -248,6 +248,28 @@ async fn shard_key_updates_run_in_place_or_move_rows_exactly() {
         check_orders(&s, shoal, reference).await;
     }
 
+    // Prepared (binary protocol): Django-style in place, and a move with bound values.
+    for (sql, params) in [
+        (
+            "UPDATE orders SET user_id = ?, amount = ?, note = ? WHERE id = ?",
+            (7i64, "7.5", "pr\u{e9}p", 7i64),
+        ),
+        (
+            "UPDATE orders SET user_id = ?, amount = ?, note = ? WHERE id = ?",
+            (10i64, "8.5", "moved", 7i64),
+        ),
+    ] {
+        for k in [0, 1] {
+            conns[k]
+                .exec_drop(sql, params)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}\n{}", s.shoal.log()));
+        }
+        assert_eq!(conns[0].affected_rows(), conns[1].affected_rows(), "{sql}");
+        let [shoal, reference, ..] = &mut conns;
+        check_orders(&s, shoal, reference).await;
+    }
+
     // Inside a client transaction: the move joins it and goes with its ROLLBACK.
     let [shoal, reference, ..] = &mut conns;
     let before = all(shoal, "SELECT * FROM orders ORDER BY id").await;

@@ -24,7 +24,6 @@
 
 use shoal_router::RouterError;
 use shoal_router::plan::KeyMove;
-use shoal_router::sql::stmt::Literal;
 
 use super::reader::{ResultStream, Row, WriteDone, read_write_result};
 use crate::backend::conn::BackendConn;
@@ -130,21 +129,6 @@ impl Meta {
             })
             .collect();
         format!("({}) IN ({})", cols.join(", "), tuples.join(", "))
-    }
-}
-
-/// A literal of the statement as SQL that compares and stores as the literal did.
-fn literal_sql(l: &Literal) -> String {
-    match l {
-        Literal::Null => "NULL".into(),
-        Literal::Int(i) => i.to_string(),
-        Literal::Decimal(d) => d.clone(),
-        Literal::Double(f) => format!("{f:e}"),
-        // A string, whatever the connection's character set: utf8mb4 bytes with an introducer.
-        Literal::Str(s) => {
-            let hex: String = s.bytes().map(|b| format!("{b:02X}")).collect();
-            format!("_utf8mb4 X'{hex}'")
-        }
     }
 }
 
@@ -384,7 +368,7 @@ impl Session {
         let pk_list: Vec<String> = meta.pk.iter().map(|&c| meta.read(c)).collect();
         let all_list: Vec<String> = (0..meta.columns.len()).map(|c| meta.read(c)).collect();
         let names: Vec<String> = meta.columns.iter().map(|c| quote_ident(&c.name)).collect();
-        let new_key = km.value.as_ref().map(literal_sql);
+        let new_key = km.value_sql();
         // Every source's rows are locked and listed before any moves: a row moved onto a
         // source shard must not be matched again there.
         let mut lists = Vec::with_capacity(km.sources.len());

@@ -600,6 +600,22 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
     }
 }
 
+/// A bound value as SQL text that MariaDB reads as the bound value: numbers as written
+/// (a DOUBLE with an exponent, so it stays a DOUBLE), strings as utf8mb4 bytes with an
+/// introducer (whatever the connection's character set and sql_mode).
+pub(crate) fn literal_sql(l: &Literal) -> String {
+    match l {
+        Literal::Null => "NULL".into(),
+        Literal::Int(i) => i.to_string(),
+        Literal::Decimal(d) => d.clone(),
+        Literal::Double(f) => format!("{f:e}"),
+        Literal::Str(s) => {
+            let hex: String = s.bytes().map(|b| format!("{b:02X}")).collect();
+            format!("_utf8mb4 X'{hex}'")
+        }
+    }
+}
+
 /// An UPDATE assigning the shard key: `None` when every row it can match stays on its shard
 /// (the new value lands on the one shard the statement routes to: updated in place, as any
 /// UPDATE), else the move.
@@ -644,7 +660,24 @@ fn key_move(
     for s in sources {
         let dn = g.datanodes[s];
         check_dn(d, topo, dn)?;
-        let edits = name_edits(d, topo, dn, &[s]);
+        let names = name_edits(d, topo, dn, &[s]);
+        // Shoal's own statements of the move are text: a prepared statement's bound values
+        // are written into them as literals that compare and store as the bound values do.
+        let mut edits = names.clone();
+        for (p, &tok) in text.param_tokens.iter().enumerate() {
+            let Some(lit) = v.params.get(p) else {
+                continue;
+            };
+            if matches!(lit, Literal::Str(x) if x.contains('\u{FFFD}')) {
+                return Err(refuse(format!(
+                    "UPDATE of shard key column {}.{} moving rows with a parameter that is not \
+                     valid UTF-8",
+                    km.table, km.key
+                )));
+            }
+            edits.push(Edit::text(tok, tok, literal_sql(lit)));
+        }
+        edits.sort_by_key(|e| (e.first, e.insert));
         let mut params = Vec::new();
         let mut table = String::new();
         text.render_bytes(from, set, &edits, &mut table, &mut params);
@@ -653,7 +686,7 @@ fn key_move(
         let mut update_head = String::new();
         text.render_bytes(0, where_at, &edits, &mut update_head, &mut params);
         let mut update = String::new();
-        text.render_bytes(0, end, &edits, &mut update, &mut Vec::new());
+        text.render_bytes(0, end, &names, &mut update, &mut Vec::new());
         has_params |= !params.is_empty();
         out.push(KeySource {
             shard: s,

@@ -112,7 +112,8 @@ pub struct KeyMove {
     pub assigned: Vec<String>,
     /// The new key value when it is a literal (`None`: an expression).
     pub value: Option<Literal>,
-    /// The statement has `?` parameters (a prepared statement): its SQL here has placeholders.
+    /// The statement has `?` parameters without bound values (its SQL here has placeholders):
+    /// bound values are written into the SQL as literals.
     pub has_params: bool,
 }
 
@@ -141,6 +142,11 @@ impl KeyMove {
             Some(v) => Literal::Str(v.to_string()),
         };
         self.shard_of_literal(&lit)
+    }
+
+    /// The new key value as SQL that MariaDB reads as that value (`None`: an expression).
+    pub fn value_sql(&self) -> Option<String> {
+        self.value.as_ref().map(eval::literal_sql)
     }
 
     /// The shard a key value lands on.
