@@ -295,14 +295,19 @@ impl Session {
             .var("autocommit")
             .is_some_and(|v| v.eq_ignore_ascii_case("OFF") || v == "0");
         let in_txn = self.txn_begin.is_some() || autocommit_off;
-        if !in_txn {
-            self.txn_begin = Some("START TRANSACTION".to_string());
-        }
-        self.admit(routing).await?;
-        // The table's definition, before anything is written: a refusal leaves no trace.
         let Some(first) = km.sources.first() else {
             return self.send_ok_with(reply_seq, 0, 0, 0).await;
         };
+        if !in_txn {
+            self.txn_begin = Some("START TRANSACTION".to_string());
+        }
+        if let Err(e) = self.admit(routing).await {
+            if !in_txn {
+                self.txn_begin = None;
+            }
+            return Err(e);
+        }
+        // The table's definition, before anything is written: a refusal leaves no trace.
         let (dn, physical) = km.shards[first.shard].clone();
         let meta = async {
             let i = self.touch(routing, dn).await?;
