@@ -20,6 +20,7 @@ pub mod collations;
 pub mod connset;
 pub use prepared::Statements;
 mod datanode_union;
+mod keymove;
 mod local;
 pub mod logical_errors;
 pub mod logical_names;
@@ -403,6 +404,7 @@ impl Session {
                 self.run_scatter(routing, targets, &spec, &prepared::Request::Text, reply_seq)
                     .await
             }
+            RoutePlan::KeyMove(km) => self.run_key_move(routing, &km, reply_seq).await,
         }
     }
 

@@ -547,6 +547,13 @@ impl Session {
                 local_columns = self.catalog_columns(routing, &sql, show).await?;
                 None
             }
+            // An UPDATE that may move rows: described by its in-place form on one shard.
+            RoutePlan::KeyMove(km) if !km.sources.is_empty() => Some(Target {
+                datanode: km.shards[km.sources[0].shard].0,
+                sql: km.sources[0].update.as_str().into(),
+                params: Params::first(params as usize),
+                qualified: false,
+            }),
             RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
             RoutePlan::Local(_) => {
                 return Err(unsupported(
@@ -740,6 +747,16 @@ impl Session {
             }
             RoutePlan::Local(_) | RoutePlan::Session(_) => {
                 Err(unsupported("this statement through a prepared statement"))
+            }
+            RoutePlan::KeyMove(km) if !km.has_params => {
+                self.run_key_move(routing, &km, reply_seq).await
+            }
+            RoutePlan::KeyMove(km) => {
+                Err(self.refuse(&shoal_router::RouterError::unsupported(format!(
+                    "This version of Shoal doesn't yet support 'UPDATE of shard key column \
+                     {}.{} moving rows to another shard with parameters (send it as text)'",
+                    km.table, km.key
+                ))))
             }
         }
     }

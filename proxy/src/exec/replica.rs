@@ -52,6 +52,7 @@ pub(super) fn statement_want(route: ReadRoute, plan: &RoutePlan) -> (Want, bool)
         RoutePlan::Single(_)
             | RoutePlan::Scatter { .. }
             | RoutePlan::Broadcast { .. }
+            | RoutePlan::KeyMove(_)
             | RoutePlan::Refuse(_)
     );
     want_for(route, read_plan, write_plan)

@@ -6,9 +6,12 @@ use std::sync::OnceLock;
 
 use super::merge::{HavingT, LimitMode, OperandT};
 use super::placement::{RouteExpr, refuse};
-use super::planner::{Body, DmlT, GroupT, RenameWhat, Template, rename_text};
+use super::planner::{Body, DmlT, GroupT, KeyMoveT, RenameWhat, Template, rename_text};
 use super::render::{Edit, Piece, Text, quote_ident};
-use super::{HavingSpec, LocalAnswer, Merge, Operand, ParamValue, RoutePlan, Routed, Target};
+use super::{
+    HavingSpec, KeyMove, KeySource, LocalAnswer, Merge, Operand, ParamValue, RoutePlan, Routed,
+    Target,
+};
 use crate::error::RouterError;
 use crate::rule::ShardValue;
 use crate::sql::analyze::literal_of_token;
@@ -414,7 +417,7 @@ struct OneTarget {
 /// table (the general path of [`eval_dml`] would give this one target); `None` where the
 /// statement may have several, or none it can name without rendering.
 fn one_target(d: &DmlT, topo: &Topology, v: &Values) -> Option<Result<OneTarget, RouterError>> {
-    if d.insert.is_some() {
+    if d.insert.is_some() || d.key_move.is_some() {
         return None;
     }
     if d.groups.is_empty() {
@@ -471,6 +474,11 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
     if let Some(ins) = &d.insert {
         return eval_insert(d, ins, topo, v);
     }
+    if let Some(km) = &d.key_move
+        && let Some(plan) = key_move(d, km, topo, v)?
+    {
+        return Ok(plan);
+    }
     if let Some(one) = one_target(d, topo, v) {
         let one = one?;
         return Ok(RoutePlan::Single(kept(v, one.slot, || {
@@ -503,6 +511,10 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
             let s = group_shards(g, v);
             let here = s.iter().map(|&i| g.datanodes[i]).collect::<BTreeSet<_>>();
             if s.len() != 1 || dn.is_some_and(|x| !here.contains(&x)) {
+                // A UNION or a derived table is not a join: say what cannot run.
+                if let Some(e) = &d.structural {
+                    return Err(e.clone());
+                }
                 return Err(refuse(format!(
                     "a join of {} that are not co-located (join sharded tables on their shard keys, or make one of them global)",
                     d.labels
@@ -593,6 +605,118 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
     }
 }
 
+/// A bound value as SQL text that MariaDB reads as the bound value: numbers as written
+/// (a DOUBLE with an exponent, so it stays a DOUBLE), strings as utf8mb4 bytes with an
+/// introducer (whatever the connection's character set and sql_mode).
+pub(crate) fn literal_sql(l: &Literal) -> String {
+    match l {
+        Literal::Null => "NULL".into(),
+        Literal::Int(i) => i.to_string(),
+        Literal::Decimal(d) => d.clone(),
+        Literal::Double(f) => format!("{f:e}"),
+        Literal::Str(s) => {
+            let hex: String = s.bytes().map(|b| format!("{b:02X}")).collect();
+            format!("_utf8mb4 X'{hex}'")
+        }
+    }
+}
+
+/// An UPDATE assigning the shard key: `None` when every row it can match stays on its shard
+/// (the new value lands on the one shard the statement routes to: updated in place, as any
+/// UPDATE), else the move.
+fn key_move(
+    d: &DmlT,
+    km: &KeyMoveT,
+    topo: &Topology,
+    v: &Values,
+) -> Result<Option<RoutePlan>, RouterError> {
+    let [g] = d.groups.as_slice() else {
+        return Err(km.refuse.clone().unwrap_or_else(|| {
+            refuse(format!(
+                "UPDATE of shard key column {}.{} over several tables",
+                km.table, km.key
+            ))
+        }));
+    };
+    let sources = group_shards(g, v);
+    let value = match &km.value {
+        Some(r) => Some(
+            v.value(r)
+                .ok_or_else(|| refuse("a shard key value that could not be evaluated"))?,
+        ),
+        None => None,
+    };
+    if let Some(lit) = &value {
+        let to = g.rule.route(&shard_value(lit))?;
+        if sources.iter().all(|&s| s == to) {
+            return Ok(None);
+        }
+    }
+    if let Some(e) = &km.refuse {
+        return Err(e.clone());
+    }
+    let text = &v.text;
+    let from = text.tok_start(km.table_tok);
+    let set = text.tok_start(km.set_tok);
+    let end = text.sql.len();
+    let where_at = km.where_tok.map_or(end, |w| text.tok_start(w));
+    let mut out = Vec::new();
+    let mut has_params = false;
+    for s in sources {
+        let dn = g.datanodes[s];
+        check_dn(d, topo, dn)?;
+        let names = name_edits(d, topo, dn, &[s]);
+        // Shoal's own statements of the move are text: a prepared statement's bound values
+        // are written into them as literals that compare and store as the bound values do.
+        let mut edits = names.clone();
+        for (p, &tok) in text.param_tokens.iter().enumerate() {
+            let Some(lit) = v.params.get(p) else {
+                continue;
+            };
+            if matches!(lit, Literal::Str(x) if x.contains('\u{FFFD}')) {
+                return Err(refuse(format!(
+                    "UPDATE of shard key column {}.{} moving rows with a parameter that is not \
+                     valid UTF-8",
+                    km.table, km.key
+                )));
+            }
+            edits.push(Edit::text(tok, tok, literal_sql(lit)));
+        }
+        edits.sort_by_key(|e| (e.first, e.insert));
+        let mut params = Vec::new();
+        let mut table = String::new();
+        text.render_bytes(from, set, &edits, &mut table, &mut params);
+        let mut select_from = format!(" FROM {}\n", table.trim_end());
+        text.render_bytes(where_at, end, &edits, &mut select_from, &mut params);
+        let mut update_head = String::new();
+        text.render_bytes(0, where_at, &edits, &mut update_head, &mut params);
+        let mut update = String::new();
+        text.render_bytes(0, end, &names, &mut update, &mut Vec::new());
+        has_params |= !params.is_empty();
+        out.push(KeySource {
+            shard: s,
+            select_from,
+            update_head,
+            update,
+        });
+    }
+    Ok(Some(RoutePlan::KeyMove(Box::new(KeyMove {
+        table: km.table.clone(),
+        key: km.key.clone(),
+        shards: g
+            .datanodes
+            .iter()
+            .zip(&km.physical)
+            .map(|(&dn, p)| (dn, p.clone()))
+            .collect(),
+        rule: g.rule.clone(),
+        sources: out,
+        assigned: km.assigned.clone(),
+        value,
+        has_params,
+    }))))
+}
+
 fn having(h: &HavingT, v: &Values) -> Result<HavingSpec, RouterError> {
     let op = |o: &OperandT| -> Result<Operand, RouterError> {
         Ok(match o {
@@ -642,6 +766,20 @@ fn eval_insert(
     }
     for &s in by_shard.keys() {
         check_dn(d, topo, g.datanodes[s])?;
+    }
+    if let Some(k) = &ins.duplicate_key {
+        // The duplicate an inserted row meets lives on that row's shard: the new key value
+        // must land there too.
+        let lit = v
+            .value(k)
+            .ok_or_else(|| refuse("a shard key value that could not be evaluated"))?;
+        let to = g.rule.route(&shard_value(&lit))?;
+        if by_shard.keys().any(|&s| s != to) {
+            return Err(refuse(
+                "ON DUPLICATE KEY UPDATE of the shard key to a value on another shard than \
+                 the inserted row's (the existing row would have to move)",
+            ));
+        }
     }
     if by_shard.len() == 1 {
         let s = *by_shard.keys().next().unwrap_or(&0);

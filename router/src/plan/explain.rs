@@ -157,6 +157,38 @@ pub fn rows(topo: &Topology, p: &RoutePlan) -> Vec<(String, String)> {
             "(error)".into(),
             format!("{} ({}): {}", e.code(), e.sqlstate(), e.message()),
         )],
+        RoutePlan::KeyMove(m) => {
+            let mut r: Vec<_> = m
+                .sources
+                .iter()
+                .map(|s| {
+                    let dn = dn_name(topo, m.shards[s.shard].0);
+                    let lock = format!("SELECT <primary key>{} FOR UPDATE", s.select_from);
+                    let update =
+                        format!("{}\nWHERE <primary key> IN (<locked rows>)", s.update_head);
+                    let one_line = |s: String| s.split_whitespace().collect::<Vec<_>>().join(" ");
+                    (dn, format!("{}; {}", one_line(lock), one_line(update)))
+                })
+                .collect();
+            let to = match &m.value {
+                Some(v) => {
+                    let s = m.shard_of_literal(v);
+                    match s {
+                        Ok(s) => dn_name(topo, m.shards[s].0),
+                        Err(e) => format!("error {}", e.message()),
+                    }
+                }
+                None => "the shard of each row's new key".to_string(),
+            };
+            r.push((
+                "(move)".into(),
+                format!(
+                    "rows of {} whose new {} lands elsewhere: deleted, inserted on {to}, in one transaction",
+                    m.table, m.key
+                ),
+            ));
+            r
+        }
     }
 }
 
@@ -196,6 +228,7 @@ pub fn render(topo: &Topology, p: &RoutePlan) -> String {
         RoutePlan::Local(_) => "local",
         RoutePlan::Session(_) => "session",
         RoutePlan::Refuse(_) => "error",
+        RoutePlan::KeyMove(_) => "keymove",
     };
     let mut out = String::from(kind);
     for (a, b) in rows(topo, p) {

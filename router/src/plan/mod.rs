@@ -83,6 +83,84 @@ pub enum RoutePlan {
     Session(StatementKind),
     /// Refused, with the MySQL error to send.
     Refuse(RouterError),
+    /// An UPDATE assigning a sharded table's shard key whose rows may land on other shards:
+    /// run in one transaction over the datanodes involved (see [`KeyMove`]).
+    KeyMove(Box<KeyMove>),
+}
+
+/// An UPDATE that assigns a sharded table's shard key (or an ER child's join key), where some
+/// matched rows may have to move to another shard. On each source shard, in one transaction:
+/// the matched rows' primary keys are read and locked (`SELECT <pk> <select_from> FOR
+/// UPDATE`), the UPDATE runs in place on exactly those rows (`<update_head> WHERE <pk> IN
+/// (...)`: the backend computes every new value, and reports the matched and changed counts
+/// the client gets), the rows are read back, and each row whose new key value lands on another
+/// shard is deleted there and inserted on its new shard as it was read. Child rows carry the
+/// root's key value in their own join key column, so they stay where they are, as they stay
+/// unchanged in one MariaDB.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyMove {
+    /// The table as written and its shard key column, for messages.
+    pub table: String,
+    pub key: String,
+    /// Each shard of the table: its datanode and physical table.
+    pub shards: Vec<(DatanodeId, String)>,
+    /// The rule that places a key value on a shard.
+    pub rule: Arc<crate::rule::ShardRule>,
+    /// The shards the statement's WHERE routes to, with their SQL.
+    pub sources: Vec<KeySource>,
+    /// The columns the UPDATE assigns (a primary key column other than the shard key cannot be
+    /// re-read after the update).
+    pub assigned: Vec<String>,
+    /// The new key value when it is a literal (`None`: an expression).
+    pub value: Option<Literal>,
+    /// The statement has `?` parameters without bound values (its SQL here has placeholders):
+    /// bound values are written into the SQL as literals.
+    pub has_params: bool,
+}
+
+/// One source shard of a [`KeyMove`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySource {
+    pub shard: usize,
+    /// ` FROM <table as written> [WHERE ...]` with physical names, to follow a select list.
+    pub select_from: String,
+    /// `UPDATE <table> SET ...` up to its WHERE, with physical names.
+    pub update_head: String,
+    /// The whole UPDATE with physical names (what runs in place; what a PREPARE describes).
+    pub update: String,
+}
+
+impl KeyMove {
+    /// The shard a key value read back from a row lands on (`None` for SQL NULL). A numeric
+    /// column's value is read as a number, any other as a string, as MariaDB compares them.
+    pub fn shard_of(&self, value: Option<&str>, numeric: bool) -> Result<usize, RouterError> {
+        let lit = match value {
+            None => Literal::Null,
+            Some(v) if numeric => match v.parse::<i128>() {
+                Ok(i) => Literal::Int(i),
+                Err(_) => Literal::Decimal(v.to_string()),
+            },
+            Some(v) => Literal::Str(v.to_string()),
+        };
+        self.shard_of_literal(&lit)
+    }
+
+    /// The new key value as SQL that MariaDB reads as that value (`None`: an expression).
+    pub fn value_sql(&self) -> Option<String> {
+        self.value.as_ref().map(eval::literal_sql)
+    }
+
+    /// The shard a key value lands on.
+    pub fn shard_of_literal(&self, lit: &Literal) -> Result<usize, RouterError> {
+        let s = self.rule.route(&eval::shard_value(lit))?;
+        if s >= self.shards.len() {
+            return Err(RouterError::unsupported(format!(
+                "a rule that returned shard {s} of {}",
+                self.shards.len()
+            )));
+        }
+        Ok(s)
+    }
 }
 
 /// One datanode and the SQL it runs. Shared, not owned: a prepared statement's target is

@@ -11,7 +11,7 @@ use crate::rule::ShardRule;
 use crate::sql::SqlMode;
 use crate::sql::current_db::reads_current_database;
 use crate::sql::lex::{Token, called_at};
-use crate::sql::stmt::{ColRef, Dml, DmlKind, ItemKind, ValueRef};
+use crate::sql::stmt::{Assigned, ColRef, Dml, DmlKind, ItemKind, ValueRef};
 use crate::topology::{DatanodeId, Topology};
 
 /// A cached plan: valid for every statement of the shape whose pinned slots have these texts.
@@ -62,6 +62,34 @@ pub(crate) struct DmlT {
     pub insert: Option<InsertT>,
     /// Names of the groups' tables, for refusal messages.
     pub labels: Vec<String>,
+    /// A SELECT that no join can make co-located (a UNION, a CTE, a derived table): why it
+    /// cannot run across shards, which is the real cause when its groups are not co-located.
+    pub structural: Option<RouterError>,
+    /// An UPDATE that assigns its table's shard key.
+    pub key_move: Option<KeyMoveT>,
+}
+
+/// An UPDATE of one sharded table that assigns its shard key: rows whose new key value lands
+/// on another shard move there ([`super::KeyMove`]).
+#[derive(Debug)]
+pub(crate) struct KeyMoveT {
+    /// The table as written, for messages.
+    pub table: String,
+    /// The shard key column.
+    pub key: String,
+    /// The new key value when it is a literal or parameter (`None`: an expression, each row's
+    /// new shard is read from the row after the update).
+    pub value: Option<ValueRef>,
+    /// The columns the UPDATE assigns.
+    pub assigned: Vec<String>,
+    /// Tokens where the table reference begins, of `SET`, and of `WHERE` if any.
+    pub table_tok: u32,
+    pub set_tok: u32,
+    pub where_tok: Option<u32>,
+    /// Why a move of rows cannot be exact, if it cannot (a row staying on its shard is fine).
+    pub refuse: Option<RouterError>,
+    /// Each shard's physical table.
+    pub physical: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -97,6 +125,9 @@ pub(crate) enum RenameWhat {
 #[derive(Debug)]
 pub(crate) struct InsertT {
     pub key_values: Vec<ValueRef>,
+    /// `ON DUPLICATE KEY UPDATE key = <value>`: the row stays on its shard only when the value
+    /// lands on the shard of the inserted row (whose duplicate lives there).
+    pub duplicate_key: Option<ValueRef>,
     /// Token ranges of the rows (None for the single-row `INSERT ... SET` form).
     pub rows: Option<Vec<(u32, u32)>>,
 }
@@ -163,9 +194,11 @@ fn build_inner(
     let top: Vec<usize> = (0..tables.len())
         .filter(|&i| tables[i].r.top_level)
         .collect();
-    if write {
-        check_write(&tables, &top, dml)?;
-    }
+    let key_assign = if write {
+        check_write(&tables, &top, dml)?
+    } else {
+        None
+    };
     let group_of = placement::groups(&tables, &dml.column_equalities);
     let ngroups = group_of.iter().flatten().max().map_or(0, |m| m + 1);
 
@@ -262,10 +295,23 @@ fn build_inner(
     renames.sort_by_key(|r| r.tok);
     let qualify = qualifications(mode, sql, toks, &tables, dml);
 
-    let insert = match (&dml.insert, dml.kind) {
+    let mut insert = match (&dml.insert, dml.kind) {
         (Some(ins), DmlKind::Insert) => insert_template(&tables, &top, ins)?,
         _ => None,
     };
+    let mut key_move = None;
+    if let Some(ka) = key_assign {
+        match (&mut insert, dml.kind) {
+            (Some(ins), DmlKind::Insert) => ins.duplicate_key = ka.value,
+            (None, DmlKind::Insert) => {
+                return Err(refuse(format!(
+                    "ON DUPLICATE KEY UPDATE of shard key column {}.{} in this INSERT",
+                    tables[ka.table].r.name, ka.key
+                )));
+            }
+            _ => key_move = Some(key_move_template(&tables, ka, dml)?),
+        }
+    }
     if dml.kind == DmlKind::Insert && insert.is_none() && ngroups > 0 && globals_written.is_none() {
         // INSERT ... SELECT reading distributed tables.
         if let Some(ins) = &dml.insert
@@ -275,18 +321,30 @@ fn build_inner(
         }
     }
 
+    let structural = if write {
+        None
+    } else if dml.has_union {
+        Some(refuse("UNION across shards"))
+    } else if dml.has_cte {
+        Some(refuse("WITH (common table expressions) across shards"))
+    } else if dml.has_derived_limit {
+        Some(refuse(
+            "a derived table (subquery in FROM) with LIMIT across shards (its LIMIT and its \
+             joins are exact on one shard only)",
+        ))
+    } else if dml.has_derived_table {
+        Some(refuse("derived tables (subqueries in FROM) across shards"))
+    } else {
+        None
+    };
     let scatter = if write {
         if dml.write_order_or_limit {
             Err(refuse("UPDATE/DELETE with ORDER BY or LIMIT across shards"))
         } else {
             Ok(None)
         }
-    } else if dml.has_union {
-        Err(refuse("UNION across shards"))
-    } else if dml.has_cte {
-        Err(refuse("WITH (common table expressions) across shards"))
-    } else if dml.has_derived_table {
-        Err(refuse("derived tables (subqueries in FROM) across shards"))
+    } else if let Some(e) = &structural {
+        Err(e.clone())
     } else if let Some(e) = placement::unanchored_rows(&tables, &top, sql, toks) {
         Err(e)
     } else {
@@ -327,6 +385,8 @@ fn build_inner(
         scatter,
         insert,
         labels,
+        structural,
+        key_move,
     })))
 }
 
@@ -673,7 +733,22 @@ fn tableless_select(dml: &Dml) -> Body {
     Body::Any
 }
 
-fn check_write(tables: &[Table], top: &[usize], dml: &Dml) -> Result<(), RouterError> {
+/// A write's assignment of a distributed table's shard key (or a child's join key).
+struct KeyAssign {
+    /// The table (index into the statement's tables).
+    table: usize,
+    key: String,
+    /// The new value when it is a literal or parameter, else `None` (an expression).
+    value: Option<ValueRef>,
+}
+
+/// Checks a write; returns its assignment of a shard key, if it makes one that is not a no-op
+/// (`SET k = k`, `ON DUPLICATE KEY UPDATE k = VALUES(k)`: the row keeps its shard).
+fn check_write(
+    tables: &[Table],
+    top: &[usize],
+    dml: &Dml,
+) -> Result<Option<KeyAssign>, RouterError> {
     if dml.multi_table_write && tables.iter().any(|t| matches!(t.kind, Kind::Global { .. })) {
         return Err(refuse("multi-table UPDATE/DELETE involving a global table"));
     }
@@ -682,11 +757,17 @@ fn check_write(tables: &[Table], top: &[usize], dml: &Dml) -> Result<(), RouterE
             return Err(refuse("writes to system schemas"));
         }
     }
-    let mut assigned: Vec<&ColRef> = dml.assigned.iter().collect();
-    if let Some(ins) = &dml.insert {
-        assigned.extend(ins.on_duplicate_assigned.iter());
-    }
-    for c in assigned {
+    let insert = dml.kind == DmlKind::Insert;
+    let assignments: Vec<(&ColRef, &Assigned)> = match &dml.insert {
+        Some(ins) if insert => ins
+            .on_duplicate_assigned
+            .iter()
+            .zip(&ins.on_duplicate_values)
+            .collect(),
+        _ => dml.assigned.iter().zip(&dml.assigned_values).collect(),
+    };
+    let mut found: Option<KeyAssign> = None;
+    for (c, value) in assignments {
         let hits: Vec<usize> = match &c.table {
             Some(_) => placement::table_of_qualifier(tables, c, top)
                 .into_iter()
@@ -694,22 +775,96 @@ fn check_write(tables: &[Table], top: &[usize], dml: &Dml) -> Result<(), RouterE
             None => top.to_vec(),
         };
         for i in hits {
-            if let Some(col) = placement::dist_column(&tables[i])
-                && col.eq_ignore_ascii_case(&c.column)
-            {
-                let what = if dml.kind == DmlKind::Insert {
-                    "ON DUPLICATE KEY UPDATE"
-                } else {
-                    "UPDATE"
-                };
+            let Some(col) = placement::dist_column(&tables[i]) else {
+                continue;
+            };
+            if !col.eq_ignore_ascii_case(&c.column) {
+                continue;
+            }
+            let name = &tables[i].r.name;
+            let what = if insert {
+                "ON DUPLICATE KEY UPDATE"
+            } else {
+                "UPDATE"
+            };
+            // `k = k`: no change, wherever the row is.
+            let same_column = |o: &ColRef| {
+                o.column.eq_ignore_ascii_case(col)
+                    && match &o.table {
+                        None => true,
+                        Some(_) => placement::table_of_qualifier(tables, o, top) == Some(i),
+                    }
+            };
+            let value = match value {
+                Assigned::Column(o) if same_column(o) => continue,
+                // The inserted row's key: the duplicate it met lives on that key's shard.
+                Assigned::Inserted(o) if insert && o.eq_ignore_ascii_case(col) => continue,
+                Assigned::Value(v) => Some(v.clone()),
+                _ if insert => {
+                    return Err(refuse(format!(
+                        "ON DUPLICATE KEY UPDATE of shard key column {name}.{col} to an \
+                         expression (the row could have to move to another shard)"
+                    )));
+                }
+                _ => None,
+            };
+            if found.is_some() {
                 return Err(refuse(format!(
-                    "{what} of shard key column {}.{} (the row would stay on its old shard)",
-                    tables[i].r.name, col
+                    "{what} assigning shard key column {name}.{col} twice"
                 )));
             }
+            found = Some(KeyAssign {
+                table: i,
+                key: col.to_string(),
+                value,
+            });
         }
     }
-    Ok(())
+    Ok(found)
+}
+
+/// The move of rows an UPDATE assigning the shard key may need: what is needed to run it, or
+/// why it cannot be exact (refused only if rows would actually move).
+fn key_move_template(tables: &[Table], ka: KeyAssign, dml: &Dml) -> Result<KeyMoveT, RouterError> {
+    let t = &tables[ka.table];
+    let name = &t.r.name;
+    let key = &ka.key;
+    let why = |what: &str| {
+        Some(refuse(format!(
+            "UPDATE of shard key column {name}.{key} {what}"
+        )))
+    };
+    let refuse_move = if dml.multi_table_write {
+        why("in a multi-table UPDATE (rows would have to move to another shard)")
+    } else if dml.write_order_or_limit {
+        why("with ORDER BY or LIMIT (rows would have to move to another shard)")
+    } else if tables.len() > 1 {
+        why("with a subquery (rows would have to move to another shard)")
+    } else {
+        None
+    };
+    let (Some(set_tok), Some(name_tok)) = (dml.update_set_tok, t.r.name_tok) else {
+        return Err(refuse(format!(
+            "UPDATE of shard key column {name}.{key} that could not be located"
+        )));
+    };
+    let physical = match &t.kind {
+        Kind::Distributed { shards, .. } => {
+            shards.iter().map(|s| s.physical_table.clone()).collect()
+        }
+        _ => Vec::new(),
+    };
+    Ok(KeyMoveT {
+        table: name.clone(),
+        key: key.clone(),
+        value: ka.value,
+        assigned: dml.assigned.iter().map(|c| c.column.clone()).collect(),
+        table_tok: t.r.schema_tok.unwrap_or(name_tok),
+        set_tok,
+        where_tok: dml.update_where_tok,
+        refuse: refuse_move,
+        physical,
+    })
 }
 
 fn insert_template(
@@ -765,7 +920,11 @@ fn insert_template(
     }
     let rows =
         (!ins.set_form).then(|| ins.rows.iter().map(|r| (r.first_tok, r.last_tok)).collect());
-    Ok(Some(InsertT { key_values, rows }))
+    Ok(Some(InsertT {
+        key_values,
+        duplicate_key: None,
+        rows,
+    }))
 }
 
 fn row_count_mismatch(ins: &crate::sql::stmt::InsertShape) -> bool {

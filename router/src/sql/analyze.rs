@@ -251,6 +251,9 @@ fn describe(src: &Source, stmt: &Statement) -> Result<Dml, AnalyzeError> {
         filter: Pred::Unknown,
         column_equalities: std::mem::take(&mut c.equalities),
         assigned: Vec::new(),
+        assigned_values: Vec::new(),
+        update_set_tok: None,
+        update_where_tok: None,
         blocks: std::mem::take(&mut c.blocks),
         select: None,
         insert: None,
@@ -258,6 +261,7 @@ fn describe(src: &Source, stmt: &Statement) -> Result<Dml, AnalyzeError> {
         has_union: c.has_union,
         has_cte: c.has_cte,
         has_derived_table: c.has_derived,
+        has_derived_limit: c.has_derived_limit,
         has_outer_join: false,
         write_order_or_limit: false,
         multi_table_write: false,
@@ -317,6 +321,16 @@ fn describe(src: &Source, stmt: &Statement) -> Result<Dml, AnalyzeError> {
                     sp::AssignmentTarget::Tuple(ns) => ns.iter().map(col_of_name).collect(),
                 })
                 .collect();
+            dml.assigned_values = up
+                .assignments
+                .iter()
+                .flat_map(|a| match &a.target {
+                    sp::AssignmentTarget::ColumnName(_) => vec![b.assigned(&a.value)],
+                    sp::AssignmentTarget::Tuple(ns) => vec![Assigned::Other; ns.len()],
+                })
+                .collect();
+            dml.update_set_tok = src.depth0_keywords("SET").first().map(|&t| t as u32);
+            dml.update_where_tok = src.depth0_keywords("WHERE").first().map(|&t| t as u32);
             let filter = up
                 .selection
                 .as_ref()
@@ -572,6 +586,7 @@ struct Collector<'a> {
     has_union: bool,
     has_cte: bool,
     has_derived: bool,
+    has_derived_limit: bool,
     unsupported: Option<String>,
 }
 
@@ -589,6 +604,7 @@ impl<'a> Collector<'a> {
             has_union: false,
             has_cte: false,
             has_derived: false,
+            has_derived_limit: false,
             unsupported: None,
         }
     }
@@ -744,8 +760,9 @@ impl Visitor for Collector<'_> {
                     self.aliases.insert(tok, a.name.value.clone());
                 }
             }
-            TableFactor::Derived { .. } => {
+            TableFactor::Derived { subquery, .. } => {
                 self.has_derived = true;
+                self.has_derived_limit |= subquery.limit_clause.is_some();
                 self.has_subquery = true;
             }
             TableFactor::NestedJoin { .. } => {}
@@ -876,6 +893,27 @@ impl Builder<'_> {
     }
 
     /// A routing value: a literal, a parameter, or their negation.
+    /// What an assignment's value is, as routing reads it.
+    fn assigned(&self, e: &Expr) -> Assigned {
+        if let Some(v) = self.value(e) {
+            return Assigned::Value(v);
+        }
+        if let Some(c) = col_of(e) {
+            return Assigned::Column(c);
+        }
+        if let Expr::Function(f) = e
+            && let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice()
+            && (name.value.eq_ignore_ascii_case("VALUES")
+                || name.value.eq_ignore_ascii_case("VALUE"))
+            && let sp::FunctionArguments::List(list) = &f.args
+            && let [sp::FunctionArg::Unnamed(sp::FunctionArgExpr::Expr(arg))] = list.args.as_slice()
+            && let Some(c) = col_of(arg)
+        {
+            return Assigned::Inserted(c.column);
+        }
+        Assigned::Other
+    }
+
     fn value(&self, e: &Expr) -> Option<ValueRef> {
         match e {
             Expr::Value(v) => {
@@ -1465,6 +1503,16 @@ impl Builder<'_> {
             }
             None => Vec::new(),
         };
+        let on_duplicate_values = match &ins.on {
+            Some(sp::OnInsert::DuplicateKeyUpdate(assignments)) => assignments
+                .iter()
+                .flat_map(|a| match &a.target {
+                    sp::AssignmentTarget::ColumnName(_) => vec![self.assigned(&a.value)],
+                    sp::AssignmentTarget::Tuple(ns) => vec![Assigned::Other; ns.len()],
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         if ins.insert_alias.is_some() {
             self.unsupported = Some("INSERT ... AS row alias".into());
         }
@@ -1475,6 +1523,7 @@ impl Builder<'_> {
             set_form,
             from_select,
             on_duplicate_assigned,
+            on_duplicate_values,
         }
     }
 

@@ -289,6 +289,22 @@ pub struct InsertShape {
     pub from_select: bool,
     /// Columns assigned by `ON DUPLICATE KEY UPDATE`.
     pub on_duplicate_assigned: Vec<ColRef>,
+    /// Their values, one per column of `on_duplicate_assigned`.
+    pub on_duplicate_values: Vec<Assigned>,
+}
+
+/// The value an assignment (`SET c = v`, `ON DUPLICATE KEY UPDATE c = v`) gives its column, as
+/// far as routing reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Assigned {
+    /// A literal or `?` parameter.
+    Value(ValueRef),
+    /// A column as it is (`c = c`, `c = t.c`).
+    Column(ColRef),
+    /// `VALUES(c)` / `VALUE(c)`: the value the INSERT would have given column `c`.
+    Inserted(String),
+    /// Anything else (an expression, a subquery, a tuple assignment).
+    Other,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -329,6 +345,12 @@ pub struct Dml {
     pub column_equalities: Vec<(ColRef, ColRef)>,
     /// Columns assigned by UPDATE SET.
     pub assigned: Vec<ColRef>,
+    /// Their values, one per column of `assigned`.
+    pub assigned_values: Vec<Assigned>,
+    /// UPDATE: the tokens of its top-level `SET` and `WHERE` keywords (the WHERE if any), where
+    /// a move of rows to other shards cuts the statement.
+    pub update_set_tok: Option<u32>,
+    pub update_where_tok: Option<u32>,
     /// Every SELECT block of the statement.
     pub blocks: Vec<Block>,
     pub select: Option<SelectShape>,
@@ -337,6 +359,8 @@ pub struct Dml {
     pub has_union: bool,
     pub has_cte: bool,
     pub has_derived_table: bool,
+    /// A derived table whose subquery has a LIMIT (a cross-shard LIMIT over sharded tables).
+    pub has_derived_limit: bool,
     pub has_outer_join: bool,
     /// UPDATE/DELETE ... ORDER BY / LIMIT.
     pub write_order_or_limit: bool,

@@ -8,7 +8,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from sqlalchemy import and_, create_engine, func, inspect, select, text  # noqa: E402
+from sqlalchemy import and_, create_engine, func, inspect, select, text, update  # noqa: E402
 from sqlalchemy.orm import DeclarativeBase, Session, foreign, joinedload, relationship  # noqa: E402
 
 import models  # noqa: E402
@@ -162,6 +162,21 @@ def main():
             return [o.status, o.amount]
 
         t.step("update one order (commit)", update)
+
+        def save_every_column():
+            # Django's save(): every column by the primary key, the unchanged shard key too.
+            o = s.get(Order, 6)
+            r = s.execute(
+                update(Order)
+                .where(Order.id == 6)
+                .values(user_id=o.user_id, status="saved", amount=o.amount, country_code=o.country_code)
+            )
+            s.commit()
+            s.expire_all()
+            o = s.get(Order, 6)
+            return [r.rowcount, o.user_id, o.status]
+
+        t.step("UPDATE of every column, the unchanged shard key included (Django's save)", save_every_column)
 
         def delete_item():
             o = s.get(Order, 7)

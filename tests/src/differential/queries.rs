@@ -1631,6 +1631,64 @@ pub struct Write {
 /// INSERT ... ON DUPLICATE KEY UPDATE on sharded, child, global and table-per-shard tables.
 /// REPLACE and ON DUPLICATE KEY UPDATE keep each existing id with its shard key, as an
 /// application must (unique keys other than the shard key are not enforced across shards).
+/// UPDATEs that assign the shard key (issue 23): Django's `save()` (every column, the key to
+/// the value it has), a row moved to another shard, a range of rows some of which move and
+/// some stay, each row's key shifted by an expression, and a table-per-shard row moved to
+/// another date's table. `existing` is the loaded (id, user_id) pairs: by the time a statement
+/// runs a row may have moved or gone, which only changes what it does, on both sides alike.
+fn shard_key_updates(
+    rng: &mut Rng,
+    round: usize,
+    existing: &[(Lit, Lit)],
+) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let (id, user) = rng.pick(existing).clone();
+    out.push((
+        "update_key_same",
+        format!(
+            "UPDATE orders SET user_id = {}, status = 'save{round}', amount = amount + 1 WHERE id = {}",
+            user.sql(),
+            id.sql()
+        ),
+    ));
+    let (id, _) = rng.pick(existing).clone();
+    out.push((
+        "update_key_move",
+        format!(
+            "UPDATE orders SET user_id = {}, tag = 'mv{round}' WHERE id = {}",
+            rng.range(-5, 60),
+            id.sql()
+        ),
+    ));
+    let first = rng.range(1, existing.len() as i64);
+    out.push((
+        "update_key_mixed",
+        format!(
+            "UPDATE orders SET user_id = {}, qty = 7 WHERE id BETWEEN {first} AND {}",
+            rng.range(-5, 60),
+            first + rng.range(2, 12)
+        ),
+    ));
+    let first = rng.range(1, existing.len() as i64);
+    out.push((
+        "update_key_expr",
+        format!(
+            "UPDATE orders SET user_id = user_id + {}, delta = 1 WHERE id BETWEEN {first} AND {}",
+            rng.range(1, 7),
+            first + rng.range(0, 6)
+        ),
+    ));
+    out.push((
+        "update_key_move",
+        format!(
+            "UPDATE ledger SET day = DATE_ADD(day, INTERVAL {} DAY), credit = 1 WHERE id BETWEEN {first} AND {}",
+            rng.range(1, 200),
+            first + rng.range(0, 4)
+        ),
+    ));
+    out
+}
+
 pub fn writes(seed: u64, rounds: usize, data: &Dataset) -> Vec<Write> {
     let mut rng = Rng::new(seed ^ 0x0000_5717_e500);
     let orders = &schema::ORDERS;
@@ -1723,6 +1781,9 @@ pub fn writes(seed: u64, rounds: usize, data: &Dataset) -> Vec<Write> {
                 data::insert_sql(orders, &[dup, fresh])
             ),
         );
+        for (family, sql) in shard_key_updates(&mut rng, round, &existing) {
+            push(family, sql);
+        }
         // Global table: written on every node.
         push(
             "update_global",
