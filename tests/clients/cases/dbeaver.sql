@@ -46,7 +46,7 @@ FROM INFORMATION_SCHEMA.KEY_COLUMN_USAGE kc WHERE kc.TABLE_SCHEMA='shop' AND kc.
 ORDER BY kc.CONSTRAINT_NAME,kc.ORDINAL_POSITION;
 
 -- [partitions of orders] MySQLTable.java, PartitionCache.prepareObjectsStatement()
-SELECT * FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA='shop' AND TABLE_NAME='orders'  ORDER BY PARTITION_ORDINAL_POSITION,SUBPARTITION_ORDINAL_POSITION;
+SELECT * FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA='shop' AND TABLE_NAME='orders' ORDER BY PARTITION_ORDINAL_POSITION,SUBPARTITION_ORDINAL_POSITION;
 
 -- [table status] MySQLTable.java, loadAdditionalInfo(): the table's properties page
 SHOW TABLE STATUS FROM `shop` LIKE 'orders';
