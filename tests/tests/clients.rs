@@ -379,46 +379,43 @@ const GUI_SCHEMA: [&str; 14] = [
     "INSERT INTO ledger (id, day, account, amount) VALUES (1, '2024-01-10', 'cash', 1.50), (2, '2024-07-10', 'bank', 2.50)",
 ];
 
-/// (name, statement) of a case file: `-- [name] source` names the statement that follows,
-/// which ends at the first line ending with `;`.
+/// (name, statement) of a case file, split at its top-level `;` by Shoal's own tokenizer; the
+/// comment lines before each statement are its source note, whose `-- [name]` names it.
 fn gui_case(root: &Path, tool: &str) -> Vec<(String, String)> {
     let path = root.join(format!("tests/clients/cases/{tool}.sql"));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let mut cases = Vec::new();
-    let mut name: Option<String> = None;
-    let mut sql = String::new();
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if let Some(rest) = trimmed.strip_prefix("-- [") {
-            let (n, _) = rest
-                .split_once(']')
-                .unwrap_or_else(|| panic!("{}: unclosed name: {line}", path.display()));
-            assert!(
-                sql.is_empty(),
-                "{}: {n} starts inside a statement",
-                path.display()
-            );
-            name = Some(n.to_string());
-            continue;
-        }
-        if trimmed.is_empty() || trimmed.starts_with("--") {
-            continue;
-        }
-        sql.push_str(if sql.is_empty() { "" } else { "\n" });
-        sql.push_str(line);
-        if let Some(stmt) = sql.trim_end().strip_suffix(';') {
-            let n = name
-                .take()
-                .unwrap_or_else(|| panic!("{}: a statement without a name", path.display()));
-            cases.push((n, stmt.to_string()));
-            sql.clear();
-        }
-    }
+    let ranges = shoal_router::sql::lex::split_statements(&text)
+        .unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
+    let cases: Vec<(String, String)> = ranges
+        .into_iter()
+        .map(|r| {
+            let part = &text[r];
+            let lines: Vec<&str> = part.lines().collect();
+            let first = lines
+                .iter()
+                .position(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--"))
+                .expect("a statement has a token");
+            let name = lines[..first]
+                .iter()
+                .rev()
+                .find_map(|l| l.trim().strip_prefix("-- [")?.split_once(']'))
+                .map(|(n, _)| n.to_string())
+                .unwrap_or_else(|| {
+                    panic!("{}: no `-- [name]` before {}", path.display(), lines[first])
+                });
+            (name, lines[first..].join("\n").trim().to_string())
+        })
+        .collect();
+    let names = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("-- ["))
+        .count();
     assert!(
-        sql.is_empty() && !cases.is_empty(),
-        "{}: no statements, or an unended one",
-        path.display()
+        !cases.is_empty() && cases.len() == names,
+        "{}: {} statements for {names} names",
+        path.display(),
+        cases.len()
     );
     cases
 }

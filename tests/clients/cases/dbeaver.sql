@@ -5,7 +5,8 @@
 -- named before each statement; the prepared statements' `?` filled with the schema and table).
 -- Foreign keys are read through the JDBC driver (MySQLTable.loadForeignKeys() calls
 -- DatabaseMetaData.getImportedKeys), not with DBeaver's own SQL, so they are not here.
--- Run by tests/tests/clients.rs (gui_clients_statements): `-- [name]` names the next statement.
+-- Run by tests/tests/clients.rs (gui_clients_statements...): `-- [name]` names the statement
+-- after it; statements end at a top-level `;`.
 
 -- [engines] MySQLDataSource.java, initialize(): "Read engines"
 SHOW ENGINES;

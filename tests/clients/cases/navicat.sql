@@ -4,7 +4,8 @@
 -- issue #1416 ("Can't connect to mysql with navicat", the server's query trace); the schema
 -- name is `shop` here. Navicat sends the first three as one multi-statement text; here they run
 -- one by one.
--- Run by tests/tests/clients.rs (gui_clients_statements): `-- [name]` names the next statement.
+-- Run by tests/tests/clients.rs (gui_clients_statements...): `-- [name]` names the statement
+-- after it; statements end at a top-level `;`.
 
 -- [names] dolt#1416 trace, first statement
 SET NAMES utf8mb4;

@@ -1,7 +1,8 @@
 -- MySQL Workbench's reverse engineering of schema `shop` (Database > Reverse Engineer): what
 -- its module DbMySQLRE sends. Source: mysql/mysql-workbench, modules/db.mysql/db_mysql_re_grt.py
 -- (function named before each statement).
--- Run by tests/tests/clients.rs (gui_clients_statements): `-- [name]` names the next statement.
+-- Run by tests/tests/clients.rs (gui_clients_statements...): `-- [name]` names the statement
+-- after it; statements end at a top-level `;`.
 
 -- [version] db_mysql_re_grt.py, connect() and getServerVersion()
 SHOW VARIABLES LIKE 'version';
