@@ -1,8 +1,10 @@
 // Knex 3 (mysql2 client) against the demo-like schema: the schema builder (hasTable,
 // createTable, hasColumn, alterTable), CRUD, a transaction committed and one rolled back,
-// query-builder joins and aggregates. Prints the transcript of every answer as JSON.
+// query-builder joins and aggregates, and the migrator: migrate.latest() over
+// tests/clients/node/knex_migrations (two migrations), list, currentVersion, rollback. Prints the transcript of every answer as JSON.
 'use strict';
 
+const path = require('path');
 const knexFactory = require('knex');
 const { connection, Transcript, COUNTRIES, ORDERS, ITEMS, LEDGER } = require('./transcript');
 
@@ -17,12 +19,16 @@ async function main() {
     client: 'mysql2',
     connection: { host: c.host, port: c.port, user: c.user, password: c.password, database: c.db, dateStrings: true },
     pool: { min: 0, max: 2 },
+    migrations: { directory: path.join(__dirname, 'knex_migrations'), tableName: 'knex_migrations' },
   });
   const t = new Transcript();
   const TABLES = ['order_item', 'orders', 'country', 'ledger'];
+  // The migrator's tables and the first migration's.
+  const MIGRATION_TABLES = ['knex_migrations', 'knex_migrations_lock', 'coupon'];
   const sorted = (rows) => rows.slice().sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
 
   await t.step('drop tables (dropTableIfExists)', async () => {
+    for (const name of MIGRATION_TABLES) await knex.schema.dropTableIfExists(name);
     for (const name of ['alembic_version', ...TABLES]) await knex.schema.dropTableIfExists(name);
   });
   await t.step('hasTable before create', async () => Promise.all(TABLES.map((n) => knex.schema.hasTable(n))));
@@ -163,6 +169,28 @@ async function main() {
   await t.step('alterTable add column', async () => {
     await knex.schema.alterTable('orders', (tb) => { tb.string('note', 40); });
     return [await knex.schema.hasColumn('orders', 'note'), (await knex('orders').whereNotNull('note').count({ n: '*' }))[0].n];
+  });
+  await t.step('migrate.list before', async () => {
+    const [done, pending] = await knex.migrate.list();
+    return { done: done.map((m) => m.name), pending: pending.map((m) => m.file) };
+  });
+  await t.step('migrate.latest', () => knex.migrate.latest());
+  await t.step('migrate.currentVersion', () => knex.migrate.currentVersion());
+  await t.step('knex_migrations rows', () => knex('knex_migrations').orderBy('id').select('name', 'batch'));
+  await t.step('after the migrations: coupons and orders with a coupon', async () => ({
+    coupons: await knex('coupon').orderBy('code').select('code', 'discount', 'valid_until'),
+    orders: await knex('orders').whereNotNull('coupon_code').orderBy('id').select('id', 'coupon_code'),
+  }));
+  await t.step('migrate.latest again (nothing to do)', () => knex.migrate.latest());
+  await t.step('migrate.rollback', () => knex.migrate.rollback());
+  await t.step('after the rollback', async () => ({
+    coupon: await knex.schema.hasTable('coupon'),
+    coupon_code: await knex.schema.hasColumn('orders', 'coupon_code'),
+    version: await knex.migrate.currentVersion(),
+  }));
+  await t.step('drop the migrator tables', async () => {
+    for (const name of MIGRATION_TABLES) await knex.schema.dropTableIfExists(name);
+    return 'dropped';
   });
   await t.step('dropTable', async () => {
     for (const name of TABLES) await knex.schema.dropTable(name);
