@@ -432,3 +432,65 @@ async fn the_dump_sessions_statements_run_through_shoal() {
             .unwrap();
     }
 }
+
+/// The user variables a dump file saves and restores system variables with are held by the
+/// session: `SET @v = @@var` saves the session's value, `SET var = @v` restores it on every
+/// datanode's connection; a statement that reads one otherwise is refused, not answered NULL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_variables_save_and_restore_system_variables() {
+    let f = Fixture::start().await;
+    let mut c = client(&f.source).await;
+    let mode: String = c.query_first("SELECT @@SQL_MODE").await.unwrap().unwrap();
+    let zone: String = c.query_first("SELECT @@TIME_ZONE").await.unwrap().unwrap();
+    for sql in [
+        "/*!40101 SET @OLD_SQL_MODE=@@SQL_MODE, SQL_MODE='NO_AUTO_VALUE_ON_ZERO' */",
+        "/*!40103 SET @OLD_TIME_ZONE=@@TIME_ZONE */",
+        "/*!40103 SET TIME_ZONE='+00:00' */",
+        "/*!40014 SET @OLD_UNIQUE_CHECKS=@@UNIQUE_CHECKS, UNIQUE_CHECKS=0 */",
+        "SET @n = 7, @s = 'it''s'",
+    ] {
+        c.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    // Every datanode's connection reads the changed values (orders spans both).
+    let changed: Vec<(String, String, i64)> = c
+        .query("SELECT @@SQL_MODE, @@TIME_ZONE, @@UNIQUE_CHECKS FROM orders")
+        .await
+        .unwrap();
+    assert!(!changed.is_empty());
+    for row in &changed {
+        assert_eq!(
+            row,
+            &("NO_AUTO_VALUE_ON_ZERO".to_string(), "+00:00".to_string(), 0)
+        );
+    }
+    for sql in [
+        "/*!40101 SET SQL_MODE=@OLD_SQL_MODE */",
+        "/*!40103 SET TIME_ZONE=@OLD_TIME_ZONE */",
+        "/*!40014 SET UNIQUE_CHECKS=@OLD_UNIQUE_CHECKS */",
+    ] {
+        c.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let restored: Vec<(String, String, i64)> = c
+        .query("SELECT @@SQL_MODE, @@TIME_ZONE, @@UNIQUE_CHECKS FROM orders")
+        .await
+        .unwrap();
+    for row in &restored {
+        assert_eq!(row, &(mode.clone(), zone.clone(), 1));
+    }
+    // Read anywhere else, a held variable is refused: the backend would answer NULL.
+    for sql in ["SELECT @n", "SELECT id FROM orders WHERE id = @n"] {
+        match c.query_drop(sql).await {
+            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1235, "{sql}: {e:?}"),
+            other => panic!("{sql}: expected 1235, got {other:?}"),
+        }
+    }
+    // An expression is not held.
+    match c.query_drop("SET @m = @n + 1").await {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1235, "{e:?}"),
+        other => panic!("expected 1235, got {other:?}"),
+    }
+}

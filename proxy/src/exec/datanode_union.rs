@@ -57,13 +57,12 @@ pub(super) fn by_datanode(targets: Vec<Target>) -> Vec<Arms> {
 
 /// Words MariaDB refuses in a SELECT that is a member of a UNION (1234, or a syntax error for
 /// a member starting with WITH or ending in PROCEDURE): such a statement is refused here.
-const NOT_IN_UNION: &[&str] = &[
-    "HIGH_PRIORITY",
-    "SQL_CACHE",
-    "SQL_NO_CACHE",
-    "SQL_BUFFER_RESULT",
-    "PROCEDURE",
-];
+const NOT_IN_UNION: &[&str] = &["HIGH_PRIORITY", "SQL_BUFFER_RESULT", "PROCEDURE"];
+
+/// Words MariaDB refuses in a member of a UNION that only tell the query cache what to do
+/// (mariadb-dump reads every table with `/*!40001 SQL_NO_CACHE */`): left out of the arms,
+/// which read the same rows without them.
+const CACHE_HINTS: &[&str] = &["SQL_CACHE", "SQL_NO_CACHE"];
 
 /// The one statement the arms of a datanode run as. `columns` is how many columns each arm
 /// returns (hidden ones included), to resolve the merge's column references to positions.
@@ -71,6 +70,7 @@ pub(super) fn union_target(arms: &[Target], spec: &MergeSpec, columns: usize) ->
     let mut sql = String::new();
     for (i, t) in arms.iter().enumerate() {
         let body = union_member(&t.sql)?;
+        let body = body.as_str();
         if i > 0 {
             sql.push_str(" UNION ALL ");
         }
@@ -125,9 +125,9 @@ pub(super) fn check_members(arms: &[Target]) -> Result<()> {
     Ok(())
 }
 
-/// `sql` as a member of a UNION: without a trailing `;`, refused when MariaDB would not take it
-/// there.
-fn union_member(sql: &str) -> Result<&str> {
+/// `sql` as a member of a UNION: without a trailing `;` and the query cache's hints (blanked),
+/// refused when MariaDB would not take it there.
+fn union_member(sql: &str) -> Result<String> {
     let toks =
         lex::tokenize(sql).map_err(|_| unsupported("a statement the lexer cannot read here"))?;
     let refuse = |what: &str| {
@@ -151,7 +151,15 @@ fn union_member(sql: &str) -> Result<&str> {
     {
         end = last.start as usize;
     }
-    Ok(&sql[..end])
+    let mut out = sql[..end].to_string();
+    for t in toks
+        .iter()
+        .filter(|t| CACHE_HINTS.iter().any(|w| t.is_kw(sql, w)))
+    {
+        let (a, b) = (t.start as usize, t.end as usize);
+        out.replace_range(a..b, &" ".repeat(b - a));
+    }
+    Ok(out)
 }
 
 /// The column definitions `sql` would return on `conn`, from a COM_STMT_PREPARE of it (the
@@ -355,12 +363,21 @@ mod tests {
         for sql in [
             "WITH x AS (SELECT 1) SELECT id FROM t_00",
             "SELECT HIGH_PRIORITY id FROM t_00",
-            "SELECT sql_no_cache id FROM t_00",
             "SELECT SQL_BUFFER_RESULT id FROM t_00",
         ] {
             let e = union_target(&[arm(sql, &[]), arm(sql, &[])], &MergeSpec::default(), 1);
             assert!(e.is_err(), "{sql}");
         }
+        // The query cache's hints are left out (mariadb-dump's read of a table).
+        let dump = "SELECT /*!40001 SQL_NO_CACHE */ id FROM t_00";
+        let t = union_target(&[arm(dump, &[]), arm(dump, &[])], &MergeSpec::default(), 1).unwrap();
+        assert!(!t.sql.contains("SQL_NO_CACHE"), "{}", t.sql);
+        assert!(
+            t.sql
+                .starts_with("(SELECT /*!40001              */ id FROM t_00"),
+            "{}",
+            t.sql
+        );
         // A word in a string or a quoted name is not a keyword.
         let ok = "SELECT 'HIGH_PRIORITY', `sql_cache` FROM t_00";
         assert!(union_target(&[arm(ok, &[]), arm(ok, &[])], &MergeSpec::default(), 2).is_ok());

@@ -33,6 +33,7 @@ mod scatter;
 pub mod sequence;
 mod table_locks;
 mod txn;
+mod user_vars;
 mod write;
 
 use std::sync::Arc;
@@ -259,6 +260,22 @@ impl Session {
                     None,
                     Show::Not,
                 ),
+                // A backend would read NULL for a variable only the session holds.
+                Ok(())
+                    if !toks.first().is_some_and(|t| t.is_kw(text, "SET"))
+                        && self.reads_held_user_var(text, &toks) =>
+                {
+                    (
+                        Some(RoutePlan::Refuse(RouterError::unsupported(
+                            "reading a user variable outside SET (through Shoal user variables \
+                             save and restore system variables only)",
+                        ))),
+                        Default::default(),
+                        None,
+                        None,
+                        Show::Not,
+                    )
+                }
                 Ok(()) => {
                     let diag = diagnostics_tokens(text, &toks);
                     let effects = pinning::token_effects(text, &toks);

@@ -5,6 +5,7 @@ use shoal_router::sql::lex::Token;
 use shoal_router::sql::{SetStatement, StatementKind, VarScope};
 
 use super::savepoint::{SavepointOp, savepoint_name};
+use super::user_vars;
 use super::{IN_TRANS, Use, unsupported};
 use crate::config::Routing;
 use crate::error::{Error, Result};
@@ -77,13 +78,25 @@ impl Session {
                 self.send_ok(reply_seq).await
             }
             K::Set(set) => {
+                // A SET naming user variables: the session holds them (`user_vars`); what is
+                // left for a backend is the system variables' part, values filled in.
+                let mut set = set;
+                let mut rewritten: Option<String> = None;
+                if let SetStatement::Variables(vars) = &set
+                    && vars.iter().any(|v| {
+                        v.scope == VarScope::User || user_vars::mentions_user_var(&v.value)
+                    })
+                {
+                    match self.set_user_vars(routing, vars).await? {
+                        None => return self.send_ok(reply_seq).await,
+                        Some((sql, rest)) => {
+                            rewritten = Some(sql);
+                            set = SetStatement::Variables(rest);
+                        }
+                    }
+                }
                 match &set {
                     SetStatement::Variables(vars) => {
-                        if vars.iter().any(|v| v.scope == VarScope::User) {
-                            return Err(unsupported(
-                                "user variables (they would live on one datanode only)",
-                            ));
-                        }
                         if vars.iter().any(|v| v.scope == VarScope::Global) {
                             return Err(unsupported("SET GLOBAL"));
                         }
@@ -141,7 +154,8 @@ impl Session {
                 }
                 // Run on one connection; the variables it reports become the session's and are
                 // replayed on every other connection before its next statement.
-                self.run_anywhere(routing, prepared, reply_seq).await
+                self.run_anywhere(routing, rewritten.as_deref().or(prepared), reply_seq)
+                    .await
             }
             K::Do => self.run_anywhere(routing, prepared, reply_seq).await,
             K::UnlockTables => {

@@ -399,6 +399,7 @@ impl Session {
         self.txn_begin = None;
         self.savepoints.clear();
         self.table_locks.clear();
+        self.user_vars.clear();
         self.statements = Default::default();
         self.release_conns(true).await;
         self.user = req.user;

@@ -136,6 +136,8 @@ pub struct Session {
     /// Every lock of the session's LOCK TABLES is a READ lock: no session can change those
     /// tables, so another connection reads what the locked one would.
     pub(crate) table_locks_read: bool,
+    /// User variables the session holds (lower-cased name -> SQL literal; `exec::user_vars`).
+    pub(crate) user_vars: std::collections::HashMap<String, String>,
     /// Client prepared statements with the router (Shoal's ids).
     pub(crate) statements: crate::exec::Statements,
     /// The first id an INSERT got from a global sequence, for its OK packet.
@@ -201,6 +203,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         savepoints: Vec::new(),
         table_locks: Vec::new(),
         table_locks_read: false,
+        user_vars: Default::default(),
         statements: Default::default(),
         sequence_first: None,
         id: connection_id,
