@@ -152,6 +152,7 @@ const SHOWS: &[&str] = &[
     "SHOW INDEX FROM defs",
     "SHOW TRIGGERS",
     "SHOW TRIGGERS FROM {db}",
+    "SHOW FULL TRIGGERS FROM `{db}`",
     "SHOW TRIGGERS LIKE 'order%'",
     "SHOW TRIGGERS LIKE 'ORDERS'",
     "SHOW TRIGGERS WHERE `Event` = 'INSERT'",

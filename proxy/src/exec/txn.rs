@@ -433,6 +433,7 @@ fn server_level_show(sql: &str, toks: &[Token]) -> bool {
         "COLLATION",
         "CHARSET",
         "PLUGINS",
+        "PRIVILEGES",
     ]
     .iter()
     .any(|w| is(at, w))
@@ -456,6 +457,7 @@ mod tests {
             "SHOW SESSION VARIABLES LIKE 'max%'",
             "SHOW VARIABLES;",
             "SHOW CHARACTER SET",
+            "SHOW PRIVILEGES",
             "SHOW COLLATION WHERE Charset = 'utf8mb4'",
             "SHOW ENGINES",
             "SHOW PLUGINS",

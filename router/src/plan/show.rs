@@ -112,6 +112,10 @@ pub fn parse(
     } else if kw(sql, toks, i, "COLUMNS") || kw(sql, toks, i, "FIELDS") {
         i += 1;
         What::Columns { full }
+    } else if kw(sql, toks, i, "TRIGGERS") {
+        // MariaDB takes SHOW FULL TRIGGERS (DBeaver sends it) as SHOW TRIGGERS.
+        i += 1;
+        What::Triggers
     } else if full {
         return None;
     } else if kw(sql, toks, i, "DATABASES") || kw(sql, toks, i, "SCHEMAS") {

@@ -98,7 +98,7 @@ pub const EXCLUDED: &[(&str, &str, &str)] = &[
     (
         "STATISTICS",
         "CARDINALITY",
-        "an engine's estimate per physical table",
+        "an engine's estimate per physical table, summed over the shards",
     ),
 ];
 

@@ -80,8 +80,8 @@ pub static SPECS: &[Spec] = &[
         other_table_cols: NONE,
         derived_name_cols: &["INDEX_NAME"],
         text_cols: NONE,
-        sums: NONE,
-        key_cols: NONE,
+        sums: &["CARDINALITY"],
+        key_cols: &["INDEX_NAME", "SEQ_IN_INDEX"],
         lookup: &["TABLE_SCHEMA", "TABLE_NAME"],
     },
     Spec {
