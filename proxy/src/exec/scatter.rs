@@ -378,9 +378,9 @@ impl Session {
         for (k, t) in targets.iter().enumerate() {
             let i = self.conns.touched(t.datanode)?;
             let several_here = targets.iter().filter(|o| o.datanode == t.datanode).count() > 1;
-            if !targets[..k].iter().any(|o| o.datanode == t.datanode)
-                && !(read_locked && several_here)
-            {
+            let first_here = !targets[..k].iter().any(|o| o.datanode == t.datanode);
+            let own_connection = read_locked && several_here;
+            if first_here && !own_connection {
                 place.push(Place::Held(i));
                 continue;
             }
