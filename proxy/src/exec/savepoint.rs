@@ -74,11 +74,14 @@ impl Session {
     /// Whether the session is inside a transaction MariaDB keeps savepoints for: an explicit
     /// one, or any statement with autocommit off.
     pub(super) fn in_multi_statement_transaction(&self) -> bool {
-        self.txn_begin.is_some()
-            || self
-                .want
-                .var("autocommit")
-                .is_some_and(|v| v.eq_ignore_ascii_case("OFF") || v == "0")
+        self.txn_begin.is_some() || self.autocommit_off()
+    }
+
+    /// The session runs with autocommit off.
+    fn autocommit_off(&self) -> bool {
+        self.want
+            .var("autocommit")
+            .is_some_and(|v| v.eq_ignore_ascii_case("OFF") || v == "0")
     }
 
     /// SAVEPOINT, ROLLBACK TO SAVEPOINT or RELEASE SAVEPOINT `name`.
@@ -118,8 +121,9 @@ impl Session {
             }
         };
         let mut failed: Option<(String, Error)> = None;
+        let autocommit_off = self.autocommit_off();
         for h in self.conns.held.iter_mut() {
-            if !(h.txn_begun || h.in_trans()) {
+            if !in_session_transaction(h, autocommit_off) {
                 continue;
             }
             if op != SavepointOp::Set && !h.savepoints_set {
@@ -168,9 +172,17 @@ impl Session {
     /// Sets the session's savepoints, in order, on held connection `i`, which has just joined
     /// the transaction: a later `ROLLBACK TO` takes it back to its start.
     pub(super) async fn replay_savepoints(&mut self, i: usize) -> Result<()> {
+        let autocommit_off = self.autocommit_off();
         let h = &mut self.conns.held[i];
-        if self.savepoints.is_empty() || h.savepoints_set || !(h.txn_begun || h.in_trans()) {
+        if self.savepoints.is_empty() || h.savepoints_set {
             return Ok(());
+        }
+        if !in_session_transaction(h, autocommit_off) {
+            // Savepoints exist only in a transaction: with autocommit off the connection joins
+            // it with its next statement, after these SAVEPOINTs (which would be no-ops out of
+            // a transaction). It is begun here, so they mark its start.
+            h.conn.command(COM_QUERY, b"START TRANSACTION").await?;
+            h.txn_begun = true;
         }
         for name in &self.savepoints {
             let sql = format!("SAVEPOINT {}", quote_ident(name));
@@ -187,6 +199,14 @@ impl Session {
             h.savepoints_set = false;
         }
     }
+}
+
+/// Whether held connection `h` is in the session's transaction: begun, in one by the
+/// server's status, or in autocommit-off mode while the session is. A connection left in
+/// autocommit-off mode by an earlier implicit transaction is not: aligning it to the session
+/// (`SET autocommit = 'ON'`) commits whatever it holds, savepoints included.
+fn in_session_transaction(h: &crate::exec::connset::Held, autocommit_off: bool) -> bool {
+    h.txn_begun || h.conn.in_transaction() || (autocommit_off && h.in_trans())
 }
 
 #[cfg(test)]
