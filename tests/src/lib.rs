@@ -135,6 +135,32 @@ pub fn unique_name(prefix: &str) -> String {
     )
 }
 
+/// The user most configs give: `app` (password `app-secret`), limited to `shop`.
+pub const APP_USER: &str = "  - { name: app, password: app-secret, schemas: [shop] }\n";
+
+/// A config file in the scratch directory (named from `tag`): `users` (YAML list items), a
+/// datahost `dh<k>` for each primary of `cluster` with the cluster's account, then `layout`
+/// (`datanodes:` onward, usually [`demo_layout_yaml`]).
+pub fn cluster_config(
+    cluster: &shoal_bench::cluster::Cluster,
+    users: &str,
+    layout: &str,
+    tag: &str,
+) -> PathBuf {
+    let (u, pw) = (cluster.user(), cluster.password());
+    let mut text = format!("users:\n{users}datahosts:\n");
+    for (k, p) in cluster.primaries().iter().enumerate() {
+        text.push_str(&format!(
+            "  - name: dh{k}\n    primary: {{ address: \"{}:{}\", user: {u}, password: {pw} }}\n",
+            p.host, p.port
+        ));
+    }
+    text.push_str(layout);
+    let path = scratch_dir().join(format!("{}.yaml", unique_name(tag)));
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
 /// The demo's layout (`conf/demo.yaml.in`) as config text: datanodes `dn{first}`..`dn{first+3}`
 /// over databases `a` and `b` of datahosts `dh0` and `dh1`, and schema `shop` with `orders`
 /// sharded by `user_id` (mod), its ER child `order_item`, the global `country` and `ledger` as

@@ -12,7 +12,7 @@ use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 use shoal_bench::cluster::{Cluster, ClusterSpec};
 use shoal_tests::differential::catalog::{self, CatalogQuery};
-use shoal_tests::{ShoalProcess, scratch_dir, shared_backend, unique_name};
+use shoal_tests::{ShoalProcess, shared_backend};
 
 fn queries() -> (u64, Vec<CatalogQuery>) {
     let env = |name: &str, default: u64| {
@@ -75,19 +75,12 @@ async fn catalog_queries_through_shoal_equal_one_mariadb() {
     })
     .await
     .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
-    let (u, pw) = (cluster.user(), cluster.password());
-    let mut text = String::from(
-        "users:\n  - { name: app, password: app-secret, schemas: [shop] }\ndatahosts:\n",
+    let path = shoal_tests::cluster_config(
+        &cluster,
+        shoal_tests::APP_USER,
+        &shoal_tests::demo_layout_yaml(1),
+        "catalog",
     );
-    for (k, p) in cluster.primaries().iter().enumerate() {
-        text.push_str(&format!(
-            "  - name: dh{k}\n    primary: {{ address: \"{}:{}\", user: {u}, password: {pw} }}\n",
-            p.host, p.port
-        ));
-    }
-    text.push_str(&shoal_tests::demo_layout_yaml(1));
-    let path = scratch_dir().join(format!("{}.yaml", unique_name("catalog")));
-    std::fs::write(&path, text).expect("write config");
     let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
     let mut subject = Conn::new(shoal.opts_as("app", "app-secret", Some("shop")))
         .await

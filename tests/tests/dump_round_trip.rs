@@ -44,23 +44,10 @@ const LOGICAL: [(&str, &str); 4] = [
 /// A Shoal over the demo layout whose datanodes use databases `first` and `second` on each
 /// server.
 fn start_shoal(cluster: &Cluster, first: &str, second: &str) -> ShoalProcess {
-    let (u, pw) = (cluster.user(), cluster.password());
-    let mut text = String::from(
-        "users:\n  - { name: app, password: app-secret, schemas: [shop] }\ndatahosts:\n",
-    );
-    for (k, p) in cluster.primaries().iter().enumerate() {
-        text.push_str(&format!(
-            "  - name: dh{k}\n    primary: {{ address: \"{}:{}\", user: {u}, password: {pw} }}\n",
-            p.host, p.port
-        ));
-    }
-    text.push_str(
-        &shoal_tests::demo_layout_yaml(1)
-            .replace("database: a }", &format!("database: {first} }}"))
-            .replace("database: b }", &format!("database: {second} }}")),
-    );
-    let path = scratch_dir().join(format!("{}.yaml", unique_name("dump")));
-    std::fs::write(&path, text).expect("write config");
+    let layout = shoal_tests::demo_layout_yaml(1)
+        .replace("database: a }", &format!("database: {first} }}"))
+        .replace("database: b }", &format!("database: {second} }}"));
+    let path = shoal_tests::cluster_config(cluster, shoal_tests::APP_USER, &layout, "dump");
     ShoalProcess::start(&["--config".to_string(), path.display().to_string()])
 }
 

@@ -20,27 +20,17 @@ use std::path::PathBuf;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 use shoal_bench::cluster::{Cluster, ClusterSpec};
-use shoal_tests::{ShoalProcess, scratch_dir, server_error, unique_name};
+use shoal_tests::{ShoalProcess, server_error};
 
 const DBS: [&str; 2] = ["a", "b"];
 
 fn write_config(cluster: &Cluster) -> PathBuf {
-    let (u, pw) = (cluster.user(), cluster.password());
-    let mut text = String::from(
-        "users:\n  - { name: app, password: app-secret, schemas: [shop] }\n  \
-         - { name: ops, password: ops-secret, schemas: [shop, crm] }\ndatahosts:\n",
+    let users = format!(
+        "{}  - {{ name: ops, password: ops-secret, schemas: [shop, crm] }}\n",
+        shoal_tests::APP_USER
     );
-    for (k, p) in cluster.primaries().iter().enumerate() {
-        text.push_str(&format!(
-            "  - name: dh{k}\n    primary: {{ address: \"{}:{}\", user: {u}, password: {pw} }}\n",
-            p.host, p.port
-        ));
-    }
-    text.push_str(&shoal_tests::demo_layout_yaml(1));
-    text.push_str("  - name: crm\n    default_datanode: dn4\n");
-    let path = scratch_dir().join(format!("{}.yaml", unique_name("catalog")));
-    std::fs::write(&path, text).expect("write config");
-    path
+    let layout = shoal_tests::demo_layout_yaml(1) + "  - name: crm\n    default_datanode: dn4\n";
+    shoal_tests::cluster_config(cluster, &users, &layout, "catalog")
 }
 
 /// The logical tables, created through Shoal and in the reference database alike.

@@ -15,26 +15,18 @@ use std::path::PathBuf;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Row};
 use shoal_bench::cluster::{Cluster, ClusterSpec};
-use shoal_tests::{ShoalProcess, scratch_dir, server_error, unique_name};
+use shoal_tests::{ShoalProcess, server_error};
 
 const DBS: [&str; 2] = ["a", "b"];
 const REF_DB: &str = "keymove_ref";
 
 fn write_config(cluster: &Cluster) -> PathBuf {
-    let (u, pw) = (cluster.user(), cluster.password());
-    let mut text = String::from(
-        "users:\n  - { name: app, password: app-secret, schemas: [shop] }\ndatahosts:\n",
-    );
-    for (k, p) in cluster.primaries().iter().enumerate() {
-        text.push_str(&format!(
-            "  - name: dh{k}\n    primary: {{ address: \"{}:{}\", user: {u}, password: {pw} }}\n",
-            p.host, p.port
-        ));
-    }
-    text.push_str(&shoal_tests::demo_layout_yaml(1));
-    let path = scratch_dir().join(format!("{}.yaml", unique_name("keymove")));
-    std::fs::write(&path, text).expect("write config");
-    path
+    shoal_tests::cluster_config(
+        cluster,
+        shoal_tests::APP_USER,
+        &shoal_tests::demo_layout_yaml(1),
+        "keymove",
+    )
 }
 
 const TABLES: [&str; 3] = [

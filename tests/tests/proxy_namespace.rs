@@ -17,7 +17,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 use shoal_bench::cluster::{Cluster, ClusterSpec};
 use shoal_tests::raw::{COM_FIELD_LIST, COM_PING, RawConn, Reply};
-use shoal_tests::{ShoalProcess, scratch_dir, server_error, unique_name};
+use shoal_tests::{ShoalProcess, server_error};
 
 /// Database of every datanode (`a` and `b` on each server).
 const DBS: [&str; 2] = ["a", "b"];
@@ -26,22 +26,12 @@ const DBS: [&str; 2] = ["a", "b"];
 /// dn4 = server 1 `b`; `ledger_00`/`ledger_01` on dn1, `ledger_02`/`ledger_03` on dn2, ...
 /// A second logical schema, `crm`, that the user `app` may not use.
 fn write_config(cluster: &Cluster) -> PathBuf {
-    let (u, pw) = (cluster.user(), cluster.password());
-    let mut text = String::from(
-        "users:\n  - { name: app, password: app-secret, schemas: [shop] }\n  \
-         - { name: ops, password: ops-secret, schemas: [shop, crm] }\ndatahosts:\n",
+    let users = format!(
+        "{}  - {{ name: ops, password: ops-secret, schemas: [shop, crm] }}\n",
+        shoal_tests::APP_USER
     );
-    for (k, p) in cluster.primaries().iter().enumerate() {
-        text.push_str(&format!(
-            "  - name: dh{k}\n    primary: {{ address: \"{}:{}\", user: {u}, password: {pw} }}\n",
-            p.host, p.port
-        ));
-    }
-    text.push_str(&shoal_tests::demo_layout_yaml(1));
-    text.push_str("  - name: crm\n    default_datanode: dn4\n");
-    let path = scratch_dir().join(format!("{}.yaml", unique_name("namespace")));
-    std::fs::write(&path, text).expect("write config");
-    path
+    let layout = shoal_tests::demo_layout_yaml(1) + "  - name: crm\n    default_datanode: dn4\n";
+    shoal_tests::cluster_config(cluster, &users, &layout, "namespace")
 }
 
 const TABLES: [&str; 6] = [
