@@ -26,13 +26,11 @@ use shoal_router::plan::{Column, MergeSpec, Params, Target};
 use shoal_router::sql::lex::{self, TokKind};
 use shoal_router::topology::DatanodeId;
 
-use super::prepared::{ER_MAX_PREPARED_STMT_COUNT_REACHED, close_statements};
+use super::prepared::close_statements;
 use super::unsupported;
 use crate::backend::conn::BackendConn;
-use crate::error::{Error, Result};
-use crate::wire::command::{COM_STMT_CLOSE, COM_STMT_PREPARE};
+use crate::error::Result;
 use crate::wire::messages::{put_lenenc_bytes, read_lenenc, read_lenenc_bytes};
-use crate::wire::response::{self, Event, ResponseReader};
 
 /// The targets of one datanode, in the order the router listed them.
 pub(super) struct Arms {
@@ -166,50 +164,8 @@ fn union_member(sql: &str) -> Result<String> {
 /// statement is closed with the connection's next command). Should the server's statement
 /// limit be reached, the connection closes the statements it keeps and tries once more.
 pub(super) async fn describe(conn: &mut BackendConn, sql: &str) -> Result<Vec<Vec<u8>>> {
-    match describe_once(conn, sql).await {
-        Err(Error::Reply { code, .. })
-            if code == ER_MAX_PREPARED_STMT_COUNT_REACHED && !conn.stmts.is_empty() =>
-        {
-            let ids = conn.stmts.drain();
-            close_statements(conn, &ids);
-            describe_once(conn, sql).await
-        }
-        other => other,
-    }
-}
-
-async fn describe_once(conn: &mut BackendConn, sql: &str) -> Result<Vec<Vec<u8>>> {
-    conn.io.write_command(COM_STMT_PREPARE, sql.as_bytes());
-    conn.io.flush().await.map_err(Error::BackendIo)?;
-    let mut reader = ResponseReader::new(response::Expect::Prepare, conn.caps);
-    let mut defs = Vec::new();
-    let mut id = None;
-    let mut error = None;
-    while !reader.finished() {
-        conn.io.next_packet().await.map_err(Error::BackendIo)?;
-        let p = conn.io.packet_payload();
-        match reader.next(&p)? {
-            Event::PrepareOk { statement_id, .. } => id = Some(statement_id),
-            Event::ColumnDef(d) => defs.push(d.to_vec()),
-            Event::Err {
-                code,
-                state,
-                message,
-            } => {
-                error = Some(Error::Reply {
-                    code,
-                    state,
-                    message: String::from_utf8_lossy(message).into_owned(),
-                })
-            }
-            _ => {}
-        }
-    }
-    if let Some(e) = error {
-        return Err(e);
-    }
-    let id = id.ok_or_else(|| response::protocol_error("prepare without an id"))?;
-    conn.io.write_command(COM_STMT_CLOSE, &id.to_le_bytes());
+    let (id, defs) = super::prepared::prepare_freeing(conn, sql, true).await?;
+    close_statements(conn, &[id]);
     Ok(defs)
 }
 

@@ -324,53 +324,69 @@ async fn prepare_on(
     sql: &Arc<str>,
     columns: bool,
 ) -> Result<(u32, Vec<Vec<u8>>)> {
-    let mut freed = false;
-    loop {
-        conn.io.write_command(COM_STMT_PREPARE, sql.as_bytes());
-        conn.io.flush().await.map_err(Error::BackendIo)?;
-        let mut reader = ResponseReader::new(response::Expect::Prepare, conn.caps);
-        let mut defs: Vec<Vec<u8>> = Vec::new();
-        let mut id = None;
-        let mut error = None;
-        while !reader.finished() {
-            conn.io.next_packet().await.map_err(Error::BackendIo)?;
-            let p = conn.io.packet_payload();
-            match reader.next(&p)? {
-                Event::PrepareOk { statement_id, .. } => id = Some(statement_id),
-                Event::ColumnDef(d) if columns => defs.push(d.to_vec()),
-                Event::Err {
+    let (id, defs) = prepare_freeing(conn, sql, columns).await?;
+    let evicted = conn.stmts.insert(fingerprint(&conn.state), sql, id);
+    close_statements(conn, &evicted);
+    Ok((id, defs))
+}
+
+/// [`prepare_once`], once more after closing the statements `conn` keeps should the server's
+/// statement limit be reached.
+pub(super) async fn prepare_freeing(
+    conn: &mut BackendConn,
+    sql: &str,
+    columns: bool,
+) -> Result<(u32, Vec<Vec<u8>>)> {
+    match prepare_once(conn, sql, columns).await {
+        Err(Error::Reply { code, .. })
+            if code == ER_MAX_PREPARED_STMT_COUNT_REACHED && !conn.stmts.is_empty() =>
+        {
+            let ids = conn.stmts.drain();
+            close_statements(conn, &ids);
+            prepare_once(conn, sql, columns).await
+        }
+        other => other,
+    }
+}
+
+/// One COM_STMT_PREPARE of `sql` on `conn`: the backend id and, when `columns` is asked for,
+/// the result column definitions.
+async fn prepare_once(
+    conn: &mut BackendConn,
+    sql: &str,
+    columns: bool,
+) -> Result<(u32, Vec<Vec<u8>>)> {
+    conn.io.write_command(COM_STMT_PREPARE, sql.as_bytes());
+    conn.io.flush().await.map_err(Error::BackendIo)?;
+    let mut reader = ResponseReader::new(response::Expect::Prepare, conn.caps);
+    let mut defs: Vec<Vec<u8>> = Vec::new();
+    let mut id = None;
+    let mut error = None;
+    while !reader.finished() {
+        conn.io.next_packet().await.map_err(Error::BackendIo)?;
+        let p = conn.io.packet_payload();
+        match reader.next(&p)? {
+            Event::PrepareOk { statement_id, .. } => id = Some(statement_id),
+            Event::ColumnDef(d) if columns => defs.push(d.to_vec()),
+            Event::Err {
+                code,
+                state,
+                message,
+            } => {
+                error = Some(Error::Reply {
                     code,
                     state,
-                    message,
-                } => {
-                    error = Some(Error::Reply {
-                        code,
-                        state,
-                        message: String::from_utf8_lossy(message).into_owned(),
-                    })
-                }
-                _ => {}
+                    message: String::from_utf8_lossy(message).into_owned(),
+                })
             }
+            _ => {}
         }
-        match error {
-            Some(Error::Reply { code, .. })
-                if code == ER_MAX_PREPARED_STMT_COUNT_REACHED
-                    && !freed
-                    && !conn.stmts.is_empty() =>
-            {
-                let ids = conn.stmts.drain();
-                close_statements(conn, &ids);
-                freed = true;
-                continue;
-            }
-            Some(e) => return Err(e),
-            None => {}
-        }
-        let id = id.ok_or_else(|| response::protocol_error("prepare without an id"))?;
-        let evicted = conn.stmts.insert(fingerprint(&conn.state), sql, id);
-        close_statements(conn, &evicted);
-        return Ok((id, defs));
     }
+    if let Some(e) = error {
+        return Err(e);
+    }
+    let id = id.ok_or_else(|| response::protocol_error("prepare without an id"))?;
+    Ok((id, defs))
 }
 
 /// Queues COM_STMT_CLOSE for `ids` (no response; sent with the connection's next command).

@@ -1636,12 +1636,18 @@ pub struct Write {
 /// some stay, each row's key shifted by an expression, and a table-per-shard row moved to
 /// another date's table. `existing` is the loaded (id, user_id) pairs: by the time a statement
 /// runs a row may have moved or gone, which only changes what it does, on both sides alike.
+/// Shard-key UPDATEs over `existing`, the orders with ids `first_id..` (the dataset's ids
+/// are consecutive): rows the REPLACE and ON DUPLICATE KEY UPDATE writes never pick, as those
+/// write an existing id with the shard key the dataset gave it (a moved row would stand on
+/// two shards: a primary key without the shard key is not unique across shards).
 fn shard_key_updates(
     rng: &mut Rng,
     round: usize,
     existing: &[(Lit, Lit)],
+    first_id: i64,
 ) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
+    let last_id = first_id + existing.len() as i64;
     let (id, user) = rng.pick(existing).clone();
     out.push((
         "update_key_same",
@@ -1660,7 +1666,7 @@ fn shard_key_updates(
             id.sql()
         ),
     ));
-    let first = rng.range(1, existing.len() as i64);
+    let first = rng.range(first_id, last_id);
     out.push((
         "update_key_mixed",
         format!(
@@ -1669,7 +1675,7 @@ fn shard_key_updates(
             first + rng.range(2, 12)
         ),
     ));
-    let first = rng.range(1, existing.len() as i64);
+    let first = rng.range(first_id, last_id);
     out.push((
         "update_key_expr",
         format!(
@@ -1697,6 +1703,10 @@ pub fn writes(seed: u64, rounds: usize, data: &Dataset) -> Vec<Write> {
         .iter()
         .map(|r| (r[0].clone(), r[1].clone()))
         .collect();
+    // The first half keeps its shard keys (REPLACE and ODKU rewrite those rows in place); the
+    // second half's may move.
+    let half = existing.len() / 2;
+    let (kept, movable) = existing.split_at(half);
     let mut next_order = data.rows("orders").len() as u64 + 10_000;
     let mut next_item = data.rows("order_item").len() as u64 + 10_000;
     let mut next_ledger = data.rows("ledger").len() as u64 + 10_000;
@@ -1760,7 +1770,7 @@ pub fn writes(seed: u64, rounds: usize, data: &Dataset) -> Vec<Write> {
             ),
         );
         // REPLACE an existing order (same id, same shard key) and a new one.
-        let (id, user) = rng.pick(&existing).clone();
+        let (id, user) = rng.pick(kept).clone();
         let mut replaced = data::order_row_for(&mut rng, 0, user);
         replaced[0] = id;
         next_order += 1;
@@ -1769,7 +1779,7 @@ pub fn writes(seed: u64, rounds: usize, data: &Dataset) -> Vec<Write> {
             let sql = data::insert_sql(orders, &[replaced, fresh]);
             sql.replacen("INSERT INTO", "REPLACE INTO", 1)
         });
-        let (id, user) = rng.pick(&existing).clone();
+        let (id, user) = rng.pick(kept).clone();
         let mut dup = data::order_row_for(&mut rng, 0, user);
         dup[0] = id;
         next_order += 1;
@@ -1781,7 +1791,7 @@ pub fn writes(seed: u64, rounds: usize, data: &Dataset) -> Vec<Write> {
                 data::insert_sql(orders, &[dup, fresh])
             ),
         );
-        for (family, sql) in shard_key_updates(&mut rng, round, &existing) {
+        for (family, sql) in shard_key_updates(&mut rng, round, movable, half as i64 + 1) {
             push(family, sql);
         }
         // Global table: written on every node.
