@@ -241,7 +241,17 @@ fn compatible(a: &Table, b: &Table) -> bool {
 
 /// Co-location groups of the distributed tables: union of tables joined by an equality of
 /// their distribution columns. Returns, per table, its group number (None if not distributed).
-pub(crate) fn groups(tables: &[Table], equalities: &[(ColRef, ColRef)]) -> Vec<Option<usize>> {
+///
+/// With `one_scope` (the statement is one SELECT scope), an unqualified column of an equality
+/// is resolved to the one table whose distribution column has its name: MariaDB resolves it
+/// to the one table in scope having such a column, and two would make it ambiguous (1052).
+/// In a statement with subqueries an unqualified name may be an inner table's own column, so
+/// only qualified equalities count there.
+pub(crate) fn groups(
+    tables: &[Table],
+    equalities: &[(ColRef, ColRef)],
+    one_scope: bool,
+) -> Vec<Option<usize>> {
     let n = tables.len();
     let mut parent: Vec<usize> = (0..n).collect();
     fn find(p: &mut [usize], x: usize) -> usize {
@@ -253,11 +263,13 @@ pub(crate) fn groups(tables: &[Table], equalities: &[(ColRef, ColRef)]) -> Vec<O
         x
     }
     let all: Vec<usize> = (0..n).collect();
+    let resolve = |c: &ColRef| match &c.table {
+        Some(_) => table_of_qualifier(tables, c, &all),
+        None if one_scope => table_of_column(tables, c, &all),
+        None => None,
+    };
     for (a, b) in equalities {
-        let (Some(ia), Some(ib)) = (
-            table_of_qualifier(tables, a, &all),
-            table_of_qualifier(tables, b, &all),
-        ) else {
+        let (Some(ia), Some(ib)) = (resolve(a), resolve(b)) else {
             continue;
         };
         let (Some(ca), Some(cb)) = (dist_column(&tables[ia]), dist_column(&tables[ib])) else {

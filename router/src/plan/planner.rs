@@ -199,7 +199,11 @@ fn build_inner(
     } else {
         None
     };
-    let group_of = placement::groups(&tables, &dml.column_equalities);
+    // One SELECT scope (no subquery, derived table, UNION or CTE): an unqualified column is
+    // the one table's in scope that has it, so a join equality written unqualified
+    // (`c_w_id = w_id`) co-locates as its qualified form does.
+    let one_scope = !(dml.has_subquery || dml.has_derived_table || dml.has_union || dml.has_cte);
+    let group_of = placement::groups(&tables, &dml.column_equalities, one_scope);
     let ngroups = group_of.iter().flatten().max().map_or(0, |m| m + 1);
 
     // Unlisted tables pin the statement to their default datanode; global tables to where

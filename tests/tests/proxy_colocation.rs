@@ -1,0 +1,127 @@
+//! Tables sharded by one rule over the same datanodes are co-located on equal shard keys,
+//! also when the join equality is written without qualifiers, as TPC-C clients write it
+//! (`WHERE w_id = 4 AND c_w_id = w_id`): through Shoal such statements answer as one MariaDB
+//! holding the same rows (issue 24's first part). Layout: `warehouse1`, `district1`,
+//! `customer1` (sysbench-tpcc's names) by their warehouse column, mod 4 over dn1..dn4 (server
+//! 0 `a`, `b`, server 1 `a`, `b`); the reference is database `coloc_ref` on server 0.
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row};
+use shoal_bench::cluster::{Cluster, ClusterSpec};
+use shoal_tests::{ShoalProcess, server_error};
+
+const REF_DB: &str = "coloc_ref";
+
+const LAYOUT: &str = "datanodes:
+  - { name: dn1, datahost: dh0, database: a }
+  - { name: dn2, datahost: dh0, database: b }
+  - { name: dn3, datahost: dh1, database: a }
+  - { name: dn4, datahost: dh1, database: b }
+rules:
+  - { name: by_warehouse, algorithm: mod }
+schemas:
+  - name: shop
+    default_datanode: dn1
+    tables:
+      - { name: warehouse1, type: sharded, shard_key: w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
+      - { name: district1, type: sharded, shard_key: d_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
+      - { name: customer1, type: sharded, shard_key: c_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
+";
+
+const TABLES: [&str; 3] = [
+    "CREATE TABLE warehouse1 (w_id INT PRIMARY KEY, w_name VARCHAR(10), w_tax DECIMAL(4,4)) \
+     ENGINE=InnoDB",
+    "CREATE TABLE district1 (d_id INT, d_w_id INT, d_name VARCHAR(10), d_ytd DECIMAL(12,2), \
+     PRIMARY KEY (d_w_id, d_id)) ENGINE=InnoDB",
+    "CREATE TABLE customer1 (c_id INT, c_d_id INT, c_w_id INT, c_last VARCHAR(16), \
+     c_discount DECIMAL(4,4), c_credit CHAR(2), PRIMARY KEY (c_w_id, c_d_id, c_id)) \
+     ENGINE=InnoDB",
+];
+
+/// Rows for warehouses 1..=8: two districts each, three customers per district.
+fn rows() -> Vec<String> {
+    let mut out = Vec::new();
+    for w in 1..=8 {
+        out.push(format!(
+            "INSERT INTO warehouse1 (w_id, w_name, w_tax) VALUES ({w}, 'w{w}', 0.0{w}00)"
+        ));
+        for d in 1..=2 {
+            out.push(format!(
+                "INSERT INTO district1 (d_id, d_w_id, d_name, d_ytd) VALUES ({d}, {w}, 'd{w}_{d}', {}.50)",
+                w * 10 + d
+            ));
+            for c in 1..=3 {
+                out.push(format!(
+                    "INSERT INTO customer1 (c_id, c_d_id, c_w_id, c_last, c_discount, c_credit) VALUES ({c}, {d}, {w}, 'last{}', 0.0{c}00, '{}')",
+                    (w + d + c) % 4,
+                    if c == 2 { "BC" } else { "GC" }
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Statements that answer alike, ordered so the comparison is exact.
+const SAME: &[&str] = &[
+    // New-Order's first read.
+    "SELECT c_discount, c_last, c_credit, w_tax FROM customer1, warehouse1 WHERE w_id = 4 AND \
+     c_w_id = w_id AND c_d_id = 2 AND c_id = 3",
+    // The equality the other way round, in an ON, and over three tables.
+    "SELECT w_name, d_name FROM warehouse1 JOIN district1 ON w_id = d_w_id WHERE d_w_id = 7 \
+     ORDER BY d_name",
+    "SELECT c_last, d_name, w_name FROM customer1 JOIN district1 ON c_w_id = d_w_id AND c_d_id = d_id \
+     JOIN warehouse1 ON d_w_id = w_id WHERE w_id IN (2, 6) ORDER BY w_name, d_name, c_last, c_id",
+    // No pinned value: every shard joins its own rows (a consistency check's shape).
+    "SELECT d_w_id, SUM(d_ytd) FROM district1, warehouse1 WHERE d_w_id = w_id GROUP BY d_w_id \
+     ORDER BY d_w_id",
+    "SELECT COUNT(*) FROM customer1, district1 WHERE c_w_id = d_w_id AND c_d_id = d_id AND \
+     c_credit = 'BC'",
+];
+
+async fn all(c: &mut Conn, sql: &str) -> Vec<Vec<Option<String>>> {
+    let rows: Vec<Row> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows.into_iter()
+        .map(|r| {
+            (0..r.len())
+                .map(|i| r.get::<Option<String>, _>(i).flatten())
+                .collect()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_on_the_shard_key_written_unqualified_run_as_on_one_mariadb() {
+    let cluster = Cluster::start(ClusterSpec {
+        primaries: 2,
+        databases: vec!["a".into(), "b".into(), REF_DB.into()],
+        ..ClusterSpec::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
+    let path = shoal_tests::cluster_config(&cluster, shoal_tests::APP_USER, LAYOUT, "coloc");
+    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let mut c = Conn::new(shoal.opts_as("app", "app-secret", Some("shop")))
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}\n{}", shoal.log()));
+    let mut r = Conn::new(cluster.opts(0, Some(REF_DB))).await.unwrap();
+    for sql in TABLES.iter().map(|s| s.to_string()).chain(rows()) {
+        c.query_drop(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}\n{}", shoal.log()));
+        r.query_drop(&sql).await.unwrap();
+    }
+    for sql in SAME {
+        let (got, want) = (all(&mut c, sql).await, all(&mut r, sql).await);
+        assert!(!want.is_empty(), "{sql}: the reference has rows");
+        assert_eq!(got, want, "{sql}");
+    }
+    // Pinned to two datanodes with no equality between them: refused, not a cross product of
+    // one shard's rows.
+    let (code, _, msg) = server_error(
+        c.query_drop("SELECT c_id FROM customer1, warehouse1 WHERE c_w_id = 1 AND w_id = 2")
+            .await,
+    );
+    assert_eq!(code, 1235, "{msg}");
+    assert!(msg.contains("not co-located"), "{msg}");
+}
