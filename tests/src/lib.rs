@@ -161,6 +161,26 @@ pub fn cluster_config(
     path
 }
 
+/// Two primaries holding `databases`, and a Shoal over them configured by [`cluster_config`]
+/// (`users`, `layout`, `tag`): the fixture of the end-to-end tests over a sharded layout.
+pub async fn two_servers_and_shoal(
+    databases: &[&str],
+    users: &str,
+    layout: &str,
+    tag: &str,
+) -> (shoal_bench::cluster::Cluster, ShoalProcess) {
+    let cluster = shoal_bench::cluster::Cluster::start(shoal_bench::cluster::ClusterSpec {
+        primaries: 2,
+        databases: databases.iter().map(|d| d.to_string()).collect(),
+        ..Default::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
+    let path = cluster_config(&cluster, users, layout, tag);
+    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    (cluster, shoal)
+}
+
 /// The demo's layout (`conf/demo.yaml.in`) as config text: datanodes `dn{first}`..`dn{first+3}`
 /// over databases `a` and `b` of datahosts `dh0` and `dh1`, and schema `shop` with `orders`
 /// sharded by `user_id` (mod), its ER child `order_item`, the global `country` and `ledger` as

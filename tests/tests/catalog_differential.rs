@@ -10,9 +10,8 @@
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use shoal_bench::cluster::{Cluster, ClusterSpec};
 use shoal_tests::differential::catalog::{self, CatalogQuery};
-use shoal_tests::{ShoalProcess, shared_backend};
+use shoal_tests::shared_backend;
 
 fn queries() -> (u64, Vec<CatalogQuery>) {
     let env = |name: &str, default: u64| {
@@ -68,20 +67,13 @@ fn report(seed: u64, total: usize, outcome: &catalog::Outcome) {
 async fn catalog_queries_through_shoal_equal_one_mariadb() {
     let (seed, queries) = queries();
     assert!(queries.len() >= 200 || std::env::var("SHOAL_CATALOG_QUERIES").is_ok());
-    let cluster = Cluster::start(ClusterSpec {
-        primaries: 2,
-        databases: vec!["a".into(), "b".into()],
-        ..ClusterSpec::default()
-    })
-    .await
-    .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
-    let path = shoal_tests::cluster_config(
-        &cluster,
+    let (cluster, shoal) = shoal_tests::two_servers_and_shoal(
+        &["a", "b"],
         shoal_tests::APP_USER,
         &shoal_tests::demo_layout_yaml(1),
         "catalog",
-    );
-    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    )
+    .await;
     let mut subject = Conn::new(shoal.opts_as("app", "app-secret", Some("shop")))
         .await
         .unwrap_or_else(|e| panic!("connect through shoal: {e}\n{}", shoal.log()));

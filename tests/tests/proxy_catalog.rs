@@ -15,22 +15,24 @@
 //! DATA_FREE, AUTO_INCREMENT, CREATE_TIME, UPDATE_TIME, CHECK_TIME, STATISTICS.CARDINALITY):
 //! sums over shards through Shoal (checked against the backends' own figures instead).
 
-use std::path::PathBuf;
-
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
-use shoal_bench::cluster::{Cluster, ClusterSpec};
+use shoal_bench::cluster::Cluster;
 use shoal_tests::{ShoalProcess, server_error};
 
 const DBS: [&str; 2] = ["a", "b"];
 
-fn write_config(cluster: &Cluster) -> PathBuf {
-    let users = format!(
+/// `app`, and `ops` who may also use `crm`.
+fn ops_users() -> String {
+    format!(
         "{}  - {{ name: ops, password: ops-secret, schemas: [shop, crm] }}\n",
         shoal_tests::APP_USER
-    );
-    let layout = shoal_tests::demo_layout_yaml(1) + "  - name: crm\n    default_datanode: dn4\n";
-    shoal_tests::cluster_config(cluster, &users, &layout, "catalog")
+    )
+}
+
+/// The demo layout and schema `crm`, which has only a default datanode.
+fn crm_layout() -> String {
+    shoal_tests::demo_layout_yaml(1) + "  - name: crm\n    default_datanode: dn4\n"
 }
 
 /// The logical tables, created through Shoal and in the reference database alike.
@@ -80,17 +82,8 @@ struct Setup {
 
 impl Setup {
     async fn start() -> Setup {
-        let cluster = Cluster::start(ClusterSpec {
-            primaries: 2,
-            databases: DBS.iter().map(|d| d.to_string()).collect(),
-            ..ClusterSpec::default()
-        })
-        .await
-        .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
-        let shoal = ShoalProcess::start(&[
-            "--config".to_string(),
-            write_config(&cluster).display().to_string(),
-        ]);
+        let (cluster, shoal) =
+            shoal_tests::two_servers_and_shoal(&DBS, &ops_users(), &crm_layout(), "catalog").await;
         let s = Setup { cluster, shoal };
         let mut c = s.client().await;
         let mut r = s.reference().await;

@@ -7,8 +7,7 @@
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
-use shoal_bench::cluster::{Cluster, ClusterSpec};
-use shoal_tests::{ShoalProcess, server_error};
+use shoal_tests::server_error;
 
 const REF_DB: &str = "coloc_ref";
 
@@ -92,15 +91,13 @@ async fn all(c: &mut Conn, sql: &str) -> Vec<Vec<Option<String>>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joins_on_the_shard_key_written_unqualified_run_as_on_one_mariadb() {
-    let cluster = Cluster::start(ClusterSpec {
-        primaries: 2,
-        databases: vec!["a".into(), "b".into(), REF_DB.into()],
-        ..ClusterSpec::default()
-    })
-    .await
-    .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
-    let path = shoal_tests::cluster_config(&cluster, shoal_tests::APP_USER, LAYOUT, "coloc");
-    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let (cluster, shoal) = shoal_tests::two_servers_and_shoal(
+        &["a", "b", REF_DB],
+        shoal_tests::APP_USER,
+        LAYOUT,
+        "coloc",
+    )
+    .await;
     let mut c = Conn::new(shoal.opts_as("app", "app-secret", Some("shop")))
         .await
         .unwrap_or_else(|e| panic!("connect: {e}\n{}", shoal.log()));

@@ -10,24 +10,13 @@
 //! mod 4 over dn1..dn4 (server 0 `a`, `b`, server 1 `a`, `b`), its ER child `order_item`,
 //! `ledger` as 8 tables by quarter (`ledger_00` .. `ledger_07`, two per datanode).
 
-use std::path::PathBuf;
-
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Row};
-use shoal_bench::cluster::{Cluster, ClusterSpec};
+use shoal_bench::cluster::Cluster;
 use shoal_tests::{ShoalProcess, server_error};
 
 const DBS: [&str; 2] = ["a", "b"];
 const REF_DB: &str = "keymove_ref";
-
-fn write_config(cluster: &Cluster) -> PathBuf {
-    shoal_tests::cluster_config(
-        cluster,
-        shoal_tests::APP_USER,
-        &shoal_tests::demo_layout_yaml(1),
-        "keymove",
-    )
-}
 
 const TABLES: [&str; 3] = [
     "CREATE TABLE orders (id INT PRIMARY KEY, user_id INT NOT NULL, amount DECIMAL(10,2), \
@@ -45,17 +34,13 @@ struct Setup {
 
 impl Setup {
     async fn start() -> Setup {
-        let cluster = Cluster::start(ClusterSpec {
-            primaries: 2,
-            databases: DBS.iter().map(|d| d.to_string()).collect(),
-            ..ClusterSpec::default()
-        })
-        .await
-        .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
-        let shoal = ShoalProcess::start(&[
-            "--config".to_string(),
-            write_config(&cluster).display().to_string(),
-        ]);
+        let (cluster, shoal) = shoal_tests::two_servers_and_shoal(
+            &DBS,
+            shoal_tests::APP_USER,
+            &shoal_tests::demo_layout_yaml(1),
+            "keymove",
+        )
+        .await;
         let s = Setup { cluster, shoal };
         let mut admin = Conn::new(s.cluster.opts(0, None)).await.unwrap();
         admin

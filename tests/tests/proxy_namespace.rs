@@ -11,11 +11,10 @@
 //! quarter, two per datanode (`ledger_00` .. `ledger_07`).
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
-use shoal_bench::cluster::{Cluster, ClusterSpec};
+use shoal_bench::cluster::Cluster;
 use shoal_tests::raw::{COM_FIELD_LIST, COM_PING, RawConn, Reply};
 use shoal_tests::{ShoalProcess, server_error};
 
@@ -25,13 +24,17 @@ const DBS: [&str; 2] = ["a", "b"];
 /// dn1 = server 0 `a` (the default datanode), dn2 = server 0 `b`, dn3 = server 1 `a`,
 /// dn4 = server 1 `b`; `ledger_00`/`ledger_01` on dn1, `ledger_02`/`ledger_03` on dn2, ...
 /// A second logical schema, `crm`, that the user `app` may not use.
-fn write_config(cluster: &Cluster) -> PathBuf {
-    let users = format!(
+/// `app`, and `ops` who may also use `crm`.
+fn ops_users() -> String {
+    format!(
         "{}  - {{ name: ops, password: ops-secret, schemas: [shop, crm] }}\n",
         shoal_tests::APP_USER
-    );
-    let layout = shoal_tests::demo_layout_yaml(1) + "  - name: crm\n    default_datanode: dn4\n";
-    shoal_tests::cluster_config(cluster, &users, &layout, "namespace")
+    )
+}
+
+/// The demo layout and schema `crm`, which has only a default datanode.
+fn crm_layout() -> String {
+    shoal_tests::demo_layout_yaml(1) + "  - name: crm\n    default_datanode: dn4\n"
 }
 
 const TABLES: [&str; 6] = [
@@ -62,17 +65,9 @@ struct Setup {
 
 impl Setup {
     async fn start() -> Setup {
-        let cluster = Cluster::start(ClusterSpec {
-            primaries: 2,
-            databases: DBS.iter().map(|d| d.to_string()).collect(),
-            ..ClusterSpec::default()
-        })
-        .await
-        .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
-        let shoal = ShoalProcess::start(&[
-            "--config".to_string(),
-            write_config(&cluster).display().to_string(),
-        ]);
+        let (cluster, shoal) =
+            shoal_tests::two_servers_and_shoal(&DBS, &ops_users(), &crm_layout(), "namespace")
+                .await;
         let s = Setup { cluster, shoal };
         let mut c = s.client().await;
         for ddl in TABLES {

@@ -7,25 +7,14 @@
 //! (mod 4) over dn1..dn4, its ER child `order_item`, the global `country`, and `ledger` as 8
 //! tables by quarter, two per datanode.
 
-use std::path::PathBuf;
-
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
-use shoal_bench::cluster::{Cluster, ClusterSpec};
+use shoal_bench::cluster::Cluster;
 use shoal_tests::{ShoalProcess, server_error, within};
 use std::time::Duration;
 
 /// Databases of the datanodes (`a`, `b` on each server) and the reference one (server 0).
 const DBS: [&str; 3] = ["a", "b", "reference"];
-
-fn write_config(cluster: &Cluster) -> PathBuf {
-    shoal_tests::cluster_config(
-        cluster,
-        shoal_tests::APP_USER,
-        &shoal_tests::demo_layout_yaml(1),
-        "txnlock",
-    )
-}
 
 const TABLES: [&str; 4] = [
     "CREATE TABLE orders (id INT PRIMARY KEY, user_id INT NOT NULL, amount INT) ENGINE=InnoDB",
@@ -41,17 +30,13 @@ struct Setup {
 
 impl Setup {
     async fn start() -> Setup {
-        let cluster = Cluster::start(ClusterSpec {
-            primaries: 2,
-            databases: DBS.iter().map(|d| d.to_string()).collect(),
-            ..ClusterSpec::default()
-        })
-        .await
-        .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
-        let shoal = ShoalProcess::start(&[
-            "--config".to_string(),
-            write_config(&cluster).display().to_string(),
-        ]);
+        let (cluster, shoal) = shoal_tests::two_servers_and_shoal(
+            &DBS,
+            shoal_tests::APP_USER,
+            &shoal_tests::demo_layout_yaml(1),
+            "txnlock",
+        )
+        .await;
         let s = Setup { cluster, shoal };
         let mut c = s.client().await;
         let mut r = s.reference().await;
