@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use shoal_router::topology::{DatanodeId, TableDef, Topology};
 
-use crate::wire::messages::{put_lenenc_bytes, read_lenenc_bytes};
+use crate::wire::messages::{column_def_names, put_column_def};
 
 /// Physical names of one datanode and their logical names.
 #[derive(Debug, Default)]
@@ -82,15 +82,10 @@ impl LogicalNames {
         let Some(d) = self.datanodes.get(dn) else {
             return false;
         };
-        let mut b = def;
         // catalog, schema, table, org_table, name, org_name
-        let mut f = [&[][..]; 6];
-        for x in &mut f {
-            match read_lenenc_bytes(&mut b) {
-                Some(v) => *x = v,
-                None => return false,
-            }
-        }
+        let Some((f, rest)) = column_def_names(def) else {
+            return false;
+        };
         if f[1] != d.database.as_bytes() {
             return false;
         }
@@ -111,17 +106,13 @@ impl LogicalNames {
         };
         out.clear();
         out.reserve(def.len() + 8);
-        put_lenenc_bytes(out, f[0]);
-        put_lenenc_bytes(out, schema);
         // `table` is the alias the statement gave, or the physical name when it gave none.
-        match table {
-            Some(t) if f[2] == f[3] => put_lenenc_bytes(out, t),
-            _ => put_lenenc_bytes(out, f[2]),
-        }
-        put_lenenc_bytes(out, table.unwrap_or(f[3]));
-        put_lenenc_bytes(out, f[4]);
-        put_lenenc_bytes(out, f[5]);
-        out.extend_from_slice(b);
+        let alias = match table {
+            Some(t) if f[2] == f[3] => t,
+            _ => f[2],
+        };
+        let names = [f[0], schema, alias, table.unwrap_or(f[3]), f[4], f[5]];
+        put_column_def(out, names, rest);
         true
     }
 
@@ -142,10 +133,8 @@ mod tests {
 
     fn def(fields: [&str; 6]) -> Vec<u8> {
         let mut out = Vec::new();
-        for f in fields {
-            put_lenenc_bytes(&mut out, f.as_bytes());
-        }
-        out.extend_from_slice(&[0x0c, 45, 0, 40, 0, 0, 0, 253, 0, 0, 0, 0, 0]);
+        let fixed = [0x0c, 45, 0, 40, 0, 0, 0, 253, 0, 0, 0, 0, 0];
+        put_column_def(&mut out, fields.map(str::as_bytes), &fixed);
         out
     }
 

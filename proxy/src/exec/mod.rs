@@ -97,13 +97,6 @@ fn unsupported(what: &str) -> Error {
     )))
 }
 
-/// Which SHOW a COM_QUERY is, read on its tokens (comments skipped).
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Show {
-    Not,
-    Other,
-}
-
 /// What a statement needs of the connection [`Session::touch_for`] gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Use {
@@ -237,7 +230,8 @@ impl Session {
         let mode = self.sql_mode();
         // One tokenization serves the diagnostics check, the pin check and the router.
         let mut toks = std::mem::take(&mut self.tokens);
-        let (plan, effects, diag, read_route, show) = {
+        // `is_show`: the statement is a SHOW (read on its tokens, comments skipped).
+        let (plan, effects, diag, read_route, is_show) = {
             let p = self.client.packet_payload();
             let Ok(sql) = std::str::from_utf8(&p[1..]) else {
                 return Err(refusal(&RouterError::unsupported(
@@ -258,7 +252,7 @@ impl Session {
                     Default::default(),
                     None,
                     None,
-                    Show::Not,
+                    false,
                 ),
                 // A backend would read NULL for a variable only the session holds.
                 Ok(())
@@ -273,7 +267,7 @@ impl Session {
                         Default::default(),
                         None,
                         None,
-                        Show::Not,
+                        false,
                     )
                 }
                 Ok(()) => {
@@ -294,13 +288,8 @@ impl Session {
                     let route = plan
                         .as_ref()
                         .and_then(|_| self.read_route_of(routing, mode, sql));
-                    let word = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(text, w));
-                    let show = if word(0, "SHOW") {
-                        Show::Other
-                    } else {
-                        Show::Not
-                    };
-                    (plan, effects, diag, route, show)
+                    let is_show = toks.first().is_some_and(|t| t.is_kw(text, "SHOW"));
+                    (plan, effects, diag, route, is_show)
                 }
             }
         };
@@ -335,8 +324,7 @@ impl Session {
         match plan {
             RoutePlan::Single(t) => {
                 let same = self.is_client_text(&t.sql);
-                if !same && show == Show::Other && self.show_logical(routing, &t, reply_seq).await?
-                {
+                if !same && is_show && self.show_logical(routing, &t, reply_seq).await? {
                     return Ok(());
                 }
                 let sql = (!same).then_some(&*t.sql);

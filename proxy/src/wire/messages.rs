@@ -63,6 +63,26 @@ pub fn put_lenenc_bytes(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(s);
 }
 
+/// A column definition's six names (catalog, schema, table, org_table, name, org_name) and
+/// what follows them (its fixed fields); `None` when it is cut short.
+pub fn column_def_names(def: &[u8]) -> Option<([&[u8]; 6], &[u8])> {
+    let mut b = def;
+    let mut f: [&[u8]; 6] = [&[]; 6];
+    for x in &mut f {
+        *x = read_lenenc_bytes(&mut b)?;
+    }
+    Some((f, b))
+}
+
+/// Appends a column definition made of `names` (as [`column_def_names`] splits them) and
+/// `rest`, its fixed fields.
+pub fn put_column_def(out: &mut Vec<u8>, names: [&[u8]; 6], rest: &[u8]) {
+    for n in names {
+        put_lenenc_bytes(out, n);
+    }
+    out.extend_from_slice(rest);
+}
+
 /// The fields of an OK packet (header 0x00, or 0xFE when it ends a result set under
 /// CLIENT_DEPRECATE_EOF).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -36,7 +36,7 @@ use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::merge::Protocol;
 use crate::session::Session;
-use crate::wire::messages::{put_lenenc_bytes, read_lenenc_bytes};
+use crate::wire::messages::{column_def_names, put_column_def};
 
 /// How long built rows serve statements when no DDL went through Shoal: row counts and sizes
 /// change with every write, and DDL run on the datanodes directly is not seen otherwise.
@@ -261,14 +261,9 @@ impl Session {
 /// A column definition of the temporary table as the catalog table's: schema
 /// `information_schema`, table and org_table its name (an alias the statement gave stays).
 fn logical_column(def: &[u8], database: &str, tables: &[&'static str], filter: usize) -> Vec<u8> {
-    let mut b = def;
-    let mut f: [&[u8]; 6] = [&[]; 6];
-    for x in &mut f {
-        match read_lenenc_bytes(&mut b) {
-            Some(v) => *x = v,
-            None => return def.to_vec(),
-        }
-    }
+    let Some((f, rest)) = column_def_names(def) else {
+        return def.to_vec();
+    };
     let Some(table) = tables
         .iter()
         .find(|t| temp_name(t, filter).as_bytes().eq_ignore_ascii_case(f[3]))
@@ -278,18 +273,17 @@ fn logical_column(def: &[u8], database: &str, tables: &[&'static str], filter: u
     if !f[1].eq_ignore_ascii_case(database.as_bytes()) {
         return def.to_vec();
     }
+    let alias = if f[2] == f[3] { table.as_bytes() } else { f[2] };
     let mut out = Vec::with_capacity(def.len());
-    put_lenenc_bytes(&mut out, f[0]);
-    put_lenenc_bytes(&mut out, b"information_schema");
-    if f[2] == f[3] {
-        put_lenenc_bytes(&mut out, table.as_bytes());
-    } else {
-        put_lenenc_bytes(&mut out, f[2]);
-    }
-    put_lenenc_bytes(&mut out, table.as_bytes());
-    put_lenenc_bytes(&mut out, f[4]);
-    put_lenenc_bytes(&mut out, f[5]);
-    out.extend_from_slice(b);
+    let names = [
+        f[0],
+        b"information_schema",
+        alias,
+        table.as_bytes(),
+        f[4],
+        f[5],
+    ];
+    put_column_def(&mut out, names, rest);
     out
 }
 
@@ -298,29 +292,23 @@ fn logical_column(def: &[u8], database: &str, tables: &[&'static str], filter: u
 /// the fields of an `information_schema` table are (the translation's expressions over
 /// them, `Default`'s unquoting, would be a LONG_BLOB).
 fn show_column(def: &[u8], table: &str) -> Vec<u8> {
-    let mut b = def;
-    let mut f: [&[u8]; 6] = [&[]; 6];
-    for x in &mut f {
-        match read_lenenc_bytes(&mut b) {
-            Some(v) => *x = v,
-            None => return def.to_vec(),
-        }
-    }
-    let mut out = Vec::with_capacity(def.len());
-    put_lenenc_bytes(&mut out, f[0]);
-    put_lenenc_bytes(&mut out, b"information_schema");
-    put_lenenc_bytes(&mut out, table.as_bytes());
-    put_lenenc_bytes(&mut out, table.as_bytes());
-    put_lenenc_bytes(&mut out, f[4]);
-    put_lenenc_bytes(&mut out, f[5]);
-    let mut rest = b.to_vec();
+    let Some((f, rest)) = column_def_names(def) else {
+        return def.to_vec();
+    };
+    let mut rest = rest.to_vec();
     // Fixed part: length-of-fixed (0x0c), charset (2), column length (4), type (1), ...
     const TYPE_AT: usize = 1 + 2 + 4;
     const BLOB_TYPES: [u8; 3] = [0xf9, 0xfa, 0xfb]; // TINY_BLOB, MEDIUM_BLOB, LONG_BLOB
     if rest.get(TYPE_AT).is_some_and(|t| BLOB_TYPES.contains(t)) {
         rest[TYPE_AT] = 0xfc;
     }
-    out.extend_from_slice(&rest);
+    let t = table.as_bytes();
+    let mut out = Vec::with_capacity(def.len());
+    put_column_def(
+        &mut out,
+        [f[0], b"information_schema", t, t, f[4], f[5]],
+        &rest,
+    );
     out
 }
 
