@@ -453,7 +453,7 @@ fn load() -> Vec<String> {
                     word(k + 3, 2),
                     k % 100000,
                     k % 10_000_000_000_000_000,
-                    if k % 10 == 0 { "BC" } else { "GC" },
+                    if k.is_multiple_of(10) { "BC" } else { "GC" },
                     k % 50,
                     filler(k, 300 + (k % 200) as usize)
                 ));
