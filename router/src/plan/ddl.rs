@@ -299,7 +299,7 @@ fn check_foreign_key(
 }
 
 /// How `referenced`, named in a statement on shard `idx` of `main` (on datanode `dn`), is
-/// named there: `Some(physical table)` to rewrite, `None` as written; or why it is not there.
+/// named there: `Some(physical table)` to rewrite, `None` as written; or why it cannot be.
 fn referenced_on(
     referenced: &placement::Table,
     main: &placement::Table,
@@ -317,19 +317,18 @@ fn referenced_on(
             let mut here = shards.iter().filter(|s| s.datanode == dn);
             match (here.next(), here.next()) {
                 (Some(s), None) => Ok(Some(s.physical_table.clone())),
-                (None, _) => Err(format!("which has no shard on datanode {dn_name}")),
+                (None, _) => Err(format!("has no shard on datanode {dn_name}")),
                 (Some(_), Some(_)) => Err(format!(
-                    "which has several tables on datanode {dn_name} (table-per-shard) and is                      not sharded like {}",
+                    "has several tables on datanode {dn_name} (table-per-shard) and is not \
+                     sharded like {}",
                     main.label()
                 )),
             }
         }
         Kind::Global { datanodes } if datanodes.contains(&dn) => Ok(None),
         Kind::Single { datanode } if *datanode == dn => Ok(None),
-        Kind::Global { .. } | Kind::Single { .. } => {
-            Err(format!("which is not on datanode {dn_name}"))
-        }
-        Kind::System => Err("which is a system table".to_string()),
+        Kind::Global { .. } | Kind::Single { .. } => Err(format!("is not on datanode {dn_name}")),
+        Kind::System => Err("is a system table".to_string()),
     }
 }
 
@@ -370,9 +369,14 @@ fn table_statement(
             for (o, fk) in &others_r {
                 let p = referenced_on(o, &main, idx, *dn, topo).map_err(|why| {
                     refuse(match fk {
-                        Some(fk) => format!("{} of {}, {why}", fk.describe(o), main.label()),
+                        Some(fk) => format!(
+                            "{} of {}: {} {why}",
+                            fk.describe(o),
+                            main.label(),
+                            o.label()
+                        ),
                         None => format!(
-                            "a statement on {} that references {} {why}",
+                            "a statement on {} that references {}, which {why}",
                             main.label(),
                             o.label()
                         ),
