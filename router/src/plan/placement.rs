@@ -218,7 +218,7 @@ pub(crate) fn dist_column(t: &Table) -> Option<&str> {
     }
 }
 
-fn compatible(a: &Table, b: &Table) -> bool {
+pub(crate) fn compatible(a: &Table, b: &Table) -> bool {
     match (&a.kind, &b.kind) {
         (
             Kind::Distributed {
