@@ -44,7 +44,9 @@ rules:
 schemas:
   - name: shop
     default_datanode: dn1
-    # TODO(issue 24): `foreign_keys: datanode_local` here once that switch is on main.
+    # sysbench-tpcc declares two foreign keys that are not on the shard key (order_line1's
+    # ol_supply_w_id, history1's customer columns) and runs with FOREIGN_KEY_CHECKS=0.
+    foreign_keys: datanode_local
     tables:
       - { name: warehouse1, type: sharded, shard_key: w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
       - { name: district1, type: sharded, shard_key: d_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
