@@ -1,6 +1,6 @@
 //! Shoal's bench crate: the local MariaDB launcher ([`cluster`]) used by tests, benchmarks and the
 //! demo, the load generator ([`load`]) and the experiments behind the `shoal-bench` binary
-//! (`overhead`, `mycat`, `scale`), with their progress display and report writers.
+//! (`overhead`, `mycat`, `scale`, `tpcc`, ...), with their progress display and report writers.
 
 pub mod cluster;
 pub mod cpu_limit;
@@ -16,6 +16,7 @@ pub mod replicas;
 pub mod results;
 pub mod scale;
 pub mod shoal_config;
+pub mod tpcc;
 
 pub use error::BenchError;
 

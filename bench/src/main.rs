@@ -31,6 +31,9 @@ enum Command {
     /// Read/write splitting: sysbench oltp_read_only through round_robin vs primary_only over
     /// 2 replicas (reads counted per server), and the health monitor's idle CPU at 16 servers.
     Replicas(shoal_bench::replicas::ReplicasArgs),
+    /// TPC-C: load, run (the five transactions) and check (the 12 consistency conditions),
+    /// one MariaDB (direct) vs Shoal over 1, 2 and 4 servers; or one mode against an endpoint.
+    Tpcc(shoal_bench::tpcc::TpccArgs),
 }
 
 #[tokio::main]
@@ -62,6 +65,9 @@ async fn main() -> ExitCode {
             .await
             .map_err(|e| e.to_string()),
         Command::Replicas(args) => shoal_bench::replicas::run(args)
+            .await
+            .map_err(|e| e.to_string()),
+        Command::Tpcc(args) => shoal_bench::tpcc::run(args)
             .await
             .map_err(|e| e.to_string()),
     };

@@ -45,6 +45,8 @@ pub struct Layout {
     /// `Some`: the tables, sharded over all datanodes. `None`: the schema lives unsharded on
     /// the first datanode (`default_datanode`).
     pub sharded: Vec<ShardedTable>,
+    /// Global tables: whole on every datanode (written to all, read from one).
+    pub global: Vec<String>,
     /// Backend connections per server (Shoal's `pool.max`).
     pub pool_max: usize,
 }
@@ -79,6 +81,7 @@ impl Layout {
             datahosts,
             datanodes,
             sharded: Vec::new(),
+            global: Vec::new(),
             pool_max: 64,
         }
     }
@@ -154,6 +157,13 @@ impl Layout {
                     "      - {{ name: {}, type: sharded, shard_key: {}, rule: by_mod, datanodes: \"{}\" }}",
                     t.name,
                     t.key,
+                    names.join(", ")
+                );
+            }
+            for t in &self.global {
+                let _ = writeln!(
+                    y,
+                    "      - {{ name: {t}, type: global, datanodes: \"{}\" }}",
                     names.join(", ")
                 );
             }

@@ -313,3 +313,62 @@ fn replicas_spreads_reads_and_measures_the_idle_monitor() {
     assert!(md.contains("round_robin QPS / primary_only QPS"), "{md}");
     assert!(md.contains("of one core"), "{md}");
 }
+
+/// `tpcc` end to end at 2 warehouses (the test-only size knobs: 1,000 items, 30 customers per
+/// district; the standard size takes minutes to load here): the same load into one MariaDB and
+/// through Shoal over 2 servers, a few seconds of the five transactions on each, and the 12
+/// consistency conditions after. Every transaction must succeed (deadlocks retried) and every
+/// condition hold on both sides; remote New-Order lines and Payments cross Shoal's datanodes.
+#[test]
+fn tpcc_loads_runs_and_checks_through_shoal() {
+    let out = temp_dir("tpcc");
+    let bin = shoal_bin();
+    let run = shoal_bench(&[
+        "tpcc",
+        "--warehouses",
+        "2",
+        "--items",
+        "1000",
+        "--customers-per-district",
+        "30",
+        "--servers",
+        "2",
+        "--threads",
+        "4",
+        "--duration",
+        "4",
+        "--rounds",
+        "1",
+        "--buffer-pool",
+        "64M",
+        "--shoal-bin",
+        bin.to_str().unwrap(),
+        "--out",
+        out.0.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert_eq!(run.status.code(), Some(0), "{stderr}\n{stdout}");
+    let dir = results_dir(&out.0, "tpcc-");
+    let md = read(&dir, "report.md");
+    assert!(!md.contains("FAIL"), "{md}");
+    assert!(read(&dir, "tpmc-threads.svg").starts_with("<svg"));
+    let json: serde_json::Value = serde_json::from_str(&read(&dir, "results.json")).unwrap();
+    let checks = json["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 2, "{json}");
+    for c in checks {
+        assert_eq!(c["ok"], true, "{c}");
+    }
+    let cells = json["cells"].as_array().unwrap();
+    let shoal = cells
+        .iter()
+        .find(|c| c["side"] == "shoal-2")
+        .unwrap_or_else(|| panic!("no shoal-2 cell: {json}"));
+    assert_eq!(shoal["errors"], 0, "{shoal}");
+    assert!(shoal["tpmc"].as_f64().unwrap() > 0.0, "{shoal}");
+    assert!(
+        shoal["shoal_cpu_us_per_txn"].as_f64().unwrap() > 0.0,
+        "{shoal}"
+    );
+    let loads = json["loads"].as_array().unwrap();
+    assert_eq!(loads[0]["load"]["rows"], loads[1]["load"]["rows"], "{json}");
+}

@@ -330,6 +330,7 @@ mod tests {
                 })
                 .collect(),
             sharded: vec![],
+            global: vec![],
             pool_max: 64,
         };
         let l = first_datanodes(&full, 3, 2);
