@@ -506,6 +506,10 @@ fn foreign_keys_is_a_schema_option() {
     check(
         "    default_datanode: dn1\n",
         "    default_datanode: dn1\n    foreign_keys: unmanaged\n",
-        &["line 16 column 19", "unknown variant `unmanaged`", "exact, datanode_local"],
+        &[
+            "line 16 column 19",
+            "unknown variant `unmanaged`",
+            "exact, datanode_local",
+        ],
     );
 }
