@@ -490,3 +490,22 @@ fn sequences_are_checked() {
     assert!(global.contains("tables[2].sequence"), "{global}");
     assert!(global.contains("does not apply to a global table"));
 }
+
+#[test]
+fn foreign_keys_is_a_schema_option() {
+    use shoal_router::config::ForeignKeys;
+    let t = Topology::build(&Config::from_yaml_str(BASE).unwrap()).unwrap();
+    assert_eq!(t.schemas["shop"].foreign_keys, ForeignKeys::Exact);
+    let text = BASE.replacen(
+        "    default_datanode: dn1\n",
+        "    default_datanode: dn1\n    foreign_keys: datanode_local\n",
+        1,
+    );
+    let t = Topology::build(&Config::from_yaml_str(&text).unwrap()).unwrap();
+    assert_eq!(t.schemas["shop"].foreign_keys, ForeignKeys::DatanodeLocal);
+    check(
+        "    default_datanode: dn1\n",
+        "    default_datanode: dn1\n    foreign_keys: unmanaged\n",
+        &["line 16 column 19", "unknown variant `unmanaged`", "exact, datanode_local"],
+    );
+}

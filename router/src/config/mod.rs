@@ -428,6 +428,34 @@ pub struct SchemaConfig {
     pub default_datanode: Option<String>,
     #[serde(default)]
     pub tables: Vec<TableConfig>,
+    /// Which FOREIGN KEYs DDL through Shoal may declare on the datanodes.
+    #[serde(default)]
+    pub foreign_keys: ForeignKeys,
+}
+
+/// `foreign_keys:` of a schema. Each datanode enforces a foreign key over its own rows only,
+/// so a constraint means what it says only when every row and the row it references share a
+/// datanode.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ForeignKeys {
+    /// Only foreign keys that are exact per datanode: between co-located tables on their shard
+    /// keys, to a global table on every datanode of the referencing table, within one datanode.
+    #[default]
+    Exact,
+    /// Also any other foreign key whose referenced table is on each datanode of the referencing
+    /// one, declared there as written (Vitess's `foreign_key_mode: unmanaged`): for clients
+    /// that declare foreign keys they never rely on (sysbench-tpcc, with FOREIGN_KEY_CHECKS=0).
+    DatanodeLocal,
+}
+
+impl ForeignKeys {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForeignKeys::Exact => "exact",
+            ForeignKeys::DatanodeLocal => "datanode_local",
+        }
+    }
 }
 
 /// The kind of a listed table.

@@ -4,6 +4,7 @@
 use super::placement::{self, Kind, refuse};
 use super::render::{Edit, Text, quote_ident};
 use super::{LocalAnswer, RoutePlan, Target, show};
+use crate::config::ForeignKeys;
 use crate::error::{RouterError, codes};
 use crate::sql::lex::{TokKind, Token};
 use crate::sql::stmt::TableRef;
@@ -99,49 +100,288 @@ fn edits_for(
     edits
 }
 
-/// Plan a statement about one table (and tables it references in the same family): one target
-/// per physical table of the main one.
+/// A FOREIGN KEY of a CREATE/ALTER TABLE: `[CONSTRAINT [name]] FOREIGN KEY [name] (cols)
+/// REFERENCES t (cols)`, or a column definition's `c ... REFERENCES t (cols)`.
+#[derive(Debug)]
+struct ForeignKey {
+    name: Option<String>,
+    /// Empty when they cannot be read (then only placements that need no columns pass).
+    columns: Vec<String>,
+    table: TableRef,
+    ref_columns: Vec<String>,
+}
+
+impl ForeignKey {
+    /// As written, for messages: `FOREIGN KEY fk (a, b) REFERENCES shop.t (x, y)`.
+    fn describe(&self, referenced: &placement::Table) -> String {
+        let name = self
+            .name
+            .as_deref()
+            .map(|n| format!(" {n}"))
+            .unwrap_or_default();
+        format!(
+            "FOREIGN KEY{name} ({}) REFERENCES {} ({})",
+            self.columns.join(", "),
+            referenced.label(),
+            self.ref_columns.join(", ")
+        )
+    }
+}
+
+/// The FOREIGN KEYs of a CREATE TABLE's definitions or an ALTER TABLE's specifications,
+/// from token `from` (after the table name). Each REFERENCES starts one; its referencing
+/// columns are those of the FOREIGN KEY clause of the same definition, else the column the
+/// definition declares.
+fn foreign_keys(sql: &str, toks: &[Token], from: usize) -> Vec<ForeignKey> {
+    let is_name = |i: usize| {
+        toks.get(i)
+            .is_some_and(|t| matches!(t.kind, TokKind::Word | TokKind::QuotedIdent))
+    };
+    // The names of the parenthesized list opening at `open`, or empty if it is not one.
+    let name_list = |open: usize| -> Vec<String> {
+        let mut names = Vec::new();
+        if !toks.get(open).is_some_and(|t| t.is_punct(sql, "(")) {
+            return names;
+        }
+        let mut k = open + 1;
+        while is_name(k) {
+            names.push(toks[k].ident_value(sql));
+            if toks.get(k + 1).is_some_and(|t| t.is_punct(sql, ",")) {
+                k += 2;
+            } else if toks.get(k + 1).is_some_and(|t| t.is_punct(sql, ")")) {
+                return names;
+            } else {
+                break;
+            }
+        }
+        Vec::new()
+    };
+    let mut out = Vec::new();
+    // Where the definition being read starts, per parenthesis depth: a CREATE TABLE's
+    // definitions are at depth 1, an ALTER TABLE's specifications at depth 0.
+    let mut starts = vec![from];
+    for j in from..toks.len() {
+        let t = &toks[j];
+        if t.is_punct(sql, "(") {
+            starts.push(j + 1);
+        } else if t.is_punct(sql, ")") {
+            if starts.len() > 1 {
+                starts.pop();
+            }
+        } else if t.is_punct(sql, ",") {
+            *starts.last_mut().expect("never empty") = j + 1;
+        }
+        if !t.is_kw(sql, "REFERENCES") {
+            continue;
+        }
+        let Some((table, after)) = name_at(sql, toks, j + 1) else {
+            continue;
+        };
+        let start = *starts.last().expect("never empty");
+        let mut k = skip_kws(sql, toks, start, &["ADD"]);
+        let foreign = (k..j).find(|&f| kw(sql, toks, f, "FOREIGN") && kw(sql, toks, f + 1, "KEY"));
+        let (name, columns) = match foreign {
+            Some(f) => {
+                // `CONSTRAINT name`, else the index name after FOREIGN KEY (MariaDB names the
+                // constraint by it then).
+                let mut name = (kw(sql, toks, k, "CONSTRAINT") && k + 1 < f && is_name(k + 1))
+                    .then(|| toks[k + 1].ident_value(sql));
+                let mut c = skip_kws(sql, toks, f + 2, &["IF", "NOT", "EXISTS"]);
+                if is_name(c) {
+                    name = name.or_else(|| Some(toks[c].ident_value(sql)));
+                    c += 1;
+                }
+                (name, name_list(c))
+            }
+            None => {
+                // A column definition: `[ADD|MODIFY] [COLUMN] [IF NOT EXISTS] c ...` or
+                // `CHANGE [COLUMN] [IF EXISTS] old c ...`.
+                let change = kw(sql, toks, k, "CHANGE");
+                k = skip_kws(sql, toks, k, &["MODIFY", "CHANGE"]);
+                k = skip_kws(sql, toks, k, &["COLUMN"]);
+                k = skip_kws(sql, toks, k, &["IF", "NOT", "EXISTS"]);
+                if change {
+                    k += 1;
+                }
+                let columns = if k < j && is_name(k) {
+                    vec![toks[k].ident_value(sql)]
+                } else {
+                    Vec::new()
+                };
+                (None, columns)
+            }
+        };
+        out.push(ForeignKey {
+            name,
+            columns,
+            table,
+            ref_columns: name_list(after),
+        });
+    }
+    out
+}
+
+/// Whether a foreign key of `main` to `referenced` checks on each datanode exactly what it
+/// checks on one server: every row and the row it references must share a datanode. That the
+/// referenced table is on each datanode of `main` at all is [`referenced_on`]'s to check.
+fn check_foreign_key(
+    main: &placement::Table,
+    fk: &ForeignKey,
+    referenced: &placement::Table,
+    mode: ForeignKeys,
+) -> Result<(), RouterError> {
+    let why = match (&main.kind, &referenced.kind) {
+        // A global table's rows, or an unlisted table's, are all on each datanode that has it.
+        (_, Kind::Global { .. } | Kind::Single { .. } | Kind::System) => return Ok(()),
+        (
+            Kind::Distributed {
+                root: rm,
+                column: mk,
+                ..
+            },
+            Kind::Distributed {
+                root: rr,
+                column: rk,
+                ..
+            },
+        ) => {
+            // An ER child and its family: accepted as before, its rows living with their
+            // parents'. (A table referencing itself is no family relation: its rows are placed
+            // by one column, as those of two tables of one rule.)
+            if rm == rr
+                && main.schema == referenced.schema
+                && !main.r.name.eq_ignore_ascii_case(&referenced.r.name)
+            {
+                return Ok(());
+            }
+            let at =
+                |cols: &[String], key: &str| cols.iter().position(|c| c.eq_ignore_ascii_case(key));
+            if !placement::compatible(main, referenced) {
+                format!(
+                    "{} and {} are not sharded by the same rule over the same datanodes",
+                    main.label(),
+                    referenced.label()
+                )
+            } else {
+                match (at(&fk.columns, mk), at(&fk.ref_columns, rk)) {
+                    (Some(p), Some(q)) if p == q => return Ok(()),
+                    (None, _) => format!(
+                        "its columns do not include the shard key {mk} of {}",
+                        main.label()
+                    ),
+                    (_, None) => format!(
+                        "the referenced columns do not include the shard key {rk} of {}",
+                        referenced.label()
+                    ),
+                    (Some(_), Some(_)) => format!(
+                        "the shard keys {mk} of {} and {rk} of {} are at different positions \
+                         of the two column lists",
+                        main.label(),
+                        referenced.label()
+                    ),
+                }
+            }
+        }
+        (_, Kind::Distributed { .. }) => format!(
+            "{} is not sharded, and the rows of sharded table {} are spread over datanodes",
+            main.label(),
+            referenced.label()
+        ),
+    };
+    if mode == ForeignKeys::DatanodeLocal {
+        return Ok(());
+    }
+    Err(refuse(format!(
+        "{}: {why}, so a referenced row may live on another datanode (schema option \
+         foreign_keys: datanode_local declares it per datanode)",
+        fk.describe(referenced)
+    )))
+}
+
+/// How `referenced`, named in a statement on shard `idx` of `main` (on datanode `dn`), is
+/// named there: `Some(physical table)` to rewrite, `None` as written; or why it cannot be.
+fn referenced_on(
+    referenced: &placement::Table,
+    main: &placement::Table,
+    idx: usize,
+    dn: DatanodeId,
+    topo: &Topology,
+) -> Result<Option<String>, String> {
+    let dn_name = &topo.datanodes[dn].name;
+    match &referenced.kind {
+        // Same rule and layout (or one ER family): the same shard's table.
+        Kind::Distributed { shards, .. } if placement::compatible(referenced, main) => {
+            Ok(shards.get(idx).map(|s| s.physical_table.clone()))
+        }
+        Kind::Distributed { shards, .. } => {
+            let mut here = shards.iter().filter(|s| s.datanode == dn);
+            match (here.next(), here.next()) {
+                (Some(s), None) => Ok(Some(s.physical_table.clone())),
+                (None, _) => Err(format!("has no shard on datanode {dn_name}")),
+                (Some(_), Some(_)) => Err(format!(
+                    "has several tables on datanode {dn_name} (table-per-shard) and is not \
+                     sharded like {}",
+                    main.label()
+                )),
+            }
+        }
+        Kind::Global { datanodes } if datanodes.contains(&dn) => Ok(None),
+        Kind::Single { datanode } if *datanode == dn => Ok(None),
+        Kind::Global { .. } | Kind::Single { .. } => Err(format!("is not on datanode {dn_name}")),
+        Kind::System => Err("is a system table".to_string()),
+    }
+}
+
+/// Plan a statement about one table, naming `others` (CREATE TABLE ... LIKE) and declaring
+/// foreign keys `fks`: one target per physical table of the main one, every other table named
+/// by its table next to it.
 fn table_statement(
     topo: &Topology,
     current: Option<&str>,
     text: &Text,
     main: TableRef,
     others: Vec<TableRef>,
+    fks: Vec<ForeignKey>,
     broadcast: bool,
 ) -> RoutePlan {
     let (sql, toks) = (text.sql, text.toks);
     let result = (|| -> Result<RoutePlan, RouterError> {
         let main = placement::resolve_one(topo, current, &main)?;
         let places = placements(&main)?;
+        let mode = main
+            .schema
+            .as_deref()
+            .and_then(|s| placement::find_schema(topo, s))
+            .map_or(ForeignKeys::Exact, |s| s.foreign_keys);
+        // (table, the foreign key naming it)
         let mut others_r = Vec::new();
         for o in &others {
-            others_r.push(placement::resolve_one(topo, current, o)?);
+            others_r.push((placement::resolve_one(topo, current, o)?, None));
+        }
+        for fk in &fks {
+            let referenced = placement::resolve_one(topo, current, &fk.table)?;
+            check_foreign_key(&main, fk, &referenced, mode)?;
+            others_r.push((referenced, Some(fk)));
         }
         let mut targets = Vec::new();
         for (idx, (dn, physical)) in places.iter().enumerate() {
             let mut refs = vec![(main.clone(), physical.clone())];
-            for o in &others_r {
-                let p = match (&o.kind, &main.kind) {
-                    (
-                        Kind::Distributed {
-                            root: ro,
-                            shards: so,
-                            ..
-                        },
-                        Kind::Distributed { root: rm, .. },
-                    ) if ro == rm && o.schema == main.schema => {
-                        so.get(idx).map(|s| s.physical_table.clone())
-                    }
-                    (Kind::Global { datanodes }, _) if datanodes.contains(dn) => None,
-                    (Kind::Single { datanode }, _) if datanode == dn => None,
-                    _ => {
-                        return Err(refuse(format!(
-                            "a statement on {} that references {} on other datanodes",
+            for (o, fk) in &others_r {
+                let p = referenced_on(o, &main, idx, *dn, topo).map_err(|why| {
+                    refuse(match fk {
+                        Some(fk) => format!(
+                            "{} of {}: {} {why}",
+                            fk.describe(o),
                             main.label(),
                             o.label()
-                        )));
-                    }
-                };
+                        ),
+                        None => format!(
+                            "a statement on {} that references {}, which {why}",
+                            main.label(),
+                            o.label()
+                        ),
+                    })
+                })?;
                 refs.push((o.clone(), p));
             }
             let edits = edits_for(sql, toks, topo, &refs, *dn);
@@ -227,19 +467,17 @@ pub(crate) fn plan_ddl(
                         "DROP TABLE of several tables in one statement",
                     ));
                 }
-                let mut others = Vec::new();
-                let mut has_select = false;
-                for j in after..toks.len() {
-                    if (toks[j].is_kw(sql, "REFERENCES")
-                        || (j == after && toks[j].is_kw(sql, "LIKE")))
-                        && let Some((r, _)) = name_at(sql, toks, j + 1)
-                    {
-                        others.push(r);
-                    }
-                    if toks[j].is_kw(sql, "SELECT") {
-                        has_select = true;
-                    }
-                }
+                // CREATE TABLE t LIKE u: u's table next to each of t's.
+                let others = match kw(sql, toks, after, "LIKE") {
+                    true => name_at(sql, toks, after + 1).map(|(r, _)| r),
+                    false => None,
+                };
+                let others = others.into_iter().collect();
+                let fks = match kind {
+                    DdlKind::Drop => Vec::new(),
+                    _ => foreign_keys(sql, toks, after),
+                };
+                let has_select = toks[after..].iter().any(|t| t.is_kw(sql, "SELECT"));
                 if kind == DdlKind::Create && has_select {
                     return match placement::resolve_one(topo, current, &main) {
                         Ok(t) if matches!(t.kind, Kind::Single { .. }) => {
@@ -251,13 +489,21 @@ pub(crate) fn plan_ddl(
                         Err(e) => RoutePlan::Refuse(e),
                     };
                 }
-                return table_statement(topo, current, text, main, others, true);
+                return table_statement(topo, current, text, main, others, fks, true);
             }
             if kw(sql, toks, i, "INDEX") {
                 // CREATE INDEX i ON t (...) / DROP INDEX i ON t
                 let on = (i..toks.len()).find(|&j| toks[j].is_kw(sql, "ON"));
                 if let Some((main, _)) = on.and_then(|j| name_at(sql, toks, j + 1)) {
-                    return table_statement(topo, current, text, main, Vec::new(), true);
+                    return table_statement(
+                        topo,
+                        current,
+                        text,
+                        main,
+                        Vec::new(),
+                        Vec::new(),
+                        true,
+                    );
                 }
             }
             let what = toks
@@ -279,7 +525,9 @@ pub(crate) fn plan_ddl(
         DdlKind::Truncate => {
             i = skip_kws(sql, toks, i, &["TABLE"]);
             match name_at(sql, toks, i) {
-                Some((main, _)) => table_statement(topo, current, text, main, Vec::new(), true),
+                Some((main, _)) => {
+                    table_statement(topo, current, text, main, Vec::new(), Vec::new(), true)
+                }
                 None => RoutePlan::Refuse(RouterError::with(
                     codes::ER_PARSE_ERROR,
                     "You have an error in your SQL syntax near TRUNCATE",
@@ -353,7 +601,7 @@ pub(crate) fn plan_show(topo: &Topology, current: Option<&str>, text: &Text) -> 
         && kw(sql, toks, i + 1, "TABLE")
         && let Some((r, _)) = name_at(sql, toks, i + 2)
     {
-        return table_statement(topo, current, text, r, Vec::new(), false);
+        return table_statement(topo, current, text, r, Vec::new(), Vec::new(), false);
     }
     RoutePlan::Session(StatementKind::Show)
 }
@@ -394,7 +642,15 @@ fn show_from_catalog(topo: &Topology, text: &Text, mut s: show::Show) -> RoutePl
                         r.schema = Some(db.ident_value(sql));
                         r.schema_tok = Some(after as u32 + 1);
                     }
-                    return table_statement(topo, Some(schema), text, r, Vec::new(), false);
+                    return table_statement(
+                        topo,
+                        Some(schema),
+                        text,
+                        r,
+                        Vec::new(),
+                        Vec::new(),
+                        false,
+                    );
                 }
             }
         }
@@ -474,5 +730,13 @@ pub(crate) fn plan_describe_table(
     {
         return None;
     }
-    Some(table_statement(topo, current, text, r, Vec::new(), false))
+    Some(table_statement(
+        topo,
+        current,
+        text,
+        r,
+        Vec::new(),
+        Vec::new(),
+        false,
+    ))
 }

@@ -511,9 +511,22 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
             let s = group_shards(g, v);
             let here = s.iter().map(|&i| g.datanodes[i]).collect::<BTreeSet<_>>();
             if s.len() != 1 || dn.is_some_and(|x| !here.contains(&x)) {
-                // A UNION or a derived table is not a join: say what cannot run.
+                // A UNION or a derived table is not a join: say what cannot run, and which
+                // tables keep the statement off one datanode.
                 if let Some(e) = &d.structural {
-                    return Err(e.clone());
+                    let which = if s.len() != 1 {
+                        format!("[{}] is not pinned to one datanode", d.labels[gi])
+                    } else {
+                        format!("[{}] is pinned to another datanode", d.labels[gi])
+                    };
+                    return Err(RouterError::with(
+                        (e.code(), e.sqlstate()),
+                        format!(
+                            "{} ({which}: a condition on its shard key, or an equality with a \
+                             pinned co-located table's key, pins it)",
+                            e.message().trim_end_matches('\'')
+                        ) + "'",
+                    ));
                 }
                 return Err(refuse(format!(
                     "a join of {} that are not co-located (join sharded tables on their shard keys, or make one of them global)",
@@ -524,7 +537,6 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
                         .join(" and ")
                 )));
             }
-            let _ = gi;
             dn = Some(g.datanodes[s[0]]);
             per_group.push(s[0]);
         }

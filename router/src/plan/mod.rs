@@ -17,6 +17,7 @@ mod placement;
 mod planner;
 mod render;
 mod router;
+mod scope;
 pub mod sequence;
 pub mod show;
 

@@ -163,19 +163,7 @@ pub(crate) fn table_of_qualifier(tables: &[Table], col: &ColRef, cands: &[usize]
     let q = col.table.as_deref()?;
     let mut found = None;
     for &i in cands {
-        let t = &tables[i];
-        let hit = match &t.r.alias {
-            Some(a) => a.eq_ignore_ascii_case(q) && col.schema.is_none(),
-            None => {
-                t.r.name.eq_ignore_ascii_case(q)
-                    && match (&col.schema, &t.schema) {
-                        (Some(cs), Some(ts)) => cs.eq_ignore_ascii_case(ts),
-                        (Some(_), None) => false,
-                        (None, _) => true,
-                    }
-            }
-        };
-        if hit {
+        if qualifies(&tables[i], q, col.schema.as_deref()) {
             if found.is_some() {
                 return None;
             }
@@ -183,6 +171,22 @@ pub(crate) fn table_of_qualifier(tables: &[Table], col: &ColRef, cands: &[usize]
         }
     }
     found
+}
+
+/// Whether qualifier `q` (with its schema, if written) names table `t`: by its alias when it
+/// has one, else by its name.
+pub(crate) fn qualifies(t: &Table, q: &str, schema: Option<&str>) -> bool {
+    match &t.r.alias {
+        Some(a) => schema.is_none() && a.eq_ignore_ascii_case(q),
+        None => {
+            t.r.name.eq_ignore_ascii_case(q)
+                && match (schema, &t.schema) {
+                    (Some(cs), Some(ts)) => cs.eq_ignore_ascii_case(ts),
+                    (Some(_), None) => false,
+                    (None, _) => true,
+                }
+        }
+    }
 }
 
 /// The table a column refers to, for routing: qualified by alias/name, or unqualified when it
@@ -214,7 +218,7 @@ pub(crate) fn dist_column(t: &Table) -> Option<&str> {
     }
 }
 
-fn compatible(a: &Table, b: &Table) -> bool {
+pub(crate) fn compatible(a: &Table, b: &Table) -> bool {
     match (&a.kind, &b.kind) {
         (
             Kind::Distributed {
@@ -247,10 +251,14 @@ fn compatible(a: &Table, b: &Table) -> bool {
 /// to the one table in scope having such a column, and two would make it ambiguous (1052).
 /// In a statement with subqueries an unqualified name may be an inner table's own column, so
 /// only qualified equalities count there.
+///
+/// `links` are pairs of tables joined on their distribution columns found by block (see
+/// [`super::scope::Scopes::key_equalities`]); they co-locate when compatible.
 pub(crate) fn groups(
     tables: &[Table],
     equalities: &[(ColRef, ColRef)],
     one_scope: bool,
+    links: &[(usize, usize)],
 ) -> Vec<Option<usize>> {
     let n = tables.len();
     let mut parent: Vec<usize> = (0..n).collect();
@@ -279,6 +287,12 @@ pub(crate) fn groups(
             && cb.eq_ignore_ascii_case(&b.column)
             && compatible(&tables[ia], &tables[ib])
         {
+            let (ra, rb) = (find(&mut parent, ia), find(&mut parent, ib));
+            parent[ra] = rb;
+        }
+    }
+    for &(ia, ib) in links {
+        if compatible(&tables[ia], &tables[ib]) {
             let (ra, rb) = (find(&mut parent, ia), find(&mut parent, ib));
             parent[ra] = rb;
         }
@@ -326,15 +340,26 @@ pub(crate) fn route_expr(
     g: usize,
     top: &[usize],
 ) -> RouteExpr {
-    let leaf = |col: &ColRef| -> Option<&Table> {
+    let leaf = |col: &ColRef| -> Option<usize> {
         let i = table_of_column(tables, col, top)?;
-        if group_of[i] != Some(g) {
-            return None;
-        }
-        let t = &tables[i];
-        dist_column(t)
+        dist_column(&tables[i])
             .filter(|c| c.eq_ignore_ascii_case(&col.column))
-            .map(|_| t)
+            .map(|_| i)
+    };
+    route_expr_by(pred, tables, group_of, g, &leaf)
+}
+
+/// [`route_expr`] with the table whose distribution column a column is found by `leaf`.
+pub(crate) fn route_expr_by(
+    pred: &Pred,
+    tables: &[Table],
+    group_of: &[Option<usize>],
+    g: usize,
+    leaf_table: &dyn Fn(&ColRef) -> Option<usize>,
+) -> RouteExpr {
+    let leaf = |col: &ColRef| -> Option<&Table> {
+        let i = leaf_table(col)?;
+        (group_of[i] == Some(g)).then(|| &tables[i])
     };
     match pred {
         Pred::Unknown => RouteExpr::All,
@@ -372,7 +397,7 @@ pub(crate) fn route_expr(
         Pred::And(ps) => {
             let v: Vec<_> = ps
                 .iter()
-                .map(|p| route_expr(p, tables, group_of, g, top))
+                .map(|p| route_expr_by(p, tables, group_of, g, leaf_table))
                 .filter(|r| *r != RouteExpr::All)
                 .collect();
             match v.len() {
@@ -384,7 +409,7 @@ pub(crate) fn route_expr(
         Pred::Or(ps) => {
             let v: Vec<_> = ps
                 .iter()
-                .map(|p| route_expr(p, tables, group_of, g, top))
+                .map(|p| route_expr_by(p, tables, group_of, g, leaf_table))
                 .collect();
             if v.contains(&RouteExpr::All) {
                 RouteExpr::All

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::merge::{self, Ctx, ScatterT};
 use super::placement::{self, Kind, RouteExpr, Table, refuse};
 use super::render::quote_ident;
+use super::scope::Scopes;
 use super::{RoutePlan, SessionValue};
 use crate::error::RouterError;
 use crate::rule::ShardRule;
@@ -203,7 +204,14 @@ fn build_inner(
     // the one table's in scope that has it, so a join equality written unqualified
     // (`c_w_id = w_id`) co-locates as its qualified form does.
     let one_scope = !(dml.has_subquery || dml.has_derived_table || dml.has_union || dml.has_cte);
-    let group_of = placement::groups(&tables, &dml.column_equalities, one_scope);
+    let mut scopes = Scopes::new(&tables, &dml.blocks);
+    let mut links = scopes.key_equalities();
+    let insert_link = insert_select_link(&tables, &top, dml, &scopes);
+    if let Some((target, source, root)) = insert_link {
+        links.push((target, source));
+        scopes.adopt(target, root);
+    }
+    let group_of = placement::groups(&tables, &dml.column_equalities, one_scope, &links);
     let ngroups = group_of.iter().flatten().max().map_or(0, |m| m + 1);
 
     // Unlisted tables pin the statement to their default datanode; global tables to where
@@ -279,7 +287,7 @@ fn build_inner(
         let Kind::Distributed { rule, shards, .. } = &first.kind else {
             continue;
         };
-        let route = group_route(dml, &tables, &group_of, g, &members, &top);
+        let route = group_route(dml, &tables, &group_of, g, &members, &top, &scopes);
         groups.push(GroupT {
             rule: rule.clone(),
             datanodes: shards.iter().map(|s| s.datanode).collect(),
@@ -300,7 +308,7 @@ fn build_inner(
     let qualify = qualifications(mode, sql, toks, &tables, dml);
 
     let mut insert = match (&dml.insert, dml.kind) {
-        (Some(ins), DmlKind::Insert) => insert_template(&tables, &top, ins)?,
+        (Some(ins), DmlKind::Insert) => insert_template(&tables, &top, ins, insert_link.is_some())?,
         _ => None,
     };
     let mut key_move = None;
@@ -316,14 +324,28 @@ fn build_inner(
             _ => key_move = Some(key_move_template(&tables, ka, dml)?),
         }
     }
-    if dml.kind == DmlKind::Insert && insert.is_none() && ngroups > 0 && globals_written.is_none() {
-        // INSERT ... SELECT reading distributed tables.
-        if let Some(ins) = &dml.insert
-            && ins.from_select
-        {
-            return Err(refuse("INSERT ... SELECT over sharded tables"));
+    // INSERT ... SELECT reading sharded tables runs where they are: on one datanode, or on
+    // each shard into its co-located target (every row's key passed through from a source row
+    // of that shard) when nothing makes a shard's part depend on other shards' rows.
+    let insert_select_scatter = match &dml.insert {
+        Some(ins) if dml.kind == DmlKind::Insert && ins.from_select => {
+            if insert_link.is_none()
+                || ins.source_limited
+                || dml.has_subquery
+                || dml.has_union
+                || dml.has_cte
+            {
+                Some(refuse(
+                    "INSERT ... SELECT that reads several datanodes (pin its sharded tables \
+                     to one datanode, or select the co-located target's shard key from a \
+                     sharded source without LIMIT or subqueries)",
+                ))
+            } else {
+                None
+            }
         }
-    }
+        _ => None,
+    };
 
     let structural = if write {
         None
@@ -342,7 +364,9 @@ fn build_inner(
         None
     };
     let scatter = if write {
-        if dml.write_order_or_limit {
+        if let Some(e) = insert_select_scatter {
+            Err(e)
+        } else if dml.write_order_or_limit {
             Err(refuse("UPDATE/DELETE with ORDER BY or LIMIT across shards"))
         } else {
             Ok(None)
@@ -662,27 +686,63 @@ fn group_route(
     g: usize,
     members: &[usize],
     top: &[usize],
+    scopes: &Scopes,
 ) -> RouteExpr {
+    let mut parts = Vec::new();
     if members.iter().any(|&i| tables[i].r.top_level) {
-        return placement::route_expr(&dml.filter, tables, group_of, g, top);
+        parts.push(placement::route_expr(&dml.filter, tables, group_of, g, top));
     }
-    let toks: Option<Vec<u32>> = members.iter().map(|&i| tables[i].r.name_tok).collect();
-    let Some(toks) = toks else {
-        return RouteExpr::All;
-    };
-    let block = dml
-        .blocks
-        .iter()
-        .find(|b| !b.has_outer_join && toks.iter().all(|t| b.tables.contains(t)));
-    match block {
-        Some(b) => {
-            let cands: Vec<usize> = (0..tables.len())
-                .filter(|&i| tables[i].r.name_tok.is_some_and(|t| b.tables.contains(&t)))
-                .collect();
-            placement::route_expr(&b.filter, tables, group_of, g, &cands)
+    // Every SELECT block whose condition narrows the rows of all the group's tables that
+    // matter (see [`Scopes::narrows`]).
+    for (b, block) in dml.blocks.iter().enumerate() {
+        if block.has_outer_join || !scopes.narrows(b, members) {
+            continue;
         }
-        None => RouteExpr::All,
+        let leaf = |c: &ColRef| scopes.dist_table(b, c);
+        parts.push(placement::route_expr_by(
+            &block.filter,
+            tables,
+            group_of,
+            g,
+            &leaf,
+        ));
     }
+    // The statement's own block narrows as its filter does: once.
+    let mut distinct: Vec<RouteExpr> = Vec::new();
+    for p in parts {
+        if p != RouteExpr::All && !distinct.contains(&p) {
+            distinct.push(p);
+        }
+    }
+    let mut parts = distinct;
+    match parts.len() {
+        0 => RouteExpr::All,
+        1 => parts.remove(0),
+        _ => RouteExpr::And(parts),
+    }
+}
+
+/// INSERT ... SELECT into a sharded table whose shard key the SELECT takes, unchanged, from
+/// the distribution column of a sharded table it reads (see [`BlockLink::Derived`]'s pass
+/// through): every row goes to the shard of the row it comes from. The target, that source
+/// table, and the one SELECT block.
+fn insert_select_link(
+    tables: &[Table],
+    top: &[usize],
+    dml: &Dml,
+    scopes: &Scopes,
+) -> Option<(usize, usize, usize)> {
+    let ins = dml.insert.as_ref().filter(|i| i.from_select)?;
+    let &target = top.first()?;
+    let key = placement::dist_column(&tables[target])?;
+    let pos = ins
+        .columns
+        .iter()
+        .position(|c| c.eq_ignore_ascii_case(key))?;
+    let col = ins.source_keys.get(pos)?.as_ref()?;
+    let root = scopes.only_root()?;
+    let source = scopes.dist_table(root, col)?;
+    (source != target).then_some((target, source, root))
 }
 
 /// `SELECT DATABASE()`, `USER()`... are ours to answer; other table-less SELECTs go to any
@@ -875,6 +935,7 @@ fn insert_template(
     tables: &[Table],
     top: &[usize],
     ins: &crate::sql::stmt::InsertShape,
+    linked: bool,
 ) -> Result<Option<InsertT>, RouterError> {
     let Some(&ti) = top.first() else {
         return Ok(None);
@@ -890,8 +951,13 @@ fn insert_template(
         )));
     }
     if ins.from_select {
+        if linked {
+            // Routed with the tables it reads, as one co-location group.
+            return Ok(None);
+        }
         return Err(refuse(format!(
-            "INSERT ... SELECT into sharded table {}",
+            "INSERT ... SELECT into sharded table {} whose shard key {key} the SELECT does not \
+             take unchanged from a co-located sharded table",
             t.r.name
         )));
     }

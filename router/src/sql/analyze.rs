@@ -582,6 +582,10 @@ struct Collector<'a> {
     equalities: Vec<(ColRef, ColRef)>,
     cte_names: Vec<String>,
     blocks: Vec<Block>,
+    /// Blocks whose SELECT is being visited, innermost last.
+    open: Vec<usize>,
+    /// Derived tables' SELECTs (by address, which the visitor passes again), with their links.
+    derived: HashMap<usize, BlockLink>,
     has_subquery: bool,
     has_union: bool,
     has_cte: bool,
@@ -600,6 +604,8 @@ impl<'a> Collector<'a> {
             equalities: Vec::new(),
             cte_names: Vec::new(),
             blocks: Vec::new(),
+            open: Vec::new(),
+            derived: HashMap::new(),
             has_subquery: false,
             has_union: false,
             has_cte: false,
@@ -694,10 +700,12 @@ impl Visitor for Collector<'_> {
                 }
             }
         }
+        let first_equality = self.equalities.len();
         if let Some(w) = &s.selection {
             self.conjunct_equalities(w);
         }
         self.joins_equalities(&s.from);
+        let equalities = self.equalities[first_equality..].to_vec();
         let mut scope = TopScope::default();
         let mut b = Builder {
             src: self.src,
@@ -716,11 +724,26 @@ impl Visitor for Collector<'_> {
         );
         let mut tables: Vec<u32> = scope.by_tok.keys().copied().collect();
         tables.sort_unstable();
+        let parent = self.open.last().copied();
+        let link = match self.derived.remove(&(s as *const Select as usize)) {
+            Some(link) => link,
+            None if parent.is_some() => BlockLink::Subquery,
+            None => BlockLink::Root,
+        };
+        self.open.push(self.blocks.len());
         self.blocks.push(Block {
             tables,
             filter,
             has_outer_join: scope.has_outer,
+            parent,
+            link,
+            equalities,
         });
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_select(&mut self, _s: &Select) -> ControlFlow<()> {
+        self.open.pop();
         ControlFlow::Continue(())
     }
 
@@ -760,7 +783,23 @@ impl Visitor for Collector<'_> {
                     self.aliases.insert(tok, a.name.value.clone());
                 }
             }
-            TableFactor::Derived { subquery, .. } => {
+            TableFactor::Derived {
+                subquery, alias, ..
+            } => {
+                if let (SetExpr::Select(sel), Some(a)) = (unwrap_query(subquery).0, alias) {
+                    let passthrough = if a.columns.is_empty() {
+                        passthrough(subquery)
+                    } else {
+                        Vec::new()
+                    };
+                    self.derived.insert(
+                        &**sel as *const Select as usize,
+                        BlockLink::Derived {
+                            alias: a.name.value.clone(),
+                            passthrough,
+                        },
+                    );
+                }
                 self.has_derived = true;
                 self.has_derived_limit |= subquery.limit_clause.is_some();
                 self.has_subquery = true;
@@ -838,6 +877,72 @@ fn agg_func(f: &sp::Function) -> Option<(AggFunc, String)> {
         _ => AggFunc::Other,
     };
     Some((func, name))
+}
+
+/// The output columns of a derived table's query that pass a column of its FROM through
+/// unchanged (see [`BlockLink::Derived`]), by name; none under a LIMIT (the rows kept depend on
+/// every row).
+fn passthrough(q: &Query) -> Vec<(String, ColRef)> {
+    match passthrough_items(q) {
+        Some((items, false)) => items.into_iter().flatten().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Per item of a SELECT's list, the column of its FROM it passes through unchanged, if it does:
+/// a plain column item, under GROUP BY only one grouped on (any other column holds one value of
+/// a group that may mix values); no item does under a window function (its value depends on
+/// other rows) or an aggregate without GROUP BY. `None` for a UNION or a list with `*` (the
+/// positions of its items are not known), else the items and whether the query has a LIMIT.
+#[allow(clippy::type_complexity)]
+fn passthrough_items(q: &Query) -> Option<(Vec<Option<(String, ColRef)>>, bool)> {
+    let (body, outer) = unwrap_query(q);
+    let SetExpr::Select(s) = body else {
+        return None;
+    };
+    let limited = outer.limit_clause.is_some() || outer.fetch.is_some();
+    let mut items: Vec<(&Expr, Option<&sp::Ident>)> = Vec::new();
+    for i in &s.projection {
+        match i {
+            sp::SelectItem::UnnamedExpr(e) => items.push((e, None)),
+            sp::SelectItem::ExprWithAlias { expr, alias } => items.push((expr, Some(alias))),
+            _ => return None,
+        }
+    }
+    let none = || Some((vec![None; items.len()], limited));
+    let grouped: Vec<ColRef> = match &s.group_by {
+        sp::GroupByExpr::Expressions(v, modifiers) if modifiers.is_empty() => {
+            v.iter().filter_map(col_of).collect()
+        }
+        _ => return none(),
+    };
+    let groups = !matches!(&s.group_by, sp::GroupByExpr::Expressions(v, _) if v.is_empty());
+    if items.iter().any(|(e, _)| contains_window(e)) {
+        return none();
+    }
+    let aggregated = s.having.is_some() || items.iter().any(|(e, _)| contains_aggregate(e));
+    if aggregated && !groups {
+        return none();
+    }
+    let out = items
+        .iter()
+        .map(|(e, alias)| {
+            let c = col_of(e)?;
+            let same = |g: &ColRef| {
+                g.column.eq_ignore_ascii_case(&c.column)
+                    && match (&g.table, &c.table) {
+                        (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+                        _ => true,
+                    }
+            };
+            if groups && !grouped.iter().any(same) {
+                return None;
+            }
+            let name = alias.map_or_else(|| c.column.clone(), |a| a.value.clone());
+            Some((name, c))
+        })
+        .collect();
+    Some((out, limited))
 }
 
 /// An aggregate of this query level (aggregates inside subqueries belong to the subquery).
@@ -1445,6 +1550,8 @@ impl Builder<'_> {
         let mut columns: Vec<String> = ins.columns.iter().map(|c| col_of_name(c).column).collect();
         let mut rows = Vec::new();
         let mut from_select = false;
+        let mut source_keys = Vec::new();
+        let mut source_limited = false;
         let mut set_form = false;
         match &ins.source {
             Some(q) => match q.body.as_ref() {
@@ -1463,7 +1570,13 @@ impl Builder<'_> {
                         });
                     }
                 }
-                _ => from_select = true,
+                _ => {
+                    from_select = true;
+                    if let Some((items, limited)) = passthrough_items(q) {
+                        source_keys = items.into_iter().map(|i| i.map(|(_, c)| c)).collect();
+                        source_limited = limited;
+                    }
+                }
             },
             None => {
                 if !ins.assignments.is_empty() {
@@ -1522,6 +1635,8 @@ impl Builder<'_> {
             rows,
             set_form,
             from_select,
+            source_keys,
+            source_limited,
             on_duplicate_assigned,
             on_duplicate_values,
         }

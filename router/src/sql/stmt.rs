@@ -287,6 +287,11 @@ pub struct InsertShape {
     pub set_form: bool,
     /// `INSERT ... SELECT`
     pub from_select: bool,
+    /// INSERT ... SELECT: per item of the SELECT's list, the column of its FROM it passes
+    /// through unchanged (see [`BlockLink::Derived`]); empty when not known.
+    pub source_keys: Vec<Option<ColRef>>,
+    /// INSERT ... SELECT with a LIMIT.
+    pub source_limited: bool,
     /// Columns assigned by `ON DUPLICATE KEY UPDATE`.
     pub on_duplicate_assigned: Vec<ColRef>,
     /// Their values, one per column of `on_duplicate_assigned`.
@@ -322,6 +327,33 @@ pub struct Block {
     pub tables: Vec<u32>,
     pub filter: Pred,
     pub has_outer_join: bool,
+    /// The block whose SELECT holds this one (in an expression or in its FROM); `None` for the
+    /// statement's own SELECT, a UNION branch of it, a CTE or INSERT ... SELECT.
+    pub parent: Option<usize>,
+    pub link: BlockLink,
+    /// `x = y` column equalities of the AND-chains of its WHERE and ON conditions.
+    pub equalities: Vec<(ColRef, ColRef)>,
+}
+
+/// How a SELECT block is used by its parent, which decides what its rows and the parent's
+/// constrain of each other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockLink {
+    /// The statement's own SELECT (or a UNION branch, a CTE, the SELECT of INSERT ... SELECT).
+    Root,
+    /// A subquery in an expression: evaluated for the parent's rows, so what narrows the
+    /// parent's rows narrows the rows it reads (through correlated equalities), not the reverse.
+    Subquery,
+    /// A derived table (subquery in FROM) with its alias.
+    Derived {
+        alias: String,
+        /// Output columns that are a column of the block passed through unchanged, each row's
+        /// value that of the rows it comes from (a plain column item, grouped on when the block
+        /// groups; none when the block has a LIMIT, a window function or a UNION): a condition
+        /// on such a column outside narrows the rows of the block that matter, and a condition
+        /// inside narrows the values the column holds.
+        passthrough: Vec<(String, ColRef)>,
+    },
 }
 
 /// Which DML statement.

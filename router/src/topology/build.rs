@@ -353,6 +353,7 @@ impl<'a> Builder<'a> {
             name: s.name.clone(),
             default_datanode,
             tables,
+            foreign_keys: s.foreign_keys,
         })
     }
 

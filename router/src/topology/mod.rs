@@ -6,7 +6,7 @@ mod build;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::{Config, ConfigError, DatahostDef, ServerConfig, UserDef};
+use crate::config::{Config, ConfigError, DatahostDef, ForeignKeys, ServerConfig, UserDef};
 use crate::rule::ShardRule;
 
 /// Index into [`Topology::datanodes`].
@@ -38,6 +38,8 @@ pub struct LogicalSchema {
     pub default_datanode: Option<DatanodeId>,
     /// Key: lower-cased table name.
     pub tables: HashMap<String, TableDef>,
+    /// Which FOREIGN KEYs DDL may declare (`schemas[].foreign_keys`).
+    pub foreign_keys: ForeignKeys,
 }
 
 impl LogicalSchema {
