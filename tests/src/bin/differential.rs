@@ -4,6 +4,7 @@
 //! ```text
 //! differential --seed 42 --count 10000                 # Shoal over the sharded layout
 //! differential --seed 42 --count 1000 --subject copy   # the harness against itself
+//! differential --seed 42 --count 2000 --family colo     # one family's generated SELECTs
 //! differential --seed 42 --subject 127.0.0.1:8066      # a Shoal you started (loaded through it)
 //! differential seed --config .shoal/demo.yaml [--through 127.0.0.1:8066]
 //! differential explain --config .shoal/demo.yaml "SELECT ..."
@@ -18,6 +19,7 @@ use mysql_async::{Conn, Opts, OptsBuilder};
 use shoal_router::plan::Router;
 use shoal_router::topology::Topology;
 use shoal_tests::differential::data::{self, Dataset, DirectLoader};
+use shoal_tests::differential::queries;
 use shoal_tests::differential::{self as diff, Plan, ShoalStart, schema};
 
 #[derive(Parser)]
@@ -60,6 +62,11 @@ struct RunArgs {
     /// Rows of `orders` (the other tables scale with it).
     #[arg(long, default_value_t = 600)]
     rows: usize,
+    /// Only generated SELECTs of the families whose names start with this (`colo` for the
+    /// co-located joins written unqualified, `colo_negative`, `outer_join`, ...), `--count` of
+    /// them, without the hand-written ones; the writes run as usual.
+    #[arg(long)]
+    family: Option<String>,
     /// `shoal`: Shoal started here over the sharded layout on two local MariaDB instances;
     /// `copy`: an unsharded copy in another physical order (the harness checked against itself); `HOST:PORT`: a running
     /// proxy serving the logical schema, which gets the tables and rows through itself.
@@ -167,6 +174,13 @@ async fn run(args: RunArgs) -> ExitCode {
         args.count, args.rows
     );
     let mut plan = Plan::new(seed, args.count, args.rows);
+    if let Some(family) = &args.family {
+        plan.selects = queries::generate_only(seed, args.count, &plan.data, family);
+        if plan.selects.is_empty() {
+            eprintln!("--family {family}: no generated SELECT has such a family");
+            return ExitCode::from(2);
+        }
+    }
     plan.progress = true;
     if !args.no_capi {
         match shoal_tests::differential::capi::Capi::find() {

@@ -238,6 +238,11 @@ impl Dataset {
             .map(|id| note_row(&mut rng, id))
             .collect();
         tables.insert("note", notes);
+
+        let (wh, dist, cust) = warehouses(&mut rng, n);
+        tables.insert("wh", wh);
+        tables.insert("dist", dist);
+        tables.insert("cust", cust);
         Dataset { seed, tables }
     }
 
@@ -375,6 +380,79 @@ pub fn note_row(rng: &mut Rng, id: i64) -> Vec<Lit> {
             s(random_date(rng, DAY_2023_01_01, DAY_2026_12_31)),
         ),
     ]
+}
+
+pub const DISTRICT_NAMES: &[&str] = &["north", "North", "NORTH ", "south", "east", "west"];
+pub const LAST_NAMES: &[&str] = &["BARBAR", "barbar", "Ought ", "ABLE", "able", "PRES", "eing"];
+pub const CREDIT: &[&str] = &["GC", "BC", "bc", "GC "];
+
+/// The TPC-C-like tables (`wh`, `dist`, `cust`), keyed by warehouse ids in `orders`' user id
+/// range (-5 to 60): most warehouses exist, each with 0 to a few districts with 0 to a few
+/// customers of the district's warehouse, plus some districts and customers whose warehouse
+/// or district does not exist and some with a NULL key (rows of shard 0 no join matches).
+/// `n` (the orders) scales the districts and customers per parent.
+#[allow(clippy::type_complexity)]
+fn warehouses(rng: &mut Rng, n: usize) -> (Vec<Vec<Lit>>, Vec<Vec<Lit>>, Vec<Vec<Lit>>) {
+    let per = 2 + n / 200;
+    let (mut wh, mut dist, mut cust) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut d_id, mut c_id) = (0i64, 0i64);
+    for w in -5..=60i64 {
+        let exists = rng.pct(85);
+        if exists {
+            wh.push(vec![
+                Lit::Int(w),
+                maybe(
+                    rng.pct(5),
+                    s(format!("{}{w}", rng.pick(&["wh", "WH", "Wh "]))),
+                ),
+                maybe(
+                    rng.pct(5),
+                    Lit::Dec(format!("0.{:04}", rng.range(0, 2_000))),
+                ),
+                maybe(rng.pct(5), Lit::Dec(random_dec(rng, 0, 300_000, 2))),
+            ]);
+        }
+        // Orphan districts (no warehouse) now and then, and NULL-keyed ones.
+        let districts = if exists {
+            rng.below(per + 1)
+        } else {
+            rng.below(2)
+        };
+        for _ in 0..districts {
+            d_id += 1;
+            let dw = if rng.pct(4) { Lit::Null } else { Lit::Int(w) };
+            dist.push(vec![
+                Lit::Int(d_id),
+                dw.clone(),
+                maybe(rng.pct(5), s(rng.pick(DISTRICT_NAMES))),
+                maybe(rng.pct(5), Lit::Int(rng.range(1, 3_000))),
+                maybe(rng.pct(5), Lit::Dec(random_dec(rng, 0, 30_000, 2))),
+            ]);
+            for _ in 0..rng.below(per + 2) {
+                c_id += 1;
+                let cw = if rng.pct(4) { Lit::Null } else { dw.clone() };
+                // Now and then a customer of a district that does not exist.
+                let cd = if rng.pct(5) {
+                    Lit::Int(d_id + 10_000)
+                } else {
+                    Lit::Int(d_id)
+                };
+                cust.push(vec![
+                    Lit::Int(c_id),
+                    cw,
+                    maybe(rng.pct(3), cd),
+                    maybe(rng.pct(5), s(rng.pick(LAST_NAMES))),
+                    maybe(rng.pct(5), s(rng.pick(CREDIT))),
+                    maybe(rng.pct(5), Lit::Dec(random_dec(rng, -2_000, 50_000, 2))),
+                    maybe(
+                        rng.pct(5),
+                        s(random_date(rng, DAY_2023_01_01, DAY_2026_12_31)),
+                    ),
+                ]);
+            }
+        }
+    }
+    (wh, dist, cust)
 }
 
 pub fn ledger_row(rng: &mut Rng, id: u64) -> Vec<Lit> {

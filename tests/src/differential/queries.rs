@@ -6,6 +6,7 @@
 
 use mysql_async::Value;
 
+use super::colocated;
 use super::compare::{Check, Norm};
 use super::data::{self, Dataset, Lit, Rng};
 use super::schema::{self, Kind, Table};
@@ -25,27 +26,27 @@ pub struct Query {
 
 /// SQL under construction, written twice: with literals, and with `?` plus bound values.
 #[derive(Default)]
-struct Sql {
+pub(super) struct Sql {
     text: String,
     prep: String,
     params: Vec<Value>,
 }
 
 impl Sql {
-    fn raw(&mut self, s: &str) -> &mut Self {
+    pub(super) fn raw(&mut self, s: &str) -> &mut Self {
         self.text.push_str(s);
         self.prep.push_str(s);
         self
     }
 
-    fn lit(&mut self, l: &Lit) -> &mut Self {
+    pub(super) fn lit(&mut self, l: &Lit) -> &mut Self {
         self.text.push_str(&l.sql());
         self.prep.push('?');
         self.params.push(l.param());
         self
     }
 
-    fn finish(self, family: &'static str, prepared: bool, check: Check) -> Query {
+    pub(super) fn finish(self, family: &'static str, prepared: bool, check: Check) -> Query {
         Query {
             family,
             prepared: (prepared && !self.params.is_empty()).then_some((self.prep, self.params)),
@@ -55,7 +56,7 @@ impl Sql {
     }
 }
 
-fn norm_of(kind: Kind) -> Norm {
+pub(super) fn norm_of(kind: Kind) -> Norm {
     match kind {
         Kind::Ci => Norm::Ci,
         Kind::Bin => Norm::Bin,
@@ -624,11 +625,20 @@ struct Out {
 
 /// Generates `count` SELECTs from `seed` over `data` (about a third in the prepared protocol).
 pub fn generate(seed: u64, count: usize, data: &Dataset) -> Vec<Query> {
+    generate_only(seed, count, data, "")
+}
+
+/// Like [`generate`], keeping only the first `count` SELECTs whose family name starts with
+/// `family` (`""`: every family): the same statements as in a full run of the seed.
+pub fn generate_only(seed: u64, count: usize, data: &Dataset, family: &str) -> Vec<Query> {
     let mut rng = Rng::new(seed ^ 0x0005_e1ec_7000);
     let mut out = Vec::with_capacity(count);
-    while out.len() < count {
+    // A family no generator has (or a very rare one) ends the loop with fewer.
+    let mut tries = 0usize;
+    while out.len() < count && tries < 1_000 * (count + 10) {
+        tries += 1;
         let prepared = rng.pct(33);
-        let q = match rng.below(128) {
+        let q = match rng.below(140) {
             0..=9 => point(&mut rng, data, prepared),
             10..=29 => filter(&mut rng, data, prepared, false),
             30..=47 => filter(&mut rng, data, prepared, true),
@@ -639,9 +649,12 @@ pub fn generate(seed: u64, count: usize, data: &Dataset) -> Vec<Query> {
             90..=99 => join_er(&mut rng, data, prepared),
             100..=111 => outer_join(&mut rng, data, prepared),
             112..=119 => aliases(&mut rng, data, prepared),
-            _ => typed_exprs(&mut rng, data, prepared),
+            120..=127 => typed_exprs(&mut rng, data, prepared),
+            _ => colocated::query(&mut rng, data, prepared),
         };
-        out.push(q);
+        if q.family.starts_with(family) {
+            out.push(q);
+        }
     }
     out
 }
@@ -660,7 +673,7 @@ const SINGLE: &[&Table] = &[
 
 /// A value for column `c` of `table`: mostly one that exists (filters hit rows), sometimes a
 /// fresh one (filters miss, aggregates run over nothing).
-fn value(rng: &mut Rng, data: &Dataset, table: &Table, c: usize) -> Lit {
+pub(super) fn value(rng: &mut Rng, data: &Dataset, table: &Table, c: usize) -> Lit {
     let rows = data.rows(table.name);
     if !rows.is_empty() && rng.pct(80) {
         return rows[rng.below(rows.len())][c].clone();
@@ -698,7 +711,7 @@ fn value(rng: &mut Rng, data: &Dataset, table: &Table, c: usize) -> Lit {
 }
 
 /// A non-NULL value for column `c` (comparisons with NULL are tested separately).
-fn non_null(rng: &mut Rng, data: &Dataset, table: &Table, c: usize) -> Lit {
+pub(super) fn non_null(rng: &mut Rng, data: &Dataset, table: &Table, c: usize) -> Lit {
     for _ in 0..8 {
         let v = value(rng, data, table, c);
         if !v.is_null() {
@@ -725,6 +738,19 @@ fn pred_col(rng: &mut Rng, table: &Table) -> usize {
 /// One predicate on `table` (columns prefixed with `alias.` when given).
 fn predicate(rng: &mut Rng, sql: &mut Sql, data: &Dataset, table: &Table, alias: &str) {
     let c = pred_col(rng, table);
+    predicate_on(rng, sql, data, table, alias, c);
+}
+
+/// One predicate on column `c` of `table`: `=`, `IN`, `BETWEEN`, comparisons, `IS [NOT] NULL`,
+/// `<>`, `<=>`.
+pub(super) fn predicate_on(
+    rng: &mut Rng,
+    sql: &mut Sql,
+    data: &Dataset,
+    table: &Table,
+    alias: &str,
+    c: usize,
+) {
     let col = format!("{alias}{}", table.cols[c].name);
     match rng.below(12) {
         0..=2 => {
@@ -900,7 +926,7 @@ fn order_by(rng: &mut Rng, sql: &mut Sql, outs: &[Out], pk: Option<usize>) -> Ch
 }
 
 /// Maybe a LIMIT (sometimes with an OFFSET, sometimes past the end).
-fn limit(rng: &mut Rng, sql: &mut Sql, check: &mut Check) {
+pub(super) fn limit(rng: &mut Rng, sql: &mut Sql, check: &mut Check) {
     if !rng.pct(60) {
         return;
     }
@@ -1928,6 +1954,7 @@ mod tests {
             "outer_join",
             "alias",
             "typed_expr",
+            "colo_join",
         ] {
             assert!(a.iter().any(|q| q.family == family), "no {family}");
         }

@@ -239,6 +239,66 @@ pub const NOTE: Table = Table {
     shard_key: None,
 };
 
+/// TPC-C-like tables sharded like [`ORDERS`] (rule `by_user`, the same datanodes) by keys of
+/// their own names, `w_id`, `d_w_id` and `c_w_id`, with the same key range (-5 to 60, NULLs on
+/// shard 0 except the warehouse's primary key): co-located when joined on those keys, also
+/// written without qualifiers (`c_w_id = w_id`). Every column name is unique across the three
+/// (TPC-C's prefixes), so an unqualified column names one table. Districts and customers have
+/// globally unique ids (`d_id`, `c_id`); `c_d_id` is its district's `d_id`.
+pub const WH: Table = Table {
+    name: "wh",
+    cols: &[
+        col("w_id", "INT NOT NULL", Kind::Int),
+        col(
+            "w_name",
+            "VARCHAR(10) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
+        col("w_tax", "DECIMAL(4,4) NULL", Kind::Dec),
+        col("w_ytd", "DECIMAL(12,2) NULL", Kind::Dec),
+    ],
+    pk: "w_id",
+    shard_key: Some("w_id"),
+};
+
+/// A warehouse's districts (see [`WH`]).
+pub const DIST: Table = Table {
+    name: "dist",
+    cols: &[
+        col("d_id", "INT NOT NULL", Kind::Int),
+        col("d_w_id", "INT NULL", Kind::Int),
+        col(
+            "d_name",
+            "VARCHAR(10) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
+        col("d_next_o_id", "INT NULL", Kind::Int),
+        col("d_ytd", "DECIMAL(12,2) NULL", Kind::Dec),
+    ],
+    pk: "d_id",
+    shard_key: Some("d_w_id"),
+};
+
+/// A district's customers (see [`WH`]).
+pub const CUST: Table = Table {
+    name: "cust",
+    cols: &[
+        col("c_id", "INT NOT NULL", Kind::Int),
+        col("c_w_id", "INT NULL", Kind::Int),
+        col("c_d_id", "INT NULL", Kind::Int),
+        col(
+            "c_last",
+            "VARCHAR(16) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
+        col("c_credit", "VARCHAR(2) COLLATE utf8mb4_bin NULL", Kind::Bin),
+        col("c_balance", "DECIMAL(12,2) NULL", Kind::Dec),
+        col("c_since", "DATE NULL", Kind::Date),
+    ],
+    pk: "c_id",
+    shard_key: Some("c_w_id"),
+};
+
 /// Every table of the differential schema, parents before children.
 pub const TABLES: &[&Table] = &[
     &COUNTRY,
@@ -248,6 +308,9 @@ pub const TABLES: &[&Table] = &[
     &EVENTS,
     &LEDGER,
     &NOTE,
+    &WH,
+    &DIST,
+    &CUST,
 ];
 
 /// Tables of [`TABLES`] the config does not list (on the default datanode).
@@ -271,8 +334,9 @@ pub const DATANODE_DATABASES: &[&str] = &["dsh_0", "dsh_1", "dsh_2"];
 /// The sharded layout: 2 datahosts (`primaries[0]`, `primaries[1]`, `host:port`), 6 datanodes
 /// (3 databases on each), and every rule kind the issue names: mod, hash (on a string), range,
 /// date (table-per-shard), a global and an ER child table; `note` is left out (unlisted, on
-/// the default datanode dn0). `user`/`password`: the backends'
-/// account.
+/// the default datanode dn0); `wh`, `dist` and `cust` by `orders`' rule over its datanodes,
+/// keyed by columns of their own names (co-located with each other and with `orders`).
+/// `user`/`password`: the backends' account.
 pub fn sharded_config(primaries: [&str; 2], user: &str, password: &str) -> String {
     format!(
         r#"# Written by the differential harness (tests/src/differential/schema.rs).
@@ -317,6 +381,9 @@ schemas:
         datanodes: "dn0, dn1, dn2, dn3, dn4, dn5"
         tables_per_datanode: 2
         physical_name: "ledger_{{index:02}}"
+      - {{ name: wh, type: sharded, shard_key: w_id, rule: by_user, datanodes: "dn0, dn1, dn2, dn3, dn4, dn5" }}
+      - {{ name: dist, type: sharded, shard_key: d_w_id, rule: by_user, datanodes: "dn0, dn1, dn2, dn3, dn4, dn5" }}
+      - {{ name: cust, type: sharded, shard_key: c_w_id, rule: by_user, datanodes: "dn0, dn1, dn2, dn3, dn4, dn5" }}
       - {{ name: country, type: global, datanodes: "dn0, dn1, dn2, dn3, dn4, dn5" }}
 "#,
         p0 = primaries[0],
@@ -353,6 +420,7 @@ mod tests {
             }
         }
         algorithms.sort();
+        algorithms.dedup();
         assert_eq!(algorithms, ["date", "hash", "mod", "range"]);
         let Some(TableDef::Sharded(ledger)) = s.table("ledger") else {
             panic!()
