@@ -14,10 +14,19 @@ use crate::wire::messages::{column_def_names, put_column_def};
 #[derive(Debug, Default)]
 struct Datanode {
     database: String,
-    /// The schema whose unlisted tables live here, if any.
+    /// The schema whose unlisted tables live here, if any; else the first (by name) having a
+    /// table here. A column of no table of the datanode (a derived table's, a view's) names
+    /// it, as one server names the current database for such a column.
     default_schema: Option<String>,
     /// Physical table (lower-case) -> (logical schema, logical table).
     tables: HashMap<String, (String, String)>,
+}
+
+/// The logical schemas' names, sorted.
+fn topo_schemas_sorted(topo: &Topology) -> Vec<String> {
+    let mut names: Vec<String> = topo.schemas.values().map(|s| s.name.clone()).collect();
+    names.sort();
+    names
 }
 
 /// Logical names of every datanode's physical ones, built once per topology.
@@ -69,6 +78,13 @@ impl LogicalNames {
                             add(dn, &t.name, &t.name);
                         }
                     }
+                }
+            }
+        }
+        for s in topo_schemas_sorted(topo) {
+            for d in datanodes.iter_mut() {
+                if d.default_schema.is_none() && d.tables.values().any(|(ls, _)| *ls == s) {
+                    d.default_schema = Some(s.clone());
                 }
             }
         }
@@ -177,8 +193,15 @@ mod tests {
             &def(["def", "mysql", "user", "user", "User", "User"]),
             &mut out
         ));
-        // dn2 has no default schema: an unknown table there is not named.
-        assert!(!n.rename(1, &def(["def", "shop_2", "x", "x", "a", "a"]), &mut out));
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_derived_tables_column_names_the_schema_of_the_datanodes_tables() {
+        // dn2 holds no unlisted table, but shards of shop's: `(SELECT ...) x` there is shop's.
+        let n = names();
+        let mut out = Vec::new();
+        assert!(n.rename(1, &def(["def", "shop_2", "x", "x", "a", "a"]), &mut out));
+        assert_eq!(out, def(["def", "shop", "x", "x", "a", "a"]));
     }
 }

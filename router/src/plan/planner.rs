@@ -581,6 +581,41 @@ pub(crate) fn in_select_list(sql: &str, toks: &[Token], at: usize) -> Option<boo
     None
 }
 
+/// Whether token `at` is inside parentheses that sit in a SELECT's list of items, at any depth
+/// (a table of a subquery in a select list, whose text names that item's column).
+fn in_select_list_subquery(sql: &str, toks: &[Token], at: usize) -> bool {
+    const CLAUSES: &[&str] = &[
+        "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "INTO", "SET", "VALUES", "ON",
+        "USING", "WINDOW",
+    ];
+    let mut depth = 0i32;
+    // Whether the clause of the current parenthesis level is known, and how many levels out.
+    let mut placed = false;
+    let mut out = 0;
+    for t in toks[..at].iter().rev() {
+        if t.is_punct(sql, ")") {
+            depth += 1;
+        } else if t.is_punct(sql, "(") {
+            if depth == 0 {
+                out += 1;
+                placed = false;
+            } else {
+                depth -= 1;
+            }
+        } else if depth == 0 && !placed {
+            if t.is_kw(sql, "SELECT") {
+                if out > 0 {
+                    return true;
+                }
+                placed = true;
+            } else if CLAUSES.iter().any(|w| t.is_kw(sql, w)) {
+                placed = true;
+            }
+        }
+    }
+    false
+}
+
 /// Whether tokens `first..=last` are a whole item of a SELECT's list without an alias: the
 /// nearest clause word before them at their parenthesis depth is SELECT, a `,`, SELECT or
 /// DISTINCT/ALL precedes them and a `,`, `)`, FROM, another clause or the end follows.
@@ -657,6 +692,14 @@ fn qualifications(
         || mode.foreign_grammar()
         || reads_current_database(sql, toks)
     {
+        return None;
+    }
+    // A table named in a subquery of a select list: the column is named by the item's text,
+    // which a qualifier would change (`(SELECT MAX(c) FROM shop_2.t ...)`).
+    if tables.iter().any(|t| {
+        t.r.name_tok
+            .is_some_and(|k| in_select_list_subquery(sql, toks, k as usize))
+    }) {
         return None;
     }
     let mut out = Vec::new();

@@ -617,7 +617,21 @@ fn judge(
         },
         (Err(oe), s) => {
             let same = matches!(&s, Err(se) if se.code.is_some() && se.code == oe.code);
-            if same {
+            // A statement one server rejects (1052 ambiguous) that Shoal refuses earlier, for
+            // a documented reason (its join is not co-located): neither answers.
+            let refused = match &s {
+                Err(se) => se.code.is_some_and(|c| is_refusal(c, &se.message)),
+                Ok(_) => false,
+            };
+            if refused && !same {
+                counts.refused += 1;
+                if let Err(se) = &s {
+                    *report
+                        .refusals
+                        .entry(format!("{}: {}", se.code.unwrap_or(0), se.message))
+                        .or_default() += 1;
+                }
+            } else if same {
                 report.both_failed += 1;
             } else {
                 let shown = match s {
