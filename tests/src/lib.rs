@@ -181,6 +181,47 @@ pub async fn two_servers_and_shoal(
     (cluster, shoal)
 }
 
+/// A layout over dn1..dn4 (databases `a`, `b` of datahosts `dh0`, `dh1`) with schema `shop`
+/// (its extra keys `schema_keys`, indented as a schema's) holding TPC-C-like tables: each
+/// `(name, shard key)` sharded by one `mod` rule `by_warehouse`, each of `globals` global.
+pub fn warehouse_layout(schema_keys: &str, tables: &[(&str, &str)], globals: &[&str]) -> String {
+    let all = "datanodes: \"dn1, dn2, dn3, dn4\"";
+    let mut out = String::from(
+        "datanodes:\n  - { name: dn1, datahost: dh0, database: a }\n  \
+         - { name: dn2, datahost: dh0, database: b }\n  \
+         - { name: dn3, datahost: dh1, database: a }\n  \
+         - { name: dn4, datahost: dh1, database: b }\n\
+         rules:\n  - { name: by_warehouse, algorithm: mod }\n\
+         schemas:\n  - name: shop\n    default_datanode: dn1\n",
+    );
+    out.push_str(schema_keys);
+    out.push_str("    tables:\n");
+    for (name, key) in tables {
+        out.push_str(&format!(
+            "      - {{ name: {name}, type: sharded, shard_key: {key}, rule: by_warehouse, {all} }}\n"
+        ));
+    }
+    for name in globals {
+        out.push_str(&format!(
+            "      - {{ name: {name}, type: global, {all} }}\n"
+        ));
+    }
+    out
+}
+
+/// Every row of `sql`'s result, each column as text (`None` for NULL); panics on an error.
+pub async fn text_rows(c: &mut mysql_async::Conn, sql: &str) -> Vec<Vec<Option<String>>> {
+    use mysql_async::prelude::Queryable;
+    let rows: Vec<mysql_async::Row> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows.into_iter()
+        .map(|r| {
+            (0..r.len())
+                .map(|i| r.get::<Option<String>, _>(i).flatten())
+                .collect()
+        })
+        .collect()
+}
+
 /// The demo's layout (`conf/demo.yaml.in`) as config text: datanodes `dn{first}`..`dn{first+3}`
 /// over databases `a` and `b` of datahosts `dh0` and `dh1`, and schema `shop` with `orders`
 /// sharded by `user_id` (mod), its ER child `order_item`, the global `country` and `ledger` as

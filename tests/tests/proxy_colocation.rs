@@ -5,28 +5,24 @@
 //! `customer1` (sysbench-tpcc's names) by their warehouse column, mod 4 over dn1..dn4 (server
 //! 0 `a`, `b`, server 1 `a`, `b`); the reference is database `coloc_ref` on server 0.
 
+use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Row};
-use shoal_tests::server_error;
+use shoal_tests::{server_error, text_rows};
 
 const REF_DB: &str = "coloc_ref";
 
-const LAYOUT: &str = "datanodes:
-  - { name: dn1, datahost: dh0, database: a }
-  - { name: dn2, datahost: dh0, database: b }
-  - { name: dn3, datahost: dh1, database: a }
-  - { name: dn4, datahost: dh1, database: b }
-rules:
-  - { name: by_warehouse, algorithm: mod }
-schemas:
-  - name: shop
-    default_datanode: dn1
-    tables:
-      - { name: warehouse1, type: sharded, shard_key: w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: district1, type: sharded, shard_key: d_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: customer1, type: sharded, shard_key: c_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: district_copy, type: sharded, shard_key: d_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-";
+fn layout() -> String {
+    shoal_tests::warehouse_layout(
+        "",
+        &[
+            ("warehouse1", "w_id"),
+            ("district1", "d_w_id"),
+            ("customer1", "c_w_id"),
+            ("district_copy", "d_w_id"),
+        ],
+        &[],
+    )
+}
 
 const TABLES: [&str; 3] = [
     "CREATE TABLE warehouse1 (w_id INT PRIMARY KEY, w_name VARCHAR(10), w_tax DECIMAL(4,4)) \
@@ -105,23 +101,12 @@ const COPIES: &[&str] = &[
      customer1 WHERE c_w_id = 7 GROUP BY c_w_id, c_d_id",
 ];
 
-async fn all(c: &mut Conn, sql: &str) -> Vec<Vec<Option<String>>> {
-    let rows: Vec<Row> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    rows.into_iter()
-        .map(|r| {
-            (0..r.len())
-                .map(|i| r.get::<Option<String>, _>(i).flatten())
-                .collect()
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joins_on_the_shard_key_written_unqualified_run_as_on_one_mariadb() {
     let (cluster, shoal) = shoal_tests::two_servers_and_shoal(
         &["a", "b", REF_DB],
         shoal_tests::APP_USER,
-        LAYOUT,
+        &layout(),
         "coloc",
     )
     .await;
@@ -136,7 +121,7 @@ async fn joins_on_the_shard_key_written_unqualified_run_as_on_one_mariadb() {
         r.query_drop(&sql).await.unwrap();
     }
     for sql in SAME {
-        let (got, want) = (all(&mut c, sql).await, all(&mut r, sql).await);
+        let (got, want) = (text_rows(&mut c, sql).await, text_rows(&mut r, sql).await);
         assert!(!want.is_empty(), "{sql}: the reference has rows");
         assert_eq!(got, want, "{sql}");
     }
@@ -147,7 +132,7 @@ async fn joins_on_the_shard_key_written_unqualified_run_as_on_one_mariadb() {
         assert_eq!(got, want, "{sql}: affected rows");
     }
     let copy = "SELECT d_w_id, d_id, d_ytd FROM district_copy ORDER BY d_w_id, d_id";
-    let (got, want) = (all(&mut c, copy).await, all(&mut r, copy).await);
+    let (got, want) = (text_rows(&mut c, copy).await, text_rows(&mut r, copy).await);
     assert!(want.len() > 10, "the reference copied rows");
     assert_eq!(got, want, "{copy}");
     // An INSERT ... SELECT whose target key is not the source's key, across shards: refused.

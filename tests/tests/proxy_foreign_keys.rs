@@ -6,30 +6,25 @@
 //! names) by their warehouse column, mod 4 over dn1..dn4 (server 0 `a`, `b`, server 1 `a`,
 //! `b`), and the global `item1`; the reference is database `fk_ref` on server 0.
 
+use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Row};
-use shoal_tests::server_error;
+use shoal_tests::{server_error, text_rows};
 
 const REF_DB: &str = "fk_ref";
 
-const LAYOUT: &str = "datanodes:
-  - { name: dn1, datahost: dh0, database: a }
-  - { name: dn2, datahost: dh0, database: b }
-  - { name: dn3, datahost: dh1, database: a }
-  - { name: dn4, datahost: dh1, database: b }
-rules:
-  - { name: by_warehouse, algorithm: mod }
-schemas:
-  - name: shop
-    default_datanode: dn1
-    tables:
-      - { name: warehouse1, type: sharded, shard_key: w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: district1, type: sharded, shard_key: d_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: customer1, type: sharded, shard_key: c_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: stock1, type: sharded, shard_key: s_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: history1, type: sharded, shard_key: h_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: item1, type: global, datanodes: \"dn1, dn2, dn3, dn4\" }
-";
+fn layout() -> String {
+    shoal_tests::warehouse_layout(
+        "",
+        &[
+            ("warehouse1", "w_id"),
+            ("district1", "d_w_id"),
+            ("customer1", "c_w_id"),
+            ("stock1", "s_w_id"),
+            ("history1", "h_w_id"),
+        ],
+        &["item1"],
+    )
+}
 
 /// The schema, with its foreign keys in CREATE TABLE (a table constraint, and a column's
 /// REFERENCES) and in ALTER TABLE, two in one statement.
@@ -72,17 +67,6 @@ fn rows() -> Vec<String> {
     out
 }
 
-async fn all(c: &mut Conn, sql: &str) -> Vec<Vec<Option<String>>> {
-    let rows: Vec<Row> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    rows.into_iter()
-        .map(|r| {
-            (0..r.len())
-                .map(|i| r.get::<Option<String>, _>(i).flatten())
-                .collect()
-        })
-        .collect()
-}
-
 /// The foreign keys of the connection's database, as information_schema lists them.
 const FKS: &str = "SELECT CONSTRAINT_NAME, TABLE_NAME, REFERENCED_TABLE_NAME, DELETE_RULE \
                    FROM information_schema.REFERENTIAL_CONSTRAINTS \
@@ -103,7 +87,7 @@ async fn co_located_foreign_keys_check_and_cascade_as_on_one_mariadb() {
     let (cluster, shoal) = shoal_tests::two_servers_and_shoal(
         &["a", "b", REF_DB],
         shoal_tests::APP_USER,
-        LAYOUT,
+        &layout(),
         "fk",
     )
     .await;
@@ -119,14 +103,14 @@ async fn co_located_foreign_keys_check_and_cascade_as_on_one_mariadb() {
     }
 
     // Every datanode holds every foreign key, as the reference does.
-    let want = all(&mut r, FKS).await;
+    let want = text_rows(&mut r, FKS).await;
     // Five: MariaDB declares a column's REFERENCES as a foreign key (`history1_ibfk_1`).
     assert_eq!(want.len(), 5, "{want:?}");
     for server in 0..2 {
         for db in ["a", "b"] {
             let mut d = Conn::new(cluster.opts(server, Some(db))).await.unwrap();
             assert_eq!(
-                all(&mut d, FKS).await,
+                text_rows(&mut d, FKS).await,
                 want,
                 "server {server} database {db}"
             );
@@ -153,7 +137,10 @@ async fn co_located_foreign_keys_check_and_cascade_as_on_one_mariadb() {
     r.query_drop(sql).await.unwrap();
     let count = "SELECT c_w_id, c_d_id, COUNT(*) FROM customer1 GROUP BY c_w_id, c_d_id \
                  ORDER BY c_w_id, c_d_id";
-    assert_eq!(all(&mut c, count).await, all(&mut r, count).await);
+    assert_eq!(
+        text_rows(&mut c, count).await,
+        text_rows(&mut r, count).await
+    );
 
     // FOREIGN_KEY_CHECKS=0 is the session's, passed to the datanodes as MariaDB takes it.
     let orphan = "INSERT INTO district1 (d_id, d_w_id, d_name) VALUES (1, 9, 'orphan')";
@@ -163,7 +150,10 @@ async fn co_located_foreign_keys_check_and_cascade_as_on_one_mariadb() {
         conn.query_drop("SET FOREIGN_KEY_CHECKS = 1").await.unwrap();
     }
     let orphans = "SELECT d_w_id, d_name FROM district1 WHERE d_w_id = 9";
-    assert_eq!(all(&mut c, orphans).await, all(&mut r, orphans).await);
+    assert_eq!(
+        text_rows(&mut c, orphans).await,
+        text_rows(&mut r, orphans).await
+    );
 
     // Not co-located: the referencing columns lack the shard key, or the keys sit at
     // different positions. Refused before any datanode sees it.
@@ -189,7 +179,7 @@ async fn co_located_foreign_keys_check_and_cascade_as_on_one_mariadb() {
     }
     let mut d = Conn::new(cluster.opts(1, Some("b"))).await.unwrap();
     assert_eq!(
-        all(&mut d, FKS).await,
+        text_rows(&mut d, FKS).await,
         want,
         "nothing declared by the refusals"
     );

@@ -34,30 +34,25 @@ const REF_DB: &str = "tpcc_ref";
 /// 2026-12-02 10:00:00 UTC: `NOW()` on both sides.
 const TIMESTAMP: u64 = 1_796_205_600;
 
-const LAYOUT: &str = "datanodes:
-  - { name: dn1, datahost: dh0, database: a }
-  - { name: dn2, datahost: dh0, database: b }
-  - { name: dn3, datahost: dh1, database: a }
-  - { name: dn4, datahost: dh1, database: b }
-rules:
-  - { name: by_warehouse, algorithm: mod }
-schemas:
-  - name: shop
-    default_datanode: dn1
-    # sysbench-tpcc declares two foreign keys that are not on the shard key (order_line1's
-    # ol_supply_w_id, history1's customer columns) and runs with FOREIGN_KEY_CHECKS=0.
-    foreign_keys: datanode_local
-    tables:
-      - { name: warehouse1, type: sharded, shard_key: w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: district1, type: sharded, shard_key: d_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: customer1, type: sharded, shard_key: c_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: history1, type: sharded, shard_key: h_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: orders1, type: sharded, shard_key: o_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: new_orders1, type: sharded, shard_key: no_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: order_line1, type: sharded, shard_key: ol_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: stock1, type: sharded, shard_key: s_w_id, rule: by_warehouse, datanodes: \"dn1, dn2, dn3, dn4\" }
-      - { name: item1, type: global, datanodes: \"dn1, dn2, dn3, dn4\" }
-";
+/// sysbench-tpcc declares two foreign keys that are not on the shard key (order_line1's
+/// ol_supply_w_id, history1's customer columns) and runs with FOREIGN_KEY_CHECKS=0: the schema
+/// declares them per datanode.
+fn layout() -> String {
+    shoal_tests::warehouse_layout(
+        "    foreign_keys: datanode_local\n",
+        &[
+            ("warehouse1", "w_id"),
+            ("district1", "d_w_id"),
+            ("customer1", "c_w_id"),
+            ("history1", "h_w_id"),
+            ("orders1", "o_w_id"),
+            ("new_orders1", "no_w_id"),
+            ("order_line1", "ol_w_id"),
+            ("stock1", "s_w_id"),
+        ],
+        &["item1"],
+    )
+}
 
 /// A statement Shoal answers with an error where MariaDB answers: matched by the start of its
 /// text; Shoal must answer exactly `code`.
@@ -574,7 +569,7 @@ async fn every_sysbench_tpcc_statement_answers_as_on_one_mariadb() {
     let (cluster, shoal) = shoal_tests::two_servers_and_shoal(
         &["a", "b", REF_DB],
         shoal_tests::APP_USER,
-        LAYOUT,
+        &layout(),
         "tpcc_replay",
     )
     .await;

@@ -180,6 +180,11 @@ pub struct ExperimentArgs {
     /// InnoDB buffer pool of every MariaDB instance: the whole database in memory on every side.
     #[arg(long, default_value = "1G")]
     pub buffer_pool: String,
+    /// Cap every MariaDB server at this many CPUs (cgroups; needs root), so that servers sharing
+    /// this machine's cores behave like servers with CPUs of their own: the servers question
+    /// (tpmC over 1, 2, 4 servers) cannot show on shared cores without it.
+    #[arg(long)]
+    pub server_cpus: Option<f64>,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -318,7 +323,13 @@ async fn run_experiment(a: ExperimentArgs) -> Result<Verdict, BenchError> {
         &[format!("innodb-buffer-pool-size={}", a.buffer_pool)],
     )
     .await?;
+    let pids: Vec<u32> = cluster.instances().iter().map(|i| i.pid).collect();
+    let limit = a
+        .server_cpus
+        .map(|cores| crate::cpu_limit::CpuLimit::apply(&pids, cores))
+        .transpose()?;
     let outcome = experiment(&a, &scale, &cluster, &bin, &work, &info).await;
+    drop(limit);
     drop(cluster);
     let _ = std::fs::remove_dir_all(&work);
     outcome

@@ -126,7 +126,7 @@ impl Results<'_> {
              sysbench-tpcc schema; every table but `item` sharded by its warehouse column with \
              one `mod` rule over one datanode per server, `item` global. `direct`: one MariaDB \
              holding every warehouse; `shoal-N`: Shoal over N MariaDB primaries (launcher, \
-             InnoDB buffer pool {} each, all on this machine's cores). The transactions of \
+             InnoDB buffer pool {} each, {}). The transactions of \
              `shoal-bench tpcc` (mix 45/43/4/4/4, NURand keys, 1% of New-Orders rolled back, 1% \
              of New-Order lines and 15% of Payments from a remote warehouse, 60% of Payments and \
              Order-Status by last name, no keying or think time; terminal i at home warehouse \
@@ -144,6 +144,10 @@ impl Results<'_> {
                 ", **smaller than the spec's**"
             },
             a.buffer_pool,
+            match a.server_cpus {
+                Some(c) => format!("each capped at {c} CPU with a cgroup quota"),
+                None => "all on this machine's cores".to_string(),
+            },
             a.rounds,
             a.duration,
         );
