@@ -201,7 +201,8 @@ const TABLE_FLAGS: ColumnFlags = ColumnFlags::NOT_NULL_FLAG
 /// from [`describe`]): its catalog, schema, table, original table and column, and decimals,
 /// with the union's name, character set, length, type and flags (plus a table column's key
 /// and NOT NULL flags), where the two agree on type and character set (else the union's as it
-/// is).
+/// is). A string expression's decimals, so taken, is the PREPARE's 39 where an EXECUTE
+/// grouping through a temporary table says 0: `merge_columns` takes the least of the shards'.
 pub(super) fn patch(union: &mut [Vec<u8>], donor: &[Vec<u8>]) {
     if union.len() != donor.len() {
         return;

@@ -88,6 +88,8 @@ pub fn columns_agree(a: &[Column], b: &[Column]) -> bool {
 /// Same name, type, value flags, scale and character set: the values of one can be merged
 /// with the other's and read under one definition.
 fn column_agrees(x: &Column, y: &Column) -> bool {
+    // A string's decimals is no scale: see [`string_decimals`].
+    let scale_agrees = is_string(x.column_type) || x.decimals == y.decimals;
     // A number or a temporal value reads the same with or without BINARY: MariaDB sets it on
     // COUNT/SUM over an empty table ("no matching row in const table") and not where rows are
     // read, so a shard without rows must not make the merge refuse. Merged, the flag stays
@@ -100,8 +102,21 @@ fn column_agrees(x: &Column, y: &Column) -> bool {
     x.name == y.name
         && x.column_type == y.column_type
         && (x.flags & value_flags) == (y.flags & value_flags)
-        && x.decimals == y.decimals
+        && scale_agrees
         && x.charset == y.charset
+}
+
+/// The decimals of a string column merged: the least any shard reports. MariaDB describes a
+/// string with 0 where it reads the value through a field (of the table, or of the temporary
+/// table a GROUP BY fills) and with NOT_FIXED_DEC (39) where it sends the computed item, so
+/// the same statement says 0 or 39 as the plan goes; no value reads differently. A
+/// COM_STMT_PREPARE never reads rows and says 39 for every string expression, where its
+/// EXECUTE grouping through a temporary table says 0 (`MAX(varchar) ... GROUP BY` an
+/// unindexed column): the definitions of a datanode's union of tables come from such a
+/// PREPARE (`exec::datanode_union`), so a shard that executed the statement alone is the one
+/// to believe, and it says at most what the PREPARE says.
+fn string_decimals(shards: &[Vec<Column>], k: usize) -> u8 {
+    shards.iter().map(|s| s[k].decimals).min().unwrap_or(0)
 }
 
 /// Types whose values are text or bytes, where BINARY tells the two apart.
@@ -140,8 +155,9 @@ pub fn is_char_or_blob(t: ColumnType) -> bool {
 /// exactly). What differs is merged: the display length is the widest (a column widened on
 /// some shards, or a definition that depends on the physical table), NOT NULL holds only when
 /// every shard says so, and a key flag (primary, unique, multiple, part of a key...) only when
-/// every shard's column has it. The first shard's definition is kept byte for byte where
-/// nothing differs, else its length and flags are rewritten in place.
+/// every shard's column has it; a string's decimals, which is no scale, is the least any shard
+/// reports (see [`string_decimals`]). The first shard's definition is kept byte for byte where
+/// nothing differs, else its length, flags and decimals are rewritten in place.
 pub fn merge_columns(shards: &[Vec<Column>]) -> Option<Vec<Column>> {
     let (first, rest) = shards.split_first()?;
     if !rest.iter().all(|s| columns_agree(first, s)) {
@@ -151,16 +167,22 @@ pub fn merge_columns(shards: &[Vec<Column>]) -> Option<Vec<Column>> {
     for (k, c) in merged.iter_mut().enumerate() {
         let length = rest.iter().map(|s| s[k].length).fold(c.length, u32::max);
         let flags = rest.iter().fold(c.flags, |f, s| f & s[k].flags);
-        if length != c.length || flags != c.flags {
+        let decimals = if is_string(c.column_type) {
+            string_decimals(shards, k)
+        } else {
+            c.decimals
+        };
+        if length != c.length || flags != c.flags || decimals != c.decimals {
             c.length = length;
             c.flags = flags;
+            c.decimals = decimals;
             rewrite_fixed(c)?;
         }
     }
     Some(merged)
 }
 
-/// Writes `length` and `flags` into the definition packet (`raw`).
+/// Writes `length`, `flags` and `decimals` into the definition packet (`raw`).
 fn rewrite_fixed(c: &mut Column) -> Option<()> {
     let mut b = &c.raw[..];
     for _ in 0..6 {
@@ -172,5 +194,6 @@ fn rewrite_fixed(c: &mut Column) -> Option<()> {
     let fixed = c.raw.get_mut(at..at + 10)?;
     fixed[2..6].copy_from_slice(&c.length.to_le_bytes());
     fixed[7..9].copy_from_slice(&c.flags.bits().to_le_bytes());
+    fixed[9] = c.decimals;
     Some(())
 }

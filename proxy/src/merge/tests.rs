@@ -1410,6 +1410,70 @@ fn binary_on_a_number_merges_and_on_a_string_does_not() {
     assert!(merge_columns(&[vec![varchar()], vec![varchar_bin()]]).is_none());
 }
 
+/// A string's decimals is 0 or NOT_FIXED_DEC (39) as MariaDB's plan goes, not a scale: the
+/// definitions below are MariaDB 10.11's, captured from the shards of a prepared
+/// `SELECT credit, AVG(debit), .., MAX(account) FROM ledger WHERE .. GROUP BY credit` (account
+/// VARCHAR(16) utf8mb4, credit and debit DECIMAL(12,2)). Datanode 0 read two tables as one
+/// UNION ALL inside a transaction, its definitions from a COM_STMT_PREPARE of the first arm:
+/// MAX(account) with decimals 39; datanode 5 executed the statement alone and, grouping
+/// through a temporary table, said 0, as one MariaDB with every row does. They merge, to 0;
+/// a number's decimals still must agree.
+#[test]
+fn a_string_merges_whatever_decimals_the_plan_gave_it() {
+    #[rustfmt::skip]
+    let max_union: &[u8] = &[
+        0x03, 0x64, 0x65, 0x66, 0x00, 0x00, 0x00, 0x0c, 0x4d, 0x41, 0x58, 0x28, 0x61, 0x63,
+        0x63, 0x6f, 0x75, 0x6e, 0x74, 0x29, 0x00, 0x0c, 0x2d, 0x00, 0x40, 0x00, 0x00, 0x00,
+        0xfd, 0x00, 0x00, 0x27, 0x00, 0x00,
+    ];
+    #[rustfmt::skip]
+    let max_alone: &[u8] = &[
+        0x03, 0x64, 0x65, 0x66, 0x00, 0x00, 0x00, 0x0c, 0x4d, 0x41, 0x58, 0x28, 0x61, 0x63,
+        0x63, 0x6f, 0x75, 0x6e, 0x74, 0x29, 0x00, 0x0c, 0x2d, 0x00, 0x40, 0x00, 0x00, 0x00,
+        0xfd, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ];
+    // AVG(debit): the union's without BINARY, the lone statement's with it (both decimals 6).
+    #[rustfmt::skip]
+    let avg_union: &[u8] = &[
+        0x03, 0x64, 0x65, 0x66, 0x00, 0x00, 0x00, 0x0a, 0x41, 0x56, 0x47, 0x28, 0x64, 0x65,
+        0x62, 0x69, 0x74, 0x29, 0x00, 0x0c, 0x3f, 0x00, 0x12, 0x00, 0x00, 0x00, 0xf6, 0x00,
+        0x00, 0x06, 0x00, 0x00,
+    ];
+    #[rustfmt::skip]
+    let avg_alone: &[u8] = &[
+        0x03, 0x64, 0x65, 0x66, 0x00, 0x00, 0x00, 0x0a, 0x41, 0x56, 0x47, 0x28, 0x64, 0x65,
+        0x62, 0x69, 0x74, 0x29, 0x00, 0x0c, 0x3f, 0x00, 0x12, 0x00, 0x00, 0x00, 0xf6, 0x80,
+        0x00, 0x06, 0x00, 0x00,
+    ];
+    let parse = |raw: &[u8]| parse_column(raw).unwrap();
+    let union = vec![parse(avg_union), parse(max_union)];
+    let alone = vec![parse(avg_alone), parse(max_alone)];
+    assert_eq!((union[1].decimals, alone[1].decimals), (39, 0));
+    for shards in [
+        [union.clone(), alone.clone()],
+        [alone.clone(), union.clone()],
+    ] {
+        let merged = merge_columns(&shards).expect("the shards' definitions merge");
+        assert_eq!(
+            merged[1].raw, max_alone,
+            "MAX(account) as one MariaDB describes it"
+        );
+        assert_eq!(merged[1].decimals, 0);
+        assert_eq!(
+            merged[0].raw, avg_union,
+            "AVG(debit) with the flags both shards have"
+        );
+    }
+    assert_eq!(
+        merge_columns(&[union.clone(), union.clone()]).unwrap(),
+        union
+    );
+    // A DECIMAL's decimals is its scale: shards that disagree on it are not merged.
+    let mut avg_scale_4 = avg_alone.to_vec();
+    avg_scale_4[29] = 4;
+    assert!(merge_columns(&[union.clone(), vec![parse(&avg_scale_4), alone[1].clone()]]).is_none());
+}
+
 /// Sorted group streams where a shard's stream unions several tables' partial groups (a
 /// table-per-shard datanode inside a transaction): equal keys of its arms arrive adjacent and
 /// fold; the same stream from a one-table shard fails the order check; a string expression as
