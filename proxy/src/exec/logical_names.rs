@@ -22,13 +22,6 @@ struct Datanode {
     tables: HashMap<String, (String, String)>,
 }
 
-/// The logical schemas' names, sorted.
-fn topo_schemas_sorted(topo: &Topology) -> Vec<String> {
-    let mut names: Vec<String> = topo.schemas.values().map(|s| s.name.clone()).collect();
-    names.sort();
-    names
-}
-
 /// Logical names of every datanode's physical ones, built once per topology.
 #[derive(Debug, Default)]
 pub struct LogicalNames {
@@ -48,6 +41,7 @@ impl LogicalNames {
         // Sorted, so that a datanode shared by several schemas names one the same every run.
         let mut schemas: Vec<_> = topo.schemas.values().collect();
         schemas.sort_by(|a, b| a.name.cmp(&b.name));
+        let names: Vec<String> = schemas.iter().map(|s| s.name.clone()).collect();
         for s in schemas {
             if let Some(dn) = s.default_datanode
                 && let Some(d) = datanodes.get_mut(dn)
@@ -81,9 +75,9 @@ impl LogicalNames {
                 }
             }
         }
-        for s in topo_schemas_sorted(topo) {
+        for s in &names {
             for d in datanodes.iter_mut() {
-                if d.default_schema.is_none() && d.tables.values().any(|(ls, _)| *ls == s) {
+                if d.default_schema.is_none() && d.tables.values().any(|(ls, _)| ls == s) {
                     d.default_schema = Some(s.clone());
                 }
             }

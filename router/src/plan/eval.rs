@@ -513,20 +513,17 @@ fn eval_dml(d: &DmlT, topo: &Topology, v: &Values) -> Result<RoutePlan, RouterEr
             if s.len() != 1 || dn.is_some_and(|x| !here.contains(&x)) {
                 // A UNION or a derived table is not a join: say what cannot run, and which
                 // tables keep the statement off one datanode.
-                if let Some(e) = &d.structural {
+                if let Some(construct) = d.structural {
                     let which = if s.len() != 1 {
-                        format!("[{}] is not pinned to one datanode", d.labels[gi])
+                        "is not pinned to one datanode"
                     } else {
-                        format!("[{}] is pinned to another datanode", d.labels[gi])
+                        "is pinned to another datanode"
                     };
-                    return Err(RouterError::with(
-                        (e.code(), e.sqlstate()),
-                        format!(
-                            "{} ({which}: a condition on its shard key, or an equality with a \
-                             pinned co-located table's key, pins it)",
-                            e.message().trim_end_matches('\'')
-                        ) + "'",
-                    ));
+                    return Err(refuse(format!(
+                        "{construct} ([{}] {which}: a condition on its shard key, or an \
+                         equality with a pinned co-located table's key, pins it)",
+                        d.labels[gi]
+                    )));
                 }
                 return Err(refuse(format!(
                     "a join of {} that are not co-located (join sharded tables on their shard keys, or make one of them global)",

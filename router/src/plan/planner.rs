@@ -65,7 +65,7 @@ pub(crate) struct DmlT {
     pub labels: Vec<String>,
     /// A SELECT that no join can make co-located (a UNION, a CTE, a derived table): why it
     /// cannot run across shards, which is the real cause when its groups are not co-located.
-    pub structural: Option<RouterError>,
+    pub structural: Option<&'static str>,
     /// An UPDATE that assigns its table's shard key.
     pub key_move: Option<KeyMoveT>,
 }
@@ -347,19 +347,19 @@ fn build_inner(
         _ => None,
     };
 
-    let structural = if write {
+    let structural: Option<&'static str> = if write {
         None
     } else if dml.has_union {
-        Some(refuse("UNION across shards"))
+        Some("UNION across shards")
     } else if dml.has_cte {
-        Some(refuse("WITH (common table expressions) across shards"))
+        Some("WITH (common table expressions) across shards")
     } else if dml.has_derived_limit {
-        Some(refuse(
+        Some(
             "a derived table (subquery in FROM) with LIMIT across shards (its LIMIT and its \
              joins are exact on one shard only)",
-        ))
+        )
     } else if dml.has_derived_table {
-        Some(refuse("derived tables (subqueries in FROM) across shards"))
+        Some("derived tables (subqueries in FROM) across shards")
     } else {
         None
     };
@@ -371,8 +371,8 @@ fn build_inner(
         } else {
             Ok(None)
         }
-    } else if let Some(e) = &structural {
-        Err(e.clone())
+    } else if let Some(construct) = structural {
+        Err(refuse(construct))
     } else if let Some(e) = placement::unanchored_rows(&tables, &top, sql, toks) {
         Err(e)
     } else {
@@ -551,13 +551,16 @@ fn database_calls(
     Ok(out)
 }
 
+/// Clause words that end a SELECT's list of items (looking back from a token, the nearest of
+/// these or SELECT says which clause the token is in).
+const AFTER_ITEMS: &[&str] = &[
+    "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "INTO", "SET", "VALUES", "ON", "USING",
+    "WINDOW",
+];
+
 /// Whether token `at` is in a SELECT's list of items: `Some(nested)` (nested: inside
 /// parentheses there), `None` when the nearest clause before it is another (WHERE, SET, ...).
 pub(crate) fn in_select_list(sql: &str, toks: &[Token], at: usize) -> Option<bool> {
-    const CLAUSES: &[&str] = &[
-        "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "INTO", "SET", "VALUES", "ON",
-        "USING", "WINDOW",
-    ];
     let mut depth = 0i32;
     let mut nested = false;
     for t in toks[..at].iter().rev() {
@@ -573,7 +576,7 @@ pub(crate) fn in_select_list(sql: &str, toks: &[Token], at: usize) -> Option<boo
             if t.is_kw(sql, "SELECT") {
                 return Some(nested);
             }
-            if CLAUSES.iter().any(|w| t.is_kw(sql, w)) {
+            if AFTER_ITEMS.iter().any(|w| t.is_kw(sql, w)) {
                 return None;
             }
         }
@@ -584,10 +587,6 @@ pub(crate) fn in_select_list(sql: &str, toks: &[Token], at: usize) -> Option<boo
 /// Whether token `at` is inside parentheses that sit in a SELECT's list of items, at any depth
 /// (a table of a subquery in a select list, whose text names that item's column).
 fn in_select_list_subquery(sql: &str, toks: &[Token], at: usize) -> bool {
-    const CLAUSES: &[&str] = &[
-        "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "INTO", "SET", "VALUES", "ON",
-        "USING", "WINDOW",
-    ];
     let mut depth = 0i32;
     // Whether the clause of the current parenthesis level is known, and how many levels out.
     let mut placed = false;
@@ -608,7 +607,7 @@ fn in_select_list_subquery(sql: &str, toks: &[Token], at: usize) -> bool {
                     return true;
                 }
                 placed = true;
-            } else if CLAUSES.iter().any(|w| t.is_kw(sql, w)) {
+            } else if AFTER_ITEMS.iter().any(|w| t.is_kw(sql, w)) {
                 placed = true;
             }
         }
