@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
+use mysql_async::consts::ColumnType;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 use shoal_bench::cluster::{Cluster, ClusterSpec};
@@ -1807,9 +1808,65 @@ async fn prepared_reads_over_tables_of_one_datanode() {
     let rows: Vec<(i64, String)> = c.exec(&stmt, (6,)).await.unwrap();
     let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
     assert_eq!(ids, vec![10, 9, 8, 7]);
+    // MariaDB types a UNION's integer column by its width (LONG for a short BIGINT
+    // expression): the client still gets the types one statement has, as outside the
+    // transaction, with the values read right in both protocols.
+    let narrowed = "SELECT MAX(LENGTH(msg)), MAX(id), COUNT(*) FROM logs";
+    let inside = column_types_and_rows(&mut c, narrowed).await;
     c.query_drop("ROLLBACK").await.unwrap();
+    let outside = column_types_and_rows(&mut c, narrowed).await;
+    assert_eq!(
+        inside.0, outside.0,
+        "column types inside and outside a transaction"
+    );
+    assert_eq!(inside.1, vec![vec![Some(1), Some(10), Some(10)]; 2]);
+    assert_eq!(outside.1, vec![vec![Some(1), Some(8), Some(8)]; 2]);
     let rows: Vec<(i64, String)> = c.exec(&stmt, (6,)).await.unwrap();
     assert_eq!(rows, vec![(8, "h".into()), (7, "g".into())]);
+}
+
+/// The column types `sql` returns as text and as a prepared statement (the two must agree),
+/// and its rows read both ways.
+async fn column_types_and_rows(
+    c: &mut mysql_async::Conn,
+    sql: &str,
+) -> (Vec<ColumnType>, Vec<Vec<Option<i64>>>) {
+    let mut types = Vec::new();
+    let mut rows = Vec::new();
+    for prepared in [false, true] {
+        let (t, got): (Vec<ColumnType>, Vec<Row>) = if prepared {
+            let stmt = c.prep(sql).await.unwrap();
+            let mut r = c.exec_iter(stmt, ()).await.unwrap();
+            let t = r
+                .columns()
+                .unwrap()
+                .iter()
+                .map(|col| col.column_type())
+                .collect();
+            (t, r.collect().await.unwrap())
+        } else {
+            let mut r = c.query_iter(sql).await.unwrap();
+            let t = r
+                .columns()
+                .unwrap()
+                .iter()
+                .map(|col| col.column_type())
+                .collect();
+            (t, r.collect().await.unwrap())
+        };
+        for row in got {
+            rows.push(
+                (0..row.len())
+                    .map(|i| row.get::<Option<i64>, _>(i).flatten())
+                    .collect(),
+            );
+        }
+        if prepared {
+            assert_eq!(t, types, "{sql}: text and prepared column types");
+        }
+        types = t;
+    }
+    (types, rows)
 }
 
 /// Shoal over `n` datanodes `{prefix}_1..` of one server, table `t` of schema `shop` sharded by

@@ -21,7 +21,7 @@
 //! rows are encoded with; a prepared statement's parameters name its columns by their values at
 //! EXECUTE).
 
-use mysql_common::constants::ColumnFlags;
+use mysql_common::constants::{ColumnFlags, ColumnType};
 use shoal_router::plan::{Column, MergeSpec, Params, Target};
 use shoal_router::sql::lex::{self, TokKind};
 use shoal_router::topology::DatanodeId;
@@ -30,6 +30,7 @@ use super::prepared::close_statements;
 use super::unsupported;
 use crate::backend::conn::BackendConn;
 use crate::error::Result;
+use crate::merge::{Column as ColumnDef, integer_width, parse_column, widen_integers};
 use crate::wire::messages::{put_lenenc_bytes, read_lenenc, read_lenenc_bytes};
 
 /// The targets of one datanode, in the order the router listed them.
@@ -203,18 +204,35 @@ const TABLE_FLAGS: ColumnFlags = ColumnFlags::NOT_NULL_FLAG
 /// and NOT NULL flags), where the two agree on type and character set (else the union's as it
 /// is). A string expression's decimals, so taken, is the PREPARE's 39 where an EXECUTE
 /// grouping through a temporary table says 0: `merge_columns` takes the least of the shards'.
-pub(super) fn patch(union: &mut [Vec<u8>], donor: &[Vec<u8>]) {
+///
+/// An integer column is the exception: MariaDB types a UNION's integer column by the width of
+/// its values (LONG for `MAX(LENGTH(x))`, which one statement sends as LONGLONG), so the
+/// client gets the donor's type and length, as the statement has them on a datanode with one
+/// table. Returns whether any column was so widened: binary rows must then be re-encoded
+/// ([`crate::merge::widen_integers`]); text rows read the same.
+pub(super) fn patch(union: &mut [Vec<u8>], donor: &[Vec<u8>]) -> bool {
+    let mut widened = false;
     if union.len() != donor.len() {
-        return;
+        return widened;
     }
     for (u, d) in union.iter_mut().zip(donor) {
         let (Some((uf, ux)), Some((df, dx))) = (fields(u), fields(d)) else {
             continue;
         };
         // Fixed part: charset(2) length(4) type(1) flags(2) decimals(1).
-        let (uc, dc) = (&u[ux..ux + 10], &d[dx..dx + 10]);
-        if uc[0..2] != dc[0..2] || uc[6] != dc[6] {
+        let (mut uc, dc) = ([0u8; 10], &d[dx..dx + 10]);
+        uc.copy_from_slice(&u[ux..ux + 10]);
+        if uc[0..2] != dc[0..2] {
             continue;
+        }
+        if uc[6] != dc[6] {
+            let width = |t: u8| ColumnType::try_from(t).ok().and_then(integer_width);
+            match (width(uc[6]), width(dc[6])) {
+                (Some(a), Some(b)) if a <= b => {}
+                _ => continue,
+            }
+            uc[2..7].copy_from_slice(&dc[2..7]);
+            widened = true;
         }
         let uflags = u16::from_le_bytes([uc[7], uc[8]]);
         let dflags = u16::from_le_bytes([dc[7], dc[8]]);
@@ -244,6 +262,32 @@ pub(super) fn patch(union: &mut [Vec<u8>], donor: &[Vec<u8>]) {
         // Whatever follows the fixed part (filler) as the donor has it.
         out.extend_from_slice(&d[dx + 10..]);
         *u = out;
+    }
+    widened
+}
+
+/// How a union's binary rows become rows of the definitions the client got, where [`patch`]
+/// widened integer columns.
+pub(super) struct Widening {
+    from: Vec<ColumnDef>,
+    to: Vec<ColumnDef>,
+}
+
+impl Widening {
+    /// From the union's own definitions (`before`) to the patched ones; `None` if either does
+    /// not parse (the statement's own parse of them then fails).
+    pub(super) fn new(before: &[Vec<u8>], after: &[Vec<u8>]) -> Option<Self> {
+        let parse = |defs: &[Vec<u8>]| -> Option<Vec<ColumnDef>> {
+            defs.iter().map(|d| parse_column(d).ok()).collect()
+        };
+        Some(Widening {
+            from: parse(before)?,
+            to: parse(after)?,
+        })
+    }
+
+    pub(super) fn row(&self, payload: &[u8]) -> Result<Vec<u8>> {
+        widen_integers(payload, &self.from, &self.to)
     }
 }
 
@@ -373,5 +417,33 @@ mod tests {
         assert_eq!(union[1], def("", "", "", "COUNT(*)", 8, 0x1));
         // Another type: the union's definition as it is.
         assert_eq!(union[2], def("", "", "", "x", 3, 0));
+    }
+
+    #[test]
+    fn a_union_narrowed_integer_takes_the_statements_type_and_its_binary_values_widen() {
+        let donor = vec![def("", "", "", "MAX(LENGTH(msg))", 8, 0x80)];
+        let union = vec![def("", "", "", "MAX(LENGTH(msg))", 3, 0x80)];
+        let mut patched = union.clone();
+        assert!(patch(&mut patched, &donor));
+        assert_eq!(patched, donor, "the statement's LONGLONG");
+        // Not narrower: a wider union type stays.
+        let mut wider = vec![def("", "", "", "x", 8, 0)];
+        assert!(!patch(&mut wider, &[def("", "", "", "x", 3, 0)]));
+
+        for (flags, value, want) in [
+            (0x80u16, -5i32 as u32, -5i64 as u64),
+            (0xA0, 0xFFFF_FFFB, 0xFFFF_FFFB),
+        ] {
+            let from = vec![def("", "", "", "v", 3, flags), def("", "", "", "s", 253, 0)];
+            let to = vec![def("", "", "", "v", 8, flags), def("", "", "", "s", 253, 0)];
+            let w = Widening::new(&from, &to).expect("definitions");
+            let mut row = vec![0x00, 0x00];
+            row.extend_from_slice(&value.to_le_bytes());
+            row.extend_from_slice(&[2, b'h', b'i']);
+            let mut expect = vec![0x00, 0x00];
+            expect.extend_from_slice(&want.to_le_bytes());
+            expect.extend_from_slice(&[2, b'h', b'i']);
+            assert_eq!(w.row(&row).unwrap(), expect, "flags {flags:#x}");
+        }
     }
 }

@@ -133,10 +133,16 @@ impl Session {
             }
         }
         // A union's definitions name no table: the client gets its first arm's.
+        let mut widen: Vec<Option<datanode_union::Widening>> = Vec::new();
         for (defs, donor) in columns.iter_mut().zip(&donors) {
-            if let Some(donor) = donor {
-                datanode_union::patch(defs, donor);
-            }
+            let before = (binary && donor.is_some()).then(|| defs.clone());
+            let widened = donor
+                .as_ref()
+                .is_some_and(|donor| datanode_union::patch(defs, donor));
+            widen.push(match before {
+                Some(before) if widened => datanode_union::Widening::new(&before, defs),
+                _ => None,
+            });
         }
         let mut parsed: Result<Vec<Vec<Column>>> = match first_err {
             Some(_) => Ok(Vec::new()),
@@ -229,7 +235,10 @@ impl Session {
                 Step::Need(k) => {
                     let conn = conn_at(&mut self.conns, &mut extra, place[k]);
                     match streams[k].next_row(conn).await {
-                        Ok(Row::Data(row)) => match merger.feed_row(k, &row) {
+                        Ok(Row::Data(row)) => match match &widen[k] {
+                            Some(w) => w.row(&row).and_then(|row| merger.feed_row(k, &row)),
+                            None => merger.feed_row(k, &row),
+                        } {
                             Ok(()) => {}
                             Err(e @ Error::Reply { .. }) => {
                                 error = Some(e);

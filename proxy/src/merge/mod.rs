@@ -67,6 +67,7 @@ use shoal_router::plan::{Column as ColRef, Fold, MergeSpec};
 pub use column::{Column, columns_agree, is_char_or_blob, merge_columns, parse_column};
 use having::Having;
 use value::{Dec, Key, Kind, cmp_keys, double_text, encode_row, key_of, kind, split_row};
+pub use value::{integer_width, widen_integers};
 
 use crate::error::{Error, Result};
 

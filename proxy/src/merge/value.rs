@@ -147,6 +147,18 @@ enum Layout {
     AlwaysNull,
 }
 
+/// The width of an integer type's binary value; `None` for other types.
+pub fn integer_width(t: ColumnType) -> Option<usize> {
+    use ColumnType::*;
+    match t {
+        MYSQL_TYPE_TINY => Some(1),
+        MYSQL_TYPE_SHORT => Some(2),
+        MYSQL_TYPE_LONG | MYSQL_TYPE_INT24 => Some(4),
+        MYSQL_TYPE_LONGLONG => Some(8),
+        _ => None,
+    }
+}
+
 fn layout(t: ColumnType) -> Layout {
     use ColumnType::*;
     match t {
@@ -274,6 +286,30 @@ pub fn split_row<'a>(payload: &'a [u8], cols: &[Column], protocol: Protocol) -> 
         }
     }
     Ok(out)
+}
+
+/// A binary row whose integer columns `from` describes narrower than `to` (a UNION's LONG for
+/// a statement's LONGLONG), re-encoded at `to`'s widths; every other cell as it is. A value is
+/// extended as its own column reads it (sign or zero), so it reads the same in `to`.
+pub fn widen_integers(payload: &[u8], from: &[Column], to: &[Column]) -> Result<Vec<u8>> {
+    let cells = split_row(payload, from, Protocol::Binary)?;
+    let mut out: Vec<Option<Vec<u8>>> = Vec::with_capacity(cells.len());
+    for ((cell, f), t) in cells.into_iter().zip(from).zip(to) {
+        let integers =
+            integer_width(f.column_type).is_some() && integer_width(t.column_type).is_some();
+        out.push(
+            cell.map(|v| match (layout(f.column_type), layout(t.column_type)) {
+                (Layout::Fixed(a), Layout::Fixed(b)) if integers && a < b && a == v.len() => {
+                    let negative = !f.unsigned() && v.last().is_some_and(|x| x & 0x80 != 0);
+                    let mut w = v.to_vec();
+                    w.resize(b, if negative { 0xFF } else { 0x00 });
+                    w
+                }
+                _ => v.to_vec(),
+            }),
+        );
+    }
+    Ok(encode_row(&out, to, Protocol::Binary))
 }
 
 /// Encodes a row from cells (in the form [`split_row`] gives them).
