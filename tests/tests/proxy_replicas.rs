@@ -37,6 +37,11 @@ struct Host<'a> {
 /// A config with one datanode per datahost (database `rw`), table `t` sharded by `id` over
 /// them when there are several, users `app` and `report` (read-only).
 fn write_config(cluster: &Cluster, hosts: &[Host]) -> PathBuf {
+    write_config_with(cluster, hosts, "")
+}
+
+/// [`write_config`] with more table lines for schema `shop` (when there are several hosts).
+fn write_config_with(cluster: &Cluster, hosts: &[Host], tables: &str) -> PathBuf {
     let inst = cluster.instances();
     let addr = |i: usize| format!("{}:{}", inst[i].host, inst[i].port);
     let (u, pw) = (cluster.user(), cluster.password());
@@ -78,7 +83,7 @@ fn write_config(cluster: &Cluster, hosts: &[Host]) -> PathBuf {
     if hosts.len() > 1 {
         text.push_str(&format!(
             "    tables:\n      - {{ name: t, type: sharded, shard_key: id, rule: by_id, \
-             datanodes: dn$1-{} }}\nrules:\n  - {{ name: by_id, algorithm: mod }}\n",
+             datanodes: dn$1-{} }}\n{tables}rules:\n  - {{ name: by_id, algorithm: mod }}\n",
             hosts.len()
         ));
     }
@@ -1108,4 +1113,146 @@ schemas:
         shoal.log()
     );
     restart.await.unwrap();
+}
+
+/// Two datahosts, each a primary with one replica (instances 0 and 1, replicas 2 and 3),
+/// table `t` sharded over dn1 and dn2 and global table `g` on both, rows 1..=20 in `t`.
+async fn two_hosts_with_replicas(extra: &str) -> (Cluster, ShoalProcess) {
+    let cluster = start_cluster(2, 1).await;
+    for i in 0..2 {
+        let mut c = admin(&cluster, i).await;
+        for table in ["t", "g"] {
+            c.query_drop(format!(
+                "CREATE TABLE {DB}.{table} (id INT PRIMARY KEY, v VARCHAR(20)) ENGINE=InnoDB"
+            ))
+            .await
+            .unwrap();
+        }
+        // mod over 2 datanodes: even ids on dn1 (instance 0), odd on dn2 (instance 1).
+        c.query_drop(format!(
+            "INSERT INTO {DB}.t SELECT seq, CONCAT('v', seq) FROM {DB}.seq_1_to_20 \
+             WHERE seq % 2 = {i}"
+        ))
+        .await
+        .unwrap();
+    }
+    cluster.sync_replicas().await.expect("replicas caught up");
+    let hosts = [
+        Host {
+            primary: 0,
+            replicas: &[(2, None)],
+            extra,
+        },
+        Host {
+            primary: 1,
+            replicas: &[(3, None)],
+            extra,
+        },
+    ];
+    let tables = "      - { name: g, type: global, datanodes: dn$1-2 }\n";
+    let shoal = start_shoal(&write_config_with(&cluster, &hosts, tables));
+    for r in [2, 3] {
+        wait_state(&shoal, &addr_of(&cluster, r), "up").await;
+    }
+    (cluster, shoal)
+}
+
+/// The ids and values of `t`, read through `c`, sorted.
+async fn all_rows(c: &mut Conn) -> Result<Vec<(i64, String)>, mysql_async::Error> {
+    let mut rows: Vec<(i64, String)> = c.query("SELECT id, v FROM t").await?;
+    rows.sort();
+    Ok(rows)
+}
+
+/// kill -9 of a replica that sessions read from last: their next statements that do not need
+/// it (a multi-row INSERT over both datanodes, a global-table write, a transaction with a
+/// savepoint, statements with autocommit off) succeed without an error, and their reads go on
+/// elsewhere. The monitor checks once (1h heartbeat): Shoal still counts the dead replica as up,
+/// so every read first meets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_replica_fails_no_statement_that_does_not_need_it() {
+    let (mut cluster, shoal) =
+        two_hosts_with_replicas("balance: round_robin\nhealth: { heartbeat: 1h }").await;
+    let mut sessions = Vec::new();
+    let before = all_selects(&cluster, 4).await;
+    for _ in 0..6 {
+        let mut c = client(&shoal).await;
+        // A read of both datanodes: the session keeps a connection to each replica.
+        let n: i64 = c
+            .query_first("SELECT COUNT(*) FROM t")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, 20);
+        sessions.push(c);
+    }
+    let d = delta(&all_selects(&cluster, 4).await, &before);
+    assert!(
+        d[2] >= 6 && d[3] >= 6,
+        "the reads went to the replicas: {d:?}"
+    );
+    cluster.kill(2);
+    let [a, b, c, d, e, f] = &mut sessions[..] else {
+        unreachable!()
+    };
+    a.query_drop("INSERT INTO t (id, v) VALUES (102, 'a'), (103, 'a')")
+        .await
+        .expect("multi-row INSERT over both datanodes");
+    b.query_drop("INSERT INTO g (id, v) VALUES (1, 'b')")
+        .await
+        .expect("global-table write");
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop("INSERT INTO t (id, v) VALUES (104, 'c')")
+        .await
+        .expect("the transaction's first write");
+    c.query_drop("SAVEPOINT s1").await.unwrap();
+    c.query_drop("INSERT INTO t (id, v) VALUES (105, 'c')")
+        .await
+        .unwrap();
+    c.query_drop("ROLLBACK TO SAVEPOINT s1").await.unwrap();
+    c.query_drop("COMMIT").await.unwrap();
+    d.query_drop("SET autocommit = 0")
+        .await
+        .expect("SET autocommit");
+    d.query_drop("INSERT INTO t (id, v) VALUES (106, 'd')")
+        .await
+        .expect("a write with autocommit off");
+    d.query_drop("COMMIT").await.unwrap();
+    d.query_drop("SET autocommit = 1").await.unwrap();
+    e.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        .await
+        .expect("a snapshot on every datanode");
+    e.query_drop("INSERT INTO t (id, v) VALUES (108, 'e')")
+        .await
+        .unwrap();
+    e.query_drop("COMMIT").await.unwrap();
+    // A read whose replica died between statements runs elsewhere (the primary of dn1, as
+    // the primary's weight is 0 and the datahost has no other replica).
+    let v: Option<String> = f
+        .query_first("SELECT v FROM t WHERE id = 2")
+        .await
+        .expect("a read after its replica died");
+    assert_eq!(v.as_deref(), Some("v2"));
+    let mut expected: Vec<(i64, String)> = (1..=20).map(|k| (k, format!("v{k}"))).collect();
+    expected.extend([
+        (102, "a".to_string()),
+        (103, "a".to_string()),
+        (104, "c".to_string()),
+        (106, "d".to_string()),
+        (108, "e".to_string()),
+    ]);
+    expected.sort();
+    for s in sessions.iter_mut() {
+        // Reads of dn1 fall back to its primary (dn2's replica has not applied the writes
+        // yet, perhaps: the rows are read on the primaries).
+        let rows = all_rows(s).await.expect("reads keep working");
+        assert!(rows.len() >= 20, "{rows:?}");
+    }
+    let mut p = client(&shoal).await;
+    p.query_drop("BEGIN").await.unwrap();
+    // Inside a transaction every read is on the primaries.
+    assert_eq!(all_rows(&mut p).await.unwrap(), expected);
+    let g: Vec<(i64, String)> = p.query("SELECT id, v FROM g").await.unwrap();
+    assert_eq!(g, vec![(1, "b".to_string())]);
+    p.query_drop("COMMIT").await.unwrap();
 }

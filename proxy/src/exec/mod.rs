@@ -515,12 +515,16 @@ impl Session {
                 // going on with some tables locked and some not.
                 let _ = self.unlock_tables().await;
             }
-            if h.pinned() || self.txn_begin.is_some() {
+            if h.pinned() {
                 // A transaction or pinned state went with it: say so, as a direct connection
                 // would, instead of carrying on without it.
                 self.abandon_transaction().await;
                 return Err(Error::lost_backend());
             }
+            // Otherwise nothing of the session's was on it (a connection kept from an earlier
+            // autocommit statement, perhaps on a replica this statement does not go to, or
+            // from before the session's BEGIN, which had not reached it): a fresh one
+            // replaces it, and the statement never fails for a server it does not need.
         }
         if !self.table_locks.is_empty() && !self.table_locks.contains(&dn) {
             // Under LOCK TABLES only the locked tables can be used, as on one server; any
