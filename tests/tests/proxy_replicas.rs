@@ -192,10 +192,14 @@ async fn backends(c: &mut Conn) -> Vec<(String, String, String, Option<String>)>
 /// Polls `SHOW SHOAL BACKENDS` until server `addr` is in `state` (generous deadline: a wait,
 /// not a timing assertion).
 async fn wait_state(shoal: &ShoalProcess, addr: &str, state: &str) {
+    wait_state_on(&mut client(shoal).await, shoal, addr, state).await
+}
+
+/// [`wait_state`] on connection `c`.
+async fn wait_state_on(c: &mut Conn, shoal: &ShoalProcess, addr: &str, state: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut c = client(shoal).await;
     loop {
-        let rows = backends(&mut c).await;
+        let rows = backends(c).await;
         if rows.iter().any(|(a, _, s, _)| a == addr && s == state) {
             return;
         }
@@ -1255,4 +1259,191 @@ async fn a_dead_replica_fails_no_statement_that_does_not_need_it() {
     let g: Vec<(i64, String)> = p.query("SELECT id, v FROM g").await.unwrap();
     assert_eq!(g, vec![(1, "b".to_string())]);
     p.query_drop("COMMIT").await.unwrap();
+}
+
+/// Plain reads of `t` on `sessions` connections until `stop`: a scan of every row and point
+/// reads, each answer compared with rows 1..=20. Returns the reads done and what went wrong.
+fn read_loop(
+    shoal: &ShoalProcess,
+    sessions: usize,
+    stop: Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<(u64, Vec<String>)>> {
+    (0..sessions)
+        .map(|w| {
+            let opts = shoal.opts_as("app", "app-secret", Some("shop"));
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut c = Conn::new(opts).await.expect("connect");
+                let expected: Vec<(i64, String)> = (1..=20).map(|k| (k, format!("v{k}"))).collect();
+                let (mut reads, mut wrong) = (0u64, Vec::new());
+                let mut k = w as i64;
+                while !stop.load(Ordering::Relaxed) {
+                    k += 1;
+                    let id = k % 20 + 1;
+                    if k % 2 == 0 {
+                        match all_rows(&mut c).await {
+                            Ok(rows) if rows == expected => {}
+                            Ok(rows) => wrong.push(format!("scan: {rows:?}")),
+                            Err(e) => wrong.push(format!("scan: {e}")),
+                        }
+                    } else {
+                        let sql = format!("SELECT v FROM t WHERE id = {id}");
+                        match c.query_first::<String, _>(sql).await {
+                            Ok(Some(v)) if v == format!("v{id}") => {}
+                            other => wrong.push(format!("id {id}: {other:?}")),
+                        }
+                    }
+                    reads += 1;
+                }
+                (reads, wrong)
+            })
+        })
+        .collect()
+}
+
+/// `read_when_primary_down: replicas`: kill -9 of a datahost's primary under a read load. Its
+/// replica keeps answering plain reads with the rows it holds (no client error, also before
+/// the monitor marks the primary down), and `SHOW SHOAL BACKENDS` says so with its lag
+/// unknown; writes and transactions on the datahost fail with 1429, the other datahost
+/// writes on; restarted, the primary takes writes again. Then a session's causal read after
+/// its own write, with the primary killed before the replica applied the write (a delayed
+/// replica), fails instead of reading without it, while plain reads go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_read_when_primary_down_replicas_answer_reads_while_the_primary_is_down() {
+    let (mut cluster, shoal) = two_hosts_with_replicas(
+        "balance: round_robin\nread_your_writes: { causal: 1s }\n\
+         read_when_primary_down: replicas\n\
+         health: { heartbeat: 200ms, timeout: 500ms, down_after: 2, up_after: 2 }",
+    )
+    .await;
+    let (primary, replica) = (addr_of(&cluster, 0), addr_of(&cluster, 2));
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = read_loop(&shoal, 4, stop.clone());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.kill(0);
+    wait_state(&shoal, &primary, "down").await;
+    wait_state(&shoal, &replica, "up, serving reads while the primary is down").await;
+    // Reads for a while longer with the primary marked down.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut c = client(&shoal).await;
+    let rows = backends(&mut c).await;
+    let lag = rows
+        .iter()
+        .find(|r| r.0 == replica)
+        .and_then(|r| r.3.clone())
+        .unwrap_or_default();
+    assert!(
+        lag.starts_with("unknown, primary down since "),
+        "the replica's lag is stated: {rows:?}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    let (mut reads, mut wrong) = (0, Vec::new());
+    for w in load {
+        let (r, e) = w.await.expect("reader");
+        reads += r;
+        wrong.extend(e);
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {reads} reads failed or were wrong while the primary was down: {:?}\n{}",
+        wrong.len(),
+        &wrong[..wrong.len().min(10)],
+        shoal.log()
+    );
+    // The primary is dead: dn1's rows came from its replica.
+    let v: Option<String> = c
+        .query_first("SELECT v FROM t WHERE id = 2")
+        .await
+        .expect("a read of dn1 with its primary down");
+    assert_eq!(v.as_deref(), Some("v2"));
+    // Writes and transactions need the primary: 1429 naming the datanode.
+    let (code, _, msg) = server_error(c.query_drop("INSERT INTO t (id, v) VALUES (30, 'x')").await);
+    assert_eq!(code, 1429, "{msg}");
+    assert!(msg.contains("dn1"), "{msg}");
+    c.query_drop("INSERT INTO t (id, v) VALUES (31, 'x')")
+        .await
+        .expect("the other datahost takes writes");
+    c.query_drop("BEGIN").await.unwrap();
+    let (code, _, msg) = server_error(c.query_drop("SELECT v FROM t WHERE id = 2").await);
+    assert_eq!(code, 1429, "a read in a transaction needs the primary: {msg}");
+    c.query_drop("ROLLBACK").await.ok();
+    // Back on its data: writes resume.
+    cluster.restart(0).await.expect("restart the primary");
+    wait_state(&shoal, &primary, "up").await;
+    c.query_drop("INSERT INTO t (id, v) VALUES (30, 'x')")
+        .await
+        .expect("writes resume on the restarted primary");
+    c.query_drop("DELETE FROM t WHERE id IN (30, 31)")
+        .await
+        .unwrap();
+    wait_state(&shoal, &replica, "up").await;
+
+    // Causal reads: the replica holds the session's write back (MASTER_DELAY), the primary dies.
+    let mut r = admin(&cluster, 2).await;
+    for sql in [
+        "STOP SLAVE",
+        "CHANGE MASTER TO MASTER_DELAY = 3600",
+        "START SLAVE",
+    ] {
+        r.query_drop(sql).await.unwrap();
+    }
+    let mut w = client(&shoal).await;
+    w.query_drop("INSERT INTO t (id, v) VALUES (40, 'w')")
+        .await
+        .unwrap();
+    cluster.kill(0);
+    let read = w.query_first::<String, _>("SELECT v FROM t WHERE id = 40").await;
+    assert!(
+        !matches!(read, Ok(None)),
+        "a causal read missed the session's own write"
+    );
+    let (code, _, msg) = server_error(read.map(|_| ()));
+    assert_eq!(code, 1429, "{msg}");
+    // A plain read of another session is answered, by the replica, without the write.
+    let mut p = client(&shoal).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seen = loop {
+        match p.query_first::<String, _>("SELECT v FROM t WHERE id = 40").await {
+            Ok(v) => break v,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "plain reads never resumed: {e}\n{}",
+                    shoal.log()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(seen, None, "the delayed replica answered the plain read");
+}
+
+/// Without `read_when_primary_down` (`none`), a replica whose replication lost its primary
+/// leaves the read set, and reads of the primary's datanodes fail (1429) until it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_read_when_primary_down_reads_fail_while_the_primary_is_down() {
+    let (mut cluster, shoal) = two_hosts_with_replicas(
+        "balance: round_robin\n\
+         health: { heartbeat: 200ms, timeout: 500ms, down_after: 2, up_after: 2 }",
+    )
+    .await;
+    // Connected before: a new connection's first query (the client library's) reads on the
+    // default datanode, dn1, and would fail too.
+    let mut c = client(&shoal).await;
+    cluster.kill(0);
+    wait_state_on(&mut c, &shoal, &addr_of(&cluster, 0), "down").await;
+    wait_state_on(&mut c, &shoal, &addr_of(&cluster, 2), "up, not in the read set").await;
+    let (code, _, msg) = server_error(
+        c.query_first::<String, _>("SELECT v FROM t WHERE id = 2")
+            .await
+            .map(|_| ()),
+    );
+    assert_eq!(code, 1429, "{msg}");
+    assert!(msg.contains("is down"), "{msg}");
+    // The other datahost reads on.
+    let v: Option<String> = c
+        .query_first("SELECT v FROM t WHERE id = 3")
+        .await
+        .unwrap();
+    assert_eq!(v.as_deref(), Some("v3"));
 }

@@ -46,6 +46,7 @@ use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
 use crate::backend::pool::Wanted;
+use shoal_router::config::ReadWhenPrimaryDown;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::relay::{Expect, Outcome, relay};
@@ -689,6 +690,15 @@ impl Session {
                     self.shared.backends.servers[server].health.note_error();
                     self.conns.avoid = Some(server);
                 }
+                Err(e) if attempt < 2 && self.read_may_leave_primary(node.datahost, &e) => {
+                    // `read_when_primary_down: replicas`: the primary is lost from now on (not
+                    // once the monitor's checks agree), and the read goes to a replica that
+                    // kept what the primary sent it.
+                    debug!(server, error = %e, "primary unreachable: reading on a replica");
+                    self.shared.backends.servers[server]
+                        .health
+                        .note_unreachable();
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -702,6 +712,16 @@ impl Session {
             })
             .await?;
         Ok((server, conn))
+    }
+
+    /// Whether a failure `e` to connect to datahost `dh`'s primary sends the running statement
+    /// to a replica: a plain read outside a transaction, on a datahost with
+    /// `read_when_primary_down: replicas`, that could not connect (not a full pool).
+    fn read_may_leave_primary(&self, dh: usize, e: &Error) -> bool {
+        self.shared.backends.hosts[dh].read_when_primary_down == ReadWhenPrimaryDown::Replicas
+            && matches!(self.conns.want, Want::Read { .. })
+            && !self.in_transaction_now()
+            && e.as_reply().is_some_and(|(code, _, _)| code == 1429)
     }
 
     /// Sends the client's command (or `sql` as a new COM_QUERY) to datanode `dn` and relays
