@@ -1322,7 +1322,12 @@ async fn with_read_when_primary_down_replicas_answer_reads_while_the_primary_is_
     tokio::time::sleep(Duration::from_millis(500)).await;
     cluster.kill(0);
     wait_state(&shoal, &primary, "down").await;
-    wait_state(&shoal, &replica, "up, serving reads while the primary is down").await;
+    wait_state(
+        &shoal,
+        &replica,
+        "up, serving reads while the primary is down",
+    )
+    .await;
     // Reads for a while longer with the primary marked down.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut c = client(&shoal).await;
@@ -1365,7 +1370,10 @@ async fn with_read_when_primary_down_replicas_answer_reads_while_the_primary_is_
         .expect("the other datahost takes writes");
     c.query_drop("BEGIN").await.unwrap();
     let (code, _, msg) = server_error(c.query_drop("SELECT v FROM t WHERE id = 2").await);
-    assert_eq!(code, 1429, "a read in a transaction needs the primary: {msg}");
+    assert_eq!(
+        code, 1429,
+        "a read in a transaction needs the primary: {msg}"
+    );
     c.query_drop("ROLLBACK").await.ok();
     // Back on its data: writes resume.
     cluster.restart(0).await.expect("restart the primary");
@@ -1392,7 +1400,9 @@ async fn with_read_when_primary_down_replicas_answer_reads_while_the_primary_is_
         .await
         .unwrap();
     cluster.kill(0);
-    let read = w.query_first::<String, _>("SELECT v FROM t WHERE id = 40").await;
+    let read = w
+        .query_first::<String, _>("SELECT v FROM t WHERE id = 40")
+        .await;
     assert!(
         !matches!(read, Ok(None)),
         "a causal read missed the session's own write"
@@ -1403,7 +1413,10 @@ async fn with_read_when_primary_down_replicas_answer_reads_while_the_primary_is_
     let mut p = client(&shoal).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     let seen = loop {
-        match p.query_first::<String, _>("SELECT v FROM t WHERE id = 40").await {
+        match p
+            .query_first::<String, _>("SELECT v FROM t WHERE id = 40")
+            .await
+        {
             Ok(v) => break v,
             Err(e) => {
                 assert!(
@@ -1432,7 +1445,13 @@ async fn without_read_when_primary_down_reads_fail_while_the_primary_is_down() {
     let mut c = client(&shoal).await;
     cluster.kill(0);
     wait_state_on(&mut c, &shoal, &addr_of(&cluster, 0), "down").await;
-    wait_state_on(&mut c, &shoal, &addr_of(&cluster, 2), "up, not in the read set").await;
+    wait_state_on(
+        &mut c,
+        &shoal,
+        &addr_of(&cluster, 2),
+        "up, not in the read set",
+    )
+    .await;
     let (code, _, msg) = server_error(
         c.query_first::<String, _>("SELECT v FROM t WHERE id = 2")
             .await
@@ -1441,9 +1460,6 @@ async fn without_read_when_primary_down_reads_fail_while_the_primary_is_down() {
     assert_eq!(code, 1429, "{msg}");
     assert!(msg.contains("is down"), "{msg}");
     // The other datahost reads on.
-    let v: Option<String> = c
-        .query_first("SELECT v FROM t WHERE id = 3")
-        .await
-        .unwrap();
+    let v: Option<String> = c.query_first("SELECT v FROM t WHERE id = 3").await.unwrap();
     assert_eq!(v.as_deref(), Some("v3"));
 }

@@ -120,8 +120,7 @@ impl Backends {
         if s == host.primary() {
             return !self.reads_leave_primary(server.datahost);
         }
-        server.health.replica_ok(host.health.max_replication_lag)
-            || self.serves_for_lost_primary(s)
+        server.health.replica_ok(host.health.max_replication_lag) || self.serves_for_lost_primary(s)
     }
 
     /// Whether datahost `dh` reads on its replicas because its primary cannot be reached

@@ -46,13 +46,13 @@ use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
 use crate::backend::pool::Wanted;
-use shoal_router::config::ReadWhenPrimaryDown;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::relay::{Expect, Outcome, relay};
 use crate::session::{Session, align_to, diagnostics_tokens, pinning};
 use crate::wire::command::*;
 use connset::{Held, Want};
+use shoal_router::config::ReadWhenPrimaryDown;
 
 /// Whether a statement may change the logical schema's tables (DDL, and the stored programs
 /// and views the catalog lists): the catalog's built rows are then stale. Read by its first
@@ -574,6 +574,11 @@ impl Session {
                 }
             }
         }
+        // Kept from an earlier statement, with nothing of the session's on it.
+        let kept = self.conns.position(dn).is_some_and(|i| {
+            let h = &self.conns.held[i];
+            h.used_in != self.conns.statement && !h.pinned()
+        });
         let i = match self.conns.position(dn) {
             Some(i) => i,
             None => {
@@ -639,7 +644,16 @@ impl Session {
                 message: format!("datanode {}: {message}", node.name),
             }),
             Err(e) => {
-                self.conns.held.remove(i);
+                let h = self.conns.held.remove(i);
+                if kept && matches!(e, Error::BackendIo(_)) {
+                    // It died unseen (its server killed as the statement came): it held
+                    // nothing, so a fresh connection replaces it, once (a read goes elsewhere).
+                    self.shared.backends.servers[h.server].health.note_error();
+                    if h.server != self.shared.backends.primary(node.datahost) {
+                        self.conns.avoid = Some(h.server);
+                    }
+                    return Box::pin(self.touch_for(routing, dn, how)).await;
+                }
                 Err(e)
             }
         }
