@@ -1463,3 +1463,48 @@ async fn without_read_when_primary_down_reads_fail_while_the_primary_is_down() {
     let v: Option<String> = c.query_first("SELECT v FROM t WHERE id = 3").await.unwrap();
     assert_eq!(v.as_deref(), Some("v3"));
 }
+
+/// `read_when_primary_down: replicas` with `balance: primary_only`: reads stay on the primary
+/// while it serves; the first read that cannot connect to it goes to the replica at once,
+/// without an error, before any check has run (1h heartbeat: the monitor never sees the
+/// primary go). Writes fail with 1429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_read_that_cannot_reach_the_primary_goes_to_the_replica_at_once() {
+    let mut cluster = start_cluster(1, 1).await;
+    prepare_table(&cluster).await;
+    let shoal = start_one_host(
+        &cluster,
+        &[(1, None)],
+        "read_when_primary_down: replicas\nhealth: { heartbeat: 1h }",
+    );
+    wait_state(&shoal, &addr_of(&cluster, 1), "up").await;
+    let mut c = client(&shoal).await;
+    let before = all_selects(&cluster, 2).await;
+    let v: Option<String> = c
+        .query_first("SELECT v FROM items WHERE id = 1")
+        .await
+        .unwrap();
+    assert_eq!(v.as_deref(), Some("v1"));
+    let d = delta(&all_selects(&cluster, 2).await, &before);
+    assert_eq!(
+        d,
+        vec![1, 0],
+        "primary_only: the primary answers while it serves"
+    );
+    cluster.kill(0);
+    for id in [5, 6] {
+        let v: Option<String> = c
+            .query_first(format!("SELECT v FROM items WHERE id = {id}"))
+            .await
+            .unwrap_or_else(|e| panic!("read {id} with the primary killed: {e}\n{}", shoal.log()));
+        assert_eq!(v, Some(format!("v{id}")));
+    }
+    let mut other = client(&shoal).await;
+    let v: Option<String> = other
+        .query_first("SELECT v FROM items WHERE id = 7")
+        .await
+        .expect("a new session reads too");
+    assert_eq!(v.as_deref(), Some("v7"));
+    let (code, _, msg) = server_error(c.query_drop("INSERT INTO items VALUES (800, 'x')").await);
+    assert_eq!(code, 1429, "{msg}");
+}
