@@ -669,11 +669,19 @@ impl Session {
         mut chosen: Option<usize>,
     ) -> Result<(usize, crate::backend::pool::PooledConn)> {
         let node = &routing.topology.datanodes[dn];
+        // The primary could not be reached, for a read that then looked for a replica.
+        let mut primary_lost: Option<Error> = None;
         for attempt in 0..3 {
             let server = match chosen.take() {
                 Some(s) => s,
                 None => self.target_server(routing, dn)?,
             };
+            if server == self.shared.backends.primary(node.datahost)
+                && let Some(e) = primary_lost.take()
+            {
+                // No replica can take the read: the primary's error, without connecting again.
+                return Err(e);
+            }
             let pool = self.shared.pools[server].clone();
             if pool.is_full() {
                 // Connections kept from earlier statements go back first. A session keeps one
@@ -712,6 +720,7 @@ impl Session {
                     self.shared.backends.servers[server]
                         .health
                         .note_unreachable();
+                    primary_lost = Some(e);
                 }
                 Err(e) => return Err(e),
             }
