@@ -281,10 +281,16 @@ pub fn describe(t: &Topology) -> String {
         if !h.replicas.is_empty() {
             let _ = writeln!(
                 out,
-                "      reads: {}, primary weight {}, read_your_writes {:?}",
+                "      reads: {}, primary weight {}, read_your_writes {:?}{}",
                 h.balance.as_str(),
                 h.read_weight(0),
-                h.read_your_writes
+                h.read_your_writes,
+                match h.read_when_primary_down {
+                    shoal_router::config::ReadWhenPrimaryDown::None => "",
+                    shoal_router::config::ReadWhenPrimaryDown::Replicas => {
+                        ", read_when_primary_down replicas"
+                    }
+                }
             );
         }
     }

@@ -179,6 +179,31 @@ fn read_balancing_errors_name_the_key() {
         e.contains("datahosts[0].balance") && e.contains("weight 0"),
         "{e}"
     );
+    // Reads while the primary is down need a replica that may take them.
+    let e = error_of(
+        "    primary: { address: 127.0.0.1:3308, user: shoal }\n",
+        "    primary: { address: 127.0.0.1:3308, user: shoal }\n    \
+         read_when_primary_down: replicas\n",
+    );
+    assert!(
+        e.contains("datahosts[1].read_when_primary_down") && e.contains("needs a replica"),
+        "{e}"
+    );
+    let e = replica_error("    read_when_primary_down: everywhere\n");
+    assert!(e.contains("everywhere"), "{e}");
+    let ok = BASE.replacen(
+        "    primary: { address: 127.0.0.1:3307, user: shoal }\n",
+        "    primary: { address: 127.0.0.1:3307, user: shoal }\n    \
+         replicas: [{ address: 127.0.0.1:3317, user: shoal }]\n    \
+         read_when_primary_down: replicas\n",
+        1,
+    );
+    let cfg = Config::from_yaml_str(&ok).unwrap();
+    cfg.validate().unwrap();
+    assert_eq!(
+        cfg.datahosts[0].read_when_primary_down,
+        shoal_router::config::ReadWhenPrimaryDown::Replicas
+    );
 }
 
 #[test]

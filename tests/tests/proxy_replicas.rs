@@ -37,6 +37,11 @@ struct Host<'a> {
 /// A config with one datanode per datahost (database `rw`), table `t` sharded by `id` over
 /// them when there are several, users `app` and `report` (read-only).
 fn write_config(cluster: &Cluster, hosts: &[Host]) -> PathBuf {
+    write_config_with(cluster, hosts, "")
+}
+
+/// [`write_config`] with more table lines for schema `shop` (when there are several hosts).
+fn write_config_with(cluster: &Cluster, hosts: &[Host], tables: &str) -> PathBuf {
     let inst = cluster.instances();
     let addr = |i: usize| format!("{}:{}", inst[i].host, inst[i].port);
     let (u, pw) = (cluster.user(), cluster.password());
@@ -78,7 +83,7 @@ fn write_config(cluster: &Cluster, hosts: &[Host]) -> PathBuf {
     if hosts.len() > 1 {
         text.push_str(&format!(
             "    tables:\n      - {{ name: t, type: sharded, shard_key: id, rule: by_id, \
-             datanodes: dn$1-{} }}\nrules:\n  - {{ name: by_id, algorithm: mod }}\n",
+             datanodes: dn$1-{} }}\n{tables}rules:\n  - {{ name: by_id, algorithm: mod }}\n",
             hosts.len()
         ));
     }
@@ -187,10 +192,14 @@ async fn backends(c: &mut Conn) -> Vec<(String, String, String, Option<String>)>
 /// Polls `SHOW SHOAL BACKENDS` until server `addr` is in `state` (generous deadline: a wait,
 /// not a timing assertion).
 async fn wait_state(shoal: &ShoalProcess, addr: &str, state: &str) {
+    wait_state_on(&mut client(shoal).await, shoal, addr, state).await
+}
+
+/// [`wait_state`] on connection `c`.
+async fn wait_state_on(c: &mut Conn, shoal: &ShoalProcess, addr: &str, state: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut c = client(shoal).await;
     loop {
-        let rows = backends(&mut c).await;
+        let rows = backends(c).await;
         if rows.iter().any(|(a, _, s, _)| a == addr && s == state) {
             return;
         }
@@ -1108,4 +1117,394 @@ schemas:
         shoal.log()
     );
     restart.await.unwrap();
+}
+
+/// Two datahosts, each a primary with one replica (instances 0 and 1, replicas 2 and 3),
+/// table `t` sharded over dn1 and dn2 and global table `g` on both, rows 1..=20 in `t`.
+async fn two_hosts_with_replicas(extra: &str) -> (Cluster, ShoalProcess) {
+    let cluster = start_cluster(2, 1).await;
+    for i in 0..2 {
+        let mut c = admin(&cluster, i).await;
+        for table in ["t", "g"] {
+            c.query_drop(format!(
+                "CREATE TABLE {DB}.{table} (id INT PRIMARY KEY, v VARCHAR(20)) ENGINE=InnoDB"
+            ))
+            .await
+            .unwrap();
+        }
+        // mod over 2 datanodes: even ids on dn1 (instance 0), odd on dn2 (instance 1).
+        c.query_drop(format!(
+            "INSERT INTO {DB}.t SELECT seq, CONCAT('v', seq) FROM {DB}.seq_1_to_20 \
+             WHERE seq % 2 = {i}"
+        ))
+        .await
+        .unwrap();
+    }
+    cluster.sync_replicas().await.expect("replicas caught up");
+    let hosts = [
+        Host {
+            primary: 0,
+            replicas: &[(2, None)],
+            extra,
+        },
+        Host {
+            primary: 1,
+            replicas: &[(3, None)],
+            extra,
+        },
+    ];
+    let tables = "      - { name: g, type: global, datanodes: dn$1-2 }\n";
+    let shoal = start_shoal(&write_config_with(&cluster, &hosts, tables));
+    for r in [2, 3] {
+        wait_state(&shoal, &addr_of(&cluster, r), "up").await;
+    }
+    (cluster, shoal)
+}
+
+/// The ids and values of `t`, read through `c`, sorted.
+async fn all_rows(c: &mut Conn) -> Result<Vec<(i64, String)>, mysql_async::Error> {
+    let mut rows: Vec<(i64, String)> = c.query("SELECT id, v FROM t").await?;
+    rows.sort();
+    Ok(rows)
+}
+
+/// kill -9 of a replica that sessions read from last: their next statements that do not need
+/// it (a multi-row INSERT over both datanodes, a global-table write, a transaction with a
+/// savepoint, statements with autocommit off) succeed without an error, and their reads go on
+/// elsewhere. The monitor checks once (1h heartbeat): Shoal still counts the dead replica as up,
+/// so every read first meets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_replica_fails_no_statement_that_does_not_need_it() {
+    let (mut cluster, shoal) =
+        two_hosts_with_replicas("balance: round_robin\nhealth: { heartbeat: 1h }").await;
+    let mut sessions = Vec::new();
+    let before = all_selects(&cluster, 4).await;
+    for _ in 0..6 {
+        let mut c = client(&shoal).await;
+        // A read of both datanodes: the session keeps a connection to each replica.
+        let n: i64 = c
+            .query_first("SELECT COUNT(*) FROM t")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, 20);
+        sessions.push(c);
+    }
+    let d = delta(&all_selects(&cluster, 4).await, &before);
+    assert!(
+        d[2] >= 6 && d[3] >= 6,
+        "the reads went to the replicas: {d:?}"
+    );
+    cluster.kill(2);
+    let [a, b, c, d, e, f] = &mut sessions[..] else {
+        unreachable!()
+    };
+    a.query_drop("INSERT INTO t (id, v) VALUES (102, 'a'), (103, 'a')")
+        .await
+        .expect("multi-row INSERT over both datanodes");
+    b.query_drop("INSERT INTO g (id, v) VALUES (1, 'b')")
+        .await
+        .expect("global-table write");
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop("INSERT INTO t (id, v) VALUES (104, 'c')")
+        .await
+        .expect("the transaction's first write");
+    c.query_drop("SAVEPOINT s1").await.unwrap();
+    c.query_drop("INSERT INTO t (id, v) VALUES (105, 'c')")
+        .await
+        .unwrap();
+    c.query_drop("ROLLBACK TO SAVEPOINT s1").await.unwrap();
+    c.query_drop("COMMIT").await.unwrap();
+    d.query_drop("SET autocommit = 0")
+        .await
+        .expect("SET autocommit");
+    d.query_drop("INSERT INTO t (id, v) VALUES (106, 'd')")
+        .await
+        .expect("a write with autocommit off");
+    d.query_drop("COMMIT").await.unwrap();
+    d.query_drop("SET autocommit = 1").await.unwrap();
+    e.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        .await
+        .expect("a snapshot on every datanode");
+    e.query_drop("INSERT INTO t (id, v) VALUES (108, 'e')")
+        .await
+        .unwrap();
+    e.query_drop("COMMIT").await.unwrap();
+    // A read whose replica died between statements runs elsewhere (the primary of dn1, as
+    // the primary's weight is 0 and the datahost has no other replica).
+    let v: Option<String> = f
+        .query_first("SELECT v FROM t WHERE id = 2")
+        .await
+        .expect("a read after its replica died");
+    assert_eq!(v.as_deref(), Some("v2"));
+    let mut expected: Vec<(i64, String)> = (1..=20).map(|k| (k, format!("v{k}"))).collect();
+    expected.extend([
+        (102, "a".to_string()),
+        (103, "a".to_string()),
+        (104, "c".to_string()),
+        (106, "d".to_string()),
+        (108, "e".to_string()),
+    ]);
+    expected.sort();
+    for s in sessions.iter_mut() {
+        // Reads of dn1 fall back to its primary (dn2's replica has not applied the writes
+        // yet, perhaps: the rows are read on the primaries).
+        let rows = all_rows(s).await.expect("reads keep working");
+        assert!(rows.len() >= 20, "{rows:?}");
+    }
+    let mut p = client(&shoal).await;
+    p.query_drop("BEGIN").await.unwrap();
+    // Inside a transaction every read is on the primaries.
+    assert_eq!(all_rows(&mut p).await.unwrap(), expected);
+    let g: Vec<(i64, String)> = p.query("SELECT id, v FROM g").await.unwrap();
+    assert_eq!(g, vec![(1, "b".to_string())]);
+    p.query_drop("COMMIT").await.unwrap();
+}
+
+/// Plain reads of `t` on `sessions` connections until `stop`: a scan of every row and point
+/// reads, each answer compared with rows 1..=20. Returns the reads done and what went wrong.
+fn read_loop(
+    shoal: &ShoalProcess,
+    sessions: usize,
+    stop: Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<(u64, Vec<String>)>> {
+    (0..sessions)
+        .map(|w| {
+            let opts = shoal.opts_as("app", "app-secret", Some("shop"));
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut c = Conn::new(opts).await.expect("connect");
+                let expected: Vec<(i64, String)> = (1..=20).map(|k| (k, format!("v{k}"))).collect();
+                let (mut reads, mut wrong) = (0u64, Vec::new());
+                let mut k = w as i64;
+                while !stop.load(Ordering::Relaxed) {
+                    k += 1;
+                    let id = k % 20 + 1;
+                    if k % 2 == 0 {
+                        match all_rows(&mut c).await {
+                            Ok(rows) if rows == expected => {}
+                            Ok(rows) => wrong.push(format!("scan: {rows:?}")),
+                            Err(e) => wrong.push(format!("scan: {e}")),
+                        }
+                    } else {
+                        let sql = format!("SELECT v FROM t WHERE id = {id}");
+                        match c.query_first::<String, _>(sql).await {
+                            Ok(Some(v)) if v == format!("v{id}") => {}
+                            other => wrong.push(format!("id {id}: {other:?}")),
+                        }
+                    }
+                    reads += 1;
+                }
+                (reads, wrong)
+            })
+        })
+        .collect()
+}
+
+/// `read_when_primary_down: replicas`: kill -9 of a datahost's primary under a read load. Its
+/// replica keeps answering plain reads with the rows it holds (no client error, also before
+/// the monitor marks the primary down), and `SHOW SHOAL BACKENDS` says so with its lag
+/// unknown; writes and transactions on the datahost fail with 1429, the other datahost
+/// writes on; restarted, the primary takes writes again. Then a session's causal read after
+/// its own write, with the primary killed before the replica applied the write (a delayed
+/// replica), fails instead of reading without it, while plain reads go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_read_when_primary_down_replicas_answer_reads_while_the_primary_is_down() {
+    let (mut cluster, shoal) = two_hosts_with_replicas(
+        "balance: round_robin\nread_your_writes: { causal: 1s }\n\
+         read_when_primary_down: replicas\n\
+         health: { heartbeat: 200ms, timeout: 500ms, down_after: 2, up_after: 2 }",
+    )
+    .await;
+    let (primary, replica) = (addr_of(&cluster, 0), addr_of(&cluster, 2));
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = read_loop(&shoal, 4, stop.clone());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.kill(0);
+    wait_state(&shoal, &primary, "down").await;
+    wait_state(
+        &shoal,
+        &replica,
+        "up, serving reads while the primary is down",
+    )
+    .await;
+    // Reads for a while longer with the primary marked down.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut c = client(&shoal).await;
+    let rows = backends(&mut c).await;
+    let lag = rows
+        .iter()
+        .find(|r| r.0 == replica)
+        .and_then(|r| r.3.clone())
+        .unwrap_or_default();
+    assert!(
+        lag.starts_with("unknown, primary down since "),
+        "the replica's lag is stated: {rows:?}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    let (mut reads, mut wrong) = (0, Vec::new());
+    for w in load {
+        let (r, e) = w.await.expect("reader");
+        reads += r;
+        wrong.extend(e);
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {reads} reads failed or were wrong while the primary was down: {:?}\n{}",
+        wrong.len(),
+        &wrong[..wrong.len().min(10)],
+        shoal.log()
+    );
+    // The primary is dead: dn1's rows came from its replica.
+    let v: Option<String> = c
+        .query_first("SELECT v FROM t WHERE id = 2")
+        .await
+        .expect("a read of dn1 with its primary down");
+    assert_eq!(v.as_deref(), Some("v2"));
+    // Writes and transactions need the primary: 1429 naming the datanode.
+    let (code, _, msg) = server_error(c.query_drop("INSERT INTO t (id, v) VALUES (30, 'x')").await);
+    assert_eq!(code, 1429, "{msg}");
+    assert!(msg.contains("dn1"), "{msg}");
+    c.query_drop("INSERT INTO t (id, v) VALUES (31, 'x')")
+        .await
+        .expect("the other datahost takes writes");
+    c.query_drop("BEGIN").await.unwrap();
+    let (code, _, msg) = server_error(c.query_drop("SELECT v FROM t WHERE id = 2").await);
+    assert_eq!(
+        code, 1429,
+        "a read in a transaction needs the primary: {msg}"
+    );
+    c.query_drop("ROLLBACK").await.ok();
+    // Back on its data: writes resume.
+    cluster.restart(0).await.expect("restart the primary");
+    wait_state(&shoal, &primary, "up").await;
+    c.query_drop("INSERT INTO t (id, v) VALUES (30, 'x')")
+        .await
+        .expect("writes resume on the restarted primary");
+    c.query_drop("DELETE FROM t WHERE id IN (30, 31)")
+        .await
+        .unwrap();
+    wait_state(&shoal, &replica, "up").await;
+
+    // Causal reads: the replica holds the session's write back (MASTER_DELAY), the primary dies.
+    let mut r = admin(&cluster, 2).await;
+    for sql in [
+        "STOP SLAVE",
+        "CHANGE MASTER TO MASTER_DELAY = 3600",
+        "START SLAVE",
+    ] {
+        r.query_drop(sql).await.unwrap();
+    }
+    let mut w = client(&shoal).await;
+    w.query_drop("INSERT INTO t (id, v) VALUES (40, 'w')")
+        .await
+        .unwrap();
+    cluster.kill(0);
+    let read = w
+        .query_first::<String, _>("SELECT v FROM t WHERE id = 40")
+        .await;
+    assert!(
+        !matches!(read, Ok(None)),
+        "a causal read missed the session's own write"
+    );
+    let (code, _, msg) = server_error(read.map(|_| ()));
+    assert_eq!(code, 1429, "{msg}");
+    // A plain read of another session is answered, by the replica, without the write.
+    let mut p = client(&shoal).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seen = loop {
+        match p
+            .query_first::<String, _>("SELECT v FROM t WHERE id = 40")
+            .await
+        {
+            Ok(v) => break v,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "plain reads never resumed: {e}\n{}",
+                    shoal.log()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(seen, None, "the delayed replica answered the plain read");
+}
+
+/// Without `read_when_primary_down` (`none`), a replica whose replication lost its primary
+/// leaves the read set, and reads of the primary's datanodes fail (1429) until it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_read_when_primary_down_reads_fail_while_the_primary_is_down() {
+    let (mut cluster, shoal) = two_hosts_with_replicas(
+        "balance: round_robin\n\
+         health: { heartbeat: 200ms, timeout: 500ms, down_after: 2, up_after: 2 }",
+    )
+    .await;
+    // Connected before: a new connection's first query (the client library's) reads on the
+    // default datanode, dn1, and would fail too.
+    let mut c = client(&shoal).await;
+    cluster.kill(0);
+    wait_state_on(&mut c, &shoal, &addr_of(&cluster, 0), "down").await;
+    wait_state_on(
+        &mut c,
+        &shoal,
+        &addr_of(&cluster, 2),
+        "up, not in the read set",
+    )
+    .await;
+    let (code, _, msg) = server_error(
+        c.query_first::<String, _>("SELECT v FROM t WHERE id = 2")
+            .await
+            .map(|_| ()),
+    );
+    assert_eq!(code, 1429, "{msg}");
+    assert!(msg.contains("is down"), "{msg}");
+    // The other datahost reads on.
+    let v: Option<String> = c.query_first("SELECT v FROM t WHERE id = 3").await.unwrap();
+    assert_eq!(v.as_deref(), Some("v3"));
+}
+
+/// `read_when_primary_down: replicas` with `balance: primary_only`: reads stay on the primary
+/// while it serves; the first read that cannot connect to it goes to the replica at once,
+/// without an error, before any check has run (1h heartbeat: the monitor never sees the
+/// primary go). Writes fail with 1429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_read_that_cannot_reach_the_primary_goes_to_the_replica_at_once() {
+    let mut cluster = start_cluster(1, 1).await;
+    prepare_table(&cluster).await;
+    let shoal = start_one_host(
+        &cluster,
+        &[(1, None)],
+        "read_when_primary_down: replicas\nhealth: { heartbeat: 1h }",
+    );
+    wait_state(&shoal, &addr_of(&cluster, 1), "up").await;
+    let mut c = client(&shoal).await;
+    let before = all_selects(&cluster, 2).await;
+    let v: Option<String> = c
+        .query_first("SELECT v FROM items WHERE id = 1")
+        .await
+        .unwrap();
+    assert_eq!(v.as_deref(), Some("v1"));
+    let d = delta(&all_selects(&cluster, 2).await, &before);
+    assert_eq!(
+        d,
+        vec![1, 0],
+        "primary_only: the primary answers while it serves"
+    );
+    cluster.kill(0);
+    for id in [5, 6] {
+        let v: Option<String> = c
+            .query_first(format!("SELECT v FROM items WHERE id = {id}"))
+            .await
+            .unwrap_or_else(|e| panic!("read {id} with the primary killed: {e}\n{}", shoal.log()));
+        assert_eq!(v, Some(format!("v{id}")));
+    }
+    let mut other = client(&shoal).await;
+    let v: Option<String> = other
+        .query_first("SELECT v FROM items WHERE id = 7")
+        .await
+        .expect("a new session reads too");
+    assert_eq!(v.as_deref(), Some("v7"));
+    let (code, _, msg) = server_error(c.query_drop("INSERT INTO items VALUES (800, 'x')").await);
+    assert_eq!(code, 1429, "{msg}");
 }

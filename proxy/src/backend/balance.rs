@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rand::Rng;
-use shoal_router::config::{Balance, DatahostDef, HealthConfig, ReadYourWrites};
+use shoal_router::config::{
+    Balance, DatahostDef, HealthConfig, ReadWhenPrimaryDown, ReadYourWrites,
+};
 use tracing::info;
 
 use super::health::Health;
@@ -30,6 +32,7 @@ pub struct Host {
     pub balance: Balance,
     pub read_your_writes: ReadYourWrites,
     pub health: HealthConfig,
+    pub read_when_primary_down: ReadWhenPrimaryDown,
     /// The server writes go to now (moves when failover is followed).
     primary: AtomicUsize,
     /// Round-robin position.
@@ -81,6 +84,7 @@ impl Backends {
                 balance: def.balance,
                 read_your_writes: def.read_your_writes,
                 health: def.health.clone(),
+                read_when_primary_down: def.read_when_primary_down,
                 primary: AtomicUsize::new(first),
                 next: AtomicUsize::new(0),
             });
@@ -104,14 +108,48 @@ impl Backends {
     }
 
     /// Whether server `s` may take reads now: up, with weight, and (unless it is the primary)
-    /// replicating within the lag limit.
+    /// replicating within the lag limit, or serving while the primary is down
+    /// ([`Self::serves_for_lost_primary`]). With `read_when_primary_down: replicas`, a primary
+    /// that cannot be reached is not read from.
     fn readable(&self, s: usize) -> bool {
         let server = &self.servers[s];
         let host = &self.hosts[server.datahost];
         if server.weight == 0 || !server.health.is_up() {
             return false;
         }
-        s == host.primary() || server.health.replica_ok(host.health.max_replication_lag)
+        if s == host.primary() {
+            return !self.reads_leave_primary(server.datahost);
+        }
+        server.health.replica_ok(host.health.max_replication_lag) || self.serves_for_lost_primary(s)
+    }
+
+    /// Whether datahost `dh` reads on its replicas because its primary cannot be reached
+    /// (`read_when_primary_down: replicas`): the primary is down, its last check failed, or a
+    /// statement failed to connect to it since.
+    pub fn reads_leave_primary(&self, dh: usize) -> bool {
+        let host = &self.hosts[dh];
+        if host.read_when_primary_down != ReadWhenPrimaryDown::Replicas {
+            return false;
+        }
+        let h = &self.servers[host.primary()].health;
+        !h.is_up() || h.unreachable_since().is_some()
+    }
+
+    /// Whether replica `s` is in the read set only because its datahost reads on replicas
+    /// while the primary is down: its replication stopped because it cannot reach the primary
+    /// (IO thread failing, SQL thread running), which Shoal cannot reach either. Its lag is
+    /// unknown: it has applied what it received before the primary went.
+    pub fn serves_for_lost_primary(&self, s: usize) -> bool {
+        let server = &self.servers[s];
+        let dh = server.datahost;
+        s != self.hosts[dh].primary()
+            && server.weight > 0
+            && server.health.is_up()
+            && !server
+                .health
+                .replica_ok(self.hosts[dh].health.max_replication_lag)
+            && server.health.source_lost()
+            && self.reads_leave_primary(dh)
     }
 
     /// The server a read on datahost `dh` goes to, by its balance mode (`balance` overrides it,

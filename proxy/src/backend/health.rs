@@ -23,8 +23,16 @@ pub struct Health {
     last_ok: AtomicBool,
     /// Replication IO and SQL threads running (replicas; true on a server without a source).
     replicating: AtomicBool,
+    /// The replica's SQL thread runs while its IO thread cannot reach the source (connecting,
+    /// or stopped by an error): what a replica shows when only its primary is lost.
+    source_lost: AtomicBool,
     /// Seconds_Behind_Master; -1 when unknown (NULL, or not a replica).
     lag: AtomicI64,
+    /// The last lag that was known (-1 never), kept while the current one is unknown.
+    last_known_lag: AtomicI64,
+    /// Unix time in milliseconds since which the server could not be reached (its checks, or
+    /// a statement's connect, failing; 0 = reachable at the last check).
+    unreachable_since_ms: AtomicU64,
     /// 0 unknown, 1 writable, 2 read-only.
     read_only: AtomicU8,
     errors: AtomicU64,
@@ -39,7 +47,10 @@ impl Default for Health {
             up: AtomicBool::new(true),
             last_ok: AtomicBool::new(true),
             replicating: AtomicBool::new(true),
+            source_lost: AtomicBool::new(false),
             lag: AtomicI64::new(-1),
+            last_known_lag: AtomicI64::new(-1),
+            unreachable_since_ms: AtomicU64::new(0),
             read_only: AtomicU8::new(0),
             errors: AtomicU64::new(0),
             last_check_ms: AtomicU64::new(0),
@@ -70,6 +81,38 @@ impl Health {
         u64::try_from(self.lag.load(Ordering::Relaxed)).ok()
     }
 
+    /// The lag last known, while the current one is not.
+    pub fn last_known_lag(&self) -> Option<u64> {
+        u64::try_from(self.last_known_lag.load(Ordering::Relaxed)).ok()
+    }
+
+    /// Whether this replica's replication stopped only because its source cannot be reached:
+    /// its IO thread is connecting (or stopped with an error), its SQL thread runs.
+    pub fn source_lost(&self) -> bool {
+        self.source_lost.load(Ordering::Relaxed)
+    }
+
+    /// Since when the server cannot be reached, if its last check failed or a statement's
+    /// connect failed since.
+    pub fn unreachable_since(&self) -> Option<SystemTime> {
+        match self.unreachable_since_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(UNIX_EPOCH + Duration::from_millis(ms)),
+        }
+    }
+
+    /// A statement could not connect to this server: it counts as unreachable from now until
+    /// a check succeeds (the monitor still decides up and down).
+    pub fn note_unreachable(&self) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let _ = self.unreachable_since_ms.compare_exchange(
+            0,
+            now_ms(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
     pub fn errors(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
     }
@@ -92,11 +135,29 @@ impl Health {
     }
 }
 
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// What one good check found.
 struct Status {
     read_only: bool,
     /// `None`: not a replica (no `SHOW SLAVE STATUS` row).
-    replica: Option<(bool, Option<i64>)>,
+    replica: Option<Replication>,
+}
+
+/// A replica's replication, from its status row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Replication {
+    /// IO and SQL threads both running.
+    running: bool,
+    /// The SQL thread runs, the IO thread cannot reach the source: connecting, or stopped
+    /// with an error (not stopped on purpose).
+    source_lost: bool,
+    /// Seconds_Behind_Master (NULL while the IO thread does not run).
+    lag: Option<i64>,
 }
 
 async fn check(conn: &mut Option<BackendConn>, backends: &Backends, s: usize) -> Result<Status> {
@@ -126,19 +187,23 @@ fn replica_status_query(info: &crate::backend::conn::ServerInfo) -> &'static str
     }
 }
 
-/// (replicating, lag) from a replica status row: MariaDB and MySQL before 8.0.22 name the
-/// columns `Slave_*` and `Seconds_Behind_Master`, MySQL since `Replica_*` and
-/// `Seconds_Behind_Source`.
-fn replica_status(row: &[(String, Option<String>)]) -> (bool, Option<i64>) {
+/// A replica status row read: MariaDB and MySQL before 8.0.22 name the columns `Slave_*` and
+/// `Seconds_Behind_Master`, MySQL since `Replica_*` and `Seconds_Behind_Source`.
+fn replica_status(row: &[(String, Option<String>)]) -> Replication {
     let get = |names: [&str; 2]| {
         row.iter()
             .find(|(n, _)| names.iter().any(|x| n.eq_ignore_ascii_case(x)))
             .and_then(|(_, v)| v.as_deref())
     };
-    let running = get(["Slave_IO_Running", "Replica_IO_Running"]) == Some("Yes")
-        && get(["Slave_SQL_Running", "Replica_SQL_Running"]) == Some("Yes");
+    let io = get(["Slave_IO_Running", "Replica_IO_Running"]);
+    let sql = get(["Slave_SQL_Running", "Replica_SQL_Running"]) == Some("Yes");
+    let io_error = get(["Last_IO_Errno"; 2]).is_some_and(|e| e != "0");
     let lag = get(["Seconds_Behind_Master", "Seconds_Behind_Source"]).and_then(|v| v.parse().ok());
-    (running, lag)
+    Replication {
+        running: io == Some("Yes") && sql,
+        source_lost: sql && (io == Some("Connecting") || (io == Some("No") && io_error)),
+        lag,
+    }
 }
 
 /// Checks server `s` every heartbeat until the process ends.
@@ -160,25 +225,28 @@ pub async fn monitor(backends: Arc<Backends>, s: usize) {
                 "check timed out",
             )),
         };
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let now = now_ms();
         h.last_check_ms.store(now, Ordering::Relaxed);
         match result {
             Ok(st) => {
                 fails = 0;
                 oks = oks.saturating_add(1);
                 h.last_ok.store(true, Ordering::Relaxed);
+                h.unreachable_since_ms.store(0, Ordering::Relaxed);
                 let ro = if st.read_only { 2 } else { 1 };
                 if h.read_only.swap(ro, Ordering::Relaxed) != ro && ro == 1 {
                     info!(server = %server.address, datahost = %host.name, "server is writable (read_only=0)");
                 }
-                let (running, lag) = match st.replica {
-                    Some((running, lag)) => (running, lag.unwrap_or(-1)),
-                    None => (true, 0),
+                let (running, source_lost, lag) = match st.replica {
+                    Some(r) => (r.running, r.source_lost, r.lag.unwrap_or(-1)),
+                    None => (true, false, 0),
                 };
                 let was_running = h.replicating.swap(running, Ordering::Relaxed);
+                h.source_lost.store(source_lost, Ordering::Relaxed);
                 let old_lag = h.lag.swap(lag, Ordering::Relaxed);
+                if lag >= 0 {
+                    h.last_known_lag.store(lag, Ordering::Relaxed);
+                }
                 if st.replica.is_some() {
                     if was_running != running {
                         info!(server = %server.address, datahost = %host.name, running, "replication state changed");
@@ -200,6 +268,12 @@ pub async fn monitor(backends: Arc<Backends>, s: usize) {
                 fails = fails.saturating_add(1);
                 h.errors.fetch_add(1, Ordering::Relaxed);
                 h.last_ok.store(false, Ordering::Relaxed);
+                let _ = h.unreachable_since_ms.compare_exchange(
+                    0,
+                    now,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
                 debug!(server = %server.address, error = %e, "health check failed");
                 if h.is_up() && fails >= cfg.down_after {
                     h.up.store(false, Ordering::Relaxed);
@@ -231,13 +305,47 @@ mod tests {
             ("Slave_SQL_Running", Some("Yes")),
             ("Seconds_Behind_Master", Some("3")),
         ]);
-        assert_eq!(replica_status(&mariadb), (true, Some(3)));
+        assert_eq!(
+            replica_status(&mariadb),
+            Replication {
+                running: true,
+                source_lost: false,
+                lag: Some(3)
+            }
+        );
         let mysql = row(&[
             ("Replica_IO_Running", Some("Yes")),
             ("Replica_SQL_Running", Some("No")),
             ("Seconds_Behind_Source", None),
         ]);
-        assert_eq!(replica_status(&mysql), (false, None));
+        assert_eq!(
+            replica_status(&mysql),
+            Replication {
+                running: false,
+                source_lost: false,
+                lag: None
+            }
+        );
+    }
+
+    /// A replica whose source is unreachable: the IO thread reconnecting, or stopped by its
+    /// error; one stopped on purpose, or with its SQL thread stopped, is not.
+    #[test]
+    fn replica_status_tells_a_lost_source() {
+        let status = |io: &str, sql: &str, errno: &str| {
+            replica_status(&row(&[
+                ("Slave_IO_Running", Some(io)),
+                ("Slave_SQL_Running", Some(sql)),
+                ("Last_IO_Errno", Some(errno)),
+                ("Seconds_Behind_Master", None),
+            ]))
+            .source_lost
+        };
+        assert!(status("Connecting", "Yes", "2003"));
+        assert!(status("No", "Yes", "2003"));
+        assert!(!status("No", "Yes", "0"));
+        assert!(!status("Connecting", "No", "2003"));
+        assert!(!status("Yes", "Yes", "0"));
     }
 
     #[test]

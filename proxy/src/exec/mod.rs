@@ -52,6 +52,7 @@ use crate::session::relay::{Expect, Outcome, relay};
 use crate::session::{Session, align_to, diagnostics_tokens, pinning};
 use crate::wire::command::*;
 use connset::{Held, Want};
+use shoal_router::config::ReadWhenPrimaryDown;
 
 /// Whether a statement may change the logical schema's tables (DDL, and the stored programs
 /// and views the catalog lists): the catalog's built rows are then stale. Read by its first
@@ -515,12 +516,16 @@ impl Session {
                 // going on with some tables locked and some not.
                 let _ = self.unlock_tables().await;
             }
-            if h.pinned() || self.txn_begin.is_some() {
+            if h.pinned() {
                 // A transaction or pinned state went with it: say so, as a direct connection
                 // would, instead of carrying on without it.
                 self.abandon_transaction().await;
                 return Err(Error::lost_backend());
             }
+            // Otherwise nothing of the session's was on it (a connection kept from an earlier
+            // autocommit statement, perhaps on a replica this statement does not go to, or
+            // from before the session's BEGIN, which had not reached it): a fresh one
+            // replaces it, and the statement never fails for a server it does not need.
         }
         if !self.table_locks.is_empty() && !self.table_locks.contains(&dn) {
             // Under LOCK TABLES only the locked tables can be used, as on one server; any
@@ -569,6 +574,11 @@ impl Session {
                 }
             }
         }
+        // Kept from an earlier statement, with nothing of the session's on it.
+        let kept = self.conns.position(dn).is_some_and(|i| {
+            let h = &self.conns.held[i];
+            h.used_in != self.conns.statement && !h.pinned()
+        });
         let i = match self.conns.position(dn) {
             Some(i) => i,
             None => {
@@ -634,7 +644,16 @@ impl Session {
                 message: format!("datanode {}: {message}", node.name),
             }),
             Err(e) => {
-                self.conns.held.remove(i);
+                let h = self.conns.held.remove(i);
+                if kept && matches!(e, Error::BackendIo(_)) {
+                    // It died unseen (its server killed as the statement came): it held
+                    // nothing, so a fresh connection replaces it, once (a read goes elsewhere).
+                    self.shared.backends.servers[h.server].health.note_error();
+                    if h.server != self.shared.backends.primary(node.datahost) {
+                        self.conns.avoid = Some(h.server);
+                    }
+                    return Box::pin(self.touch_for(routing, dn, how)).await;
+                }
                 Err(e)
             }
         }
@@ -650,11 +669,19 @@ impl Session {
         mut chosen: Option<usize>,
     ) -> Result<(usize, crate::backend::pool::PooledConn)> {
         let node = &routing.topology.datanodes[dn];
+        // The primary could not be reached, for a read that then looked for a replica.
+        let mut primary_lost: Option<Error> = None;
         for attempt in 0..3 {
             let server = match chosen.take() {
                 Some(s) => s,
                 None => self.target_server(routing, dn)?,
             };
+            if server == self.shared.backends.primary(node.datahost)
+                && let Some(e) = primary_lost.take()
+            {
+                // No replica can take the read: the primary's error, without connecting again.
+                return Err(e);
+            }
             let pool = self.shared.pools[server].clone();
             if pool.is_full() {
                 // Connections kept from earlier statements go back first. A session keeps one
@@ -685,6 +712,16 @@ impl Session {
                     self.shared.backends.servers[server].health.note_error();
                     self.conns.avoid = Some(server);
                 }
+                Err(e) if attempt < 2 && self.read_may_leave_primary(node.datahost, &e) => {
+                    // `read_when_primary_down: replicas`: the primary is lost from now on (not
+                    // once the monitor's checks agree), and the read goes to a replica that
+                    // kept what the primary sent it.
+                    debug!(server, error = %e, "primary unreachable: reading on a replica");
+                    self.shared.backends.servers[server]
+                        .health
+                        .note_unreachable();
+                    primary_lost = Some(e);
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -698,6 +735,16 @@ impl Session {
             })
             .await?;
         Ok((server, conn))
+    }
+
+    /// Whether a failure `e` to connect to datahost `dh`'s primary sends the running statement
+    /// to a replica: a plain read outside a transaction, on a datahost with
+    /// `read_when_primary_down: replicas`, that could not connect (not a full pool).
+    fn read_may_leave_primary(&self, dh: usize, e: &Error) -> bool {
+        self.shared.backends.hosts[dh].read_when_primary_down == ReadWhenPrimaryDown::Replicas
+            && matches!(self.conns.want, Want::Read { .. })
+            && !self.in_transaction_now()
+            && e.as_reply().is_some_and(|(code, _, _)| code == 1429)
     }
 
     /// Sends the client's command (or `sql` as a new COM_QUERY) to datanode `dn` and relays

@@ -141,7 +141,9 @@ impl Session {
             && !in_transaction
         {
             let balance = match host.balance {
-                Balance::PrimaryOnly if hinted => Some(Balance::RoundRobin),
+                Balance::PrimaryOnly if hinted || backends.reads_leave_primary(dh) => {
+                    Some(Balance::RoundRobin)
+                }
                 Balance::PrimaryOnly => None,
                 b => Some(b),
             };
@@ -297,26 +299,29 @@ impl Session {
             .map(|(i, s)| {
                 let host = &b.hosts[s.datahost];
                 let h = &s.health;
+                let for_lost_primary = b.serves_for_lost_primary(i);
                 let state = if !h.is_up() {
                     "down"
+                } else if for_lost_primary {
+                    "up, serving reads while the primary is down"
                 } else if i != host.primary() && !h.replica_ok(host.health.max_replication_lag) {
                     "up, not in the read set"
                 } else {
                     "up"
                 };
+                let lag = if for_lost_primary {
+                    Some(lost_primary_lag(b, s.datahost, h.last_known_lag()))
+                } else {
+                    h.lag().map(|l| l.to_string())
+                };
                 let (total, idle) = s.pool.counts();
-                let last = h.last_check().map(|t| {
-                    let ms = t
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_millis());
-                    format!("{}.{:03}", ms / 1000, ms % 1000)
-                });
+                let last = h.last_check().map(unix_time);
                 vec![
                     Some(host.name.clone()),
                     Some(s.address.clone()),
                     Some(b.role(i).to_string()),
                     Some(state.to_string()),
-                    h.lag().map(|l| l.to_string()),
+                    lag,
                     Some(total.saturating_sub(idle).to_string()),
                     Some(idle.to_string()),
                     Some(h.errors().to_string()),
@@ -325,4 +330,27 @@ impl Session {
             })
             .collect()
     }
+}
+
+/// A time as `SHOW SHOAL BACKENDS` shows it: Unix seconds with milliseconds.
+fn unix_time(t: std::time::SystemTime) -> String {
+    let ms = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+/// The lag of a replica serving reads while datahost `dh`'s primary is down: unknown (it has
+/// what it received before the primary went), with since when and the last lag known.
+fn lost_primary_lag(b: &crate::backend::balance::Backends, dh: usize, last: Option<u64>) -> String {
+    let primary = &b.servers[b.primary(dh)].health;
+    let mut text = String::from("unknown, primary down");
+    if let Some(since) = primary.unreachable_since() {
+        let secs = since.elapsed().map_or(0.0, |d| d.as_secs_f64());
+        text.push_str(&format!(" since {} ({secs:.1} s)", unix_time(since)));
+    }
+    if let Some(l) = last {
+        text.push_str(&format!("; lag {l} s before"));
+    }
+    text
 }

@@ -218,6 +218,9 @@ pub struct DatahostDef {
     /// The health monitor's checks of every server of this datahost.
     #[serde(default)]
     pub health: HealthConfig,
+    /// Where plain reads go while the primary cannot be reached.
+    #[serde(default)]
+    pub read_when_primary_down: ReadWhenPrimaryDown,
 }
 
 impl DatahostDef {
@@ -271,6 +274,19 @@ pub enum ReadYourWrites {
     Off,
     PrimaryAfterWrite(#[serde(with = "de::duration")] Duration),
     Causal(#[serde(with = "de::duration")] Duration),
+}
+
+/// `read_when_primary_down:` of a datahost: `none` (reads that would go to the primary fail
+/// with it, and a replica whose replication cannot reach the primary leaves the read set) or
+/// `replicas` (a replica whose only fault is the lost primary, its IO thread failing to reach
+/// it while its SQL thread runs, keeps serving plain reads, at an unknown lag; causal reads
+/// still wait for the session's writes, and writes and transactions still fail).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadWhenPrimaryDown {
+    #[default]
+    None,
+    Replicas,
 }
 
 /// `health:` of a datahost.

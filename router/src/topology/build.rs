@@ -747,7 +747,7 @@ fn unique_shards(key: &str, shards: &[Shard]) -> Result<(), ConfigError> {
 
 /// The read-balancing and health settings of one datahost.
 fn check_health(key: &str, h: &crate::config::DatahostDef) -> Result<(), ConfigError> {
-    use crate::config::{Balance, ReadYourWrites};
+    use crate::config::{Balance, ReadWhenPrimaryDown, ReadYourWrites};
     let hc = &h.health;
     if hc.heartbeat.is_zero() {
         return Err(err(format!("{key}.health.heartbeat"), "must be above 0"));
@@ -772,6 +772,14 @@ fn check_health(key: &str, h: &crate::config::DatahostDef) -> Result<(), ConfigE
             ));
         }
         _ => {}
+    }
+    if h.read_when_primary_down == ReadWhenPrimaryDown::Replicas
+        && (1..=h.replicas.len()).all(|i| h.read_weight(i) == 0)
+    {
+        return Err(err(
+            format!("{key}.read_when_primary_down"),
+            "replicas needs a replica with a weight above 0; without one use none",
+        ));
     }
     if h.balance != Balance::PrimaryOnly {
         if h.replicas.is_empty() {
