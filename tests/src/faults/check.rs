@@ -368,7 +368,7 @@ impl Report {
         if !self.log.connect_failures.is_empty() {
             let _ = writeln!(out, "  failed connects {:?}", self.log.connect_failures);
         }
-        for ev in &self.faults {
+        for (i, ev) in self.faults.iter().enumerate() {
             let _ = writeln!(
                 out,
                 "  fault: {} at {:.2}s, restored at {:.2}s",
@@ -376,72 +376,61 @@ impl Report {
                 ev.at.as_secs_f64(),
                 ev.restored.as_secs_f64()
             );
-            for (label, kinds) in [
-                (
-                    "writes",
-                    &[
-                        Kind::Insert,
-                        Kind::MultiInsert,
-                        Kind::Transfer,
-                        Kind::Upsert,
-                    ][..],
-                ),
-                ("reads", &[Kind::PointRead, Kind::SumRead][..]),
-            ] {
+            // This fault's window: until the next one.
+            let until = self.faults.get(i + 1).map_or(Duration::MAX, |n| n.at);
+            let in_window = |o: &&Op| o.end >= ev.at && o.end < until;
+            for (label, writes) in [("writes", true), ("reads", false)] {
                 let ops: Vec<&Op> = self
                     .log
                     .ops
                     .iter()
-                    .filter(|o| kinds.contains(&o.kind))
+                    .filter(|o| o.kind.is_write() == writes)
+                    .filter(in_window)
                     .collect();
-                let errors: Vec<&&Op> = ops
+                let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+                for o in ops.iter().filter(|o| o.seen != Seen::Ok) {
+                    *errors.entry(o.seen.label()).or_default() += 1;
+                }
+                let last_error = ops
                     .iter()
-                    .filter(|o| o.seen != Seen::Ok && o.end >= ev.at)
-                    .collect();
-                let last_error = errors.iter().map(|o| o.end).max();
+                    .filter(|o| o.seen != Seen::Ok)
+                    .map(|o| o.end)
+                    .max();
+                let slowest = ops
+                    .iter()
+                    .map(|o| o.end - o.start)
+                    .max()
+                    .unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "    {label}: {} errors from the fault on{}; first ok after restore +{}; \
-                     slowest op {:.2}s",
-                    errors.len(),
-                    last_error
-                        .map(|t| format!(
-                            " (last {:+.2}s after restore)",
-                            t.as_secs_f64() - ev.restored.as_secs_f64()
-                        ))
-                        .unwrap_or_default(),
-                    first_ok_after(&ops, ev.restored)
-                        .map(|d| format!("{:.2}s", d.as_secs_f64()))
-                        .unwrap_or("never".into()),
-                    ops.iter()
-                        .map(|o| o.end - o.start)
-                        .max()
-                        .unwrap_or_default()
-                        .as_secs_f64()
+                    "    {label}: errors {errors:?}; last error {}; slowest {:.2}s",
+                    last_error.map_or("none".into(), |t| format!(
+                        "{:+.2}s from restore",
+                        t.as_secs_f64() - ev.restored.as_secs_f64()
+                    )),
+                    slowest.as_secs_f64()
                 );
             }
-            for kind in [
+            let firsts: Vec<String> = [
                 Kind::Insert,
                 Kind::MultiInsert,
                 Kind::Transfer,
                 Kind::Upsert,
-            ] {
-                let ops: Vec<&Op> = self.log.ops.iter().filter(|o| o.kind == kind).collect();
-                let _ = write!(
-                    out,
-                    "{}{} +{}",
-                    if kind == Kind::Insert {
-                        "    first ok after restore by kind: "
-                    } else {
-                        ", "
-                    },
-                    kind.name(),
+                Kind::PointRead,
+                Kind::SumRead,
+            ]
+            .iter()
+            .map(|k| {
+                let ops: Vec<&Op> = self.log.ops.iter().filter(|o| o.kind == *k).collect();
+                format!(
+                    "{} {}",
+                    k.name(),
                     first_ok_after(&ops, ev.restored)
-                        .map(|d| format!("{:.2}s", d.as_secs_f64()))
-                        .unwrap_or("never".into())
-                );
-            }
-            let _ = writeln!(out);
+                        .map_or("never".into(), |d| format!("+{:.2}s", d.as_secs_f64()))
+                )
+            })
+            .collect();
+            let _ = writeln!(out, "    first ok after restore: {}", firsts.join(", "));
         }
         if let Some(d) = self.prepared_cleared_after {
             let _ = writeln!(
@@ -547,4 +536,143 @@ fn first_ok_after(ops: &[&Op], restored: Duration) -> Option<Duration> {
         .filter(|o| o.seen == Seen::Ok && o.end >= restored)
         .map(|o| o.end - restored)
         .min()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The checks themselves must be able to fail: fabricated logs against fabricated backends.
+
+    use super::*;
+
+    fn op(kind: Kind, what: What, seen: Seen, at_commit: bool) -> Op {
+        Op {
+            kind,
+            what,
+            start: Duration::ZERO,
+            end: Duration::ZERO,
+            seen,
+            at_commit,
+        }
+    }
+
+    fn accounts() -> Accounts {
+        Accounts {
+            on_server: [vec![1], vec![2]],
+            initial_balance: 100,
+        }
+    }
+
+    fn snap(events: &[u64], legs: &[(u64, u64, i64)], balances: &[(u64, i64)]) -> Snapshot {
+        let mut s = Snapshot::default();
+        for id in events {
+            s.events.insert(*id, vec![0]);
+        }
+        for (x, a, d) in legs {
+            s.legs.entry(*x).or_default().push((*a, *d));
+        }
+        for (a, b) in balances {
+            s.balances.insert(*a, vec![*b]);
+        }
+        s.settings = vec![BTreeMap::new(); 4];
+        s
+    }
+
+    fn xfer(x: u64, seen: Seen, at_commit: bool) -> Op {
+        let what = What::Transfer {
+            xfer: x,
+            from: 1,
+            to: 2,
+            delta: 5,
+        };
+        op(Kind::Transfer, what, seen, at_commit)
+    }
+
+    #[test]
+    fn acknowledged_rows_missing_are_lost_and_unwritten_rows_are_phantoms() {
+        let log = Log {
+            ops: vec![
+                op(Kind::Insert, What::Rows(vec![1]), Seen::Ok, false),
+                op(Kind::Insert, What::Rows(vec![2]), Seen::Server(1429), true),
+                op(Kind::Insert, What::Rows(vec![3]), Seen::Lost, true),
+            ],
+            ..Log::default()
+        };
+        let f = compare(
+            &log,
+            &snap(&[2, 3, 9], &[], &[(1, 100), (2, 100)]),
+            &accounts(),
+        );
+        assert_eq!(f.lost.len(), 1, "{f:?}");
+        // Row 2 was refused, row 9 never written; row 3's outcome was open.
+        assert_eq!(f.phantoms.len(), 2, "{f:?}");
+        assert!(f.partial.is_empty());
+    }
+
+    #[test]
+    fn a_half_applied_transfer_is_an_atomicity_violation_that_moves_the_sum() {
+        let log = Log {
+            ops: vec![
+                xfer(10, Seen::Server(1180), true),
+                xfer(11, Seen::Ok, false),
+                xfer(12, Seen::Server(1062), false),
+            ],
+            ..Log::default()
+        };
+        let legs = [(10, 1, 5), (11, 1, 5), (11, 2, -5)];
+        let f = compare(&log, &snap(&[], &legs, &[(1, 110), (2, 95)]), &accounts());
+        assert_eq!(f.partial.len(), 1, "{f:?}");
+        assert_eq!(f.partial[0].sum_effect, 5);
+        assert_eq!(f.sum_delta, 5);
+        assert!(f.lost.is_empty() && f.phantoms.is_empty() && f.balance_mismatch.is_empty());
+        let report = |mode, shoal_killed| Report {
+            scenario: "test".into(),
+            mode,
+            shoal_killed,
+            faults: Vec::new(),
+            log: Log::default(),
+            findings: compare(&log, &snap(&[], &legs, &[(1, 110), (2, 95)]), &accounts()),
+            prepared_cleared_after: Some(Duration::ZERO),
+        };
+        // Answered 1180: what best_effort tolerates, and xa does not.
+        report(Atomicity::BestEffort, false).assert_invariants();
+        let xa = std::panic::catch_unwind(|| report(Atomicity::Xa, false).assert_invariants());
+        assert!(xa.is_err(), "xa must not tolerate a partial transfer");
+    }
+
+    #[test]
+    fn a_balance_without_its_leg_and_a_lost_acknowledged_transfer_are_found() {
+        let log = Log {
+            ops: vec![xfer(20, Seen::Ok, false)],
+            ..Log::default()
+        };
+        let f = compare(&log, &snap(&[], &[], &[(1, 105), (2, 95)]), &accounts());
+        assert_eq!(f.lost.len(), 1, "{f:?}");
+        assert_eq!(f.balance_mismatch.len(), 2, "{f:?}");
+    }
+
+    #[test]
+    fn global_copies_that_differ_or_lag_an_acknowledged_upsert_are_found() {
+        let up = |op_id, seen| {
+            op(
+                Kind::Upsert,
+                What::Upsert {
+                    key: "w0k0".into(),
+                    op: op_id,
+                },
+                seen,
+                true,
+            )
+        };
+        let log = Log {
+            ops: vec![up(1, Seen::Ok), up(2, Seen::Ok)],
+            ..Log::default()
+        };
+        let mut s = snap(&[], &[], &[(1, 100), (2, 100)]);
+        for (dn, copy) in s.settings.iter_mut().enumerate() {
+            copy.insert("w0k0".into(), (0, if dn == 3 { 1 } else { 2 }));
+        }
+        let f = compare(&log, &s, &accounts());
+        assert_eq!(f.lost.len(), 1, "{f:?}");
+        assert_eq!(f.partial.len(), 1, "{f:?}");
+    }
 }

@@ -145,12 +145,12 @@ fn write_config(cluster: &Cluster, settings: &Settings) -> PathBuf {
     }
     text.push_str("users:\n  - { name: app, password: app-secret, schemas: [shop] }\n");
     text.push_str("datahosts:\n");
-    for p in 0..2 {
+    for (p, replica) in REPLICA_OF.iter().enumerate() {
         text.push_str(&format!(
             "  - name: dh{p}\n    primary: {}\n    replicas:\n      - {}\n    \
              balance: round_robin\n    pool: {{ max: 40 }}\n",
             endpoint(p, ", weight: 1"),
-            endpoint(REPLICA_OF[p], "")
+            endpoint(*replica, "")
         ));
         if settings.reads_from_replicas_when_primary_down {
             text.push_str("    read_when_primary_down: replicas\n");

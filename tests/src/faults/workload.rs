@@ -199,10 +199,13 @@ impl Ctx {
     }
 }
 
+/// One task's operations and failed connects.
+type TaskLog = (Vec<Op>, BTreeMap<String, u64>);
+
 /// The running workload.
 pub struct Workload {
     ctx: Arc<Ctx>,
-    tasks: Vec<JoinHandle<(Vec<Op>, BTreeMap<String, u64>)>>,
+    tasks: Vec<JoinHandle<TaskLog>>,
 }
 
 impl Workload {
@@ -259,7 +262,7 @@ impl Workload {
     }
 }
 
-async fn run_task(ctx: Arc<Ctx>, kind: Kind, w: usize) -> (Vec<Op>, BTreeMap<String, u64>) {
+async fn run_task(ctx: Arc<Ctx>, kind: Kind, w: usize) -> TaskLog {
     let mut ops = Vec::new();
     let mut failures: BTreeMap<String, u64> = BTreeMap::new();
     let mut conn: Option<Conn> = None;
