@@ -123,7 +123,7 @@ async fn inject(fx: &mut Fixture, load: &Workload, fault: Fault) -> Vec<FaultEve
                     tokio::time::timeout(Duration::from_secs(10), load.committing()).await;
                 assert!(signalled.is_ok(), "no transfer reached COMMIT within 10 s");
                 // Somewhere inside the commit: the client's COMMIT is on its way to Shoal.
-                let pause = rand::random_range(0..2000u64);
+                let pause = rand::random_range(0..1500u64);
                 std::thread::sleep(Duration::from_micros(pause));
                 let at = load.now();
                 fx.shoal.signal(libc::SIGKILL);

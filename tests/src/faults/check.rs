@@ -84,6 +84,10 @@ pub struct Findings {
     pub sum_delta: i64,
     /// Replica tables whose checksum differs from the primary's.
     pub replica_diffs: Vec<String>,
+    /// Writes of open outcome (no answer, or an error at commit that leaves it open) found
+    /// wholly applied, and wholly absent.
+    pub open_applied: usize,
+    pub open_absent: usize,
 }
 
 /// Compares the backends with the log.
@@ -115,7 +119,9 @@ pub fn compare(log: &Log, snap: &Snapshot, accounts: &Accounts) -> Findings {
                     Expect::NotApplied if present > 0 => {
                         f.phantoms.push(format!("{}: {present} found", desc()))
                     }
-                    Expect::Open if present > 0 && present < ids.len() => f.partial.push(Partial {
+                    Expect::Open if present == ids.len() => f.open_applied += 1,
+                    Expect::Open if present == 0 => f.open_absent += 1,
+                    Expect::Open => f.partial.push(Partial {
                         kind: op.kind,
                         detail: format!("{}: {present} of {} found", desc(), ids.len()),
                         seen: op.seen.clone(),
@@ -147,6 +153,8 @@ pub fn compare(log: &Log, snap: &Snapshot, accounts: &Accounts) -> Findings {
                 match (expect, legs.len()) {
                     (Expect::Applied, n) if n < 2 => f.lost.push(desc),
                     (Expect::NotApplied, n) if n > 0 => f.phantoms.push(desc),
+                    (Expect::Open, 0) => f.open_absent += 1,
+                    (Expect::Open, 2) => f.open_applied += 1,
                     (Expect::Open, 1) => f.partial.push(Partial {
                         kind: Kind::Transfer,
                         detail: desc,
@@ -450,6 +458,11 @@ impl Report {
             f.balance_mismatch.len(),
             f.replica_diffs.len(),
             f.sum_delta
+        );
+        let _ = writeln!(
+            out,
+            "  writes of unknown outcome (inserts, transfers) found applied {}, absent {}",
+            f.open_applied, f.open_absent
         );
         let reported_1180 = tolerated
             .iter()

@@ -274,7 +274,7 @@ async fn run_task(ctx: Arc<Ctx>, kind: Kind, w: usize) -> TaskLog {
                 match tokio::time::timeout(CONNECT_LIMIT, Conn::new(ctx.opts.clone())).await {
                     Ok(Ok(c)) => conn = Some(c),
                     Ok(Err(e)) => {
-                        *failures.entry(classify(&e).label()).or_default() += 1;
+                        *failures.entry(connect_error(&e)).or_default() += 1;
                         tokio::time::sleep(RECONNECT_PAUSE).await;
                     }
                     Err(_) => *failures.entry(Seen::Hung.label()).or_default() += 1,
@@ -423,6 +423,22 @@ async fn transfer(ctx: &Ctx, c: &mut Conn, xfer: u64, from: u64, to: u64, delta:
     }
     ctx.committing.notify_waiters();
     commit_point(c.query_drop("COMMIT").await)
+}
+
+/// A failed connect, by what it was (refused while Shoal is down, an error from its login...).
+fn connect_error(e: &mysql_async::Error) -> String {
+    match e {
+        mysql_async::Error::Server(s) => format!("error {}", s.code),
+        mysql_async::Error::Io(io) => {
+            let text = io.to_string();
+            let short: String = text.chars().take(40).collect();
+            format!("io: {short}")
+        }
+        other => {
+            let text = other.to_string();
+            text.chars().take(40).collect()
+        }
+    }
 }
 
 /// A server error by its code; anything else (I/O, a closed connection, a protocol error)
