@@ -399,11 +399,8 @@ impl Report {
                 for o in ops.iter().filter(|o| o.seen != Seen::Ok) {
                     *errors.entry(o.seen.label()).or_default() += 1;
                 }
-                let last_error = ops
-                    .iter()
-                    .filter(|o| o.seen != Seen::Ok)
-                    .map(|o| o.end)
-                    .max();
+                let error_ends = || ops.iter().filter(|o| o.seen != Seen::Ok).map(|o| o.end);
+                let (first_error, last_error) = (error_ends().min(), error_ends().max());
                 let slowest = ops
                     .iter()
                     .map(|o| o.end - o.start)
@@ -411,7 +408,11 @@ impl Report {
                     .unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "    {label}: errors {errors:?}; last error {}; slowest {:.2}s",
+                    "    {label}: errors {errors:?}; first error {}; last error {}; slowest {:.2}s",
+                    first_error.map_or("none".into(), |t| format!(
+                        "{:+.2}s from the fault",
+                        t.as_secs_f64() - ev.at.as_secs_f64()
+                    )),
                     last_error.map_or("none".into(), |t| format!(
                         "{:+.2}s from restore",
                         t.as_secs_f64() - ev.restored.as_secs_f64()
