@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use shoal_tests::faults::check::{
-    FaultEvent, Report, compare, replica_diffs, snapshot, wait_no_prepared,
+    FaultEvent, Report, compare, prepared_xids, replica_diffs, snapshot, wait_no_prepared,
+    wait_resolved,
 };
 use shoal_tests::faults::fixture::{Fixture, REPLICA_OF, admin};
 use shoal_tests::faults::workload::{Mix, Workload};
@@ -24,6 +25,8 @@ const SETTINGS: Settings = Settings::MAIN_TODAY;
 /// Load before the first fault and after the last one is restored.
 const BEFORE: Duration = Duration::from_secs(3);
 const AFTER: Duration = Duration::from_secs(4);
+/// How long XA transactions prepared at a restore may take to be resolved.
+const RESOLVE_LIMIT: Duration = Duration::from_secs(60);
 /// How long a killed server stays down before its restart.
 const DOWN: Duration = Duration::from_secs(2);
 
@@ -130,11 +133,16 @@ async fn inject(fx: &mut Fixture, load: &Workload, fault: Fault) -> Vec<FaultEve
                 let status = fx.shoal.wait_exit(Duration::from_secs(10));
                 assert!(status.is_some(), "shoal survived SIGKILL");
                 tokio::time::sleep(Duration::from_secs(1)).await;
+                // With Shoal dead, what is prepared now is exactly what it left behind.
+                let left = prepared_xids(&fx.cluster).await;
                 tokio::task::block_in_place(|| fx.shoal.restart());
+                let restored = load.now();
                 events.push(FaultEvent {
                     what: format!("kill -9 of Shoal {pause} us after a COMMIT was sent"),
                     at,
-                    restored: load.now(),
+                    restored,
+                    prepared_at_restore: left.len(),
+                    resolved_after: wait_resolved(&fx.cluster, &left, RESOLVE_LIMIT).await,
                 });
                 tokio::time::sleep(Duration::from_millis(1500)).await;
             }
@@ -147,14 +155,18 @@ async fn inject(fx: &mut Fixture, load: &Workload, fault: Fault) -> Vec<FaultEve
                 tokio::task::block_in_place(|| fx.shoal.wait_exit(Duration::from_secs(30)));
             let exited = load.now();
             let status = status.unwrap_or_else(|| panic!("shoal did not stop on SIGTERM"));
+            let left = prepared_xids(&fx.cluster).await;
             tokio::task::block_in_place(|| fx.shoal.restart());
+            let restored = load.now();
             vec![FaultEvent {
                 what: format!(
                     "SIGTERM of Shoal (exited after {:.2}s, {status})",
                     (exited - at).as_secs_f64()
                 ),
                 at,
-                restored: load.now(),
+                restored,
+                prepared_at_restore: left.len(),
+                resolved_after: wait_resolved(&fx.cluster, &left, RESOLVE_LIMIT).await,
             }]
         }
         Fault::StopPrimary => {
@@ -168,11 +180,16 @@ async fn inject(fx: &mut Fixture, load: &Workload, fault: Fault) -> Vec<FaultEve
             unsafe { libc::kill(pid, libc::SIGSTOP) };
             tokio::time::sleep(stall).await;
             unsafe { libc::kill(pid, libc::SIGCONT) };
-            vec![FaultEvent {
-                what: format!("SIGSTOP of primary p1 for {:.1}s", stall.as_secs_f64()),
-                at,
-                restored: load.now(),
-            }]
+            let restored = load.now();
+            vec![
+                restored_event(
+                    fx,
+                    format!("SIGSTOP of primary p1 for {:.1}s", stall.as_secs_f64()),
+                    at,
+                    restored,
+                )
+                .await,
+            ]
         }
     }
 }
@@ -185,9 +202,67 @@ async fn kill_and_restart(fx: &mut Fixture, load: &Workload, i: usize, what: &st
         .restart(i)
         .await
         .unwrap_or_else(|e| panic!("restart instance {i}: {e}"));
+    let restored = load.now();
+    restored_event(fx, what.to_string(), at, restored).await
+}
+
+/// The event of a fault whose server is back at `restored`: XA transactions prepared then
+/// (left behind by the fault, or in flight) and how long until they are all resolved.
+async fn restored_event(
+    fx: &Fixture,
+    what: String,
+    at: Duration,
+    restored: Duration,
+) -> FaultEvent {
+    let left = prepared_xids(&fx.cluster).await;
     FaultEvent {
-        what: what.to_string(),
+        what,
         at,
-        restored: load.now(),
+        restored,
+        prepared_at_restore: left.len(),
+        resolved_after: wait_resolved(&fx.cluster, &left, RESOLVE_LIMIT).await,
     }
+}
+
+/// The harness's view of XA recovery works on real servers: a transaction left prepared on a
+/// primary is seen, and its resolution (here a rollback by hand) is awaited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_xa_transactions_are_seen_until_resolved() {
+    let fx = Fixture::start(Settings::MAIN_TODAY).await;
+    let mut c = admin(&fx.cluster, 1).await;
+    for sql in [
+        "XA START 'faults-probe'",
+        "INSERT INTO a.event (id, writer, seq, op) VALUES (1, 0, 0, 1)",
+        "XA END 'faults-probe'",
+        "XA PREPARE 'faults-probe'",
+    ] {
+        c.query_drop(sql).await.unwrap();
+    }
+    let left = prepared_xids(&fx.cluster).await;
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        wait_resolved(&fx.cluster, &left, Duration::from_millis(300))
+            .await
+            .is_none(),
+        "still prepared"
+    );
+    // MariaDB hands a prepared transaction over to other sessions once its own has ended
+    // (as it does to a recovering Shoal after the one that prepared it died).
+    c.disconnect().await.unwrap();
+    let mut other = admin(&fx.cluster, 1).await;
+    other
+        .query_drop("XA ROLLBACK 'faults-probe'")
+        .await
+        .unwrap();
+    assert!(
+        wait_resolved(&fx.cluster, &left, Duration::from_secs(10))
+            .await
+            .is_some()
+    );
+    assert_eq!(
+        wait_no_prepared(&fx.cluster, Duration::from_secs(10))
+            .await
+            .map(|_| ()),
+        Some(())
+    );
 }

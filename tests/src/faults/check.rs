@@ -1,7 +1,7 @@
 //! After the run: what the backends hold, read directly (not through Shoal), against the log of
 //! what the clients saw; and the per-scenario report.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -314,6 +314,37 @@ pub async fn wait_no_prepared(cluster: &Cluster, limit: Duration) -> Option<Dura
     }
 }
 
+/// The XA transactions prepared on the primaries now: (primary, formatID, gtrid+bqual bytes).
+pub async fn prepared_xids(cluster: &Cluster) -> BTreeSet<(usize, i64, Vec<u8>)> {
+    let mut out = BTreeSet::new();
+    for p in 0..2 {
+        let mut c = admin(cluster, p).await;
+        let rows: Vec<(i64, i64, i64, Vec<u8>)> = c.query("XA RECOVER").await.unwrap();
+        out.extend(rows.into_iter().map(|(f, _, _, data)| (p, f, data)));
+    }
+    out
+}
+
+/// Waits until none of `xids` is still prepared (resolved by Shoal's recovery, or by the
+/// transaction it belongs to finishing); how long that took, `None` after `limit`.
+pub async fn wait_resolved(
+    cluster: &Cluster,
+    xids: &BTreeSet<(usize, i64, Vec<u8>)>,
+    limit: Duration,
+) -> Option<Duration> {
+    let start = tokio::time::Instant::now();
+    loop {
+        let now = prepared_xids(cluster).await;
+        if xids.iter().all(|x| !now.contains(x)) {
+            return Some(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// One fault of a scenario, on the workload's clock.
 #[derive(Debug, Clone)]
 pub struct FaultEvent {
@@ -321,6 +352,11 @@ pub struct FaultEvent {
     pub at: Duration,
     /// When what was broken was back (restarted, resumed).
     pub restored: Duration,
+    /// XA transactions found prepared when it was restored (left behind by the fault, or in
+    /// flight), and how long after the restore they were all resolved (`None`: not within
+    /// the limit).
+    pub prepared_at_restore: usize,
+    pub resolved_after: Option<Duration>,
 }
 
 /// Everything a scenario prints and asserts.
@@ -384,6 +420,18 @@ impl Report {
                 ev.at.as_secs_f64(),
                 ev.restored.as_secs_f64()
             );
+            if ev.prepared_at_restore > 0 {
+                let _ = writeln!(
+                    out,
+                    "    XA prepared at restore: {}, all resolved {}",
+                    ev.prepared_at_restore,
+                    ev.resolved_after
+                        .map_or("NOT within the limit".into(), |d| format!(
+                            "{:.2}s after the restore",
+                            d.as_secs_f64()
+                        ))
+                );
+            }
             // This fault's window: until the next one.
             let until = self.faults.get(i + 1).map_or(Duration::MAX, |n| n.at);
             let in_window = |o: &&Op| o.end >= ev.at && o.end < until;
@@ -531,6 +579,9 @@ impl Report {
                 "sum of balances moved by {:+}, tolerated partial transfers explain {tolerated_sum:+}",
                 f.sum_delta
             ));
+        }
+        if self.faults.iter().any(|ev| ev.resolved_after.is_none()) {
+            broken.push("XA transactions prepared at a restore never resolved".into());
         }
         if self.mode == Atomicity::Xa && self.prepared_cleared_after.is_none() {
             broken.push("XA transactions still prepared after recovery".into());
