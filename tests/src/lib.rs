@@ -14,6 +14,7 @@
 
 pub mod backend;
 pub mod differential;
+pub mod faults;
 pub mod raw;
 pub mod shoal;
 

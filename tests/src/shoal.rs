@@ -62,12 +62,67 @@ impl ShoalProcess {
     /// One attempt at [`Self::start`]: `Err` with the reason and Shoal's log when it exits
     /// before accepting (a refused config, a port taken meanwhile).
     pub fn try_start(args: &[String]) -> Result<ShoalProcess, String> {
-        let bin = shoal_bin();
         let port = free_port();
         let log_path = scratch_dir().join(format!("shoal-{port}-{}.log", unique_suffix()));
-        let log = File::create(&log_path).expect("create shoal log file");
         let mut full_args = vec!["--listen".to_string(), format!("127.0.0.1:{port}")];
         full_args.extend(args.iter().cloned());
+        Self::spawn(full_args, port, log_path)
+    }
+
+    /// Starts Shoal again with the same arguments on the same port, its output appended to the
+    /// same log, after the previous process has exited (killed by [`Self::signal`], or stopped
+    /// by SIGTERM): what an operator's restart after a crash or a stop does. Clients reconnect
+    /// to the same address.
+    pub fn restart(&mut self) {
+        assert!(
+            self.child.try_wait().expect("try_wait on shoal").is_some(),
+            "restart: shoal is still running"
+        );
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            match Self::spawn(self.args.clone(), self.port, self.log_path.clone()) {
+                Ok(next) => {
+                    // The old child is reaped: replacing it leaves nothing to stop.
+                    let old = std::mem::replace(self, next);
+                    std::mem::forget(old);
+                    return;
+                }
+                // The port may still be held for a moment by the exiting process's sockets.
+                Err(failure) if Instant::now() < deadline => {
+                    eprintln!("shoal restart failed, retrying: {failure}");
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(failure) => panic!("shoal did not restart: {failure}"),
+            }
+        }
+    }
+
+    /// Sends `signal` (SIGKILL, SIGTERM, SIGSTOP...) without waiting.
+    pub fn signal(&self, signal: libc::c_int) {
+        send_signal(self.child.id(), signal);
+    }
+
+    /// Waits up to `limit` for the process to exit; its status, or `None` if it still runs.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait on shoal") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn spawn(full_args: Vec<String>, port: u16, log_path: PathBuf) -> Result<ShoalProcess, String> {
+        let bin = shoal_bin();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .expect("open shoal log file");
         let child = Command::new(&bin)
             .args(&full_args)
             .env(
