@@ -209,3 +209,65 @@ impl BackendConn {
         }
     }
 }
+
+/// What the client gets for a statement whose server did not answer the KILL at
+/// `query_timeout` (its connection is dropped): a read outside a transaction changed nothing,
+/// and gets [`TIMED_OUT`] as from MariaDB; anything else gets 1430 (lost connection) saying
+/// what is known. A write is not known to have failed: the server has it, and may still run
+/// it when it resumes, so the client must not take it as not applied. A transaction on that
+/// connection is gone (its server rolls it back when it sees the connection closed).
+pub fn stalled_error(where_: &str, read: bool, in_transaction: bool) -> Error {
+    if read && !in_transaction {
+        let (code, state, message) = TIMED_OUT;
+        return Error::reply(code, &state, message);
+    }
+    let outcome = if read {
+        String::new()
+    } else {
+        format!(
+            "; the statement's outcome on {where_} is unknown (it may still take effect when \
+             the server resumes)"
+        )
+    };
+    let txn = if in_transaction {
+        "; the transaction was rolled back"
+    } else {
+        ""
+    };
+    let (code, state) = crate::error::LOST_BACKEND;
+    Error::reply(
+        code,
+        &state,
+        format!(
+            "Lost connection to backend server during query (query_timeout exceeded and \
+             {where_} did not answer KILL QUERY{outcome}{txn})"
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stalled_statements_say_what_is_known() {
+        let code = |e: Error| e.as_reply().map(|(c, _, m)| (c, m.to_string())).unwrap();
+        assert_eq!(code(stalled_error("datanode dn1", true, false)).0, 1969);
+        let (c, m) = code(stalled_error("datanode dn1", false, false));
+        assert_eq!(c, 1430);
+        assert!(m.contains("outcome on datanode dn1 is unknown"), "{m}");
+        assert!(!m.contains("rolled back"), "{m}");
+        let (c, m) = code(stalled_error("datanode dn2", true, true));
+        assert_eq!(c, 1430);
+        assert!(m.contains("transaction was rolled back"), "{m}");
+        assert!(!m.contains("outcome"), "{m}");
+    }
+
+    #[test]
+    fn timeouts_are_told_from_other_io_errors() {
+        assert!(is_timeout(&timeout_error()));
+        assert!(!is_timeout(&std::io::Error::other("reset")));
+        assert!(error_is_timeout(&Error::BackendIo(timeout_error())));
+        assert!(!error_is_timeout(&Error::lost_backend()));
+    }
+}

@@ -126,6 +126,12 @@ impl Session {
         self.conns.want = Want::Primary;
         self.conns.writing = false;
         self.conns.avoid = None;
+        // Off: no clock read.
+        self.conns.deadline = self
+            .shared
+            .config
+            .query_timeout
+            .map(|t| tokio::time::Instant::now() + t);
         let result = match cmd {
             COM_PING => self.send_ok(reply_seq).await,
             COM_QUERY => {
@@ -210,6 +216,12 @@ impl Session {
         // Connections the pools want back are released by the command loop before the next
         // read (`release_wanted`), not here as well.
         self.settle_admission();
+        if self.conns.deadline.take().is_some() {
+            // Between statements nothing runs: internal commands (resets, pings) go unbounded.
+            for h in &mut self.conns.held {
+                h.conn.disarm();
+            }
+        }
         // A backend's error, or Shoal's own wrapping one, names physical databases and tables;
         // the router's refusals name what the client wrote, as they must stay.
         if std::mem::take(&mut self.refused) {
@@ -588,6 +600,10 @@ impl Session {
         }
         let h = &mut self.conns.held[i];
         h.used_in = self.conns.statement;
+        if let Some(at) = self.conns.deadline {
+            // Before the replay below: a server that stops answering bounds it too.
+            h.conn.arm(at);
+        }
         // An execute finds (or prepares) its statement in the datanode's database itself.
         let schema = match how {
             Use::Text => Some(node.database.as_str()),
@@ -780,6 +796,29 @@ impl Session {
                 debug!(error = %e, "backend failed during a command");
                 let h = self.conns.held.remove(i);
                 self.shared.backends.servers[h.server].health.note_error();
+                let timed_out = crate::backend::interrupt::is_timeout(&e);
+                if timed_out {
+                    // The statement's time is up: not retried elsewhere; said as it stands.
+                    let in_transaction = self.txn_begin.is_some() || h.pinned();
+                    self.abandon_transaction().await;
+                    let node = match names {
+                        Some((_, dn)) => self
+                            .shared
+                            .config
+                            .routing
+                            .as_deref()
+                            .map(|r| format!("datanode {}", r.topology.datanodes[dn].name)),
+                        None => None,
+                    };
+                    let node = node.unwrap_or_else(|| "the datanode".to_string());
+                    let read = self.command_is_read();
+                    let e = crate::backend::interrupt::stalled_error(&node, read, in_transaction);
+                    if let Some((code, state, msg)) = e.as_reply() {
+                        let (msg, state) = (msg.to_string(), *state);
+                        self.send_error(seq, code, &state, &msg).await?;
+                    }
+                    return Ok(None);
+                }
                 if self.conns.retry_read && seq == reply_seq {
                     // Nothing reached the client: the caller reads elsewhere.
                     self.conns.failed_read = Some(h.server);
