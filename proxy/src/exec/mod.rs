@@ -31,6 +31,7 @@ mod replica;
 mod savepoint;
 mod scatter;
 pub mod sequence;
+mod statement_time;
 mod table_locks;
 mod txn;
 mod user_vars;
@@ -253,10 +254,18 @@ impl Session {
             self.check_read_only(routing, mode, sql)?;
             // MariaDB would run a Mycat hint `/*!mycat:...*/` as code: it is cut off (after
             // the read/write decision has seen it).
-            let text = match shoal_router::sql::readwrite::mycat_hint_len(sql) {
+            let mut text = match shoal_router::sql::readwrite::mycat_hint_len(sql) {
                 Some(n) => &sql[n..],
                 None => sql,
             };
+            if let Some((limit, statement)) = statement_time::statement_time_for(text) {
+                // Run as written after FOR, under its own deadline (the sooner one wins).
+                if let Some(limit) = limit {
+                    let at = tokio::time::Instant::now() + limit;
+                    self.conns.deadline = Some(self.conns.deadline.map_or(at, |d| d.min(at)));
+                }
+                text = statement;
+            }
             match routing.router.tokenize(text, mode, &mut toks) {
                 // Unterminated string or comment: refused, nothing runs.
                 Err(e) => (
