@@ -27,8 +27,7 @@ fn layout(server: &str) -> String {
 
 async fn start(server: &str, tag: &str) -> (Cluster, ShoalProcess) {
     let (cluster, shoal) =
-        shoal_tests::two_servers_and_shoal(&DBS, shoal_tests::APP_USER, &layout(server), tag)
-            .await;
+        shoal_tests::two_servers_and_shoal(&DBS, shoal_tests::APP_USER, &layout(server), tag).await;
     let mut c = client(&shoal).await;
     c.query_drop("CREATE TABLE t (w INT PRIMARY KEY, v VARCHAR(20))")
         .await
@@ -132,7 +131,12 @@ async fn query_timeout_kills_single_and_scattered_statements() {
     c.query_drop("INSERT INTO t (w, v) VALUES (4, 'in txn')")
         .await
         .unwrap();
-    expect_timeout(&mut c, "SELECT SLEEP(30) AS txn_tag FROM t WHERE w = 4", &shoal).await;
+    expect_timeout(
+        &mut c,
+        "SELECT SLEEP(30) AS txn_tag FROM t WHERE w = 4",
+        &shoal,
+    )
+    .await;
     assert_gone(&cluster, "txn_tag").await;
     c.query_drop("COMMIT").await.unwrap();
     let mut other = client(&shoal).await;
@@ -140,7 +144,11 @@ async fn query_timeout_kills_single_and_scattered_statements() {
         .query_first("SELECT v FROM t WHERE w = 4")
         .await
         .unwrap();
-    assert_eq!(v.as_deref(), Some("in txn"), "the transaction kept its write");
+    assert_eq!(
+        v.as_deref(),
+        Some("in txn"),
+        "the transaction kept its write"
+    );
 
     // Statements within the limit are untouched.
     let slept: Option<i64> = c.query_first("SELECT SLEEP(0.1)").await.unwrap();
@@ -263,7 +271,11 @@ async fn a_stopped_server_gives_errors_not_hangs() {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert!(back, "the reading session never worked again\n{}", shoal.log());
+    assert!(
+        back,
+        "the reading session never worked again\n{}",
+        shoal.log()
+    );
     assert_eq!(one(&mut writer).await, Some(1));
     writer
         .query_drop("UPDATE t SET v = 'after' WHERE w = 8")
@@ -283,7 +295,11 @@ async fn session_max_statement_time_is_enforced_by_the_backends() {
     let (cluster, shoal) = start("", "timeouts_session").await;
     let mut c = client(&shoal).await;
     let slept: Option<i64> = c.query_first("SELECT SLEEP(1)").await.unwrap();
-    assert_eq!(slept, Some(0), "without any limit a statement runs to its end");
+    assert_eq!(
+        slept,
+        Some(0),
+        "without any limit a statement runs to its end"
+    );
 
     c.query_drop("SET max_statement_time = 0.5").await.unwrap();
     expect_timeout(&mut c, "SELECT SLEEP(30) AS mst_single", &shoal).await;

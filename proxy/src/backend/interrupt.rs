@@ -104,9 +104,7 @@ pub struct StatementTimeout;
 
 impl std::fmt::Display for StatementTimeout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(
-            "query_timeout exceeded and the server did not answer KILL QUERY within 2 s",
-        )
+        f.write_str("query_timeout exceeded and the server did not answer KILL QUERY within 2 s")
     }
 }
 
@@ -140,7 +138,11 @@ impl BackendConn {
     /// Whether the ERR `code` ends a statement Shoal interrupted at its deadline: then the
     /// client gets [`TIMED_OUT`] instead.
     pub fn timed_out(&self, code: u16) -> bool {
-        code == QUERY_INTERRUPTED && self.limit.as_ref().is_some_and(|l| l.stage == Stage::Killed)
+        code == QUERY_INTERRUPTED
+            && self
+                .limit
+                .as_ref()
+                .is_some_and(|l| l.stage == Stage::Killed)
     }
 
     /// The next frame of the response, under the connection's time limit if it has one.

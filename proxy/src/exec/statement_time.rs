@@ -54,12 +54,11 @@ mod tests {
         assert_eq!(limit, Some(Duration::from_millis(500)));
         assert_eq!(rest, " SELECT 1");
         let (limit, rest) =
-            statement_time_for("set statement MAX_STATEMENT_TIME=2 for update t set a=1")
-                .unwrap();
+            statement_time_for("set statement MAX_STATEMENT_TIME=2 for update t set a=1").unwrap();
         assert_eq!(limit, Some(Duration::from_secs(2)));
         assert_eq!(rest.trim(), "update t set a=1");
-        let (limit, _) = statement_time_for("SET STATEMENT max_statement_time=0 FOR SELECT 1")
-            .unwrap();
+        let (limit, _) =
+            statement_time_for("SET STATEMENT max_statement_time=0 FOR SELECT 1").unwrap();
         assert_eq!(limit, None);
         for other in [
             "SET STATEMENT sql_mode='' FOR SELECT 1",
