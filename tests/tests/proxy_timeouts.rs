@@ -1,7 +1,8 @@
 //! Statement time limits, end to end over real MariaDB (issue 25): `server.query_timeout`
 //! interrupts a backend statement with `KILL QUERY` and answers 1969 as MariaDB's own
-//! `max_statement_time` does, on one datanode, over all of them, and in quick mode; the killed
-//! statements are gone from the servers and the sessions (their transactions included) go on.
+//! `max_statement_time` does, on one datanode, over all of them (reads and writes), and in quick
+//! mode; the killed statements are gone from the servers and the sessions (their transactions
+//! included) go on.
 //! A server stopped with SIGSTOP cannot run the KILL: a read gets an error instead of a hang,
 //! an autocommit write gets "outcome unknown" (and does take effect when the server resumes),
 //! and other sessions keep working. A session's own `max_statement_time` is enforced by the
@@ -125,6 +126,28 @@ async fn query_timeout_kills_single_and_scattered_statements() {
     assert_gone(&cluster, "slept").await;
     let v: Option<String> = c.query_first("SELECT v FROM t WHERE w = 2").await.unwrap();
     assert_eq!(v.as_deref(), Some("x"));
+
+    // A write over every datanode (in a transaction Shoal opens for it): interrupted, rolled
+    // back everywhere, the connections serve on.
+    let r = within(
+        LIMIT,
+        "a write over every datanode",
+        c.query_drop("UPDATE t SET v = CONCAT('all', SLEEP(30))"),
+    )
+    .await;
+    let (code, _, message) = server_error(r);
+    assert_eq!(code, 1969, "{message}\n{}", shoal.log());
+    // Every datanode was interrupted alike: one server's answer.
+    assert_eq!(
+        message,
+        "Query execution was interrupted (max_statement_time exceeded)"
+    );
+    assert_gone(&cluster, "CONCAT('all'").await;
+    let changed: Option<i64> = c
+        .query_first("SELECT COUNT(*) FROM t WHERE v <> 'x'")
+        .await
+        .unwrap();
+    assert_eq!(changed, Some(0), "nothing of the interrupted write stays");
 
     // Inside a transaction: the statement fails, the transaction goes on, as on one server.
     c.query_drop("BEGIN").await.unwrap();

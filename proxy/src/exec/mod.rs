@@ -217,18 +217,34 @@ impl Session {
         // Connections the pools want back are released by the command loop before the next
         // read (`release_wanted`), not here as well.
         self.settle_admission();
-        if self.conns.deadline.take().is_some() {
-            // Between statements nothing runs: internal commands (resets, pings) go unbounded.
-            for h in &mut self.conns.held {
-                h.conn.disarm();
-            }
-        }
+        self.lift_deadline();
         // A backend's error, or Shoal's own wrapping one, names physical databases and tables;
         // the router's refusals name what the client wrote, as they must stay.
         if std::mem::take(&mut self.refused) {
             return result;
         }
         result.map_err(|e| routing.error_names.error(e, self.logical.as_deref()))
+    }
+
+    /// Ends the running statement's time limit (between statements nothing runs: resets
+    /// and pings go unbounded).
+    pub(crate) fn lift_deadline(&mut self) {
+        if self.conns.deadline.is_some() {
+            self.disarm_held();
+            self.conns.deadline = None;
+        }
+    }
+
+    /// Lifts the time limit from every held connection, before COMMIT and ROLLBACK, which
+    /// run unbounded: a KILL must never land in a commit, and a deadline already past would
+    /// send one to every connection ending a transaction. Connections the statement touches
+    /// afterwards are armed again.
+    pub(crate) fn disarm_held(&mut self) {
+        if self.conns.deadline.is_some() {
+            for h in &mut self.conns.held {
+                h.conn.disarm();
+            }
+        }
     }
 
     /// The router's refusal `e` as the client's error, kept as it is: it names what the client
