@@ -239,6 +239,9 @@ pub struct ProxyConfig {
     pub max_packet: usize,
     /// A client must log in within this long of connecting.
     pub handshake_timeout: Duration,
+    /// `server.query_timeout`: a backend statement not answered within this long is
+    /// interrupted (see `backend::interrupt`); `None` = off.
+    pub query_timeout: Option<Duration>,
     /// TLS to clients, if configured.
     pub tls: Option<TlsFiles>,
     /// The RSA private key (PEM) for caching_sha2 over plain TCP; generated at start if `None`.
@@ -282,6 +285,7 @@ impl ProxyConfig {
             shutdown_timeout: server.shutdown_timeout,
             max_packet: server.max_allowed_packet as usize,
             handshake_timeout: server.handshake_timeout,
+            query_timeout: None,
             tls: None,
             rsa_private_key: None,
             schema_map: Vec::new(),

@@ -250,6 +250,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
     cfg.routing = routing;
     cfg.max_packet = server.max_allowed_packet as usize;
     cfg.handshake_timeout = server.handshake_timeout;
+    cfg.query_timeout = (!server.query_timeout.is_zero()).then_some(server.query_timeout);
     cfg.tls = server.tls.as_ref().map(|t| TlsFiles {
         cert: t.cert.clone(),
         key: t.key.clone(),

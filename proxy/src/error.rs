@@ -182,6 +182,13 @@ impl Error {
                 message,
             } => Some((*code, state, message)),
             Error::ClientIo(_) => None,
+            // Where nothing more is known (see `backend::interrupt::stalled_error`).
+            Error::BackendIo(e) if crate::backend::interrupt::is_timeout(e) => Some((
+                LOST_BACKEND.0,
+                &LOST_BACKEND.1,
+                "Lost connection to backend server during query (query_timeout exceeded and the \
+                 server did not answer KILL QUERY: the statement's outcome there is unknown)",
+            )),
             Error::BackendIo(_) => Some((
                 LOST_BACKEND.0,
                 &LOST_BACKEND.1,

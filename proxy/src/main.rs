@@ -67,6 +67,10 @@ struct Cli {
     /// Clients not logged in within this many seconds are disconnected [default: 10].
     #[arg(long)]
     handshake_timeout_secs: Option<u64>,
+    /// Backend statements not answered within this many milliseconds are interrupted (KILL
+    /// QUERY; the client gets error 1969); 0 = off [default: server.query_timeout, else off].
+    #[arg(long)]
+    query_timeout_ms: Option<u64>,
     /// TLS to clients: certificate chain (PEM); needs --tls-key [default: server.tls.cert].
     #[arg(long, requires = "tls_key")]
     tls_cert: Option<String>,
@@ -198,6 +202,12 @@ fn build_config(cli: &Cli) -> Result<(ProxyConfig, Option<String>), String> {
     }
     if let Some(s) = cli.handshake_timeout_secs {
         config.handshake_timeout = Duration::from_secs(s.max(1));
+    }
+    if let Some(ms) = cli.query_timeout_ms {
+        if ms > 365 * 24 * 3600 * 1000 {
+            return Err("--query-timeout-ms must be at most a year".into());
+        }
+        config.query_timeout = (ms > 0).then(|| Duration::from_millis(ms));
     }
     if let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) {
         config.tls = Some(TlsFiles {

@@ -110,6 +110,9 @@ pub struct BackendConn {
     /// every reader of a response records them ([`Self::note_response`]), so the pool can
     /// refuse a connection still inside a transaction, whoever started it.
     pub status: u16,
+    /// The running statement's deadline (`server.query_timeout`), while it runs: the reads
+    /// of its response are bounded by it (see `backend::interrupt`).
+    pub limit: Option<crate::backend::interrupt::Limit>,
 }
 
 const IN_TRANS: u16 = mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS.bits();
@@ -372,6 +375,7 @@ impl BackendConn {
             info,
             stmts: StmtCache::default(),
             status,
+            limit: None,
         };
         conn.enable_tracking().await?;
         Ok(conn)
@@ -470,7 +474,7 @@ impl BackendConn {
         };
         let mut reader = ResponseReader::new(expect, self.caps);
         while !reader.finished() {
-            self.io.next_packet().await.map_err(io_err)?;
+            self.read_packet().await.map_err(io_err)?;
             let p = self.io.packet_payload();
             match reader.next(&p)? {
                 Event::Ok(ok) | Event::ResultDone { ok: Some(ok), .. } if !ok.state.is_empty() => {
@@ -506,7 +510,7 @@ impl BackendConn {
         let mut row: Option<Vec<(String, Option<String>)>> = None;
         let mut error = None;
         while !reader.finished() {
-            self.io.next_packet().await.map_err(io_err)?;
+            self.read_packet().await.map_err(io_err)?;
             let p = self.io.packet_payload();
             match reader.next(&p)? {
                 Event::Err { .. } => error = Some(server_err(&p)),

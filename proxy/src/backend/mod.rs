@@ -3,6 +3,7 @@
 pub mod balance;
 pub mod conn;
 pub mod health;
+pub mod interrupt;
 pub mod pool;
 pub mod state;
 pub mod stmt_cache;

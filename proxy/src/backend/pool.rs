@@ -94,7 +94,9 @@ impl std::ops::DerefMut for PooledConn {
 impl PooledConn {
     /// Returns the connection to the idle list. The caller has made sure it carries nothing
     /// that may not leak to another session (see the session's pinning rules).
-    pub fn release(self) {
+    pub fn release(mut self) {
+        // An idle connection runs nothing: no statement's deadline goes to the pool.
+        self.conn.disarm();
         // Without session tracking the proxy cannot see what a session changed on the
         // connection, so it never goes to another session: dropping it closes it.
         if !self.conn.tracking {
@@ -120,6 +122,13 @@ impl PooledConn {
     /// The pool this connection belongs to.
     pub fn pool(&self) -> &Arc<BackendPool> {
         &self.slot.pool
+    }
+
+    /// Bounds the reads of the statement about to run here by `at` (`server.query_timeout`;
+    /// see `backend::interrupt`).
+    pub fn arm(&mut self, at: tokio::time::Instant) {
+        let limit = crate::backend::interrupt::Limit::new(at, self.slot.pool.clone());
+        self.conn.arm(limit);
     }
 }
 

@@ -76,6 +76,9 @@ pub struct ConnSet {
     pub failed_read: Option<usize>,
     /// A server the running statement must not read from (it just failed).
     pub avoid: Option<usize>,
+    /// The running statement's deadline (`server.query_timeout`): each connection it touches
+    /// is armed with it (see `backend::interrupt`). `None` when the setting is off.
+    pub deadline: Option<tokio::time::Instant>,
 }
 
 /// Where a statement's connections go.

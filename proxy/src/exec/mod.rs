@@ -31,6 +31,7 @@ mod replica;
 mod savepoint;
 mod scatter;
 pub mod sequence;
+mod statement_time;
 mod table_locks;
 mod txn;
 mod user_vars;
@@ -127,6 +128,12 @@ impl Session {
         self.conns.want = Want::Primary;
         self.conns.writing = false;
         self.conns.avoid = None;
+        // Off: no clock read.
+        self.conns.deadline = self
+            .shared
+            .config
+            .query_timeout
+            .map(|t| tokio::time::Instant::now() + t);
         let result = match cmd {
             COM_PING => self.send_ok(reply_seq).await,
             COM_QUERY => {
@@ -211,12 +218,34 @@ impl Session {
         // Connections the pools want back are released by the command loop before the next
         // read (`release_wanted`), not here as well.
         self.settle_admission();
+        self.lift_deadline();
         // A backend's error, or Shoal's own wrapping one, names physical databases and tables;
         // the router's refusals name what the client wrote, as they must stay.
         if std::mem::take(&mut self.refused) {
             return result;
         }
         result.map_err(|e| routing.error_names.error(e, self.logical.as_deref()))
+    }
+
+    /// Ends the running statement's time limit (between statements nothing runs: resets
+    /// and pings go unbounded).
+    pub(crate) fn lift_deadline(&mut self) {
+        if self.conns.deadline.is_some() {
+            self.disarm_held();
+            self.conns.deadline = None;
+        }
+    }
+
+    /// Lifts the time limit from every held connection, before COMMIT and ROLLBACK, which
+    /// run unbounded: a KILL must never land in a commit, and a deadline already past would
+    /// send one to every connection ending a transaction. Connections the statement touches
+    /// afterwards are armed again.
+    pub(crate) fn disarm_held(&mut self) {
+        if self.conns.deadline.is_some() {
+            for h in &mut self.conns.held {
+                h.conn.disarm();
+            }
+        }
     }
 
     /// The router's refusal `e` as the client's error, kept as it is: it names what the client
@@ -242,10 +271,18 @@ impl Session {
             self.check_read_only(routing, mode, sql)?;
             // MariaDB would run a Mycat hint `/*!mycat:...*/` as code: it is cut off (after
             // the read/write decision has seen it).
-            let text = match shoal_router::sql::readwrite::mycat_hint_len(sql) {
+            let mut text = match shoal_router::sql::readwrite::mycat_hint_len(sql) {
                 Some(n) => &sql[n..],
                 None => sql,
             };
+            if let Some((limit, statement)) = statement_time::statement_time_for(text) {
+                // Run as written after FOR, under its own deadline (the sooner one wins).
+                if let Some(limit) = limit {
+                    let at = tokio::time::Instant::now() + limit;
+                    self.conns.deadline = Some(self.conns.deadline.map_or(at, |d| d.min(at)));
+                }
+                text = statement;
+            }
             match routing.router.tokenize(text, mode, &mut toks) {
                 // Unterminated string or comment: refused, nothing runs.
                 Err(e) => (
@@ -598,6 +635,10 @@ impl Session {
         }
         let h = &mut self.conns.held[i];
         h.used_in = self.conns.statement;
+        if let Some(at) = self.conns.deadline {
+            // Before the replay below: a server that stops answering bounds it too.
+            h.conn.arm(at);
+        }
         // An execute finds (or prepares) its statement in the datanode's database itself.
         let schema = match how {
             Use::Text => Some(node.database.as_str()),
@@ -827,6 +868,29 @@ impl Session {
                 debug!(error = %e, "backend failed during a command");
                 let h = self.conns.held.remove(i);
                 self.shared.backends.servers[h.server].health.note_error();
+                let timed_out = crate::backend::interrupt::is_timeout(&e);
+                if timed_out {
+                    // The statement's time is up: not retried elsewhere; said as it stands.
+                    let in_transaction = self.txn_begin.is_some() || h.pinned();
+                    self.abandon_transaction().await;
+                    let node = match names {
+                        Some((_, dn)) => self
+                            .shared
+                            .config
+                            .routing
+                            .as_deref()
+                            .map(|r| format!("datanode {}", r.topology.datanodes[dn].name)),
+                        None => None,
+                    };
+                    let node = node.unwrap_or_else(|| "the datanode".to_string());
+                    let read = self.command_is_read();
+                    let e = crate::backend::interrupt::stalled_error(&node, read, in_transaction);
+                    if let Some((code, state, msg)) = e.as_reply() {
+                        let (msg, state) = (msg.to_string(), *state);
+                        self.send_error(seq, code, &state, &msg).await?;
+                    }
+                    return Ok(None);
+                }
                 if self.conns.retry_read && seq == reply_seq {
                     // Nothing reached the client: the caller reads elsewhere.
                     self.conns.failed_read = Some(h.server);

@@ -363,7 +363,7 @@ async fn prepare_once(
     let mut id = None;
     let mut error = None;
     while !reader.finished() {
-        conn.io.next_packet().await.map_err(Error::BackendIo)?;
+        conn.read_packet().await.map_err(Error::BackendIo)?;
         let p = conn.io.packet_payload();
         match reader.next(&p)? {
             Event::PrepareOk { statement_id, .. } => id = Some(statement_id),

@@ -7,7 +7,13 @@ use crate::backend::state::Tracked;
 use crate::error::{Error, Result};
 use crate::wire::response::{Event, Expect, ResponseReader, protocol_error};
 
-fn reply(code: u16, state: [u8; 5], message: &[u8]) -> Error {
+/// A shard's ERR as an error; the end of a statement Shoal interrupted at `query_timeout` as
+/// MariaDB's own limit says it.
+fn reply(conn: &BackendConn, code: u16, state: [u8; 5], message: &[u8]) -> Error {
+    if conn.timed_out(code) {
+        let (code, state, message) = crate::backend::interrupt::TIMED_OUT;
+        return Error::reply(code, &state, message);
+    }
     Error::Reply {
         code,
         state,
@@ -33,7 +39,7 @@ pub async fn read_write_result(conn: &mut BackendConn) -> Result<WriteDone> {
     let mut done = WriteDone::default();
     let mut error = None;
     while !reader.finished() {
-        conn.io.next_packet().await.map_err(Error::BackendIo)?;
+        conn.read_packet().await.map_err(Error::BackendIo)?;
         let p = conn.io.packet_payload();
         match reader.next(&p)? {
             Event::Ok(ok) => {
@@ -59,7 +65,7 @@ pub async fn read_write_result(conn: &mut BackendConn) -> Result<WriteDone> {
                 code,
                 state,
                 message,
-            } => error = Some(reply(code, state, message)),
+            } => error = Some(reply(conn, code, state, message)),
             _ => {}
         }
     }
@@ -94,7 +100,7 @@ impl ResultStream {
     pub async fn columns(&mut self, conn: &mut BackendConn) -> Result<Vec<Vec<u8>>> {
         let mut defs = Vec::new();
         loop {
-            conn.io.next_packet().await.map_err(Error::BackendIo)?;
+            conn.read_packet().await.map_err(Error::BackendIo)?;
             let p = conn.io.packet_payload();
             match self.reader.next(&p)? {
                 Event::Err {
@@ -102,7 +108,7 @@ impl ResultStream {
                     state,
                     message,
                 } => {
-                    let e = reply(code, state, message);
+                    let e = reply(conn, code, state, message);
                     drop(p);
                     conn.note_response(&self.reader);
                     return Err(e);
@@ -127,7 +133,7 @@ impl ResultStream {
 
     /// The next row, or the end of the rows; `Err(Reply)` for an ERR instead.
     pub async fn next_row(&mut self, conn: &mut BackendConn) -> Result<Row> {
-        conn.io.next_packet().await.map_err(Error::BackendIo)?;
+        conn.read_packet().await.map_err(Error::BackendIo)?;
         let p = conn.io.packet_payload();
         let row = match self.reader.next(&p)? {
             Event::Row(r) => return Ok(Row::Data(r.to_vec())),
@@ -142,7 +148,7 @@ impl ResultStream {
                 code,
                 state,
                 message,
-            } => Err(reply(code, state, message)),
+            } => Err(reply(conn, code, state, message)),
             _ => return Err(protocol_error("unexpected packet among rows")),
         };
         drop(p);
@@ -154,7 +160,7 @@ impl ResultStream {
     /// can serve the next statement.
     pub async fn drain(&mut self, conn: &mut BackendConn) -> Result<()> {
         while !self.reader.finished() {
-            conn.io.next_packet().await.map_err(Error::BackendIo)?;
+            conn.read_packet().await.map_err(Error::BackendIo)?;
             let p = conn.io.packet_payload();
             self.reader.next(&p)?;
         }

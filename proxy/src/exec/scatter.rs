@@ -468,6 +468,9 @@ impl Session {
                 multi_statements: self.want.multi_statements,
             })
             .await?;
+        if let Some(at) = self.conns.deadline {
+            conn.arm(at);
+        }
         align_to(&self.want, Some(&node.database), &mut conn).await?;
         Ok(conn)
     }
@@ -483,7 +486,9 @@ impl Session {
         before_reply: Option<DatanodeId>,
     ) -> Error {
         tracing::debug!(error = %e, "a shard connection broke during a scatter");
+        let timed_out = crate::backend::interrupt::error_is_timeout(&e);
         if self.conns.retry_read
+            && !timed_out
             && let Some(dn) = before_reply
             && let Some(h) = self.conns.get_mut(dn)
         {
@@ -495,6 +500,11 @@ impl Session {
         }
         if in_txn {
             self.txn_begin = None;
+        }
+        if timed_out {
+            // A read over the datanodes: nothing it did outlives its connections.
+            let in_transaction = in_txn || self.in_transaction_now();
+            return crate::backend::interrupt::stalled_error("a datanode", true, in_transaction);
         }
         Error::lost_backend()
     }

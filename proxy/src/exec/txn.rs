@@ -338,6 +338,7 @@ impl Session {
     /// naming both groups; it is never reported as success.
     pub(crate) async fn end_transaction(&mut self, commit: bool) -> Result<()> {
         let word = if commit { "COMMIT" } else { "ROLLBACK" };
+        self.disarm_held();
         self.forget_savepoints();
         // Transactions over datanodes exist only with the router: without it, nothing is held.
         let Some(routing) = self.shared.config.routing.clone() else {

@@ -11,12 +11,12 @@ use shoal_router::sql::lex::{TokKind, Token, tokenize_into};
 use tracing::debug;
 
 use super::Session;
-use crate::backend::conn::BackendConn;
+use crate::backend::conn::wire_capabilities;
+use crate::backend::interrupt::kill_thread;
 use crate::backend::pool::PooledConn;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::exec::connset::Held;
-use crate::wire::command::COM_QUERY;
 
 /// What other sessions may see of one session.
 #[derive(Default)]
@@ -171,17 +171,10 @@ impl Session {
             let Some(pool) = self.shared.pools.get(pool) else {
                 continue;
             };
-            let spec = pool.spec().clone();
-            let timeout = pool.settings().connect_timeout;
-            match BackendConn::connect(&spec, self.caps, None, false, timeout).await {
-                Ok(mut c) => {
-                    let sql = format!("KILL {word} {thread}");
-                    if let Err(e) = c.command(COM_QUERY, sql.as_bytes()).await {
-                        // Already gone (the statement ended, the connection closed): fine.
-                        debug!(thread, error = %e, "backend KILL");
-                    }
-                }
-                Err(e) => debug!(error = %e, "cannot connect to run KILL"),
+            let limit = pool.settings().connect_timeout;
+            let wire = self.caps & wire_capabilities();
+            if let Err(e) = kill_thread(pool.spec(), wire, word, thread, limit).await {
+                debug!(thread, error = %e, "cannot run KILL on the backend");
             }
         }
         self.send_ok(reply_seq).await

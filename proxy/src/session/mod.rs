@@ -877,6 +877,10 @@ impl Session {
     /// Returns `None` if the backend broke (the client already got a 2013 error).
     async fn forward(&mut self, expect: Expect, reply_seq: u8) -> Result<Option<Outcome>> {
         let mut backend = self.checkout_backend().await?;
+        let limited = self.shared.config.query_timeout;
+        if let Some(t) = limited {
+            backend.arm(tokio::time::Instant::now() + t);
+        }
         backend.io.write_raw(self.client.frame());
         let mut seq = reply_seq;
         let names = self.shared.config.relay_names.as_deref().map(|n| (n, None));
@@ -896,6 +900,9 @@ impl Session {
             Err(e) => Err(Error::BackendIo(e)),
         };
         backend.last_used = Instant::now();
+        if limited.is_some() {
+            backend.disarm();
+        }
         if !matches!(result, Err(Error::ClientIo(_))) {
             // Kept unless the client went away mid-response (then it may be mid-response
             // itself and cannot be reused).
@@ -920,8 +927,15 @@ impl Session {
             }
             Err(Error::BackendIo(e)) => {
                 debug!(error = %e, "backend failed during a command");
+                let in_transaction = self.pins.transaction;
                 self.lose_backend();
-                if let Some((code, state, msg)) = Error::lost_backend().as_reply() {
+                let lost = if crate::backend::interrupt::is_timeout(&e) {
+                    let read = self.command_is_read();
+                    crate::backend::interrupt::stalled_error("the server", read, in_transaction)
+                } else {
+                    Error::lost_backend()
+                };
+                if let Some((code, state, msg)) = lost.as_reply() {
                     let (msg, state) = (msg.to_string(), *state);
                     self.send_error(seq, code, &state, &msg).await?;
                 }
@@ -930,6 +944,18 @@ impl Session {
             Err(Error::ClientIo(e)) => Err(Error::ClientIo(e)),
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether the client's command is a query that only reads (a SELECT): what a statement
+    /// whose server stalled at `query_timeout` is answered by (see
+    /// `backend::interrupt::stalled_error`). Asked only then; anything else (an EXECUTE
+    /// included) counts as a possible write.
+    pub(crate) fn command_is_read(&self) -> bool {
+        let p = self.client.packet_payload();
+        p.first() == Some(&COM_QUERY)
+            && std::str::from_utf8(&p[1..]).is_ok_and(|sql| {
+                shoal_router::sql::classify(sql) == shoal_router::sql::StatementKind::Select
+            })
     }
 
     /// `SET NAMES x COLLATE y` reports the charset variables but not `collation_connection`:

@@ -10,6 +10,7 @@ use mysql_common::constants::{CapabilityFlags, StatusFlags};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::backend::conn::BackendConn;
+use crate::backend::interrupt::TIMED_OUT;
 use crate::backend::state::Tracked;
 use crate::error::{Error, Result};
 use crate::exec::logical_errors::LogicalNames;
@@ -61,7 +62,7 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     let mut continuing = false;
     let mut scratch = Vec::new();
     loop {
-        let h = backend.io.next_frame().await.map_err(Error::BackendIo)?;
+        let h = backend.read_frame().await.map_err(Error::BackendIo)?;
         *seq = h.seq.wrapping_add(1);
         if continuing {
             // The rest of a packet of 16 MiB or more (a big row): bytes only.
@@ -71,6 +72,13 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
             continuing = h.continues();
             let p = backend.io.frame_payload();
             match reader.next(p)? {
+                Event::Err { code, .. } if !continuing && backend.timed_out(code) => {
+                    // Shoal's KILL at `query_timeout`: said as MariaDB's own limit says it.
+                    let (code, state, message) = TIMED_OUT;
+                    let mut s = h.seq;
+                    client.write_packet(&mut s, &err_payload(code, &state, message));
+                    out.error = true;
+                }
                 Event::Err {
                     code,
                     state,

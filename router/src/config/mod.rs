@@ -83,6 +83,11 @@ pub struct ServerConfig {
     /// the connection is closed, as MySQL does.
     #[serde(default = "default_max_allowed_packet")]
     pub max_allowed_packet: u64,
+    /// A statement a backend has not answered in full this long after Shoal sent it is
+    /// interrupted (`KILL QUERY` on the backend) and the client gets error 1969, as from
+    /// MariaDB's `max_statement_time` (`0` = off, the default).
+    #[serde(default, with = "de::duration")]
+    pub query_timeout: Duration,
     /// TLS to clients; without it clients connect in plain text only.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
@@ -123,6 +128,7 @@ impl Default for ServerConfig {
             log_level: default_log_level(),
             handshake_timeout: default_handshake_timeout(),
             max_allowed_packet: default_max_allowed_packet(),
+            query_timeout: Duration::ZERO,
             tls: None,
             rsa: None,
         }

@@ -18,6 +18,8 @@ const MAX_SHARDS: usize = 100_000;
 const DEFAULT_SEQUENCE_STEP: u64 = 1000;
 /// A segment larger than this would let a restart skip more ids than anyone expects.
 const MAX_SEQUENCE_STEP: u64 = 1_000_000;
+/// The longest `server.query_timeout` (a deadline this far away is as good as none).
+const MAX_QUERY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
 
 pub(super) struct Builder<'a> {
     cfg: &'a Config,
@@ -133,6 +135,12 @@ impl<'a> Builder<'a> {
         }
         if s.handshake_timeout.is_zero() {
             return Err(err("server.handshake_timeout", "must be more than 0"));
+        }
+        if s.query_timeout > MAX_QUERY_TIMEOUT {
+            return Err(err(
+                "server.query_timeout",
+                "must be at most 1 year (0 turns it off)",
+            ));
         }
         if let Some(t) = &s.tls {
             non_empty("server.tls.cert", &t.cert)?;
