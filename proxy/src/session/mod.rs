@@ -63,6 +63,8 @@ pub struct Shared {
     pub throttle: limits::LoginThrottle,
     pub user_conns: Arc<limits::UserConnections>,
     pub sha2_cache: limits::Sha2Cache,
+    /// XA transactions over datanodes: ids, decision log, recovery, counters.
+    pub xa: Arc<crate::xa::Xa>,
 }
 
 /// How often an idle session wakes to check its idle timeout and whether the pool wants its
