@@ -78,7 +78,7 @@ impl Session {
     }
 
     /// The session runs with autocommit off.
-    fn autocommit_off(&self) -> bool {
+    pub(super) fn autocommit_off(&self) -> bool {
         self.want
             .var("autocommit")
             .is_some_and(|v| v.eq_ignore_ascii_case("OFF") || v == "0")
