@@ -62,6 +62,39 @@ impl ShoalProcess {
     /// One attempt at [`Self::start`]: `Err` with the reason and Shoal's log when it exits
     /// before accepting (a refused config, a port taken meanwhile).
     pub fn try_start(args: &[String]) -> Result<ShoalProcess, String> {
+        Self::try_start_with_env(args, &[])
+    }
+
+    /// [`Self::start`] with environment variables set for Shoal (e.g. the `SHOAL_FAULT` test
+    /// hook).
+    pub fn start_with_env(args: &[String], env: &[(&str, &str)]) -> ShoalProcess {
+        let mut last_failure = String::new();
+        for _ in 0..3 {
+            match Self::try_start_with_env(args, env) {
+                Ok(shoal) => return shoal,
+                Err(failure) => last_failure = failure,
+            }
+        }
+        panic!("shoal did not start: {last_failure}");
+    }
+
+    /// Waits up to `limit` for the process to exit on its own (e.g. a `SHOAL_FAULT` abort):
+    /// its exit status, or `None` (then it is stopped as on drop).
+    pub fn wait_exit(mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().ok().flatten() {
+                std::mem::forget(self);
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.stop();
+        std::mem::forget(self);
+        None
+    }
+
+    fn try_start_with_env(args: &[String], env: &[(&str, &str)]) -> Result<ShoalProcess, String> {
         let bin = shoal_bin();
         let port = free_port();
         let log_path = scratch_dir().join(format!("shoal-{port}-{}.log", unique_suffix()));
@@ -75,6 +108,7 @@ impl ShoalProcess {
                 std::env::var("SHOAL_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
             .env("RUST_BACKTRACE", "1")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone log handle"))
             .stderr(log)

@@ -53,7 +53,11 @@ impl Session {
     /// says; before USE, XA if any schema uses it.
     pub(super) fn txn_mode(&self, routing: &Routing) -> Transactions {
         let schemas = &routing.topology.schemas;
-        match self.logical.as_deref().and_then(|s| routing.topology.schema(s)) {
+        match self
+            .logical
+            .as_deref()
+            .and_then(|s| routing.topology.schema(s))
+        {
             Some(s) => s.transactions,
             None if schemas.values().any(|s| s.transactions == Transactions::Xa) => {
                 Transactions::Xa
@@ -104,10 +108,8 @@ impl Session {
             return None;
         }
         let explicit = self.txn_begin.is_some();
-        let implicit = !explicit
-            && !self.conns.no_branch
-            && !h.conn.in_transaction()
-            && self.autocommit_off();
+        let implicit =
+            !explicit && !self.conns.no_branch && !h.conn.in_transaction() && self.autocommit_off();
         if !explicit && !implicit {
             return None;
         }
@@ -144,8 +146,7 @@ impl Session {
                     "a transaction started with {why} writes to one datanode only (it commits \
                      without XA, so a commit over several could be partial): it wrote to {} \
                      and this statement writes to {}; start the transaction without {why}",
-                    routing.topology.datanodes[other.dn].name,
-                    routing.topology.datanodes[dn].name
+                    routing.topology.datanodes[other.dn].name, routing.topology.datanodes[dn].name
                 ),
             )),
             None => Ok(()),
@@ -213,7 +214,10 @@ impl Session {
     /// per branch, per statement, its result. A connection that breaks is removed from the
     /// session (the server rolls back its branch unless it is prepared: recovery then finishes
     /// it).
-    async fn pipeline(&mut self, steps: &[(DatanodeId, Vec<String>)]) -> Vec<Vec<Result<WriteDone>>> {
+    async fn pipeline(
+        &mut self,
+        steps: &[(DatanodeId, Vec<String>)],
+    ) -> Vec<Vec<Result<WriteDone>>> {
         let mut sent = Vec::with_capacity(steps.len());
         for (dn, stmts) in steps {
             let Some(h) = self.conns.get_mut(*dn) else {
@@ -278,13 +282,21 @@ impl Session {
     }
 
     /// `XA END` and `XA ROLLBACK` on every branch.
-    async fn xa_rollback(&mut self, routing: &Routing, branches: &[Branch], gtrid: &str) -> Result<()> {
+    async fn xa_rollback(
+        &mut self,
+        routing: &Routing,
+        branches: &[Branch],
+        gtrid: &str,
+    ) -> Result<()> {
         let steps: Vec<_> = branches
             .iter()
             .map(|b| {
                 (
                     b.dn,
-                    vec![format!("XA END {}", b.xid), format!("XA ROLLBACK {}", b.xid)],
+                    vec![
+                        format!("XA END {}", b.xid),
+                        format!("XA ROLLBACK {}", b.xid),
+                    ],
                 )
             })
             .collect();
@@ -295,7 +307,9 @@ impl Session {
             // rollback then says so too, which is the outcome wanted.
             match &r[1] {
                 Ok(_) => {}
-                Err(e) if e.as_reply().is_some_and(|(c, _, _)| ALREADY_ROLLED_BACK.contains(&c)) => {}
+                Err(e)
+                    if e.as_reply()
+                        .is_some_and(|(c, _, _)| ALREADY_ROLLED_BACK.contains(&c)) => {}
                 Err(Error::BackendIo(_)) => {
                     // Not prepared: the server rolled it back with its connection.
                 }
@@ -309,7 +323,10 @@ impl Session {
         if failed.is_empty() {
             return Ok(());
         }
-        debug!(gtrid, "XA ROLLBACK failed on a branch; its connection was closed");
+        debug!(
+            gtrid,
+            "XA ROLLBACK failed on a branch; its connection was closed"
+        );
         let reasons: Vec<String> = failed.iter().map(|(n, m)| format!("{n} ({m})")).collect();
         Err(Error::reply(
             XA_RBROLLBACK.0,
@@ -350,7 +367,9 @@ impl Session {
                 let _ = h.conn.command(COM_QUERY, end.as_bytes()).await;
                 let rb = format!("XA ROLLBACK {}", b.xid);
                 if let Err(e) = h.conn.command(COM_QUERY, rb.as_bytes()).await
-                    && !e.as_reply().is_some_and(|(c, _, _)| ALREADY_ROLLED_BACK.contains(&c))
+                    && !e
+                        .as_reply()
+                        .is_some_and(|(c, _, _)| ALREADY_ROLLED_BACK.contains(&c))
                 {
                     self.conns.remove(b.dn);
                 }
@@ -546,7 +565,9 @@ impl Session {
         let results = self.pipeline(&steps).await;
         for ((dn, _), r) in steps.iter().zip(results) {
             if let Some(e) = r.into_iter().find_map(|x| x.err())
-                && !e.as_reply().is_some_and(|(c, _, _)| ALREADY_ROLLED_BACK.contains(&c))
+                && !e
+                    .as_reply()
+                    .is_some_and(|(c, _, _)| ALREADY_ROLLED_BACK.contains(&c))
             {
                 warn!(gtrid, datanode = %routing.topology.datanodes[*dn].name, error = %e, "XA ROLLBACK failed: recovery rolls the branch back");
                 self.conns.remove(*dn);
@@ -557,7 +578,11 @@ impl Session {
     }
 
     /// Writes the commit decision of `gtrid` on the log datahost's primary.
-    async fn record_decision(&mut self, gtrid: &str, datanodes: &str) -> std::result::Result<(), Decision> {
+    async fn record_decision(
+        &mut self,
+        gtrid: &str,
+        datanodes: &str,
+    ) -> std::result::Result<(), Decision> {
         let dh = self.shared.xa.log_datahost;
         let server = self.shared.backends.primary(dh);
         let pool = self.shared.pools[server].clone();
@@ -626,9 +651,18 @@ pub(super) fn causes_implicit_commit(sql: &str, toks: &[shoal_router::sql::lex::
         // CREATE [OR REPLACE] TEMPORARY TABLE, DROP TEMPORARY TABLE: no implicit commit.
         return !(1..4).any(|i| is(i, "TEMPORARY"));
     }
-    ["ANALYZE", "OPTIMIZE", "REPAIR", "GRANT", "REVOKE", "CACHE", "INSTALL", "UNINSTALL"]
-        .iter()
-        .any(|w| is(0, w))
+    [
+        "ANALYZE",
+        "OPTIMIZE",
+        "REPAIR",
+        "GRANT",
+        "REVOKE",
+        "CACHE",
+        "INSTALL",
+        "UNINSTALL",
+    ]
+    .iter()
+    .any(|w| is(0, w))
         || (is(0, "CHECK") && (is(1, "TABLE") || is(1, "TABLES")))
         || (is(0, "LOAD") && is(1, "INDEX"))
 }

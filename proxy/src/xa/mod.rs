@@ -103,11 +103,7 @@ pub struct Stats {
 }
 
 impl Xa {
-    pub fn new(
-        log_datahost: usize,
-        recovery_interval: Duration,
-        recovery_grace: Duration,
-    ) -> Self {
+    pub fn new(log_datahost: usize, recovery_interval: Duration, recovery_grace: Duration) -> Self {
         Xa {
             process: rand::random(),
             counter: AtomicU64::new(0),
@@ -201,7 +197,11 @@ impl Xid {
 
     /// The xid as XA statements take it: both parts as hex literals (any bytes are safe).
     pub fn sql(&self) -> String {
-        format!("X'{}',X'{}',{FORMAT_ID}", hex(&self.gtrid), hex(&self.bqual))
+        format!(
+            "X'{}',X'{}',{FORMAT_ID}",
+            hex(&self.gtrid),
+            hex(&self.bqual)
+        )
     }
 
     /// The gtrid as text (ours are ASCII).
