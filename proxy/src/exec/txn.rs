@@ -60,10 +60,11 @@ impl Session {
                 self.txn_begin = Some(text(self));
                 // XA branches replace BEGIN unless the transaction cannot write (READ ONLY)
                 // or must begin everywhere at once (WITH CONSISTENT SNAPSHOT).
-                self.txn_plain = if consistent_snapshot {
-                    Some("WITH CONSISTENT SNAPSHOT")
-                } else if read_only {
+                self.txn_plain = if read_only {
+                    // Writes fail on the servers (1792): nothing for Shoal to refuse.
                     Some("START TRANSACTION READ ONLY")
+                } else if consistent_snapshot {
+                    Some("WITH CONSISTENT SNAPSHOT")
                 } else {
                     None
                 };

@@ -66,6 +66,15 @@ impl Session {
         }
     }
 
+    /// Whether the session's transactions over datanodes use XA (see [`Self::txn_mode`]).
+    pub(super) fn xa_mode(&self) -> bool {
+        self.shared
+            .config
+            .routing
+            .as_ref()
+            .is_some_and(|r| self.txn_mode(r) == Transactions::Xa)
+    }
+
     /// Whether the session is in a transaction whose branches XA tracks (explicit, or any
     /// statement with autocommit off), so that the statements' read/write nature matters.
     pub(super) fn xa_tracking(&self, routing: &Routing) -> bool {
@@ -132,7 +141,7 @@ impl Session {
     /// A transaction started WITH CONSISTENT SNAPSHOT uses plain BEGINs, so its commit over
     /// several datanodes could not be atomic: under XA, its writes stay on one datanode.
     pub(super) fn check_plain_write(&self, routing: &Routing, dn: DatanodeId) -> Result<()> {
-        let Some(why) = self.txn_plain else {
+        let Some(why @ "WITH CONSISTENT SNAPSHOT") = self.txn_plain else {
             return Ok(());
         };
         if !self.conns.maybe_writes || self.txn_mode(routing) != Transactions::Xa {
@@ -186,12 +195,13 @@ impl Session {
         };
         let mut broken_plain = Vec::new();
         for h in self.conns.held.iter_mut() {
-            if !h.xa && (h.txn_begun || h.in_trans()) {
-                if let Err(e) = h.conn.command(COM_QUERY, word.as_bytes()).await {
-                    warn!(datanode = %routing.topology.datanodes[h.dn].name, error = %e, "plain branch of an XA transaction failed to end");
-                    if matches!(e, Error::BackendIo(_)) {
-                        broken_plain.push(h.dn);
-                    }
+            if !h.xa
+                && (h.txn_begun || h.conn.in_transaction())
+                && let Err(e) = h.conn.command(COM_QUERY, word.as_bytes()).await
+            {
+                warn!(datanode = %routing.topology.datanodes[h.dn].name, error = %e, "plain branch of an XA transaction failed to end");
+                if matches!(e, Error::BackendIo(_)) {
+                    broken_plain.push(h.dn);
                 }
             }
             h.txn_begun = false;

@@ -80,6 +80,9 @@ pub struct Xa {
     /// Transactions this process decided to commit but could not finish: recovery finishes
     /// them at once (no live coordinator to wait for).
     orphans: Mutex<HashSet<Vec<u8>>>,
+    /// The log's table is known to exist (created at most once per process; `CREATE ... IF
+    /// NOT EXISTS` is binlogged even when there is nothing to create).
+    pub log_ready: std::sync::atomic::AtomicBool,
 }
 
 /// Counters since the process started.
@@ -113,6 +116,7 @@ impl Xa {
             kick: Notify::new(),
             stats: Stats::default(),
             orphans: Mutex::new(HashSet::new()),
+            log_ready: Default::default(),
         }
     }
 

@@ -76,6 +76,9 @@ async fn connect(shared: &Shared, server: usize) -> Result<PooledConn> {
 }
 
 /// One scan; returns the gtrids seen prepared (for the next scan's "seen before" test).
+/// Recovery holds at most one connection at a time (taken from the pools, given back after
+/// each use): it never waits for a pool while holding another pool's connection, so it cannot
+/// deadlock with sessions, even with pools of one connection.
 async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Vec<u8>>> {
     let xa = &shared.xa;
     let backends = &shared.backends;
@@ -85,27 +88,26 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
     servers.sort_unstable();
     servers.dedup();
     let log_server = backends.primary(xa.log_datahost);
-    let mut log_conn = connect(shared, log_server).await?;
-    log::ensure_table(&mut log_conn).await?;
-    // Every prepared branch of ours, per server; `complete` while every server answered.
+    // Every prepared branch of ours, by gtrid; `complete` while every server answered.
     let mut complete = true;
-    let mut conns: Vec<(usize, PooledConn)> = Vec::new();
     let mut by_gtrid: BTreeMap<Vec<u8>, Vec<(usize, Xid)>> = BTreeMap::new();
     let mut first_error: Option<Error> = None;
     for &server in &servers {
         let listed = async {
             let mut conn = connect(shared, server).await?;
             let rows = log::query_rows(&mut conn, "XA RECOVER").await?;
-            Ok::<_, Error>((conn, rows))
+            conn.release();
+            Ok::<_, Error>(rows)
         }
         .await;
         match listed {
-            Ok((conn, rows)) => {
-                let k = conns.len();
-                conns.push((server, conn));
+            Ok(rows) => {
                 for r in rows {
                     if let Some(x) = our_xid(&r) {
-                        by_gtrid.entry(x.gtrid.clone()).or_default().push((k, x));
+                        by_gtrid
+                            .entry(x.gtrid.clone())
+                            .or_default()
+                            .push((server, x));
                     }
                 }
             }
@@ -127,7 +129,15 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
             in_doubt += branches.len() as u64;
             continue;
         }
-        let outcome = match log::decide_for_recovery(&mut log_conn, gtrid).await {
+        let decided = async {
+            let mut conn = connect(shared, log_server).await?;
+            ensure_log(xa, &mut conn).await?;
+            let o = log::decide_for_recovery(&mut conn, gtrid).await?;
+            conn.release();
+            Ok::<_, Error>(o)
+        }
+        .await;
+        let outcome = match decided {
             Ok(o) => o,
             Err(e) => {
                 warn!(gtrid = %String::from_utf8_lossy(gtrid), error = %e, "XA recovery cannot read the decision log");
@@ -141,11 +151,17 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
             Outcome::Rollback => "ROLLBACK",
         };
         let mut done = Vec::new();
-        for (k, x) in branches {
-            let (server, conn) = &mut conns[*k];
+        for (server, x) in branches {
             let sql = format!("XA {word} {}", x.sql());
-            match conn.command(COM_QUERY, sql.as_bytes()).await {
-                Ok(_) => {
+            let r = async {
+                let mut conn = connect(shared, *server).await?;
+                conn.command(COM_QUERY, sql.as_bytes()).await?;
+                conn.release();
+                Ok::<_, Error>(())
+            }
+            .await;
+            match r {
+                Ok(()) => {
                     done.push(format!(
                         "{}@{}",
                         String::from_utf8_lossy(&x.bqual),
@@ -172,20 +188,32 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
         // Gtrids still prepared anywhere keep their rows.
         let prepared: Vec<Vec<u8>> = seen.iter().cloned().collect();
         let tombstones = MIN_TOMBSTONE_AGE.max(xa.recovery_grace * 10);
-        if let Err(e) =
-            log::collect_garbage(&mut log_conn, &prepared, xa.recovery_grace, tombstones).await
-        {
-            warn!(error = %e, "XA decision log clean-up failed");
+        let gc = async {
+            let mut conn = connect(shared, log_server).await?;
+            ensure_log(xa, &mut conn).await?;
+            log::collect_garbage(&mut conn, &prepared, xa.recovery_grace, tombstones).await?;
+            conn.release();
+            Ok::<_, Error>(())
         }
-    }
-    log_conn.release();
-    for (_, c) in conns {
-        c.release();
+        .await;
+        if let Err(e) = gc {
+            warn!(error = %e, "XA decision log clean-up failed");
+            first_error.get_or_insert(e);
+        }
     }
     match first_error {
         Some(e) => Err(e),
         None => Ok(seen),
     }
+}
+
+/// Creates the decision log's table once per process.
+async fn ensure_log(xa: &super::Xa, conn: &mut PooledConn) -> Result<()> {
+    if !xa.log_ready.load(Ordering::Relaxed) {
+        log::ensure_table(conn).await?;
+        xa.log_ready.store(true, Ordering::Relaxed);
+    }
+    Ok(())
 }
 
 /// A row of `XA RECOVER` (formatID, gtrid_length, bqual_length, data) as one of our xids.
