@@ -158,9 +158,18 @@ impl Proxy {
                     .as_deref()
                     .and_then(|n| r.topology.datahosts.iter().position(|d| d.name == n))
                     .unwrap_or(0);
-                crate::xa::Xa::new(log_datahost, x.recovery_interval, x.recovery_grace)
+                let log_pool = r
+                    .hosts
+                    .get(log_datahost)
+                    .map(|(spec, settings)| BackendPool::new(spec.clone(), settings.clone()));
+                crate::xa::Xa::new(
+                    log_datahost,
+                    log_pool,
+                    x.recovery_interval,
+                    x.recovery_grace,
+                )
             }
-            None => crate::xa::Xa::new(0, Duration::from_secs(10), Duration::from_secs(30)),
+            None => crate::xa::Xa::new(0, None, Duration::from_secs(10), Duration::from_secs(30)),
         };
         let shared = Arc::new(Shared {
             config: Arc::new(config),
@@ -220,6 +229,9 @@ impl Proxy {
                 .any(|s| s.transactions == shoal_router::config::Transactions::Xa)
         }) {
             crate::xa::fault();
+            if let Some(pool) = &shared.xa.log_pool {
+                tokio::spawn(pool.clone().maintain(typical_client_wire()));
+            }
             tokio::spawn(crate::xa::recovery::run(shared.clone()));
         }
         {

@@ -593,9 +593,9 @@ impl Session {
         gtrid: &str,
         datanodes: &str,
     ) -> std::result::Result<(), Decision> {
-        let dh = self.shared.xa.log_datahost;
-        let server = self.shared.backends.primary(dh);
-        let pool = self.shared.pools[server].clone();
+        let Some(pool) = self.shared.xa.log_pool.clone() else {
+            return Err(Decision::Refused("no XA decision log".to_string()));
+        };
         let conn = pool
             .acquire(Wanted {
                 wire: self.caps,

@@ -72,6 +72,10 @@ pub struct Xa {
     counter: AtomicU64,
     /// The datahost whose primary holds the log.
     pub log_datahost: usize,
+    /// Connections to the log datahost's primary for the decision log only: a session
+    /// committing may hold every connection of that datahost's own pool (its branches), so
+    /// the decision is never written through that pool.
+    pub log_pool: Option<std::sync::Arc<crate::backend::pool::BackendPool>>,
     pub recovery_interval: Duration,
     pub recovery_grace: Duration,
     /// Wakes recovery before its interval (a commit left a branch to it).
@@ -106,11 +110,17 @@ pub struct Stats {
 }
 
 impl Xa {
-    pub fn new(log_datahost: usize, recovery_interval: Duration, recovery_grace: Duration) -> Self {
+    pub fn new(
+        log_datahost: usize,
+        log_pool: Option<std::sync::Arc<crate::backend::pool::BackendPool>>,
+        recovery_interval: Duration,
+        recovery_grace: Duration,
+    ) -> Self {
         Xa {
             process: rand::random(),
             counter: AtomicU64::new(0),
             log_datahost,
+            log_pool,
             recovery_interval,
             recovery_grace,
             kick: Notify::new(),
@@ -232,7 +242,7 @@ mod tests {
 
     #[test]
     fn gtrids_are_unique_short_and_carry_their_time() {
-        let xa = Xa::new(0, Duration::from_secs(1), Duration::from_secs(1));
+        let xa = Xa::new(0, None, Duration::from_secs(1), Duration::from_secs(1));
         let before = now_ms();
         let a = xa.new_gtrid();
         let b = xa.new_gtrid();

@@ -61,9 +61,18 @@ pub async fn run(shared: Arc<Shared>) {
     }
 }
 
-/// A connection to `server` for recovery's own statements, in a clean state.
-async fn connect(shared: &Shared, server: usize) -> Result<PooledConn> {
-    let mut conn = shared.pools[server]
+/// A connection to `server` for recovery's own statements, in a clean state (`None`: to the
+/// decision log, through its own pool).
+async fn connect(shared: &Shared, server: Option<usize>) -> Result<PooledConn> {
+    let pool = match server {
+        Some(s) => shared.pools[s].clone(),
+        None => shared
+            .xa
+            .log_pool
+            .clone()
+            .ok_or_else(|| Error::reply(1399, b"XAE07", "no XA decision log"))?,
+    };
+    let mut conn = pool
         .acquire(Wanted {
             wire: crate::server::typical_client_wire(),
             prefer: 0,
@@ -87,14 +96,13 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
         .collect();
     servers.sort_unstable();
     servers.dedup();
-    let log_server = backends.primary(xa.log_datahost);
     // Every prepared branch of ours, by gtrid; `complete` while every server answered.
     let mut complete = true;
     let mut by_gtrid: BTreeMap<Vec<u8>, Vec<(usize, Xid)>> = BTreeMap::new();
     let mut first_error: Option<Error> = None;
     for &server in &servers {
         let listed = async {
-            let mut conn = connect(shared, server).await?;
+            let mut conn = connect(shared, Some(server)).await?;
             let rows = log::query_rows(&mut conn, "XA RECOVER").await?;
             conn.release();
             Ok::<_, Error>(rows)
@@ -130,7 +138,7 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
             continue;
         }
         let decided = async {
-            let mut conn = connect(shared, log_server).await?;
+            let mut conn = connect(shared, None).await?;
             ensure_log(xa, &mut conn).await?;
             let o = log::decide_for_recovery(&mut conn, gtrid).await?;
             conn.release();
@@ -154,7 +162,7 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
         for (server, x) in branches {
             let sql = format!("XA {word} {}", x.sql());
             let r = async {
-                let mut conn = connect(shared, *server).await?;
+                let mut conn = connect(shared, Some(*server)).await?;
                 conn.command(COM_QUERY, sql.as_bytes()).await?;
                 conn.release();
                 Ok::<_, Error>(())
@@ -189,7 +197,7 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
         let prepared: Vec<Vec<u8>> = seen.iter().cloned().collect();
         let tombstones = MIN_TOMBSTONE_AGE.max(xa.recovery_grace * 10);
         let gc = async {
-            let mut conn = connect(shared, log_server).await?;
+            let mut conn = connect(shared, None).await?;
             ensure_log(xa, &mut conn).await?;
             log::collect_garbage(&mut conn, &prepared, xa.recovery_grace, tombstones).await?;
             conn.release();
