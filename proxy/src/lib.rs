@@ -13,3 +13,4 @@ pub mod merge;
 pub mod server;
 pub mod session;
 pub mod wire;
+pub mod xa;

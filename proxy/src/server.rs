@@ -26,7 +26,7 @@ use crate::wire::rsa_key::RsaKey;
 use crate::wire::tls::ClientTls;
 
 /// Wire capabilities most clients ask for; used for connections opened ahead of demand.
-fn typical_client_wire() -> CapabilityFlags {
+pub(crate) fn typical_client_wire() -> CapabilityFlags {
     CapabilityFlags::CLIENT_DEPRECATE_EOF
         | CapabilityFlags::CLIENT_MULTI_RESULTS
         | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
@@ -150,6 +150,27 @@ impl Proxy {
             "RSA key for caching_sha2_password over plain connections"
         );
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let xa = match &config.routing {
+            Some(r) => {
+                let x = &r.topology.server.xa;
+                let log_datahost = x
+                    .log_datahost
+                    .as_deref()
+                    .and_then(|n| r.topology.datahosts.iter().position(|d| d.name == n))
+                    .unwrap_or(0);
+                let log_pool = r
+                    .hosts
+                    .get(log_datahost)
+                    .map(|(spec, settings)| BackendPool::new(spec.clone(), settings.clone()));
+                crate::xa::Xa::new(
+                    log_datahost,
+                    log_pool,
+                    x.recovery_interval,
+                    x.recovery_grace,
+                )
+            }
+            None => crate::xa::Xa::new(0, None, Duration::from_secs(10), Duration::from_secs(30)),
+        };
         let shared = Arc::new(Shared {
             config: Arc::new(config),
             pool,
@@ -166,6 +187,7 @@ impl Proxy {
             throttle: Default::default(),
             user_conns: Default::default(),
             sha2_cache: Default::default(),
+            xa: Arc::new(xa),
         });
         Ok(Proxy {
             listener,
@@ -197,6 +219,20 @@ impl Proxy {
         }
         for s in 0..shared.backends.servers.len() {
             tokio::spawn(health::monitor(shared.backends.clone(), s));
+        }
+        // Recovery of XA transactions left prepared (by this process before a crash, or by
+        // another): only where some schema commits through XA.
+        if cfg.routing.as_ref().is_some_and(|r| {
+            r.topology
+                .schemas
+                .values()
+                .any(|s| s.transactions == shoal_router::config::Transactions::Xa)
+        }) {
+            crate::xa::fault();
+            if let Some(pool) = &shared.xa.log_pool {
+                tokio::spawn(pool.clone().maintain(typical_client_wire()));
+            }
+            tokio::spawn(crate::xa::recovery::run(shared.clone()));
         }
         {
             let tx = shutdown_tx.clone();

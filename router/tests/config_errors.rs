@@ -538,3 +538,49 @@ fn foreign_keys_is_a_schema_option() {
         ],
     );
 }
+
+#[test]
+fn transactions_is_a_schema_option_and_xa_settings_are_checked() {
+    use shoal_router::config::Transactions;
+    let t = Topology::build(&Config::from_yaml_str(BASE).unwrap()).unwrap();
+    assert_eq!(t.schemas["shop"].transactions, Transactions::Xa);
+    assert_eq!(t.server.xa.log_datahost, None);
+    assert_eq!(t.server.xa.recovery_interval.as_secs(), 10);
+    assert_eq!(t.server.xa.recovery_grace.as_secs(), 30);
+    let text = BASE.replacen(
+        "    default_datanode: dn1\n",
+        "    default_datanode: dn1\n    transactions: best_effort\n",
+        1,
+    ) + "server:\n  xa: { log_datahost: dh2, recovery_interval: 2s, recovery_grace: 1m }\n";
+    let t = Topology::build(&Config::from_yaml_str(&text).unwrap()).unwrap();
+    assert_eq!(t.schemas["shop"].transactions, Transactions::BestEffort);
+    assert_eq!(t.server.xa.log_datahost.as_deref(), Some("dh2"));
+    assert_eq!(t.server.xa.recovery_interval.as_secs(), 2);
+    assert_eq!(t.server.xa.recovery_grace.as_secs(), 60);
+    check(
+        "    default_datanode: dn1\n",
+        "    default_datanode: dn1\n    transactions: two_phase\n",
+        &["unknown variant `two_phase`", "xa, best_effort"],
+    );
+    let users = "users:\n";
+    check(
+        users,
+        "server:\n  xa: { log_datahost: dh9 }\nusers:\n",
+        &["server.xa.log_datahost", "dh9"],
+    );
+    check(
+        users,
+        "server:\n  xa: { recovery_interval: 0s }\nusers:\n",
+        &["server.xa.recovery_interval", "more than 0"],
+    );
+    check(
+        users,
+        "server:\n  xa: { recovery_grace: 0s }\nusers:\n",
+        &["server.xa.recovery_grace", "more than 0"],
+    );
+    check(
+        users,
+        "server:\n  xa: { log_host: dh1 }\nusers:\n",
+        &["unknown field `log_host`"],
+    );
+}

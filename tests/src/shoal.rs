@@ -22,6 +22,8 @@ pub struct ShoalProcess {
     port: u16,
     log_path: PathBuf,
     args: Vec<String>,
+    /// Environment variables set for Shoal beyond the test's own (set again on restart).
+    env: Vec<(String, String)>,
 }
 
 impl ShoalProcess {
@@ -62,11 +64,32 @@ impl ShoalProcess {
     /// One attempt at [`Self::start`]: `Err` with the reason and Shoal's log when it exits
     /// before accepting (a refused config, a port taken meanwhile).
     pub fn try_start(args: &[String]) -> Result<ShoalProcess, String> {
+        Self::try_start_with_env(args, &[])
+    }
+
+    /// [`Self::start`] with environment variables set for Shoal (e.g. the `SHOAL_FAULT` test
+    /// hook); a [`Self::restart`] sets them again.
+    pub fn start_with_env(args: &[String], env: &[(&str, &str)]) -> ShoalProcess {
+        let mut last_failure = String::new();
+        for _ in 0..3 {
+            match Self::try_start_with_env(args, env) {
+                Ok(shoal) => return shoal,
+                Err(failure) => last_failure = failure,
+            }
+        }
+        panic!("shoal did not start: {last_failure}");
+    }
+
+    fn try_start_with_env(args: &[String], env: &[(&str, &str)]) -> Result<ShoalProcess, String> {
         let port = free_port();
         let log_path = scratch_dir().join(format!("shoal-{port}-{}.log", unique_suffix()));
         let mut full_args = vec!["--listen".to_string(), format!("127.0.0.1:{port}")];
         full_args.extend(args.iter().cloned());
-        Self::spawn(full_args, port, log_path)
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Self::spawn(full_args, env, port, log_path)
     }
 
     /// Starts Shoal again with the same arguments on the same port, its output appended to the
@@ -80,7 +103,12 @@ impl ShoalProcess {
         );
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            match Self::spawn(self.args.clone(), self.port, self.log_path.clone()) {
+            match Self::spawn(
+                self.args.clone(),
+                self.env.clone(),
+                self.port,
+                self.log_path.clone(),
+            ) {
                 Ok(next) => {
                     // The old child is reaped: replacing it leaves nothing to stop.
                     let old = std::mem::replace(self, next);
@@ -116,7 +144,12 @@ impl ShoalProcess {
         }
     }
 
-    fn spawn(full_args: Vec<String>, port: u16, log_path: PathBuf) -> Result<ShoalProcess, String> {
+    fn spawn(
+        full_args: Vec<String>,
+        env: Vec<(String, String)>,
+        port: u16,
+        log_path: PathBuf,
+    ) -> Result<ShoalProcess, String> {
         let bin = shoal_bin();
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -130,6 +163,7 @@ impl ShoalProcess {
                 std::env::var("SHOAL_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
             .env("RUST_BACKTRACE", "1")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone log handle"))
             .stderr(log)
@@ -140,6 +174,7 @@ impl ShoalProcess {
             port,
             log_path,
             args: full_args,
+            env,
         };
         let deadline = Instant::now() + START_TIMEOUT;
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();

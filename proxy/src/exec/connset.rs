@@ -15,8 +15,13 @@ pub struct Held {
     /// The server (index in `Backends::servers` and `Shared::pools`) it is connected to.
     pub server: usize,
     pub conn: PooledConn,
-    /// The session's explicit BEGIN was sent here.
+    /// The session's explicit BEGIN (or, for an XA branch, XA START) was sent here.
     pub txn_begun: bool,
+    /// An XA branch of the session's transaction is open here (see `exec::xa`).
+    pub xa: bool,
+    /// A statement that may write ran here since the branch started (read-only branches are
+    /// not prepared).
+    pub wrote: bool,
     /// State the pool cannot replay (temporary tables, locks...).
     pub sticky: bool,
     /// Every savepoint of the session's transaction is set here ([`crate::exec`]'s
@@ -35,6 +40,8 @@ impl Held {
             server,
             conn,
             txn_begun: false,
+            xa: false,
+            wrote: false,
             sticky: false,
             savepoints_set: false,
             table_locks: false,
@@ -67,6 +74,12 @@ pub struct ConnSet {
     pub want: Want,
     /// The running statement writes (read-your-writes starts its window on the primary).
     pub writing: bool,
+    /// The running statement is not known to be a plain read: the XA branches it touches
+    /// count as written.
+    pub maybe_writes: bool,
+    /// The running statement must run outside any XA branch (SET, SHOW, DDL, LOCK TABLES...):
+    /// with autocommit off, no branch is started for it.
+    pub no_branch: bool,
     /// Read-your-writes: per datahost, when the session last wrote there and the GTID of its
     /// last write, with the servers known to have applied it.
     pub writes: Vec<LastWrite>,

@@ -300,6 +300,7 @@ impl Session {
         };
         if !in_txn {
             self.txn_begin = Some("START TRANSACTION".to_string());
+            self.txn_plain = None;
         }
         if let Err(e) = self.admit(routing).await {
             if !in_txn {

@@ -42,6 +42,11 @@ impl Session {
                 )
                 .await
             }
+            LocalAnswer::ShowXa => {
+                let rows = self.shared.xa.rows();
+                self.send_rows(reply_seq, &crate::xa::Xa::COLUMNS, rows)
+                    .await
+            }
             LocalAnswer::SessionValues { columns, row } => {
                 self.answer_session_values(&columns, row, Protocol::Text, reply_seq)
                     .await

@@ -36,6 +36,7 @@ mod table_locks;
 mod txn;
 mod user_vars;
 mod write;
+mod xa;
 
 use std::sync::Arc;
 
@@ -127,6 +128,8 @@ impl Session {
         self.conns.statement += 1;
         self.conns.want = Want::Primary;
         self.conns.writing = false;
+        self.conns.maybe_writes = true;
+        self.conns.no_branch = false;
         self.conns.avoid = None;
         // Off: no clock read.
         self.conns.deadline = self
@@ -261,7 +264,9 @@ impl Session {
         // One tokenization serves the diagnostics check, the pin check and the router.
         let mut toks = std::mem::take(&mut self.tokens);
         // `is_show`: the statement is a SHOW (read on its tokens, comments skipped).
-        let (plan, effects, diag, read_route, is_show) = {
+        // `commits`: a statement MariaDB runs with an implicit commit, which an XA branch
+        // refuses: the transaction is committed first, as MariaDB would.
+        let (plan, effects, diag, read_route, is_show, commits) = {
             let p = self.client.packet_payload();
             let Ok(sql) = std::str::from_utf8(&p[1..]) else {
                 return Err(refusal(&RouterError::unsupported(
@@ -291,6 +296,7 @@ impl Session {
                     None,
                     None,
                     false,
+                    false,
                 ),
                 // A backend would read NULL for a variable only the session holds.
                 Ok(())
@@ -305,6 +311,7 @@ impl Session {
                         Default::default(),
                         None,
                         None,
+                        false,
                         false,
                     )
                 }
@@ -323,16 +330,27 @@ impl Session {
                             ),
                         }
                     });
-                    let route = plan
-                        .as_ref()
-                        .and_then(|_| self.read_route_of(routing, mode, sql));
+                    let route = plan.as_ref().and_then(|_| {
+                        self.read_route_of(routing, mode, sql)
+                            .or_else(|| self.xa_route(routing, mode, sql))
+                    });
                     let is_show = toks.first().is_some_and(|t| t.is_kw(text, "SHOW"));
-                    (plan, effects, diag, route, is_show)
+                    let commits = plan.is_some()
+                        && self.xa_tracking(routing)
+                        && xa::causes_implicit_commit(text, &toks);
+                    (plan, effects, diag, route, is_show, commits)
                 }
             }
         };
         if let (Some(route), Some(plan)) = (read_route, &plan) {
             (self.conns.want, self.conns.writing) = replica::statement_want(route, plan);
+        }
+        self.note_statement_writes(read_route);
+        if commits {
+            if self.txn_begin.is_some() || self.conns.in_transaction() {
+                self.end_transaction(true).await?;
+            }
+            self.conns.no_branch = true;
         }
         // A huge statement's buffer is not kept for the session's lifetime.
         if toks.capacity() <= MAX_KEPT_TOKENS {
@@ -657,9 +675,9 @@ impl Session {
             h.conn.state.vars = self.want.vars.clone();
         }
         if result.is_ok()
-            && let Some(begin) = &self.txn_begin
-            && !h.txn_begun
+            && let Some((begin, xa)) = self.branch_start(routing, i, dn)
         {
+            let h = &mut self.conns.held[i];
             result = h
                 .conn
                 .command(COM_QUERY, begin.as_bytes())
@@ -667,6 +685,14 @@ impl Session {
                 .map(|_| ());
             if result.is_ok() {
                 h.txn_begun = true;
+                h.xa = xa;
+                h.wrote = false;
+            }
+        }
+        if result.is_ok() && self.conns.maybe_writes {
+            result = self.check_plain_write(routing, dn);
+            if result.is_ok() {
+                self.conns.held[i].wrote = true;
             }
         }
         if result.is_ok() {
@@ -977,6 +1003,11 @@ impl Session {
                 continue;
             }
             let mut h = self.conns.held.remove(i);
+            if h.xa {
+                // An open XA branch: closing the connection rolls it back (a reset would not
+                // end it cleanly).
+                continue;
+            }
             if h.pinned() {
                 let reset = tokio::time::timeout(
                     self.shared.pool.settings().connect_timeout,

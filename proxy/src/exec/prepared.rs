@@ -667,6 +667,7 @@ impl Session {
         reply_seq: u8,
     ) -> Result<()> {
         let mode = self.sql_mode();
+        let xa_tracking = self.xa_tracking(routing);
         let payload = self.client.packet_payload();
         let Some(stmt) = self.statements.get_mut(id) else {
             return Err(Error::unknown_statement(id, "COM_STMT_EXECUTE"));
@@ -695,10 +696,15 @@ impl Session {
         let needs_text = matches!(
             planned,
             Routed::Plan(RoutePlan::Broadcast { .. } | RoutePlan::Session(_))
-        ) || (cached_route.is_none() && self.shared.backends.any_read_balancing());
+        ) || (cached_route.is_none()
+            && (self.shared.backends.any_read_balancing() || xa_tracking));
         let sql = needs_text.then(|| stmt.sql.clone());
         let sql = sql.as_deref().unwrap_or("");
-        let route = cached_route.or_else(|| self.read_route_of(routing, mode, sql));
+        let route = cached_route.or_else(|| {
+            self.read_route_of(routing, mode, sql)
+                .or_else(|| self.xa_route(routing, mode, sql))
+        });
+        self.note_statement_writes(route);
         if let Some(route) = route {
             if let Some(stmt) = self.statements.get_mut(id) {
                 stmt.read_route = Some(route);

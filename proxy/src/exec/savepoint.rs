@@ -78,7 +78,7 @@ impl Session {
     }
 
     /// The session runs with autocommit off.
-    fn autocommit_off(&self) -> bool {
+    pub(super) fn autocommit_off(&self) -> bool {
         self.want
             .var("autocommit")
             .is_some_and(|v| v.eq_ignore_ascii_case("OFF") || v == "0")
@@ -121,7 +121,9 @@ impl Session {
             }
         };
         let mut failed: Option<(String, Error)> = None;
-        let autocommit_off = self.autocommit_off();
+        // Under XA a connection in autocommit-off mode joins the transaction with its next
+        // statement's XA START, which replays the savepoints: until then it gets none.
+        let autocommit_off = self.autocommit_off() && !self.xa_mode();
         for h in self.conns.held.iter_mut() {
             if !in_session_transaction(h, autocommit_off) {
                 continue;
@@ -173,8 +175,14 @@ impl Session {
     /// the transaction: a later `ROLLBACK TO` takes it back to its start.
     pub(super) async fn replay_savepoints(&mut self, i: usize) -> Result<()> {
         let autocommit_off = self.autocommit_off();
+        let xa = self.xa_mode();
         let h = &mut self.conns.held[i];
         if self.savepoints.is_empty() || h.savepoints_set {
+            return Ok(());
+        }
+        if xa && !(h.txn_begun || h.conn.in_transaction()) {
+            // Not in the transaction yet (a statement that opens no XA branch): the branch's
+            // XA START replays them.
             return Ok(());
         }
         if !in_session_transaction(h, autocommit_off) {

@@ -48,7 +48,7 @@ impl Session {
             K::Use(db) => self.use_logical(&db, reply_seq).await,
             K::Begin {
                 consistent_snapshot,
-                ..
+                read_only,
             } => {
                 // BEGIN inside a transaction commits it first, as MySQL does, and releases
                 // the session's table locks.
@@ -58,6 +58,17 @@ impl Session {
                 self.forget_savepoints();
                 self.unlock_tables().await?;
                 self.txn_begin = Some(text(self));
+                // XA branches replace BEGIN unless the transaction cannot write (READ ONLY)
+                // or must begin everywhere at once (WITH CONSISTENT SNAPSHOT).
+                self.txn_plain = if read_only {
+                    // Writes fail on the servers (1792): nothing for Shoal to refuse.
+                    Some("START TRANSACTION READ ONLY")
+                } else if consistent_snapshot {
+                    Some("WITH CONSISTENT SNAPSHOT")
+                } else {
+                    None
+                };
+                self.conns.maybe_writes = false;
                 self.status |= IN_TRANS;
                 if consistent_snapshot {
                     self.begin_everywhere(routing).await?;
@@ -184,6 +195,7 @@ impl Session {
             }
             K::Xa => Err(unsupported("XA transactions")),
             K::LockTables => {
+                self.conns.no_branch = true;
                 let (sql, toks) = words(self);
                 self.lock_tables(routing, &sql, &toks, reply_seq).await
             }
@@ -224,6 +236,9 @@ impl Session {
         reply_seq: u8,
     ) -> Result<()> {
         let dn = self.any_datanode(routing);
+        // SET, DO and server-level SHOW never start a transaction: with autocommit off, no XA
+        // branch is opened for them (SET autocommit=1 must not run inside one).
+        self.conns.no_branch = true;
         self.run_on(
             routing,
             dn,
@@ -344,6 +359,11 @@ impl Session {
         let Some(routing) = self.shared.config.routing.clone() else {
             return Ok(());
         };
+        if self.conns.held.iter().any(|h| h.xa) {
+            return self.end_xa(&routing, commit).await;
+        }
+        self.xa_gtrid = None;
+        self.txn_plain = None;
         let mut done: Vec<String> = Vec::new();
         let mut failed: Vec<(String, Error)> = Vec::new();
         let mut broken = Vec::new();

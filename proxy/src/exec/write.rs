@@ -96,6 +96,7 @@ impl Session {
         let own_txn = !in_txn && targets.len() > 1 && !locked;
         if own_txn {
             self.txn_begin = Some("START TRANSACTION".to_string());
+            self.txn_plain = None;
         }
         let results = match self.send_all(routing, &targets, req).await {
             Ok(r) => r,
@@ -209,6 +210,7 @@ impl Session {
         if self.txn_begin.is_some() || self.conns.in_transaction() {
             self.end_transaction(true).await?;
         }
+        self.conns.no_branch = true;
         let results = self.send_all(routing, &targets, &Request::Text).await?;
         // A column's collation may have changed (on some datanodes, if some failed).
         routing.collations.clear();

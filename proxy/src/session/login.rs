@@ -397,6 +397,8 @@ impl Session {
         }
         self.pins = Pins::default();
         self.txn_begin = None;
+        self.txn_plain = None;
+        self.xa_gtrid = None;
         self.savepoints.clear();
         self.table_locks.clear();
         self.user_vars.clear();

@@ -63,6 +63,8 @@ pub struct Shared {
     pub throttle: limits::LoginThrottle,
     pub user_conns: Arc<limits::UserConnections>,
     pub sha2_cache: limits::Sha2Cache,
+    /// XA transactions over datanodes: ids, decision log, recovery, counters.
+    pub xa: Arc<crate::xa::Xa>,
 }
 
 /// How often an idle session wakes to check its idle timeout and whether the pool wants its
@@ -128,6 +130,11 @@ pub struct Session {
     pub(crate) tokens: Vec<Token>,
     pub(crate) conns: ConnSet,
     pub(crate) txn_begin: Option<String>,
+    /// Why the explicit transaction uses plain BEGIN on each datanode instead of XA (`START
+    /// TRANSACTION READ ONLY` or `WITH CONSISTENT SNAPSHOT`), if it does.
+    pub(crate) txn_plain: Option<&'static str>,
+    /// The gtrid of the transaction's XA branches, while it has any (see `exec::xa`).
+    pub(crate) xa_gtrid: Option<String>,
     /// The savepoints of the open transaction, oldest first (see `exec::savepoint`).
     pub(crate) savepoints: Vec<String>,
     /// The datanodes whose held connections hold the session's LOCK TABLES locks (empty:
@@ -200,6 +207,8 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         tokens: Vec::new(),
         conns: ConnSet::default(),
         txn_begin: None,
+        txn_plain: None,
+        xa_gtrid: None,
         savepoints: Vec::new(),
         table_locks: Vec::new(),
         table_locks_read: false,
@@ -1073,6 +1082,8 @@ impl Session {
         }
         self.pins = Pins::default();
         self.txn_begin = None;
+        self.txn_plain = None;
+        self.xa_gtrid = None;
         self.savepoints.clear();
         self.table_locks.clear();
         self.statements = Default::default();

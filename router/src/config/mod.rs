@@ -95,6 +95,44 @@ pub struct ServerConfig {
     /// a key pair is generated at start.
     #[serde(default)]
     pub rsa: Option<RsaKeyConfig>,
+    /// XA transactions over datanodes: where decisions are logged, how recovery runs.
+    #[serde(default)]
+    pub xa: XaConfig,
+}
+
+/// `server.xa:` the commit decision log and recovery of XA transactions over datanodes
+/// (schemas with `transactions: xa`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct XaConfig {
+    /// The datahost whose primary holds the decision log (database `shoal_xa`); default the
+    /// first datahost.
+    #[serde(default)]
+    pub log_datahost: Option<String>,
+    /// How often recovery looks for prepared branches left by a coordinator that died.
+    #[serde(default = "default_xa_recovery_interval", with = "de::duration")]
+    pub recovery_interval: Duration,
+    /// Recovery leaves alone transactions younger than this (their coordinator may still be
+    /// committing them).
+    #[serde(default = "default_xa_recovery_grace", with = "de::duration")]
+    pub recovery_grace: Duration,
+}
+
+impl Default for XaConfig {
+    fn default() -> Self {
+        XaConfig {
+            log_datahost: None,
+            recovery_interval: default_xa_recovery_interval(),
+            recovery_grace: default_xa_recovery_grace(),
+        }
+    }
+}
+
+fn default_xa_recovery_interval() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_xa_recovery_grace() -> Duration {
+    Duration::from_secs(30)
 }
 
 /// `server.tls:` certificate and key (PEM files) offered to clients.
@@ -131,6 +169,7 @@ impl Default for ServerConfig {
             query_timeout: Duration::ZERO,
             tls: None,
             rsa: None,
+            xa: XaConfig::default(),
         }
     }
 }
@@ -453,6 +492,32 @@ pub struct SchemaConfig {
     /// Which FOREIGN KEYs DDL through Shoal may declare on the datanodes.
     #[serde(default)]
     pub foreign_keys: ForeignKeys,
+    /// How a transaction that wrote to several datanodes commits.
+    #[serde(default)]
+    pub transactions: Transactions,
+}
+
+/// `transactions:` of a schema: how a transaction (or one statement's own) that wrote to
+/// several datanodes commits.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Transactions {
+    /// Two-phase commit over XA branches, with a durable decision record and recovery: all
+    /// datanodes commit or none does, also when Shoal dies during COMMIT.
+    #[default]
+    Xa,
+    /// Each datanode committed in turn; a failure after one committed is error 1180 naming
+    /// both sides (no record, no recovery).
+    BestEffort,
+}
+
+impl Transactions {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transactions::Xa => "xa",
+            Transactions::BestEffort => "best_effort",
+        }
+    }
 }
 
 /// `foreign_keys:` of a schema. Each datanode enforces a foreign key over its own rows only,

@@ -451,6 +451,8 @@ pub enum LocalAnswer {
     ExplainRoute { rows: Vec<(String, String)> },
     /// `SHOW SHOAL BACKENDS`: every server of every datahost, its role and health.
     ShowBackends,
+    /// `SHOW SHOAL XA`: what the XA coordinator and recovery of this process did.
+    ShowXa,
     /// A SELECT over `information_schema` tables only (the client's own, or the one a SHOW
     /// statement stands for), answered over the logical catalog: every logical table once,
     /// under its logical schema and name, physical ones never. `sql` names each table as

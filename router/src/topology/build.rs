@@ -103,6 +103,7 @@ impl<'a> Builder<'a> {
             schemas.insert(s.name.clone(), schema);
         }
         self.check_users()?;
+        self.check_xa()?;
         Ok(Topology {
             server: self.cfg.server.clone(),
             datanodes,
@@ -147,6 +148,25 @@ impl<'a> Builder<'a> {
             non_empty("server.tls.key", &t.key)?;
         }
         non_empty("server.log_level", &s.log_level)
+    }
+
+    fn check_xa(&self) -> Result<(), ConfigError> {
+        let x = &self.cfg.server.xa;
+        if x.recovery_interval.is_zero() {
+            return Err(err("server.xa.recovery_interval", "must be more than 0"));
+        }
+        if x.recovery_grace.is_zero() {
+            return Err(err("server.xa.recovery_grace", "must be more than 0"));
+        }
+        if let Some(name) = &x.log_datahost
+            && !self.datahost_ids.contains_key(name.as_str())
+        {
+            return Err(err(
+                "server.xa.log_datahost",
+                format!("no datahost is named {name:?}"),
+            ));
+        }
+        Ok(())
     }
 
     fn check_datahosts(&mut self) -> Result<(), ConfigError> {
@@ -362,6 +382,7 @@ impl<'a> Builder<'a> {
             default_datanode,
             tables,
             foreign_keys: s.foreign_keys,
+            transactions: s.transactions,
         })
     }
 

@@ -40,6 +40,8 @@ pub struct LogicalSchema {
     pub tables: HashMap<String, TableDef>,
     /// Which FOREIGN KEYs DDL may declare (`schemas[].foreign_keys`).
     pub foreign_keys: ForeignKeys,
+    /// How transactions over several datanodes commit (`schemas[].transactions`).
+    pub transactions: crate::config::Transactions,
 }
 
 impl LogicalSchema {

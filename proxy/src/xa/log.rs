@@ -1,0 +1,156 @@
+//! The decision log: table `shoal_xa.decisions` on the log datahost's primary, created by
+//! Shoal with its backend account when missing (a physical database no logical schema maps,
+//! so clients never see it). One row per two-phase transaction: `commit`, written by the
+//! coordinator after every branch prepared and before the first `XA COMMIT`; or `rollback`, a
+//! tombstone recovery writes before rolling back branches that have no decision (the
+//! coordinator's own `commit` insert then fails on the key and it rolls back too).
+
+use crate::backend::conn::BackendConn;
+use crate::error::{Error, Result};
+use crate::wire::command::COM_QUERY;
+use crate::wire::messages::read_lenenc_bytes;
+use crate::wire::response::{Event, Expect, ResponseReader};
+
+const CREATE_DATABASE: &str = "CREATE DATABASE IF NOT EXISTS shoal_xa";
+const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS shoal_xa.decisions (\
+     gtrid VARBINARY(64) NOT NULL PRIMARY KEY, \
+     outcome ENUM('commit','rollback') NOT NULL, \
+     datanodes VARBINARY(2048) NOT NULL DEFAULT '', \
+     decided TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)) ENGINE=InnoDB";
+
+/// ER_DUP_ENTRY: a row for the gtrid exists already (recovery's tombstone).
+pub const DUP_ENTRY: u16 = 1062;
+
+/// What the log says of a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Commit,
+    Rollback,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|c| format!("{c:02x}")).collect()
+}
+
+/// Creates the log's database and table if they are missing.
+pub async fn ensure_table(conn: &mut BackendConn) -> Result<()> {
+    conn.command(COM_QUERY, CREATE_DATABASE.as_bytes()).await?;
+    conn.command(COM_QUERY, CREATE_TABLE.as_bytes()).await?;
+    Ok(())
+}
+
+/// Whether `e` says the log's database or table does not exist (yet).
+fn missing_table(e: &Error) -> bool {
+    matches!(e.as_reply(), Some((1146 | 1049, _, _)))
+}
+
+/// Writes the commit decision of `gtrid` (branches on `datanodes`). `Err` with
+/// [`DUP_ENTRY`]: recovery decided first (rollback). Any other error: the decision may or may
+/// not be written (an I/O error) or is not (a server error).
+pub async fn record_commit(conn: &mut BackendConn, gtrid: &str, datanodes: &str) -> Result<()> {
+    let sql = format!(
+        "INSERT INTO shoal_xa.decisions (gtrid, outcome, datanodes) VALUES (X'{}', 'commit', X'{}')",
+        hex(gtrid.as_bytes()),
+        hex(datanodes.as_bytes())
+    );
+    match conn.command(COM_QUERY, sql.as_bytes()).await {
+        Err(e) if missing_table(&e) => {
+            ensure_table(conn).await?;
+            conn.command(COM_QUERY, sql.as_bytes()).await.map(|_| ())
+        }
+        r => r.map(|_| ()),
+    }
+}
+
+/// The decision for `gtrid`, as recovery takes it: the row if there is one, else a rollback
+/// tombstone written now (so that its coordinator, if still alive, cannot commit any more).
+pub async fn decide_for_recovery(conn: &mut BackendConn, gtrid: &[u8]) -> Result<Outcome> {
+    let g = hex(gtrid);
+    let insert = format!(
+        "INSERT IGNORE INTO shoal_xa.decisions (gtrid, outcome) VALUES (X'{g}', 'rollback')"
+    );
+    conn.command(COM_QUERY, insert.as_bytes()).await?;
+    let select = format!("SELECT outcome FROM shoal_xa.decisions WHERE gtrid = X'{g}'");
+    let rows = query_rows(conn, &select).await?;
+    match rows.first().and_then(|r| r.first()).cloned().flatten() {
+        Some(v) if v == b"commit" => Ok(Outcome::Commit),
+        Some(_) => Ok(Outcome::Rollback),
+        None => Err(Error::reply(
+            1399,
+            b"XAE07",
+            "the XA decision row vanished while recovery read it",
+        )),
+    }
+}
+
+/// Removes decision rows no branch needs any more: commit rows older than `grace` and
+/// tombstones older than `tombstone_age` whose gtrid is not in `prepared` (every prepared
+/// branch of ours seen on every server in this scan).
+pub async fn collect_garbage(
+    conn: &mut BackendConn,
+    prepared: &[Vec<u8>],
+    grace: std::time::Duration,
+    tombstone_age: std::time::Duration,
+) -> Result<()> {
+    let keep = if prepared.is_empty() {
+        String::new()
+    } else {
+        let list: Vec<String> = prepared.iter().map(|g| format!("X'{}'", hex(g))).collect();
+        format!(" AND gtrid NOT IN ({})", list.join(", "))
+    };
+    let sql = format!(
+        "DELETE FROM shoal_xa.decisions WHERE ((outcome = 'commit' AND decided < \
+         NOW(3) - INTERVAL {} MICROSECOND) OR (outcome = 'rollback' AND decided < NOW(3) - \
+         INTERVAL {} MICROSECOND)){keep}",
+        grace.as_micros(),
+        tombstone_age.as_micros()
+    );
+    conn.command(COM_QUERY, sql.as_bytes()).await.map(|_| ())
+}
+
+/// Every row of `sql`'s result, values as bytes (`None` for NULL). For the few small results
+/// the coordinator and recovery read (XA RECOVER, a decision).
+pub async fn query_rows(conn: &mut BackendConn, sql: &str) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
+    conn.io.write_command(COM_QUERY, sql.as_bytes());
+    conn.io.flush().await.map_err(Error::BackendIo)?;
+    let mut reader = ResponseReader::new(Expect::Results { binary: false }, conn.caps);
+    let mut columns = 0usize;
+    let mut rows = Vec::new();
+    let mut error = None;
+    while !reader.finished() {
+        conn.io.next_packet().await.map_err(Error::BackendIo)?;
+        let p = conn.io.packet_payload();
+        match reader.next(&p)? {
+            Event::Err {
+                code,
+                state,
+                message,
+            } => {
+                error = Some(Error::Reply {
+                    code,
+                    state,
+                    message: String::from_utf8_lossy(message).into_owned(),
+                })
+            }
+            Event::ColumnDef(_) => columns += 1,
+            Event::Row(mut b) => {
+                let mut row = Vec::with_capacity(columns);
+                for _ in 0..columns {
+                    if b.first() == Some(&0xFB) {
+                        b = &b[1..];
+                        row.push(None);
+                    } else {
+                        row.push(read_lenenc_bytes(&mut b).map(<[u8]>::to_vec));
+                    }
+                }
+                rows.push(row);
+            }
+            _ => {}
+        }
+    }
+    conn.note_response(&reader);
+    match error {
+        Some(e) => Err(e),
+        None => Ok(rows),
+    }
+}
