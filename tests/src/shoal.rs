@@ -24,6 +24,8 @@ pub struct ShoalProcess {
     args: Vec<String>,
     /// Environment variables set for Shoal beyond the test's own (set again on restart).
     env: Vec<(String, String)>,
+    /// The test waited for the exit ([`Self::wait_exit`]): it is expected, not a failure.
+    exit_expected: bool,
 }
 
 impl ShoalProcess {
@@ -135,6 +137,7 @@ impl ShoalProcess {
         let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait on shoal") {
+                self.exit_expected = true;
                 return Some(status);
             }
             if Instant::now() >= deadline {
@@ -175,6 +178,7 @@ impl ShoalProcess {
             log_path,
             args: full_args,
             env,
+            exit_expected: false,
         };
         let deadline = Instant::now() + START_TIMEOUT;
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
@@ -315,6 +319,7 @@ impl Drop for ShoalProcess {
         let exited_early = self.child.try_wait().ok().flatten();
         self.stop();
         if let Some(status) = exited_early
+            && !self.exit_expected
             && !std::thread::panicking()
         {
             panic!(
