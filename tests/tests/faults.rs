@@ -20,7 +20,7 @@ use shoal_tests::faults::workload::{Mix, Workload};
 use shoal_tests::faults::{Atomicity, Settings};
 
 /// Today's main: no xa, no query timeout, no reads from replicas while a primary is down.
-const SETTINGS: Settings = Settings::MAIN_TODAY;
+const SETTINGS: Settings = Settings::ISSUE_25;
 
 /// Load before the first fault and after the last one is restored.
 const BEFORE: Duration = Duration::from_secs(3);
@@ -88,8 +88,14 @@ async fn scenario(name: &str, fault: Fault) {
     let prepared_cleared_after = wait_no_prepared(&fx.cluster, Duration::from_secs(60)).await;
     match tokio::time::timeout(Duration::from_secs(120), fx.cluster.sync_replicas()).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => panic!("replicas do not catch up: {e}"),
-        Err(_) => panic!("replicas do not catch up within 120 s"),
+        Ok(Err(e)) => panic!(
+            "replicas do not catch up: {e}\n{}",
+            servers_state(&fx).await
+        ),
+        Err(_) => panic!(
+            "replicas do not catch up within 120 s\n{}",
+            servers_state(&fx).await
+        ),
     }
     let snap = snapshot(&fx.cluster).await;
     let mut findings = compare(&log, &snap, &fx.accounts);
@@ -228,7 +234,7 @@ async fn restored_event(
 /// primary is seen, and its resolution (here a rollback by hand) is awaited.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prepared_xa_transactions_are_seen_until_resolved() {
-    let fx = Fixture::start(Settings::MAIN_TODAY).await;
+    let fx = Fixture::start(Settings::BEST_EFFORT).await;
     let mut c = admin(&fx.cluster, 1).await;
     for sql in [
         "XA START 'faults-probe'",
@@ -265,4 +271,38 @@ async fn prepared_xa_transactions_are_seen_until_resolved() {
             .map(|_| ()),
         Some(())
     );
+}
+
+/// What every server is doing, for a failure message: GTID positions, prepared XA
+/// transactions and the statements running.
+async fn servers_state(fx: &Fixture) -> String {
+    let mut out = String::new();
+    for i in 0..fx.cluster.instances().len() {
+        let mut c = admin(&fx.cluster, i).await;
+        let pos: Option<(String, String)> = c
+            .query_first("SELECT @@gtid_current_pos, @@gtid_slave_pos")
+            .await
+            .unwrap_or(None);
+        let xa: Vec<mysql_async::Row> = c.query("XA RECOVER").await.unwrap_or_default();
+        let xids: Vec<String> = xa
+            .iter()
+            .map(|r| {
+                r.get::<Vec<u8>, _>("data")
+                    .map(|d| String::from_utf8_lossy(&d).into_owned())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let running: Vec<(u64, String, String, Option<String>, u64)> = c
+            .query(
+                "SELECT id, user, state, LEFT(info, 100), time FROM information_schema.processlist \
+                 WHERE command <> 'Sleep' AND id <> CONNECTION_ID()",
+            )
+            .await
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "instance {i} ({}): positions {pos:?}; XA prepared {xids:?}; running {running:?}\n",
+            fx.cluster.instances()[i].name()
+        ));
+    }
+    out
 }

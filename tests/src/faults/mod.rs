@@ -4,7 +4,7 @@
 //! it, and checks made directly on the backends afterwards ([`check`]).
 //!
 //! What the checks demand depends on [`Settings`]: with `xa`, no atomicity violation at all
-//! after recovery; with `best_effort` (today's only behaviour), each multi-datanode operation
+//! after recovery; with `best_effort`, each multi-datanode operation
 //! found half applied must have been answered 1180 — or have an unknown outcome, which is
 //! reported as the violation xa exists to remove. Switching is a change of [`Settings`] (or
 //! `SHOAL_FAULTS_TRANSACTIONS=xa|best_effort`).
@@ -47,8 +47,9 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Today's main: none of the options exist; cross-datanode commits are best effort.
-    pub const MAIN_TODAY: Settings = Settings {
+    /// Shoal before issue 25: cross-datanode commits best effort (1180), no query timeout, no
+    /// replica reads while a primary is down.
+    pub const BEST_EFFORT: Settings = Settings {
         mode: Atomicity::BestEffort,
         transactions_key: false,
         query_timeout: None,
