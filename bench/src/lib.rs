@@ -17,6 +17,7 @@ pub mod results;
 pub mod scale;
 pub mod shoal_config;
 pub mod tpcc;
+pub mod xa;
 
 pub use error::BenchError;
 

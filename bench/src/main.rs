@@ -34,6 +34,9 @@ enum Command {
     /// TPC-C: load, run (the five transactions) and check (the 12 consistency conditions),
     /// one MariaDB (direct) vs Shoal over 1, 2 and 4 servers; or one mode against an endpoint.
     Tpcc(shoal_bench::tpcc::TpccArgs),
+    /// Atomic commits: transfers between datanodes with `transactions: xa` vs `best_effort`
+    /// (throughput, latency, CPU and backend statements per transaction).
+    Xa(shoal_bench::xa::XaArgs),
 }
 
 #[tokio::main]
@@ -70,6 +73,7 @@ async fn main() -> ExitCode {
         Command::Tpcc(args) => shoal_bench::tpcc::run(args)
             .await
             .map_err(|e| e.to_string()),
+        Command::Xa(args) => shoal_bench::xa::run(args).await.map_err(|e| e.to_string()),
     };
     match outcome {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,

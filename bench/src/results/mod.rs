@@ -173,6 +173,18 @@ impl Report {
     }
 }
 
+/// The `p` quantile (0..=1, nearest rank) of latencies in microseconds, in milliseconds; NaN
+/// for none.
+pub fn percentile_ms(v: &[u32], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    let at = ((s.len() as f64 * p).ceil() as usize).clamp(1, s.len()) - 1;
+    f64::from(s[at]) / 1000.0
+}
+
 /// `2026-11-30T03:04:05Z` (readable) or `20261130T030405Z` (for file names), without a date crate.
 pub fn utc_timestamp(now: SystemTime, readable: bool) -> String {
     let secs = now

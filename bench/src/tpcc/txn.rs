@@ -18,6 +18,7 @@ use super::keys::{self, Constants};
 use super::schema::{DISTRICTS, Scale, cents, money};
 use crate::error::BenchError;
 use crate::load::{Endpoint, abbreviate};
+use crate::results::percentile_ms;
 
 /// The five transaction types, in the spec's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -655,16 +656,6 @@ impl KindStat {
     pub fn p95_ms(&self) -> f64 {
         percentile_ms(&self.latencies_us, 0.95)
     }
-}
-
-fn percentile_ms(v: &[u32], p: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_unstable();
-    let at = ((s.len() as f64 * p).ceil() as usize).clamp(1, s.len()) - 1;
-    f64::from(s[at]) / 1000.0
 }
 
 /// A run's figures, over all terminals.
