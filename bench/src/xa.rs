@@ -285,12 +285,15 @@ async fn load(endpoint: &Endpoint, accounts: u64) -> Result<(), BenchError> {
 
 async fn total(endpoint: &Endpoint) -> Result<i64, BenchError> {
     let mut c = endpoint.connect().await?;
-    let sum: Option<i64> = c
-        .query_first("SELECT CAST(SUM(balance) AS SIGNED) FROM account")
+    // SUM of a BIGINT is a DECIMAL: read as text.
+    let sum: Option<String> = c
+        .query_first("SELECT SUM(balance) FROM account")
         .await
         .map_err(BenchError::sql(endpoint.label(), "SELECT SUM(balance)"))?;
     let _ = c.disconnect().await;
-    Ok(sum.unwrap_or(0))
+    sum.unwrap_or_default()
+        .parse()
+        .map_err(|e| BenchError::Tool(format!("SUM(balance) is not a number: {e}")))
 }
 
 fn cpu_sum(pids: &[u32]) -> Result<f64, BenchError> {
