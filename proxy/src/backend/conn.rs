@@ -496,6 +496,44 @@ impl BackendConn {
         Ok(row.and_then(|r| r.into_iter().next()).and_then(|(_, v)| v))
     }
 
+    /// Runs a query and gives every row of its result, values as bytes (`None` for NULL). For
+    /// the few small results the proxy reads on its own behalf (`XA RECOVER`, a decision row, a
+    /// moved row's columns).
+    pub async fn query_rows(&mut self, sql: &str) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
+        self.io.write_command(COM_QUERY, sql.as_bytes());
+        self.io.flush().await.map_err(io_err)?;
+        let mut reader = ResponseReader::new(Expect::Results { binary: false }, self.caps);
+        let mut columns = 0usize;
+        let mut rows = Vec::new();
+        let mut error = None;
+        while !reader.finished() {
+            self.read_packet().await.map_err(io_err)?;
+            let p = self.io.packet_payload();
+            match reader.next(&p)? {
+                Event::Err { .. } => error = Some(server_err(&p)),
+                Event::ColumnDef(_) => columns += 1,
+                Event::Row(mut b) => {
+                    let mut row = Vec::with_capacity(columns);
+                    for _ in 0..columns {
+                        if b.first() == Some(&0xFB) {
+                            b = &b[1..];
+                            row.push(None);
+                        } else {
+                            row.push(read_lenenc_bytes(&mut b).map(<[u8]>::to_vec));
+                        }
+                    }
+                    rows.push(row);
+                }
+                _ => {}
+            }
+        }
+        self.note_response(&reader);
+        match error {
+            Some(e) => Err(e),
+            None => Ok(rows),
+        }
+    }
+
     /// Runs a query and gives its first row as (column name, value) pairs (`None` for NULL),
     /// or `None` without rows. For the health monitor's `SHOW SLAVE STATUS`, whose columns
     /// differ between versions and are found by name.

@@ -25,13 +25,12 @@
 use shoal_router::RouterError;
 use shoal_router::plan::KeyMove;
 
-use super::reader::{ResultStream, Row, WriteDone, read_write_result};
+use super::reader::{WriteDone, read_write_result};
 use crate::backend::conn::BackendConn;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::wire::command::COM_QUERY;
-use crate::wire::messages::read_lenenc_bytes;
 
 /// Rows per UPDATE / read-back / DELETE / INSERT statement.
 const BATCH: usize = 500;
@@ -139,33 +138,6 @@ fn refused(km: &KeyMove, what: impl std::fmt::Display) -> RouterError {
     ))
 }
 
-/// Runs `sql` and reads its whole result set: each row's values (`None` for NULL).
-async fn query_rows(conn: &mut BackendConn, sql: &str) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
-    conn.io.write_command(COM_QUERY, sql.as_bytes());
-    conn.io.flush().await.map_err(Error::BackendIo)?;
-    let mut stream = ResultStream::new(conn, false);
-    let n = stream.columns(conn).await?.len();
-    let mut rows = Vec::new();
-    loop {
-        match stream.next_row(conn).await? {
-            Row::End => return Ok(rows),
-            Row::Data(data) => {
-                let mut b = data.as_slice();
-                let mut row = Vec::with_capacity(n);
-                for _ in 0..n {
-                    if b.first() == Some(&0xFB) {
-                        b = &b[1..];
-                        row.push(None);
-                    } else {
-                        row.push(read_lenenc_bytes(&mut b).map(<[u8]>::to_vec));
-                    }
-                }
-                rows.push(row);
-            }
-        }
-    }
-}
-
 /// The table's stored columns, primary key and shard key, or why a move cannot be exact.
 async fn table_meta(
     conn: &mut BackendConn,
@@ -173,15 +145,13 @@ async fn table_meta(
     physical: &str,
 ) -> Result<std::result::Result<(Meta, bool), RouterError>> {
     let name = quote_str(physical);
-    let cols = query_rows(
-        conn,
-        &format!(
+    let cols = conn
+        .query_rows(&format!(
             "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_KEY, IS_GENERATED FROM \
              information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = {name} \
              ORDER BY ORDINAL_POSITION"
-        ),
-    )
-    .await?;
+        ))
+        .await?;
     let text = |v: &Option<Vec<u8>>| {
         v.as_deref()
             .map(|b| String::from_utf8_lossy(b).into_owned())
@@ -241,16 +211,14 @@ async fn table_meta(
             "to an expression while it is part of the primary key (moved rows cannot be re-read)",
         )));
     }
-    let counts = query_rows(
-        conn,
-        &format!(
+    let counts = conn
+        .query_rows(&format!(
             "SELECT (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE \
              EVENT_OBJECT_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = {name}), \
              (SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE \
              UNIQUE_CONSTRAINT_SCHEMA = DATABASE() AND REFERENCED_TABLE_NAME = {name})"
-        ),
-    )
-    .await?;
+        ))
+        .await?;
     let count = |k: usize| {
         counts
             .first()
@@ -381,15 +349,14 @@ impl Session {
         for src in &km.sources {
             let dn = km.shards[src.shard].0;
             let i = self.touch(routing, dn).await?;
-            let locked = query_rows(
-                &mut self.conns.held[i].conn,
-                &format!(
+            let locked = self.conns.held[i]
+                .conn
+                .query_rows(&format!(
                     "SELECT {}{}{ALL_ROWS}\nFOR UPDATE",
                     pk_list.join(", "),
                     src.select_from
-                ),
-            )
-            .await?;
+                ))
+                .await?;
             lists.push(locked);
         }
         for (src, locked) in km.sources.iter().zip(lists) {
@@ -410,7 +377,7 @@ impl Session {
                     quote_ident(&meta.columns[meta.key].name),
                     meta.pk_in(batch, new_key.as_deref())
                 );
-                let rows = query_rows(&mut self.conns.held[i].conn, &reread).await?;
+                let rows = self.conns.held[i].conn.query_rows(&reread).await?;
                 let mut moving: std::collections::BTreeMap<usize, Vec<&Vec<Option<Vec<u8>>>>> =
                     Default::default();
                 for r in &rows {

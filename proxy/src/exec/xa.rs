@@ -43,6 +43,14 @@ struct Branch {
     wrote: bool,
 }
 
+/// Per branch, `XA END` and the statement `then` makes of its xid: what the pipeline sends.
+fn end_then(branches: &[Branch], then: impl Fn(&str) -> String) -> Vec<(DatanodeId, Vec<String>)> {
+    branches
+        .iter()
+        .map(|b| (b.dn, vec![format!("XA END {}", b.xid), then(&b.xid)]))
+        .collect()
+}
+
 /// `sql`'s error after a broken connection (the first one's cause is reported).
 fn broken() -> Error {
     Error::BackendIo(std::io::Error::other("backend connection broke"))
@@ -298,18 +306,7 @@ impl Session {
         branches: &[Branch],
         gtrid: &str,
     ) -> Result<()> {
-        let steps: Vec<_> = branches
-            .iter()
-            .map(|b| {
-                (
-                    b.dn,
-                    vec![
-                        format!("XA END {}", b.xid),
-                        format!("XA ROLLBACK {}", b.xid),
-                    ],
-                )
-            })
-            .collect();
+        let steps = end_then(branches, |xid| format!("XA ROLLBACK {xid}"));
         let results = self.pipeline(&steps).await;
         let mut failed = Vec::new();
         for (b, r) in branches.iter().zip(results) {
@@ -351,18 +348,7 @@ impl Session {
 
     /// At most one branch wrote: `XA END` + `XA COMMIT ... ONE PHASE` everywhere.
     async fn xa_one_phase(&mut self, routing: &Routing, branches: &[Branch]) -> Result<()> {
-        let steps: Vec<_> = branches
-            .iter()
-            .map(|b| {
-                (
-                    b.dn,
-                    vec![
-                        format!("XA END {}", b.xid),
-                        format!("XA COMMIT {} ONE PHASE", b.xid),
-                    ],
-                )
-            })
-            .collect();
+        let steps = end_then(branches, |xid| format!("XA COMMIT {xid} ONE PHASE"));
         let results = self.pipeline(&steps).await;
         let mut failure = None;
         for (b, r) in branches.iter().zip(results) {

@@ -8,8 +8,6 @@
 use crate::backend::conn::BackendConn;
 use crate::error::{Error, Result};
 use crate::wire::command::COM_QUERY;
-use crate::wire::messages::read_lenenc_bytes;
-use crate::wire::response::{Event, Expect, ResponseReader};
 
 const CREATE_DATABASE: &str = "CREATE DATABASE IF NOT EXISTS shoal_xa";
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS shoal_xa.decisions (\
@@ -71,7 +69,7 @@ pub async fn decide_for_recovery(conn: &mut BackendConn, gtrid: &[u8]) -> Result
     );
     conn.command(COM_QUERY, insert.as_bytes()).await?;
     let select = format!("SELECT outcome FROM shoal_xa.decisions WHERE gtrid = X'{g}'");
-    let rows = query_rows(conn, &select).await?;
+    let rows = conn.query_rows(&select).await?;
     match rows.first().and_then(|r| r.first()).cloned().flatten() {
         Some(v) if v == b"commit" => Ok(Outcome::Commit),
         Some(_) => Ok(Outcome::Rollback),
@@ -106,51 +104,4 @@ pub async fn collect_garbage(
         tombstone_age.as_micros()
     );
     conn.command(COM_QUERY, sql.as_bytes()).await.map(|_| ())
-}
-
-/// Every row of `sql`'s result, values as bytes (`None` for NULL). For the few small results
-/// the coordinator and recovery read (XA RECOVER, a decision).
-pub async fn query_rows(conn: &mut BackendConn, sql: &str) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
-    conn.io.write_command(COM_QUERY, sql.as_bytes());
-    conn.io.flush().await.map_err(Error::BackendIo)?;
-    let mut reader = ResponseReader::new(Expect::Results { binary: false }, conn.caps);
-    let mut columns = 0usize;
-    let mut rows = Vec::new();
-    let mut error = None;
-    while !reader.finished() {
-        conn.io.next_packet().await.map_err(Error::BackendIo)?;
-        let p = conn.io.packet_payload();
-        match reader.next(&p)? {
-            Event::Err {
-                code,
-                state,
-                message,
-            } => {
-                error = Some(Error::Reply {
-                    code,
-                    state,
-                    message: String::from_utf8_lossy(message).into_owned(),
-                })
-            }
-            Event::ColumnDef(_) => columns += 1,
-            Event::Row(mut b) => {
-                let mut row = Vec::with_capacity(columns);
-                for _ in 0..columns {
-                    if b.first() == Some(&0xFB) {
-                        b = &b[1..];
-                        row.push(None);
-                    } else {
-                        row.push(read_lenenc_bytes(&mut b).map(<[u8]>::to_vec));
-                    }
-                }
-                rows.push(row);
-            }
-            _ => {}
-        }
-    }
-    conn.note_response(&reader);
-    match error {
-        Some(e) => Err(e),
-        None => Ok(rows),
-    }
 }

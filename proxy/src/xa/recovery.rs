@@ -103,7 +103,7 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
     for &server in &servers {
         let listed = async {
             let mut conn = connect(shared, Some(server)).await?;
-            let rows = log::query_rows(&mut conn, "XA RECOVER").await?;
+            let rows = conn.query_rows("XA RECOVER").await?;
             conn.release();
             Ok::<_, Error>(rows)
         }
