@@ -500,38 +500,7 @@ impl BackendConn {
     /// the few small results the proxy reads on its own behalf (`XA RECOVER`, a decision row, a
     /// moved row's columns).
     pub async fn query_rows(&mut self, sql: &str) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
-        self.io.write_command(COM_QUERY, sql.as_bytes());
-        self.io.flush().await.map_err(io_err)?;
-        let mut reader = ResponseReader::new(Expect::Results { binary: false }, self.caps);
-        let mut columns = 0usize;
-        let mut rows = Vec::new();
-        let mut error = None;
-        while !reader.finished() {
-            self.read_packet().await.map_err(io_err)?;
-            let p = self.io.packet_payload();
-            match reader.next(&p)? {
-                Event::Err { .. } => error = Some(server_err(&p)),
-                Event::ColumnDef(_) => columns += 1,
-                Event::Row(mut b) => {
-                    let mut row = Vec::with_capacity(columns);
-                    for _ in 0..columns {
-                        if b.first() == Some(&0xFB) {
-                            b = &b[1..];
-                            row.push(None);
-                        } else {
-                            row.push(read_lenenc_bytes(&mut b).map(<[u8]>::to_vec));
-                        }
-                    }
-                    rows.push(row);
-                }
-                _ => {}
-            }
-        }
-        self.note_response(&reader);
-        match error {
-            Some(e) => Err(e),
-            None => Ok(rows),
-        }
+        Ok(self.query_result(sql).await?.1)
     }
 
     /// Runs a query and gives its first row as (column name, value) pairs (`None` for NULL),
@@ -541,11 +510,26 @@ impl BackendConn {
         &mut self,
         sql: &str,
     ) -> Result<Option<Vec<(String, Option<String>)>>> {
+        let (names, rows) = self.query_result(sql).await?;
+        Ok(rows.into_iter().next().map(|row| {
+            names
+                .into_iter()
+                .zip(row)
+                .map(|(n, v)| (n, v.map(|v| String::from_utf8_lossy(&v).into_owned())))
+                .collect()
+        }))
+    }
+
+    /// Runs a query and reads its whole (small) text result: the column names and every row.
+    async fn query_result(
+        &mut self,
+        sql: &str,
+    ) -> Result<(Vec<String>, Vec<Vec<Option<Vec<u8>>>>)> {
         self.io.write_command(COM_QUERY, sql.as_bytes());
         self.io.flush().await.map_err(io_err)?;
         let mut reader = ResponseReader::new(Expect::Results { binary: false }, self.caps);
         let mut names = Vec::new();
-        let mut row: Option<Vec<(String, Option<String>)>> = None;
+        let mut rows = Vec::new();
         let mut error = None;
         while !reader.finished() {
             self.read_packet().await.map_err(io_err)?;
@@ -560,19 +544,17 @@ impl BackendConn {
                     }
                     names.push(String::from_utf8_lossy(name.unwrap_or(b"")).into_owned());
                 }
-                Event::Row(mut b) if row.is_none() => {
-                    let mut values = Vec::with_capacity(names.len());
-                    for n in &names {
-                        let v = if b.first() == Some(&0xFB) {
+                Event::Row(mut b) => {
+                    let mut row = Vec::with_capacity(names.len());
+                    for _ in 0..names.len() {
+                        if b.first() == Some(&0xFB) {
                             b = &b[1..];
-                            None
+                            row.push(None);
                         } else {
-                            read_lenenc_bytes(&mut b)
-                                .map(|v| String::from_utf8_lossy(v).into_owned())
-                        };
-                        values.push((n.clone(), v));
+                            row.push(read_lenenc_bytes(&mut b).map(<[u8]>::to_vec));
+                        }
                     }
-                    row = Some(values);
+                    rows.push(row);
                 }
                 _ => {}
             }
@@ -582,7 +564,7 @@ impl BackendConn {
             return Err(e);
         }
         self.last_used = Instant::now();
-        Ok(row)
+        Ok((names, rows))
     }
 
     /// Whether the server closed this idle connection (or sent something unasked, e.g. an
