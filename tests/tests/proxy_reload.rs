@@ -505,4 +505,84 @@ async fn invalid_or_refused_files_change_nothing() {
     })
     .await;
     assert_eq!(config_version(&mut app(&shoal).await).await, 1);
+
+    // A user removed by a reload: its open session keeps running, new logins are refused.
+    // Schema `other` is not one temp may use.
+    let with_temp = |more: &str| {
+        config_text(
+            &cluster,
+            &Version {
+                more_users: more,
+                ..Version::default()
+            },
+        ) + "  - name: other\n    default_datanode: dn2\n"
+    };
+    write(
+        &path,
+        &with_temp("  - { name: temp, password: temp-secret, schemas: [sb] }\n"),
+    );
+    c.query_drop("RELOAD SHOAL CONFIG").await.expect("add temp");
+    let mut temp = client_as(&shoal, "temp", "temp-secret").await;
+    point_reads(&mut temp, 0, 5).await;
+    write(&path, &with_temp(""));
+    let rows: Vec<(String, String)> = c.query("RELOAD SHOAL CONFIG").await.expect("drop temp");
+    assert!(
+        rows.contains(&("change".into(), "user removed: temp".into())),
+        "{rows:?}"
+    );
+    point_reads(&mut temp, 0, 5).await;
+    point_reads(&mut temp, 1, 5).await;
+    // It keeps the rights it logged in with: no account in the new file is not "no limits".
+    let denied = temp
+        .query_drop("USE other")
+        .await
+        .expect_err("temp may not use other");
+    assert!(
+        matches!(&denied, mysql_async::Error::Server(e) if e.code == 1044),
+        "{denied:?}"
+    );
+    assert!(
+        temp.query_drop("SELECT COUNT(*) FROM other.sbtest1").await.is_err(),
+        "a removed user's session read a schema it may not use"
+    );
+    assert!(
+        Conn::new(shoal.opts_as("temp", "temp-secret", Some(DB)))
+            .await
+            .is_err(),
+        "a removed user logged in"
+    );
+}
+
+/// Quick mode has no file: RELOAD says so, SHOW SHOAL CONFIG shows what runs.
+#[tokio::test]
+async fn quick_mode_shows_its_config_and_has_nothing_to_reload() {
+    let backend = shoal_tests::shared_backend();
+    let db = unique_name("reload_quick");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    let mut c = Conn::new(shoal.opts(&backend, Some(&db)))
+        .await
+        .expect("connect");
+    let config = show_config(&mut c).await;
+    assert!(
+        config.contains(&("config.version".into(), "1".into()))
+            && config.contains(&(format!("users.{}.password", backend.user), "***".into())),
+        "{config:?}"
+    );
+    assert!(
+        backend.password.len() < 4 || !config.iter().any(|(_, v)| v.contains(&backend.password)),
+        "{config:?}"
+    );
+    let err = c
+        .query_drop("reload shoal config;")
+        .await
+        .expect_err("nothing to reload");
+    let mysql_async::Error::Server(e) = err else {
+        panic!("not a server error: {err:?}");
+    };
+    assert_eq!(e.code, 1105);
+    assert!(e.message.contains("quick mode"), "{}", e.message);
+    // The session still serves.
+    let one: Option<u32> = c.query_first("SELECT 1").await.expect("SELECT 1");
+    assert_eq!(one, Some(1));
 }

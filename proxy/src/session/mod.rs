@@ -689,10 +689,20 @@ impl Session {
     /// Once nothing pins it, the session gives its unpinned connections back to their pools
     /// (a server the reload kept has the same pool, so the connection is simply reused),
     /// takes the current snapshot, and has the new router plan its client prepared
-    /// statements again. The check costs one `ArcSwap::load` per command.
+    /// statements again; from then on its user's new rights (schemas, read_only) apply. The
+    /// check costs one `ArcSwap::load` per command.
     async fn follow_reload(&mut self) {
-        if Arc::ptr_eq(&self.shared.runtime.load(), &self.rt) {
-            return;
+        {
+            let current = self.shared.runtime.load();
+            if Arc::ptr_eq(&current, &self.rt) {
+                return;
+            }
+            // A session whose user the reload removed keeps running with the rights it logged
+            // in with (as MariaDB keeps a dropped user's open sessions): the new snapshot has
+            // no account to read them from, and reading none would mean no limits at all.
+            if current.config.user(&self.user).is_none() {
+                return;
+            }
         }
         let holds = self.pins.any()
             || self.txn_begin.is_some()
