@@ -377,6 +377,10 @@ async fn reload_under_sysbench_adds_a_replica_and_users_without_dropping_anythin
     assert!(counter(&report, "queries:") > 0, "{report}");
 
     // Step 3: dh2's replica removed: its pool drains, no statement goes to it afterwards.
+    assert!(
+        shoal_connections(&cluster, r2).await > 0,
+        "the replica should hold Shoal's pooled connections before its removal"
+    );
     write(
         &path,
         &config_text(
@@ -419,6 +423,28 @@ async fn reload_under_sysbench_adds_a_replica_and_users_without_dropping_anythin
         "{}",
         shoal.log()
     );
+    // Drained: Shoal keeps no connection to it (pool and health monitor alike).
+    let cl = &cluster;
+    wait_until(
+        "no Shoal connection left on the removed replica",
+        s,
+        move || async move { shoal_connections(cl, r2).await == 0 },
+    )
+    .await;
+}
+
+/// Connections of Shoal's backend user on instance `i`.
+async fn shoal_connections(cluster: &Cluster, i: usize) -> u64 {
+    let mut a = Conn::new(cluster.admin_opts(i)).await.expect("admin");
+    let n: Option<u64> = a
+        .query_first(format!(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '{}'",
+            cluster.user()
+        ))
+        .await
+        .expect("processlist");
+    a.disconnect().await.ok();
+    n.unwrap_or(0)
 }
 
 /// A file that does not load (YAML error, unknown datanode) or changes what places rows (a
@@ -542,7 +568,9 @@ async fn invalid_or_refused_files_change_nothing() {
         "{denied:?}"
     );
     assert!(
-        temp.query_drop("SELECT COUNT(*) FROM other.sbtest1").await.is_err(),
+        temp.query_drop("SELECT COUNT(*) FROM other.sbtest1")
+            .await
+            .is_err(),
         "a removed user's session read a schema it may not use"
     );
     assert!(
