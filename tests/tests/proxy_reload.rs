@@ -273,8 +273,10 @@ async fn reload_under_sysbench_adds_a_replica_and_users_without_dropping_anythin
         .and_then(|s| s.parse().ok())
         .unwrap_or(15);
     let port = shoal.port();
-    let bench = std::thread::spawn(move || {
-        sysbench(&[
+    // Two runs at once: one in transactions (each holds its configuration until COMMIT),
+    // one in autocommit (its reads spread to replicas, its sessions move between statements).
+    let run = move |skip_trx: &str| {
+        let args: Vec<String> = vec![
             "oltp_read_only".into(),
             "--db-driver=mysql".into(),
             "--mysql-host=127.0.0.1".into(),
@@ -285,13 +287,16 @@ async fn reload_under_sysbench_adds_a_replica_and_users_without_dropping_anythin
             "--mysql-ssl=off".into(),
             format!("--tables={TABLES}"),
             format!("--table-size={ROWS}"),
-            "--threads=8".into(),
+            "--threads=4".into(),
             format!("--time={secs}"),
             "--db-ps-mode=auto".into(),
+            format!("--skip-trx={skip_trx}"),
             "--report-interval=0".into(),
             "run".into(),
-        ])
-    });
+        ];
+        std::thread::spawn(move || sysbench(&args))
+    };
+    let benches = [run("off"), run("on")];
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     // Step 1: a replica on dh1, user bob, dh2's replica weight 1 -> 3; SIGHUP.
@@ -330,7 +335,17 @@ async fn reload_under_sysbench_adds_a_replica_and_users_without_dropping_anythin
             .any(|(a, st)| a == a1 && st == "up")
     })
     .await;
-    // Reads of dn1's rows reach the new replica (the primary has weight 0).
+    // sysbench's sessions, opened before the reload, moved to it: their autocommit reads of
+    // dn1's rows reach the new replica.
+    let before = selects(&cluster, r1).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let from_sysbench = selects(&cluster, r1).await - before;
+    assert!(
+        from_sysbench >= 50,
+        "the new replica ran {from_sysbench} SELECTs while sysbench ran\n{}",
+        shoal.log()
+    );
+    // A new user's reads of dn1's rows reach it too (the primary has weight 0).
     let before = selects(&cluster, r1).await;
     point_reads(&mut bob, 0, 200).await;
     let reached = selects(&cluster, r1).await - before;
@@ -365,16 +380,18 @@ async fn reload_under_sysbench_adds_a_replica_and_users_without_dropping_anythin
         .await
         .ok();
 
-    let report = bench.join().expect("sysbench thread");
-    for label in ["ignored errors:", "reconnects:"] {
-        assert_eq!(
-            counter(&report, label),
-            0,
-            "{label} through a reloading shoal:\n{report}\n{}",
-            shoal.log()
-        );
+    for bench in benches {
+        let report = bench.join().expect("sysbench thread");
+        for label in ["ignored errors:", "reconnects:"] {
+            assert_eq!(
+                counter(&report, label),
+                0,
+                "{label} through a reloading shoal:\n{report}\n{}",
+                shoal.log()
+            );
+        }
+        assert!(counter(&report, "queries:") > 0, "{report}");
     }
-    assert!(counter(&report, "queries:") > 0, "{report}");
 
     // Step 3: dh2's replica removed: its pool drains, no statement goes to it afterwards.
     assert!(
