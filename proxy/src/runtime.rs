@@ -45,6 +45,17 @@ impl Runtime {
         old: Option<&Runtime>,
     ) -> Runtime {
         with_server_version(&mut config, server_version);
+        if let (Some(r), Some(o)) = (
+            config.routing.as_mut().and_then(Arc::get_mut),
+            old.and_then(|o| o.config.routing.as_ref()),
+        ) {
+            // The global sequences' segments this process holds stay valid: a reload refuses
+            // to change an existing table's sequence.
+            r.sequences = o.sequences.clone();
+            if r.admission.same_limits(&o.admission) {
+                r.admission = o.admission.clone();
+            }
+        }
         let reuse = |spec: &BackendSpec, settings: &PoolSettings| -> Arc<BackendPool> {
             old.and_then(|o| {
                 o.pools
