@@ -631,3 +631,70 @@ async fn quick_mode_shows_its_config_and_has_nothing_to_reload() {
     let one: Option<u32> = c.query_first("SELECT 1").await.expect("SELECT 1");
     assert_eq!(one, Some(1));
 }
+
+/// A file served as one datanode (every statement relayed, no router) reloads too: the relay
+/// path answers RELOAD and SHOW SHOAL CONFIG itself, and a file that would switch to routing
+/// is refused.
+#[tokio::test]
+async fn a_relayed_one_datanode_file_reloads_users() {
+    let backend = shoal_tests::shared_backend();
+    let db = unique_name("reload_relay");
+    backend.fresh_db(&db).await;
+    let text = |users: &str, tables: &str| {
+        format!(
+            "users:\n  - {{ name: app, password: app-secret, schemas: [{db}] }}\n{users}\
+             datahosts:\n  - name: dh1\n    primary: {{ address: \"{}:{}\", user: {}, password: {} }}\n\
+             datanodes:\n  - {{ name: dn1, datahost: dh1, database: {db} }}\n\
+             schemas:\n  - name: {db}\n    default_datanode: dn1\n{tables}",
+            backend.host, backend.port, backend.user, backend.password
+        )
+    };
+    let path: PathBuf = scratch_dir().join(format!("{}.yaml", unique_name("reload-relay")));
+    write(&path, &text("", ""));
+    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let mut c = Conn::new(shoal.opts_as("app", "app-secret", Some(&db)))
+        .await
+        .expect("connect");
+    c.query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
+        .await
+        .expect("create");
+    assert_eq!(config_version(&mut c).await, 1);
+    write(
+        &path,
+        &text(
+            &format!("  - {{ name: ann, password: ann-secret, schemas: [{db}] }}\n"),
+            "",
+        ),
+    );
+    let rows: Vec<(String, String)> = c.query("RELOAD SHOAL CONFIG").await.expect("RELOAD");
+    assert!(
+        rows.contains(&("change".into(), "user added: ann".into())),
+        "{rows:?}"
+    );
+    let mut ann = Conn::new(shoal.opts_as("ann", "ann-secret", Some(&db)))
+        .await
+        .expect("ann logs in after the reload");
+    let n: Option<u64> = ann
+        .query_first("SELECT COUNT(*) FROM t")
+        .await
+        .expect("ann reads");
+    assert_eq!(n, Some(0));
+    // Listing a table needs the router: refused, nothing changes.
+    write(
+        &path,
+        &text(
+            "",
+            "    tables:\n      - { name: t, type: global, datanodes: dn1 }\n",
+        ),
+    );
+    let err = c
+        .query_drop("RELOAD SHOAL CONFIG")
+        .await
+        .expect_err("refused");
+    assert!(
+        err.to_string().contains("needs a restart"),
+        "{err}\n{}",
+        shoal.log()
+    );
+    assert_eq!(config_version(&mut c).await, 2);
+}
