@@ -225,19 +225,16 @@ impl Proxy {
         }
         #[cfg(unix)]
         {
-            let shared = shared.clone();
-            tokio::spawn(async move {
-                use tokio::signal::unix::{SignalKind, signal};
-                let Ok(mut hup) = signal(SignalKind::hangup()) else {
-                    warn!("cannot listen for SIGHUP: reload with RELOAD SHOAL CONFIG");
-                    return;
-                };
-                while hup.recv().await.is_some() {
-                    info!("SIGHUP: reloading the configuration");
-                    // The outcome is logged by the reload itself.
-                    let _ = crate::reload::reload(&shared).await;
+            use tokio::signal::unix::{SignalKind, signal};
+            // Registered before serving: SIGHUP's default action would end the process.
+            match signal(SignalKind::hangup()) {
+                Ok(hup) => {
+                    tokio::spawn(reload_on_sighup(hup, shared.clone()));
                 }
-            });
+                Err(e) => {
+                    warn!(error = %e, "cannot listen for SIGHUP: reload with RELOAD SHOAL CONFIG")
+                }
+            }
         }
         drop(rt);
         // Sessions served now; `max_connections` is read from the current snapshot at each
@@ -334,6 +331,15 @@ async fn refuse(stream: TcpStream) {
     let mut seq = 0;
     io.write_packet(&mut seq, &err_payload(code, &state, &msg));
     io.shutdown().await;
+}
+
+/// Reloads the configuration on each SIGHUP (the outcome is logged by the reload itself).
+#[cfg(unix)]
+async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, shared: Arc<Shared>) {
+    while hup.recv().await.is_some() {
+        info!("SIGHUP: reloading the configuration");
+        let _ = crate::reload::reload(&shared).await;
+    }
 }
 
 async fn wait_for_signal() {
