@@ -201,9 +201,12 @@ pub struct Routing {
     /// naming one is refused with 1044). Computed once, not per statement.
     pub denied_schemas: Vec<(String, Vec<String>)>,
     /// Segments of global sequences held by this process.
-    pub sequences: crate::exec::sequence::Sequences,
+    /// (Shared with the snapshots after a reload: the segments stay this process's.)
+    pub sequences: Arc<crate::exec::sequence::Sequences>,
     /// Sessions are admitted here before they take connections (no pool deadlocks).
-    pub admission: crate::exec::admission::Admission,
+    /// (Shared with the snapshots after a reload while its limits are the same, so that the
+    /// sessions of both count against one limit.)
+    pub admission: Arc<crate::exec::admission::Admission>,
     /// Declared collations of physical columns, for merging strings.
     pub collations: crate::exec::collations::Collations,
     /// The logical `information_schema`: built rows and the connection evaluating statements.

@@ -224,7 +224,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
                     .filter(|(_, denied)| !denied.is_empty())
                     .collect(),
                 sequences: Default::default(),
-                admission,
+                admission: Arc::new(admission),
                 collations: Default::default(),
                 catalog: Default::default(),
             }))

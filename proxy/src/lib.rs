@@ -10,6 +10,8 @@ pub mod error;
 pub mod exec;
 pub mod fuzzing;
 pub mod merge;
+pub mod reload;
+pub mod runtime;
 pub mod server;
 pub mod session;
 pub mod wire;

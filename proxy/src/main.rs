@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use shoal_proxy::config::{BackendSpec, ProxyConfig, TlsFiles};
 use shoal_proxy::config_file;
+use shoal_proxy::reload::Reloader;
 use shoal_proxy::server::Proxy;
 use shoal_router::topology::Topology;
 use tracing_subscriber::EnvFilter;
@@ -16,7 +17,7 @@ use tracing_subscriber::EnvFilter;
 ///
 /// Quick mode (no config file): `shoal --listen 127.0.0.1:8066 --backend mysql://USER:PASS@HOST:PORT/DB`
 /// serves one backend; clients log in with the backend's user and password.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(name = "shoal", version, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
@@ -85,7 +86,7 @@ struct Cli {
     rsa_key: Option<String>,
 }
 
-#[derive(Debug, clap::Subcommand)]
+#[derive(Debug, Clone, clap::Subcommand)]
 enum Command {
     /// Prints the hashes of a password for `users[].password` (reads it from stdin, one line).
     HashPassword,
@@ -155,12 +156,13 @@ fn init_logging(flag: Option<&str>, from_config: Option<&str>) {
         .init();
 }
 
-/// Builds the runtime settings from the command line (and config file), or says why not.
-fn build_config(cli: &Cli) -> Result<(ProxyConfig, Option<String>), String> {
-    let (mut config, log_level) = if let Some(path) = &cli.config {
+/// Builds the runtime settings from the command line (and config file, whose topology comes
+/// along), or says why not. A reload calls it again: the same validation as the start.
+fn build_config(cli: &Cli) -> Result<(ProxyConfig, Option<Topology>), String> {
+    let (mut config, topology) = if let Some(path) = &cli.config {
         let topo = Topology::load(path).map_err(|e| e.to_string())?;
         let cfg = config_file::proxy_config(&topo, cli.listen.as_deref())?;
-        (cfg, Some(topo.server.log_level.clone()))
+        (cfg, Some(topo))
     } else {
         let url = cli.backend.as_deref().ok_or(
             "give --backend mysql://USER:PASS@HOST:PORT[/DB] (quick mode) or --config FILE",
@@ -224,7 +226,7 @@ fn build_config(cli: &Cli) -> Result<(ProxyConfig, Option<String>), String> {
     if let Some(k) = &cli.rsa_key {
         config.rsa_private_key = Some(k.clone());
     }
-    Ok((config, log_level))
+    Ok((config, topology))
 }
 
 fn main() -> ExitCode {
@@ -253,14 +255,25 @@ fn main() -> ExitCode {
         };
     }
 
-    let (config, log_level) = match build_config(&cli) {
+    let (config, topology) = match build_config(&cli) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("shoal: {e}");
             return ExitCode::from(2);
         }
     };
-    init_logging(cli.log.as_deref(), log_level.as_deref());
+    init_logging(
+        cli.log.as_deref(),
+        topology.as_ref().map(|t| t.server.log_level.as_str()),
+    );
+    // SIGHUP and RELOAD SHOAL CONFIG read the file again with the same command line.
+    let reloader = cli.config.clone().map(|path| {
+        let cli = cli.clone();
+        Reloader::new(path, move || {
+            let (config, topology) = build_config(&cli)?;
+            Ok((config, topology.expect("a config file gives a topology")))
+        })
+    });
 
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = cli.threads {
@@ -274,7 +287,7 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let proxy = match Proxy::bind(config).await {
+        let proxy = match Proxy::bind_with(config, topology, reloader).await {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("shoal: cannot listen: {e}");

@@ -2,22 +2,23 @@
 //! shuts down gracefully on SIGTERM/SIGINT.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use mysql_common::constants::CapabilityFlags;
-use shoal_router::plan::Router;
 use shoal_router::sql::SqlMode;
+use shoal_router::topology::Topology;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use crate::backend::balance::Backends;
 use crate::backend::conn::{BackendConn, wire_capabilities};
-use crate::backend::health;
 use crate::backend::pool::BackendPool;
 use crate::config::ProxyConfig;
 use crate::error::Error;
+use crate::reload::Reloader;
+use crate::runtime::Runtime;
 use crate::session::{self, Shared};
 use crate::wire::handshake::server_capabilities;
 use crate::wire::messages::err_payload;
@@ -33,7 +34,7 @@ pub(crate) fn typical_client_wire() -> CapabilityFlags {
 }
 
 /// Reads the CA files of the backends' TLS settings, so that a bad one stops the start.
-fn check_backend_tls(config: &ProxyConfig) -> std::io::Result<()> {
+pub(crate) fn check_backend_tls(config: &ProxyConfig) -> std::io::Result<()> {
     let mut specs = vec![&config.backend];
     if let Some(r) = &config.routing {
         specs.extend(r.hosts.iter().map(|(s, _)| s));
@@ -56,7 +57,18 @@ pub struct Proxy {
 impl Proxy {
     /// Binds the listen address and asks the backend who it is (version and capabilities are
     /// announced to clients as the backend's own).
-    pub async fn bind(mut config: ProxyConfig) -> std::io::Result<Proxy> {
+    pub async fn bind(config: ProxyConfig) -> std::io::Result<Proxy> {
+        Self::bind_with(config, None, None).await
+    }
+
+    /// [`Self::bind`] for a configuration read from a file: `topology` is the file's, and
+    /// `reloader` reads it again on SIGHUP and `RELOAD SHOAL CONFIG` (see `crate::reload`).
+    pub async fn bind_with(
+        config: ProxyConfig,
+        topology: Option<Topology>,
+        reloader: Option<Reloader>,
+    ) -> std::io::Result<Proxy> {
+        let topology = topology.map(Arc::new);
         let listener = TcpListener::bind(&config.listen).await?;
         check_backend_tls(&config)?;
         let spec = config.backend.clone();
@@ -90,41 +102,11 @@ impl Proxy {
                 )
             }
         };
-        // Executable comments are gated by the backend's version, as the backend gates them.
-        if let Some(r) = config.routing.as_mut().and_then(Arc::get_mut)
-            && let Some(v) = crate::backend::conn::version_number(&version)
-        {
-            r.router = Arc::new(Router::new(r.topology.clone()).with_server_version(v));
-        }
         let missing_wire = wire_capabilities() & !backend_caps;
         let mut capabilities = server_capabilities() & !missing_wire;
         if !backend_caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS) {
             capabilities.remove(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
         }
-        // With the router: one pool per server (primary and replicas) of each datahost; the
-        // relay-only path uses the pool of its one datanode.
-        let (pool, pools, backends) = match &config.routing {
-            Some(r) => {
-                let backends = Backends::new(&r.topology.datahosts, |dh, j| {
-                    let (primary, settings) = &r.hosts[dh];
-                    let spec = if j == 0 {
-                        primary.clone()
-                    } else {
-                        r.replicas[dh][j - 1].clone()
-                    };
-                    BackendPool::new(spec, settings.clone())
-                });
-                let pools: Vec<Arc<BackendPool>> =
-                    backends.servers.iter().map(|s| s.pool.clone()).collect();
-                let first = backends.primary(r.topology.datanodes[0].datahost);
-                (pools[first].clone(), pools, backends)
-            }
-            None => {
-                let pool = BackendPool::new(spec, config.pool.clone());
-                let backends = Backends::new(&[], |_, _| unreachable!("no datahosts"));
-                (pool.clone(), vec![pool], backends)
-            }
-        };
         let tls = match &config.tls {
             Some(files) => {
                 let server = crate::wire::tls::load_server_config(&files.cert, &files.key)
@@ -171,11 +153,14 @@ impl Proxy {
             }
             None => crate::xa::Xa::new(0, None, Duration::from_secs(10), Duration::from_secs(30)),
         };
+        // With the router: one pool per server (primary and replicas) of each datahost; the
+        // relay-only path uses the pool of its one datanode.
+        let runtime = Runtime::build(config, topology, &version, 1, None);
         let shared = Arc::new(Shared {
-            config: Arc::new(config),
-            pool,
-            pools,
-            backends: Arc::new(backends),
+            runtime: ArcSwap::from_pointee(runtime),
+            reloader,
+            reload_lock: Default::default(),
+            monitors: Default::default(),
             server_version: version,
             default_sql_mode,
             capabilities,
@@ -213,13 +198,9 @@ impl Proxy {
             shared,
             shutdown_tx,
         } = self;
-        let cfg = shared.config.clone();
-        for pool in &shared.pools {
-            tokio::spawn(pool.clone().maintain(typical_client_wire()));
-        }
-        for s in 0..shared.backends.servers.len() {
-            tokio::spawn(health::monitor(shared.backends.clone(), s));
-        }
+        let rt = shared.runtime.load_full();
+        let cfg = rt.config.clone();
+        crate::reload::start_tasks(&shared, &rt, None);
         // Recovery of XA transactions left prepared (by this process before a crash, or by
         // another): only where some schema commits through XA.
         if cfg.routing.as_ref().is_some_and(|r| {
@@ -242,8 +223,23 @@ impl Proxy {
                 let _ = tx.send(true);
             });
         }
-        let limit = cfg.max_connections;
-        let permits = Arc::new(Semaphore::new(limit));
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            // Registered before serving: SIGHUP's default action would end the process.
+            match signal(SignalKind::hangup()) {
+                Ok(hup) => {
+                    tokio::spawn(reload_on_sighup(hup, shared.clone()));
+                }
+                Err(e) => {
+                    warn!(error = %e, "cannot listen for SIGHUP: reload with RELOAD SHOAL CONFIG")
+                }
+            }
+        }
+        drop(rt);
+        // Sessions served now; `max_connections` is read from the current snapshot at each
+        // accept, so a reload changes it for new connections.
+        let live = Arc::new(AtomicUsize::new(0));
         let next_id = AtomicU32::new(1);
         let mut shutdown = shared.shutdown.clone();
         info!(listen = %cfg.listen, backend = %cfg.backend.addr(), "shoal is serving");
@@ -265,8 +261,9 @@ impl Proxy {
                 }
             };
             let id = next_id.fetch_add(1, Ordering::Relaxed);
-            match permits.clone().try_acquire_owned() {
-                Ok(permit) => {
+            let limit = shared.runtime.load().config.max_connections;
+            match SessionSlot::take(&live, limit) {
+                Some(permit) => {
                     let shared = shared.clone();
                     let task = tokio::spawn(session::serve(stream, id, shared));
                     tokio::spawn(async move {
@@ -278,18 +275,18 @@ impl Proxy {
                         drop(permit);
                     });
                 }
-                Err(_) => {
+                None => {
                     warn!(%peer, max_connections = limit, "refusing client: too many connections");
                     tokio::spawn(refuse(stream));
                 }
             }
         }
         drop(listener);
-        let deadline = tokio::time::Instant::now() + cfg.shutdown_timeout;
-        while permits.available_permits() < limit && tokio::time::Instant::now() < deadline {
+        let deadline = tokio::time::Instant::now() + shared.runtime.load().config.shutdown_timeout;
+        while live.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let left = limit - permits.available_permits();
+        let left = live.load(Ordering::Relaxed);
         if left > 0 {
             warn!(
                 sessions = left,
@@ -297,6 +294,25 @@ impl Proxy {
             );
         }
         info!("shoal stopped");
+    }
+}
+
+/// One served session, counted in `live` until dropped.
+struct SessionSlot(Arc<AtomicUsize>);
+
+impl SessionSlot {
+    fn take(live: &Arc<AtomicUsize>, limit: usize) -> Option<SessionSlot> {
+        live.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < limit).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| SessionSlot(live.clone()))
+    }
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -315,6 +331,15 @@ async fn refuse(stream: TcpStream) {
     let mut seq = 0;
     io.write_packet(&mut seq, &err_payload(code, &state, &msg));
     io.shutdown().await;
+}
+
+/// Reloads the configuration on each SIGHUP (the outcome is logged by the reload itself).
+#[cfg(unix)]
+async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, shared: Arc<Shared>) {
+    while hup.recv().await.is_some() {
+        info!("SIGHUP: reloading the configuration");
+        let _ = crate::reload::reload(&shared).await;
+    }
 }
 
 async fn wait_for_signal() {

@@ -21,7 +21,8 @@ pub struct Server {
     pub pool: Arc<BackendPool>,
     /// Share of reads (0 = none).
     pub weight: u32,
-    pub health: Health,
+    /// Shared with the snapshots that keep this server over a reload (see `crate::reload`).
+    pub health: Arc<Health>,
 }
 
 /// One datahost: its servers and how reads are spread over them.
@@ -75,7 +76,7 @@ impl Backends {
                     address: e.address.clone(),
                     pool: pool_of(dh, j),
                     weight: def.read_weight(j),
-                    health: Health::default(),
+                    health: Arc::default(),
                 });
             }
             hosts.push(Host {
@@ -114,7 +115,7 @@ impl Backends {
     fn readable(&self, s: usize) -> bool {
         let server = &self.servers[s];
         let host = &self.hosts[server.datahost];
-        if server.weight == 0 || !server.health.is_up() {
+        if server.weight == 0 || !server.health.is_up() || server.pool.is_draining() {
             return false;
         }
         if s == host.primary() {
@@ -225,6 +226,11 @@ impl Backends {
                 "following failover: a writable replica is the datahost's primary now"
             );
         }
+    }
+
+    /// Carries a followed failover over a reload: datahost `dh`'s primary is server `s`.
+    pub fn set_primary(&self, dh: usize, s: usize) {
+        self.hosts[dh].primary.store(s, Ordering::Relaxed);
     }
 
     /// The role of server `s` now.

@@ -7,7 +7,7 @@
 //! depend on, so a response can always be forwarded byte for byte.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,6 +54,9 @@ pub struct BackendPool {
     state: Mutex<PoolState>,
     /// `state.waiting.len()`, readable without the lock (sessions check it between commands).
     waiters: AtomicUsize,
+    /// A reload removed this server: no new checkouts, connections closed as they come back
+    /// (see `crate::reload`).
+    draining: AtomicBool,
 }
 
 /// A connection checked out of a pool. Dropping it without [`PooledConn::release`] closes it
@@ -143,7 +146,26 @@ impl BackendPool {
                 waiting: VecDeque::new(),
             }),
             waiters: AtomicUsize::new(0),
+            draining: AtomicBool::new(false),
         })
+    }
+
+    /// A reload removed this server: idle connections are closed now, the ones in use when
+    /// they come back, and no session gets a new one (sessions still on the snapshot that
+    /// listed the server get an error instead). Returns how many idle ones were closed.
+    pub fn drain(&self) -> usize {
+        self.draining.store(true, Ordering::Relaxed);
+        // Waiters would wait for connections that never come back to them.
+        {
+            let mut s = self.state.lock().unwrap();
+            s.waiting.clear();
+            self.waiters.store(0, Ordering::Relaxed);
+        }
+        self.discard_idle()
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
     }
 
     pub fn spec(&self) -> &BackendSpec {
@@ -221,6 +243,12 @@ impl BackendPool {
     fn put_idle(&self, mut c: BackendConn) {
         c.last_used = Instant::now();
         let mut s = self.state.lock().unwrap();
+        if self.is_draining() {
+            s.total = s.total.saturating_sub(1);
+            drop(s);
+            drop(c);
+            return;
+        }
         while let Some(waiter) = s.waiting.pop_front() {
             match waiter.send(Handoff::Conn(Box::new(c))) {
                 Ok(()) => {
@@ -271,6 +299,12 @@ impl BackendPool {
     /// the same wire capabilities and schema, else a new one while below `max_size`, else an
     /// idle one in another schema; otherwise waits up to `acquire_timeout`.
     pub async fn acquire(self: &Arc<Self>, want: Wanted<'_>) -> Result<PooledConn> {
+        if self.is_draining() {
+            return Err(Error::backend_unreachable(
+                &self.spec.addr(),
+                "removed from the configuration by a reload",
+            ));
+        }
         let deadline = Instant::now() + self.settings.acquire_timeout;
         let wire = want.wire & wire_capabilities();
         let taken = {
@@ -406,6 +440,9 @@ impl BackendPool {
         let period = (self.settings.idle_timeout / 4)
             .clamp(Duration::from_millis(200), Duration::from_secs(5));
         loop {
+            if self.is_draining() {
+                return;
+            }
             let expired: Vec<BackendConn> = {
                 let mut s = self.state.lock().unwrap();
                 let mut out = Vec::new();

@@ -51,6 +51,12 @@ impl Admission {
         }
     }
 
+    /// Whether `other` admits as many sessions with the same timeout (a reload then keeps
+    /// this one: sessions on the old and the new configuration count against one limit).
+    pub fn same_limits(&self, other: &Admission) -> bool {
+        self.capacity == other.capacity && self.timeout == other.timeout
+    }
+
     /// Admits a session, waiting up to the acquire timeout.
     pub async fn enter(&self) -> Result<Admitted> {
         if let Ok(p) = self.sessions.clone().try_acquire_owned() {

@@ -47,6 +47,8 @@ impl Session {
                 self.send_rows(reply_seq, &crate::xa::Xa::COLUMNS, rows)
                     .await
             }
+            LocalAnswer::ShowConfig => self.answer_show_config(reply_seq).await,
+            LocalAnswer::ReloadConfig => self.answer_reload(reply_seq).await,
             LocalAnswer::SessionValues { columns, row } => {
                 self.answer_session_values(&columns, row, Protocol::Text, reply_seq)
                     .await
@@ -63,6 +65,31 @@ impl Session {
                     .await
             }
         }
+    }
+
+    /// `RELOAD SHOAL CONFIG`: the new version and what changed, or the reason nothing did.
+    pub(crate) async fn answer_reload(&mut self, reply_seq: u8) -> Result<()> {
+        let summary = crate::reload::reload(&self.shared).await?;
+        let mut rows = vec![vec![
+            Some("version".to_string()),
+            Some(summary.version.to_string()),
+        ]];
+        rows.extend(
+            summary
+                .changes
+                .into_iter()
+                .map(|c| vec![Some("change".to_string()), Some(c)]),
+        );
+        self.send_rows(reply_seq, &["item", "value"], rows).await
+    }
+
+    /// `SHOW SHOAL CONFIG`: the running configuration, passwords redacted.
+    pub(crate) async fn answer_show_config(&mut self, reply_seq: u8) -> Result<()> {
+        let rows = crate::reload::show_config(&self.shared)
+            .into_iter()
+            .map(|(k, v)| vec![Some(k), Some(v)])
+            .collect();
+        self.send_rows(reply_seq, &["key", "value"], rows).await
     }
 
     /// `SELECT DATABASE(), USER()...`: one row of the session's values (none when `row` is

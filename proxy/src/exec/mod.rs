@@ -133,7 +133,7 @@ impl Session {
         self.conns.avoid = None;
         // Off: no clock read.
         self.conns.deadline = self
-            .shared
+            .rt
             .config
             .query_timeout
             .map(|t| tokio::time::Instant::now() + t);
@@ -565,7 +565,7 @@ impl Session {
             && self.conns.held[i].conn.closed_by_server()
         {
             let h = self.conns.held.remove(i);
-            self.shared.backends.servers[h.server].health.note_error();
+            self.rt.backends.servers[h.server].health.note_error();
             if h.table_locks {
                 // Its locks are gone: the session's others go too, rather than the session
                 // going on with some tables locked and some not.
@@ -623,7 +623,7 @@ impl Session {
                 chosen = Some(server);
                 if server != self.conns.held[i].server {
                     let h = self.conns.held.remove(i);
-                    if self.shared.backends.servers[h.server].health.is_up() {
+                    if self.rt.backends.servers[h.server].health.is_up() {
                         h.conn.release();
                     }
                 }
@@ -647,7 +647,7 @@ impl Session {
             }
         };
         if self.conns.writing
-            && self.conns.held[i].server == self.shared.backends.primary(node.datahost)
+            && self.conns.held[i].server == self.rt.backends.primary(node.datahost)
         {
             self.conns.note_write(node.datahost, None);
         }
@@ -715,8 +715,8 @@ impl Session {
                 if kept && matches!(e, Error::BackendIo(_)) {
                     // It died unseen (its server killed as the statement came): it held
                     // nothing, so a fresh connection replaces it, once (a read goes elsewhere).
-                    self.shared.backends.servers[h.server].health.note_error();
-                    if h.server != self.shared.backends.primary(node.datahost) {
+                    self.rt.backends.servers[h.server].health.note_error();
+                    if h.server != self.rt.backends.primary(node.datahost) {
                         self.conns.avoid = Some(h.server);
                     }
                     return Box::pin(self.touch_for(routing, dn, how)).await;
@@ -743,13 +743,13 @@ impl Session {
                 Some(s) => s,
                 None => self.target_server(routing, dn)?,
             };
-            if server == self.shared.backends.primary(node.datahost)
+            if server == self.rt.backends.primary(node.datahost)
                 && let Some(e) = primary_lost.take()
             {
                 // No replica can take the read: the primary's error, without connecting again.
                 return Err(e);
             }
-            let pool = self.shared.pools[server].clone();
+            let pool = self.rt.pools[server].clone();
             if pool.is_full() {
                 // Connections kept from earlier statements go back first. A session keeps one
                 // per datanode it touched while the pool has room; once it is full, keeping
@@ -764,7 +764,7 @@ impl Session {
                     multi_statements: self.want.multi_statements,
                 })
                 .await;
-            let primary = self.shared.backends.primary(node.datahost);
+            let primary = self.rt.backends.primary(node.datahost);
             match got {
                 Ok(mut conn) => {
                     if server == primary || self.causal_ready(server, &mut conn).await {
@@ -776,7 +776,7 @@ impl Session {
                 }
                 Err(e) if server != primary && attempt < 2 => {
                     debug!(server, error = %e, "replica unreachable: reading elsewhere");
-                    self.shared.backends.servers[server].health.note_error();
+                    self.rt.backends.servers[server].health.note_error();
                     self.conns.avoid = Some(server);
                 }
                 Err(e) if attempt < 2 && self.read_may_leave_primary(node.datahost, &e) => {
@@ -784,16 +784,14 @@ impl Session {
                     // once the monitor's checks agree), and the read goes to a replica that
                     // kept what the primary sent it.
                     debug!(server, error = %e, "primary unreachable: reading on a replica");
-                    self.shared.backends.servers[server]
-                        .health
-                        .note_unreachable();
+                    self.rt.backends.servers[server].health.note_unreachable();
                     primary_lost = Some(e);
                 }
                 Err(e) => return Err(e),
             }
         }
         let server = self.target_server(routing, dn)?;
-        let conn = self.shared.pools[server]
+        let conn = self.rt.pools[server]
             .acquire(Wanted {
                 wire: self.caps,
                 prefer: 0,
@@ -808,7 +806,7 @@ impl Session {
     /// to a replica: a plain read outside a transaction, on a datahost with
     /// `read_when_primary_down: replicas`, that could not connect (not a full pool).
     fn read_may_leave_primary(&self, dh: usize, e: &Error) -> bool {
-        self.shared.backends.hosts[dh].read_when_primary_down == ReadWhenPrimaryDown::Replicas
+        self.rt.backends.hosts[dh].read_when_primary_down == ReadWhenPrimaryDown::Replicas
             && matches!(self.conns.want, Want::Read { .. })
             && !self.in_transaction_now()
             && e.as_reply().is_some_and(|(code, _, _)| code == 1429)
@@ -847,7 +845,7 @@ impl Session {
         let h = &mut self.conns.held[i];
         let mut seq = reply_seq;
         let errors = self
-            .shared
+            .rt
             .config
             .routing
             .as_ref()
@@ -893,7 +891,7 @@ impl Session {
             Err(Error::BackendIo(e)) => {
                 debug!(error = %e, "backend failed during a command");
                 let h = self.conns.held.remove(i);
-                self.shared.backends.servers[h.server].health.note_error();
+                self.rt.backends.servers[h.server].health.note_error();
                 let timed_out = crate::backend::interrupt::is_timeout(&e);
                 if timed_out {
                     // The statement's time is up: not retried elsewhere; said as it stands.
@@ -901,7 +899,7 @@ impl Session {
                     self.abandon_transaction().await;
                     let node = match names {
                         Some((_, dn)) => self
-                            .shared
+                            .rt
                             .config
                             .routing
                             .as_deref()
@@ -969,7 +967,7 @@ impl Session {
             h.conn.state.last_insert_id = id;
         }
         if let Some(gtid) = &tracked.gtid {
-            let dh = self.shared.backends.servers[h.server].datahost;
+            let dh = self.rt.backends.servers[h.server].datahost;
             let gtid = gtid.clone();
             self.conns.note_write(dh, Some(gtid));
         }
@@ -1009,11 +1007,9 @@ impl Session {
                 continue;
             }
             if h.pinned() {
-                let reset = tokio::time::timeout(
-                    self.shared.pool.settings().connect_timeout,
-                    h.conn.reset(),
-                )
-                .await;
+                let reset =
+                    tokio::time::timeout(self.rt.pool.settings().connect_timeout, h.conn.reset())
+                        .await;
                 if !matches!(reset, Ok(Ok(()))) {
                     // Dropping closes it; the server rolls back and frees everything.
                     continue;
@@ -1030,12 +1026,12 @@ impl Session {
     /// Whether held connection `h` goes back between statements: nothing pins it, and other
     /// sessions wait for its pool or for admission (see [`admission`]).
     fn give_back(&self, h: &Held) -> bool {
-        !h.pinned() && (self.shared.pools[h.server].reclaim_requested() || self.contended())
+        !h.pinned() && (self.rt.pools[h.server].reclaim_requested() || self.contended())
     }
 
     /// Whether sessions wait for admission.
     fn contended(&self) -> bool {
-        self.shared
+        self.rt
             .config
             .routing
             .as_ref()

@@ -92,6 +92,19 @@ impl Statements {
         self.list.get_mut(i)
     }
 
+    /// Plans every statement again with `router` (a reload replaced the router: the old
+    /// plans name its tables and rules).
+    pub(crate) fn replan(
+        &mut self,
+        router: &shoal_router::plan::Router,
+        current: Option<&str>,
+        mode: shoal_router::sql::SqlMode,
+    ) {
+        for s in &mut self.list {
+            s.route = router.prepare_route(current, mode, &s.sql);
+        }
+    }
+
     fn remove(&mut self, id: u32) {
         if let Some(i) = self.ids.iter().position(|&s| s == id) {
             self.ids.remove(i);
@@ -697,7 +710,7 @@ impl Session {
             planned,
             Routed::Plan(RoutePlan::Broadcast { .. } | RoutePlan::Session(_))
         ) || (cached_route.is_none()
-            && (self.shared.backends.any_read_balancing() || xa_tracking));
+            && (self.rt.backends.any_read_balancing() || xa_tracking));
         let sql = needs_text.then(|| stmt.sql.clone());
         let sql = sql.as_deref().unwrap_or("");
         let route = cached_route.or_else(|| {

@@ -112,7 +112,7 @@ impl Session {
         mode: shoal_router::sql::SqlMode,
         sql: &str,
     ) -> Option<ReadRoute> {
-        if !self.shared.backends.any_read_balancing() {
+        if !self.rt.backends.any_read_balancing() {
             return None;
         }
         Some(read_route(sql, mode, routing.router.server_version()))
@@ -133,7 +133,7 @@ impl Session {
         let in_transaction = self.in_transaction_now();
         // Borrowed field by field, not cloned: an Arc clone per statement is a write to a
         // counter every session's statements share.
-        let backends = &self.shared.backends;
+        let backends = &self.rt.backends;
         let host = &backends.hosts[dh];
         let primary = host.primary();
         if let Want::Read { hinted } = self.conns.want
@@ -180,7 +180,7 @@ impl Session {
 
     /// [`Self::causal_wait_pending`], with what the wait needs: the datahost and its timeout.
     fn causal_wait(&mut self, server: usize) -> Option<(usize, std::time::Duration)> {
-        let backends = &self.shared.backends;
+        let backends = &self.rt.backends;
         let dh = backends.servers[server].datahost;
         let host = &backends.hosts[dh];
         let ReadYourWrites::Causal(timeout) = host.read_your_writes else {
@@ -279,7 +279,7 @@ impl Session {
         match (out, self.conns.failed_read.take()) {
             (Err(e), Some(bad)) => {
                 debug!(server = bad, error = %e, "scatter read failed on a server: retried");
-                self.shared.backends.servers[bad].health.note_error();
+                self.rt.backends.servers[bad].health.note_error();
                 self.conns.avoid = Some(bad);
                 self.scatter_attempt(routing, targets, spec, req, reply_seq)
                     .await
@@ -292,7 +292,9 @@ impl Session {
 impl Session {
     /// `SHOW SHOAL BACKENDS`: one row per server.
     pub(super) fn backend_rows(&self) -> Vec<Vec<Option<String>>> {
-        let b = &self.shared.backends;
+        // The current configuration's servers, whichever snapshot this session is on.
+        let rt = self.shared.runtime.load();
+        let b = &rt.backends;
         b.servers
             .iter()
             .enumerate()

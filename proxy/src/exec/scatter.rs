@@ -458,9 +458,9 @@ impl Session {
         // The same server as the datanode's held connection (the statement chose it).
         let server = match self.conns.get_mut(dn) {
             Some(h) => h.server,
-            None => self.shared.backends.primary(node.datahost),
+            None => self.rt.backends.primary(node.datahost),
         };
-        let mut conn = self.shared.pools[server]
+        let mut conn = self.rt.pools[server]
             .acquire(Wanted {
                 wire: self.caps,
                 prefer: 0,

@@ -90,7 +90,7 @@ impl Session {
         // A fresh segment, large enough for this statement's rows (consecutive ids).
         let k = fill.step.max(n);
         let node = &routing.topology.datanodes[fill.datanode];
-        let pool = self.shared.pools[self.shared.backends.primary(node.datahost)].clone();
+        let pool = self.rt.pools[self.rt.backends.primary(node.datahost)].clone();
         if pool.is_full() {
             self.release_stale();
         }

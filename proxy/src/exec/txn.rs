@@ -356,7 +356,7 @@ impl Session {
         self.disarm_held();
         self.forget_savepoints();
         // Transactions over datanodes exist only with the router: without it, nothing is held.
-        let Some(routing) = self.shared.config.routing.clone() else {
+        let Some(routing) = self.rt.config.routing.clone() else {
             return Ok(());
         };
         if self.conns.held.iter().any(|h| h.xa) {
@@ -378,7 +378,7 @@ impl Session {
                     // What the transaction wrote is known by this GTID from now on: causal
                     // reads wait for it.
                     if let Some(gtid) = tracked.gtid {
-                        commits.push((self.shared.backends.servers[h.server].datahost, gtid));
+                        commits.push((self.rt.backends.servers[h.server].datahost, gtid));
                     }
                     done.push(name)
                 }

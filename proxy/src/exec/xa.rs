@@ -76,7 +76,7 @@ impl Session {
 
     /// Whether the session's transactions over datanodes use XA (see [`Self::txn_mode`]).
     pub(super) fn xa_mode(&self) -> bool {
-        self.shared
+        self.rt
             .config
             .routing
             .as_ref()
@@ -287,13 +287,13 @@ impl Session {
         }
         for dn in gone {
             if let Some(h) = self.conns.remove(dn) {
-                self.shared.backends.servers[h.server].health.note_error();
+                self.rt.backends.servers[h.server].health.note_error();
             }
         }
         for (server, gtid) in gtids {
             // What the transaction wrote is known by this GTID from now on: causal reads
             // wait for it.
-            let dh = self.shared.backends.servers[server].datahost;
+            let dh = self.rt.backends.servers[server].datahost;
             self.conns.note_write(dh, Some(gtid));
         }
         out

@@ -13,8 +13,7 @@ use tracing::debug;
 use super::Session;
 use crate::backend::conn::wire_capabilities;
 use crate::backend::interrupt::kill_thread;
-use crate::backend::pool::PooledConn;
-use crate::config::Routing;
+use crate::backend::pool::{BackendPool, PooledConn};
 use crate::error::{Error, Result};
 use crate::exec::connset::Held;
 
@@ -22,8 +21,9 @@ use crate::exec::connset::Held;
 #[derive(Default)]
 pub struct SessionHandle {
     pub user: Mutex<String>,
-    /// (pool index in `Shared::pools`, backend thread id) of the connections held now.
-    pub backends: Mutex<Vec<(usize, u32)>>,
+    /// (pool, backend thread id) of the connections held now. The pool itself, not an index:
+    /// indexes are per configuration snapshot, and the killer may be on another one.
+    pub backends: Mutex<Vec<(Arc<BackendPool>, u32)>>,
     /// Set by `KILL CONNECTION` from another session: the session ends before its next command.
     pub killed: AtomicBool,
 }
@@ -89,24 +89,25 @@ pub fn kill_tokens(text: &str, toks: &[Token]) -> Option<(bool, u64)> {
 pub(crate) fn publish(
     handle: &SessionHandle,
     shown: &mut Vec<(usize, u32)>,
-    routing: Option<&Routing>,
     backend: Option<&PooledConn>,
     held: &[Held],
 ) {
     let current = || {
-        let passthrough = backend.iter().map(|b| (0, b.thread_id));
-        let routed = held
-            .iter()
-            .filter_map(move |h| routing.map(|_| (h.server, h.conn.thread_id)));
-        passthrough.chain(routed)
+        backend
+            .into_iter()
+            .chain(held.iter().map(|h| &h.conn))
+            .map(|c| (c.pool(), c.thread_id))
     };
-    if shown.iter().copied().eq(current()) {
+    // `shown` keeps each pool's address: compared without touching refcounts.
+    let key = |(p, t): (&Arc<BackendPool>, u32)| (Arc::as_ptr(p) as usize, t);
+    if shown.iter().copied().eq(current().map(key)) {
         return;
     }
     shown.clear();
-    shown.extend(current());
+    shown.extend(current().map(key));
     let mut published = handle.backends.lock().unwrap_or_else(|p| p.into_inner());
-    published.clone_from(shown);
+    published.clear();
+    published.extend(current().map(|(p, t)| (p.clone(), t)));
 }
 
 impl Session {
@@ -116,7 +117,6 @@ impl Session {
         publish(
             &self.handle,
             &mut self.shown_backends,
-            self.shared.config.routing.as_deref(),
             self.backend.as_ref(),
             &self.conns.held,
         );
@@ -168,9 +168,6 @@ impl Session {
             .clone();
         let word = if query_only { "QUERY" } else { "CONNECTION" };
         for (pool, thread) in backends {
-            let Some(pool) = self.shared.pools.get(pool) else {
-                continue;
-            };
             let limit = pool.settings().connect_timeout;
             let wire = self.caps & wire_capabilities();
             if let Err(e) = kill_thread(pool.spec(), wire, word, thread, limit).await {

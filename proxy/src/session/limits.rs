@@ -125,6 +125,14 @@ impl Sha2Cache {
             .copied()
     }
 
+    /// Forgets every cached hash (a reload may have changed passwords).
+    pub fn clear(&self) {
+        self.by_user
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
     pub fn put(&self, user: &str, stage2: [u8; 32]) {
         self.by_user
             .lock()

@@ -74,7 +74,7 @@ impl Session {
         auth: Vec<u8>,
         seq: u8,
     ) -> Result<(bool, bool, u8)> {
-        let account = self.shared.config.user(user).cloned();
+        let account = self.rt.config.user(user).cloned();
         // Unknown users go through the native exchange, so a client cannot tell them apart
         // from a wrong password.
         let target = account.as_ref().map_or(AuthPlugin::Native, |u| u.plugin);
@@ -194,7 +194,7 @@ impl Session {
     /// The connection phase, bounded by the handshake timeout: a client that has not logged
     /// in by then is disconnected.
     pub(super) async fn login(&mut self, connection_id: u32) -> Result<()> {
-        let limit = self.shared.config.handshake_timeout;
+        let limit = self.rt.config.handshake_timeout;
         match tokio::time::timeout(limit, self.login_steps(connection_id)).await {
             Ok(r) => r,
             Err(_) => {
@@ -280,7 +280,7 @@ impl Session {
             return self.fail(seq, e).await;
         }
         self.shared.throttle.succeeded(&self.peer_host);
-        let Some(account) = self.shared.config.user(&hello.user).cloned() else {
+        let Some(account) = self.rt.config.user(&hello.user).cloned() else {
             return self
                 .fail(
                     seq,
@@ -308,14 +308,14 @@ impl Session {
             return self.fail(seq, e).await;
         }
         self.send_ok(seq).await?;
-        self.client.set_max_packet(self.shared.config.max_packet);
+        self.client.set_max_packet(self.rt.config.max_packet);
         Ok(())
     }
 
     /// Sets the schema a (re)authenticated session starts in, checking a requested one
     /// against the user's list and the backend.
     async fn enter_schema(&mut self, requested: Option<String>) -> Result<()> {
-        if self.shared.config.routing.is_some() {
+        if self.rt.config.routing.is_some() {
             // The router plans in logical schemas; connections get their datanode's database.
             if let Some(db) = &requested {
                 self.check_schema_allowed(db)?;
@@ -327,7 +327,7 @@ impl Session {
             Some(db) => {
                 self.check_schema_allowed(&db)?;
                 let physical = self
-                    .shared
+                    .rt
                     .config
                     .physical_schema(&db)
                     .ok_or_else(|| Error::unknown_database(&db))?
@@ -336,7 +336,7 @@ impl Session {
                 self.ensure_backend().await.map(|_| ())
             }
             None => {
-                self.want.schema = self.shared.pool.spec().database.clone();
+                self.want.schema = self.rt.pool.spec().database.clone();
                 Ok(())
             }
         }
@@ -374,7 +374,7 @@ impl Session {
             return self.fail(seq, e).await;
         }
         let limit = self
-            .shared
+            .rt
             .config
             .user(&req.user)
             .map_or(0, |u| u.max_connections);

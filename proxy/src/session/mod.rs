@@ -23,9 +23,8 @@ use crate::wire::tls::ClientStream;
 use tokio::sync::watch;
 use tracing::{debug, trace, warn};
 
-use crate::backend::pool::{BackendPool, PooledConn, Wanted};
+use crate::backend::pool::{PooledConn, Wanted};
 use crate::backend::state::{SessionState, Vars};
-use crate::config::ProxyConfig;
 use crate::error::{Error, Result};
 use crate::exec::connset::ConnSet;
 use crate::wire::command::*;
@@ -36,14 +35,16 @@ use relay::{Expect, Outcome, relay};
 
 /// What every session of one proxy shares.
 pub struct Shared {
-    pub config: Arc<ProxyConfig>,
-    /// The pool of the relay-only path (the one datanode served without the router).
-    pub pool: Arc<BackendPool>,
-    /// One pool per server (with the router: `backends.servers` order; without it, the relay
-    /// path's pool). A held connection's `server` indexes it.
-    pub pools: Vec<Arc<BackendPool>>,
-    /// Every datahost's servers, their health and the read balancing (with the router).
-    pub backends: Arc<crate::backend::balance::Backends>,
+    /// The current configuration snapshot: settings, router, pools and servers. New sessions
+    /// and sessions that hold nothing on their old snapshot take it (see
+    /// [`Session::follow_reload`]); a reload swaps it whole (see `crate::reload`).
+    pub runtime: arc_swap::ArcSwap<crate::runtime::Runtime>,
+    /// How to read the configuration again (`None` in quick mode: there is no file).
+    pub reloader: Option<crate::reload::Reloader>,
+    /// Reloads run one at a time (SIGHUP and RELOAD SHOAL CONFIG may race).
+    pub reload_lock: tokio::sync::Mutex<()>,
+    /// The health monitors of the current snapshot's servers (replaced by a reload).
+    pub monitors: std::sync::Mutex<Vec<tokio::task::AbortHandle>>,
     /// Version string announced to clients (the backend's own, so drivers enable the same
     /// features they would against it directly).
     pub server_version: Vec<u8>,
@@ -97,6 +98,8 @@ impl Pins {
 
 pub struct Session {
     pub(crate) shared: Arc<Shared>,
+    /// The configuration snapshot this session works on (see [`Session::follow_reload`]).
+    pub(crate) rt: Arc<crate::runtime::Runtime>,
     /// The command's error is the router's refusal, in the client's own words: not rewritten
     /// to logical names like a backend's (taken by the routed dispatch).
     pub(crate) refused: bool,
@@ -180,10 +183,12 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         .map(|a| a.ip().to_string())
         .unwrap_or_else(|_| "unknown".into());
     let _ = stream.set_nodelay(true);
-    let client = PacketStream::new(ClientStream::Plain(stream), shared.config.max_packet);
-    let routing = shared.config.routing.clone();
+    let rt = shared.runtime.load_full();
+    let client = PacketStream::new(ClientStream::Plain(stream), rt.config.max_packet);
+    let routing = rt.config.routing.clone();
     let mut session = Session {
         shared,
+        rt,
         refused: false,
         client,
         peer_host,
@@ -457,7 +462,7 @@ impl Session {
     /// caller puts it back (or drops it if it broke).
     async fn checkout_backend(&mut self) -> Result<PooledConn> {
         if let Some(b) = self.backend.as_mut() {
-            let validate = self.shared.pool.settings().validate_after;
+            let validate = self.rt.pool.settings().validate_after;
             let pinned = self.pins.any();
             if b.closed_by_server() {
                 self.lose_backend();
@@ -478,7 +483,7 @@ impl Session {
             Some(conn) if conn.state == self.want => (conn, false),
             Some(conn) => (self.align_backend(conn).await?, true),
             None => {
-                let conn = self.shared.pool.acquire(self.wanted()).await?;
+                let conn = self.rt.pool.acquire(self.wanted()).await?;
                 self.last_backend = conn.id;
                 let conn = if conn.state == self.want {
                     conn
@@ -492,7 +497,6 @@ impl Session {
             kill::publish(
                 &self.handle,
                 &mut self.shown_backends,
-                self.shared.config.routing.as_deref(),
                 Some(&conn),
                 &self.conns.held,
             );
@@ -506,7 +510,7 @@ impl Session {
         if self.want.schema.is_none() && conn.state.schema.is_some() {
             // There is no way to leave a schema: start over on a fresh connection.
             let want = self.wanted();
-            conn = self.shared.pool.reopen(conn, want).await?;
+            conn = self.rt.pool.reopen(conn, want).await?;
             self.last_backend = conn.id;
         }
         let result = align_to(&self.want, self.want.schema.as_deref(), &mut conn).await;
@@ -544,8 +548,7 @@ impl Session {
         self.diag.on_backend = false;
         if self.pins.any() {
             let reset =
-                tokio::time::timeout(self.shared.pool.settings().connect_timeout, conn.reset())
-                    .await;
+                tokio::time::timeout(self.rt.pool.settings().connect_timeout, conn.reset()).await;
             if !matches!(reset, Ok(Ok(()))) {
                 // Dropping closes it; the server rolls back and frees everything.
                 return;
@@ -578,8 +581,8 @@ impl Session {
     }
 
     async fn command_loop(&mut self) -> Result<()> {
-        let idle_timeout = self.shared.config.client_idle_timeout;
-        let pool = self.shared.pool.clone();
+        let idle_timeout = self.rt.config.client_idle_timeout;
+        let pool = self.rt.pool.clone();
         let mut shutdown_rx = self.shared.shutdown.clone();
         if *shutdown_rx.borrow_and_update() {
             return Ok(());
@@ -654,6 +657,7 @@ impl Session {
             if cmd == COM_QUIT {
                 return Ok(());
             }
+            self.follow_reload().await;
             let result = self.dispatch(cmd, reply_seq).await;
             last_active = Instant::now();
             self.publish_backends();
@@ -671,6 +675,57 @@ impl Session {
                     }
                 }
             }
+        }
+    }
+
+    /// Moves the session to the newest configuration snapshot, before a command.
+    ///
+    /// The rule: a session keeps the snapshot it works on while it holds anything that
+    /// depends on it: an open transaction (explicit, or a statement run with autocommit
+    /// off), an XA branch, savepoints, LOCK TABLES, temporary tables or other state a pool
+    /// cannot replay, or (relay path) server-side prepared statements. All of these live on
+    /// connections of that snapshot's pools, which held connections name by the snapshot's
+    /// server order; so a running transaction finishes on the configuration it started with.
+    /// Once nothing pins it, the session gives its unpinned connections back to their pools
+    /// (a server the reload kept has the same pool, so the connection is simply reused),
+    /// takes the current snapshot, and has the new router plan its client prepared
+    /// statements again; from then on its user's new rights (schemas, read_only) apply. The
+    /// check costs one `ArcSwap::load` per command.
+    async fn follow_reload(&mut self) {
+        {
+            let current = self.shared.runtime.load();
+            if Arc::ptr_eq(&current, &self.rt) {
+                return;
+            }
+            // A session whose user the reload removed keeps running with the rights it logged
+            // in with (as MariaDB keeps a dropped user's open sessions): the new snapshot has
+            // no account to read them from, and reading none would mean no limits at all.
+            if current.config.user(&self.user).is_none() {
+                return;
+            }
+        }
+        let holds = self.pins.any()
+            || self.txn_begin.is_some()
+            || self.xa_gtrid.is_some()
+            || !self.table_locks.is_empty()
+            || !self.savepoints.is_empty()
+            || self.conns.held.iter().any(|h| h.pinned() || h.xa);
+        if holds {
+            return;
+        }
+        self.release_backend().await;
+        self.release_conns(true).await;
+        self.rt = self.shared.runtime.load_full();
+        self.routing = self.rt.config.routing.clone();
+        // Server indexes are per snapshot: what read-your-writes learned of replicas is
+        // learned again.
+        for w in &mut self.conns.writes {
+            w.applied_on.clear();
+        }
+        if let Some(r) = self.routing.clone() {
+            let mode = self.sql_mode();
+            self.statements
+                .replan(&r.router, self.logical.as_deref(), mode);
         }
     }
 
@@ -701,6 +756,16 @@ impl Session {
                     kill::parse_kill(&self.client.packet_payload()[1..])
                 {
                     return self.kill(query_only, target, reply_seq).await;
+                }
+                let admin = crate::reload::admin_statement(&self.client.packet_payload()[1..]);
+                match admin {
+                    Some(crate::reload::AdminStatement::Reload) => {
+                        return self.answer_reload(reply_seq).await;
+                    }
+                    Some(crate::reload::AdminStatement::ShowConfig) => {
+                        return self.answer_show_config(reply_seq).await;
+                    }
+                    None => {}
                 }
                 let pinning::Effects {
                     leaves_state: sticky,
@@ -862,7 +927,7 @@ impl Session {
     async fn use_schema(&mut self, db: &str, reply_seq: u8) -> Result<()> {
         self.check_schema_allowed(db)?;
         let physical = self
-            .shared
+            .rt
             .config
             .physical_schema(db)
             .ok_or_else(|| Error::unknown_database(db))?
@@ -886,13 +951,13 @@ impl Session {
     /// Returns `None` if the backend broke (the client already got a 2013 error).
     async fn forward(&mut self, expect: Expect, reply_seq: u8) -> Result<Option<Outcome>> {
         let mut backend = self.checkout_backend().await?;
-        let limited = self.shared.config.query_timeout;
+        let limited = self.rt.config.query_timeout;
         if let Some(t) = limited {
             backend.arm(tokio::time::Instant::now() + t);
         }
         backend.io.write_raw(self.client.frame());
         let mut seq = reply_seq;
-        let names = self.shared.config.relay_names.as_deref().map(|n| (n, None));
+        let names = self.rt.config.relay_names.as_deref().map(|n| (n, None));
         let result = match backend.io.flush().await {
             Ok(()) => {
                 relay(
@@ -1052,10 +1117,10 @@ impl Session {
 
     /// An unknown schema is 1049; a known one outside the user's list is 1044, as MySQL says.
     pub(crate) fn check_schema_allowed(&self, db: &str) -> Result<()> {
-        if self.shared.config.physical_schema(db).is_none() {
+        if self.rt.config.physical_schema(db).is_none() {
             return Err(Error::unknown_database(db));
         }
-        let user = self.shared.config.user(&self.user);
+        let user = self.rt.config.user(&self.user);
         if let Some(list) = user.and_then(|u| u.schemas.as_ref())
             && !list.iter().any(|s| s == db)
         {

@@ -63,9 +63,13 @@ pub async fn run(shared: Arc<Shared>) {
 
 /// A connection to `server` for recovery's own statements, in a clean state (`None`: to the
 /// decision log, through its own pool).
-async fn connect(shared: &Shared, server: Option<usize>) -> Result<PooledConn> {
+async fn connect(
+    shared: &Shared,
+    rt: &crate::runtime::Runtime,
+    server: Option<usize>,
+) -> Result<PooledConn> {
     let pool = match server {
-        Some(s) => shared.pools[s].clone(),
+        Some(s) => rt.pools[s].clone(),
         None => shared
             .xa
             .log_pool
@@ -90,7 +94,9 @@ async fn connect(shared: &Shared, server: Option<usize>) -> Result<PooledConn> {
 /// deadlock with sessions, even with pools of one connection.
 async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Vec<u8>>> {
     let xa = &shared.xa;
-    let backends = &shared.backends;
+    // One snapshot for the whole scan: server indexes are the snapshot's.
+    let rt = shared.runtime.load_full();
+    let backends = &rt.backends;
     let mut servers: Vec<usize> = (0..backends.hosts.len())
         .map(|dh| backends.primary(dh))
         .collect();
@@ -102,7 +108,7 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
     let mut first_error: Option<Error> = None;
     for &server in &servers {
         let listed = async {
-            let mut conn = connect(shared, Some(server)).await?;
+            let mut conn = connect(shared, &rt, Some(server)).await?;
             let rows = conn.query_rows("XA RECOVER").await?;
             conn.release();
             Ok::<_, Error>(rows)
@@ -138,7 +144,7 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
             continue;
         }
         let decided = async {
-            let mut conn = connect(shared, None).await?;
+            let mut conn = connect(shared, &rt, None).await?;
             ensure_log(xa, &mut conn).await?;
             let o = log::decide_for_recovery(&mut conn, gtrid).await?;
             conn.release();
@@ -162,7 +168,7 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
         for (server, x) in branches {
             let sql = format!("XA {word} {}", x.sql());
             let r = async {
-                let mut conn = connect(shared, Some(*server)).await?;
+                let mut conn = connect(shared, &rt, Some(*server)).await?;
                 conn.command(COM_QUERY, sql.as_bytes()).await?;
                 conn.release();
                 Ok::<_, Error>(())
@@ -197,7 +203,7 @@ async fn scan(shared: &Shared, previous: &HashSet<Vec<u8>>) -> Result<HashSet<Ve
         let prepared: Vec<Vec<u8>> = seen.iter().cloned().collect();
         let tombstones = MIN_TOMBSTONE_AGE.max(xa.recovery_grace * 10);
         let gc = async {
-            let mut conn = connect(shared, None).await?;
+            let mut conn = connect(shared, &rt, None).await?;
             ensure_log(xa, &mut conn).await?;
             log::collect_garbage(&mut conn, &prepared, xa.recovery_grace, tombstones).await?;
             conn.release();

@@ -453,6 +453,11 @@ pub enum LocalAnswer {
     ShowBackends,
     /// `SHOW SHOAL XA`: what the XA coordinator and recovery of this process did.
     ShowXa,
+    /// `SHOW SHOAL CONFIG`: the running configuration (passwords redacted), its version and
+    /// load time.
+    ShowConfig,
+    /// `RELOAD SHOAL CONFIG`: read the configuration file again and apply it.
+    ReloadConfig,
     /// A SELECT over `information_schema` tables only (the client's own, or the one a SHOW
     /// statement stands for), answered over the logical catalog: every logical table once,
     /// under its logical schema and name, physical ones never. `sql` names each table as

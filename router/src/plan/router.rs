@@ -300,6 +300,9 @@ impl Router {
             K::Account => RoutePlan::Refuse(refuse(
                 "account management through Shoal (users are defined in its config)",
             )),
+            K::Other(w) if w == "RELOAD" => ddl::plan_reload(&text).unwrap_or_else(|| {
+                RoutePlan::Refuse(parse_error(&format!("unknown statement near '{w}'")))
+            }),
             K::Other(w) if MYSQL_STATEMENTS.contains(&w.as_str()) => {
                 RoutePlan::Refuse(refuse(format!("the {w} statement")))
             }

@@ -102,6 +102,15 @@ impl ParamIssue {
 }
 
 impl ShardRule {
+    /// Whether `other` puts every key on the same shard as this rule (its name aside): what a
+    /// reload must keep for a table whose rows are already placed.
+    pub fn same_placement(&self, other: &ShardRule) -> bool {
+        self.shards == other.shards
+            && self.scale == other.scale
+            && self.null == other.null
+            && self.kind == other.kind
+    }
+
     /// Builds a rule from its `rules:` entry for a table with `shards` shards.
     pub fn build(cfg: &RuleConfig, shards: usize) -> Result<ShardRule, RuleError> {
         Self::compile(cfg, shards).map_err(|i| match i.key {

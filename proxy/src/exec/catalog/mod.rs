@@ -173,7 +173,7 @@ impl Session {
         show: Option<&'static str>,
     ) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>)> {
         let allowed = self
-            .shared
+            .rt
             .config
             .user(&self.user)
             .and_then(|u| u.schemas.clone());

@@ -1,0 +1,138 @@
+//! The live configuration as one immutable snapshot: the settings (users, limits), the router
+//! and the pools and servers it routes to. `Shared::runtime` holds the current one behind an
+//! `ArcSwap`; a reload (see [`crate::reload`]) builds the next one and swaps it in whole, so
+//! that a statement never sees half of one configuration and half of another.
+//!
+//! Pools are indexed per snapshot (`Backends::servers` order): a session holding connections
+//! keeps the snapshot they were taken from (see `Session::follow_reload` for the rule).
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use shoal_router::plan::Router;
+use shoal_router::topology::Topology;
+
+use crate::backend::balance::Backends;
+use crate::backend::pool::BackendPool;
+use crate::config::{BackendSpec, PoolSettings, ProxyConfig};
+
+/// One configuration, as loaded at start or by a reload.
+pub struct Runtime {
+    pub config: Arc<ProxyConfig>,
+    /// The file's topology (`None` in quick mode, which has no file).
+    pub topology: Option<Arc<Topology>>,
+    /// The pool of the relay-only path (the one datanode served without the router).
+    pub pool: Arc<BackendPool>,
+    /// One pool per server (with the router: `backends.servers` order; without it, the relay
+    /// path's pool). A held connection's `server` indexes it, in its session's snapshot.
+    pub pools: Vec<Arc<BackendPool>>,
+    /// Every datahost's servers, their health and the read balancing (with the router).
+    pub backends: Arc<Backends>,
+    /// 1 at start, +1 per successful reload.
+    pub version: u64,
+    pub loaded_at: SystemTime,
+}
+
+impl Runtime {
+    /// Builds the pools and servers of `config`. Servers of `old` whose endpoint, credentials,
+    /// TLS and pool settings are unchanged keep their pool (and its connections), their health
+    /// and, for a datahost's current primary, a followed failover.
+    pub fn build(
+        mut config: ProxyConfig,
+        topology: Option<Arc<Topology>>,
+        server_version: &[u8],
+        version: u64,
+        old: Option<&Runtime>,
+    ) -> Runtime {
+        with_server_version(&mut config, server_version);
+        if let (Some(r), Some(o)) = (
+            config.routing.as_mut().and_then(Arc::get_mut),
+            old.and_then(|o| o.config.routing.as_ref()),
+        ) {
+            // The global sequences' segments this process holds stay valid: a reload refuses
+            // to change an existing table's sequence.
+            r.sequences = o.sequences.clone();
+            if r.admission.same_limits(&o.admission) {
+                r.admission = o.admission.clone();
+            }
+        }
+        let reuse = |spec: &BackendSpec, settings: &PoolSettings| -> Arc<BackendPool> {
+            old.and_then(|o| {
+                o.pools
+                    .iter()
+                    .find(|p| p.spec() == spec && p.settings() == settings && !p.is_draining())
+                    .cloned()
+            })
+            .unwrap_or_else(|| BackendPool::new(spec.clone(), settings.clone()))
+        };
+        let (pool, pools, backends) = match &config.routing {
+            Some(r) => {
+                let backends = Backends::new(&r.topology.datahosts, |dh, j| {
+                    let (primary, settings) = &r.hosts[dh];
+                    let spec = if j == 0 {
+                        primary
+                    } else {
+                        &r.replicas[dh][j - 1]
+                    };
+                    reuse(spec, settings)
+                });
+                let mut backends = backends;
+                if let Some(o) = old {
+                    carry_over(&mut backends, &o.backends);
+                }
+                let pools: Vec<Arc<BackendPool>> =
+                    backends.servers.iter().map(|s| s.pool.clone()).collect();
+                let first = backends.primary(r.topology.datanodes[0].datahost);
+                (pools[first].clone(), pools, backends)
+            }
+            None => {
+                let pool = reuse(&config.backend, &config.pool);
+                let backends = Backends::new(&[], |_, _| unreachable!("no datahosts"));
+                (pool.clone(), vec![pool], backends)
+            }
+        };
+        Runtime {
+            config: Arc::new(config),
+            topology,
+            pool,
+            pools,
+            backends: Arc::new(backends),
+            version,
+            loaded_at: SystemTime::now(),
+        }
+    }
+}
+
+/// Gives the servers kept from `old` (same pool) their health, and each datahost whose current
+/// primary is kept that primary (a followed failover survives the reload).
+fn carry_over(new: &mut Backends, old: &Backends) {
+    let old_index =
+        |pool: &Arc<BackendPool>| old.servers.iter().position(|s| Arc::ptr_eq(&s.pool, pool));
+    for s in new.servers.iter_mut() {
+        if let Some(k) = old_index(&s.pool) {
+            s.health = old.servers[k].health.clone();
+        }
+    }
+    for dh in 0..new.hosts.len() {
+        let Some(oh) = old.hosts.iter().position(|h| h.name == new.hosts[dh].name) else {
+            continue;
+        };
+        let old_primary = &old.servers[old.primary(oh)].pool;
+        if let Some(&s) = new.hosts[dh]
+            .servers
+            .iter()
+            .find(|&&s| Arc::ptr_eq(&new.servers[s].pool, old_primary))
+        {
+            new.set_primary(dh, s);
+        }
+    }
+}
+
+/// Executable comments are gated by the backend's version, as the backend gates them.
+pub fn with_server_version(config: &mut ProxyConfig, version: &[u8]) {
+    if let Some(r) = config.routing.as_mut().and_then(Arc::get_mut)
+        && let Some(v) = crate::backend::conn::version_number(version)
+    {
+        r.router = Arc::new(Router::new(r.topology.clone()).with_server_version(v));
+    }
+}
