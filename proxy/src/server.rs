@@ -49,6 +49,8 @@ fn check_backend_tls(config: &ProxyConfig) -> std::io::Result<()> {
 /// A bound, not yet running proxy (binding first lets callers learn the port).
 pub struct Proxy {
     listener: TcpListener,
+    /// `server.admin_listen`, bound with the main listener (a bad address stops the start).
+    admin: Option<TcpListener>,
     shared: Arc<Shared>,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -58,6 +60,12 @@ impl Proxy {
     /// announced to clients as the backend's own).
     pub async fn bind(mut config: ProxyConfig) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind(&config.listen).await?;
+        let admin = match &config.observe.admin_listen {
+            Some(a) => Some(TcpListener::bind(a).await.map_err(|e| {
+                std::io::Error::new(e.kind(), format!("admin_listen {a}: {e}"))
+            })?),
+            None => None,
+        };
         check_backend_tls(&config)?;
         let spec = config.backend.clone();
         let (version, backend_caps, default_sql_mode) = match BackendConn::connect(
@@ -171,6 +179,7 @@ impl Proxy {
             }
             None => crate::xa::Xa::new(0, None, Duration::from_secs(10), Duration::from_secs(30)),
         };
+        let observe = crate::observe::Observer::new(&config, pools.len())?;
         let shared = Arc::new(Shared {
             config: Arc::new(config),
             pool,
@@ -188,9 +197,12 @@ impl Proxy {
             user_conns: Default::default(),
             sha2_cache: Default::default(),
             xa: Arc::new(xa),
+            observe,
+            started: std::time::Instant::now(),
         });
         Ok(Proxy {
             listener,
+            admin,
             shared,
             shutdown_tx,
         })
@@ -210,10 +222,14 @@ impl Proxy {
     pub async fn run(self) {
         let Proxy {
             listener,
+            admin,
             shared,
             shutdown_tx,
         } = self;
         let cfg = shared.config.clone();
+        if let Some(admin) = admin {
+            tokio::spawn(crate::observe::http::serve(admin, shared.clone()));
+        }
         for pool in &shared.pools {
             tokio::spawn(pool.clone().maintain(typical_client_wire()));
         }
@@ -265,6 +281,9 @@ impl Proxy {
                 }
             };
             let id = next_id.fetch_add(1, Ordering::Relaxed);
+            if let Some(m) = &shared.observe.metrics {
+                m.accepted.fetch_add(1, Ordering::Relaxed);
+            }
             match permits.clone().try_acquire_owned() {
                 Ok(permit) => {
                     let shared = shared.clone();
@@ -279,6 +298,9 @@ impl Proxy {
                     });
                 }
                 Err(_) => {
+                    if let Some(m) = &shared.observe.metrics {
+                        m.refused(crate::observe::metrics::Refusal::MaxConnections);
+                    }
                     warn!(%peer, max_connections = limit, "refusing client: too many connections");
                     tokio::spawn(refuse(stream));
                 }

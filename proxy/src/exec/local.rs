@@ -47,6 +47,14 @@ impl Session {
                 self.send_rows(reply_seq, &crate::xa::Xa::COLUMNS, rows)
                     .await
             }
+            LocalAnswer::ShowQueries => {
+                self.answer_digests(crate::observe::digests::DigestStatement::Show, reply_seq)
+                    .await
+            }
+            LocalAnswer::ResetQueries => {
+                self.answer_digests(crate::observe::digests::DigestStatement::Reset, reply_seq)
+                    .await
+            }
             LocalAnswer::SessionValues { columns, row } => {
                 self.answer_session_values(&columns, row, Protocol::Text, reply_seq)
                     .await

@@ -215,6 +215,8 @@ fn local(l: &LocalAnswer) -> String {
         LocalAnswer::ExplainRoute { rows } => format!("explain route ({} rows)", rows.len()),
         LocalAnswer::ShowBackends => "show shoal backends".to_string(),
         LocalAnswer::ShowXa => "show shoal xa".to_string(),
+        LocalAnswer::ShowQueries => "show shoal queries".to_string(),
+        LocalAnswer::ResetQueries => "reset shoal queries".to_string(),
         LocalAnswer::Catalog { sql, .. } => format!("catalog: {sql}"),
     }
 }
