@@ -60,12 +60,13 @@ impl Proxy {
     /// announced to clients as the backend's own).
     pub async fn bind(mut config: ProxyConfig) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind(&config.listen).await?;
-        let admin = match &config.observe.admin_listen {
-            Some(a) => Some(TcpListener::bind(a).await.map_err(|e| {
-                std::io::Error::new(e.kind(), format!("admin_listen {a}: {e}"))
-            })?),
-            None => None,
-        };
+        let admin =
+            match &config.observe.admin_listen {
+                Some(a) => Some(TcpListener::bind(a).await.map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("admin_listen {a}: {e}"))
+                })?),
+                None => None,
+            };
         check_backend_tls(&config)?;
         let spec = config.backend.clone();
         let (version, backend_caps, default_sql_mode) = match BackendConn::connect(

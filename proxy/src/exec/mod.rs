@@ -851,7 +851,12 @@ impl Session {
         let h = &mut self.conns.held[i];
         let mut seq = reply_seq;
         // The round trip's time, only when metrics are counted (no clock read otherwise).
-        let timed = self.shared.observe.metrics.is_some().then(std::time::Instant::now);
+        let timed = self
+            .shared
+            .observe
+            .metrics
+            .is_some()
+            .then(std::time::Instant::now);
         let errors = self
             .shared
             .config

@@ -123,7 +123,11 @@ impl Digests {
         } else {
             let text = std::str::from_utf8(s.text)
                 .ok()
-                .and_then(|t| tokenize(t).ok().map(|toks| normalize::digest_text(t, &toks)))
+                .and_then(|t| {
+                    tokenize(t)
+                        .ok()
+                        .map(|toks| normalize::digest_text(t, &toks))
+                })
                 .unwrap_or_default();
             (key, text, schema.to_string(), s.user.to_string())
         };
@@ -259,7 +263,12 @@ impl crate::session::Session {
             }
             DigestStatement::Show => {
                 let names: Vec<String> = match &self.shared.config.routing {
-                    Some(r) => r.topology.datanodes.iter().map(|d| d.name.clone()).collect(),
+                    Some(r) => r
+                        .topology
+                        .datanodes
+                        .iter()
+                        .map(|d| d.name.clone())
+                        .collect(),
                     None => vec!["backend".to_string()],
                 };
                 let rows = d.rows(&names);

@@ -89,9 +89,15 @@ async fn answer(
         "/health" => text(StatusCode::OK, "ok\n"),
         "/ready" => match not_ready(shared).await {
             None => text(StatusCode::OK, "ready\n"),
-            Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
+            Some(why) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: {why}\n"),
+            ),
         },
-        _ => text(StatusCode::NOT_FOUND, "not found: /metrics, /health, /ready\n"),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found: /metrics, /health, /ready\n",
+        ),
     }
 }
 

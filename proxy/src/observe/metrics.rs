@@ -138,7 +138,11 @@ impl Metrics {
         let (mut schemas, datanodes): (Vec<String>, Vec<String>) = match &config.routing {
             Some(r) => (
                 r.topology.schemas.keys().cloned().collect(),
-                r.topology.datanodes.iter().map(|d| d.name.clone()).collect(),
+                r.topology
+                    .datanodes
+                    .iter()
+                    .map(|d| d.name.clone())
+                    .collect(),
             ),
             None => (
                 config.schema_map.iter().map(|(l, _)| l.clone()).collect(),
@@ -312,9 +316,12 @@ fn encode_counters(m: &Metrics, enc: &mut DescriptorEncoder) -> Result<(), std::
         "client_connections_refused",
         "Client connections refused, by cause.",
         MetricType::Counter,
-        Refusal::ALL
-            .iter()
-            .map(|r| (vec![("cause", r.label())], C(m.refused[*r as usize].load(Relaxed)))),
+        Refusal::ALL.iter().map(|r| {
+            (
+                vec![("cause", r.label())],
+                C(m.refused[*r as usize].load(Relaxed)),
+            )
+        }),
     )?;
     family(
         enc,
@@ -357,7 +364,9 @@ fn encode_counters(m: &Metrics, enc: &mut DescriptorEncoder) -> Result<(), std::
         "errors",
         "Errors sent to clients, by error code.",
         MetricType::Counter,
-        codes.iter().map(|(c, n)| (vec![("code", c.as_str())], C(*n))),
+        codes
+            .iter()
+            .map(|(c, n)| (vec![("code", c.as_str())], C(*n))),
     )?;
     let none = "";
     histograms(
@@ -393,7 +402,10 @@ fn encode_counters(m: &Metrics, enc: &mut DescriptorEncoder) -> Result<(), std::
 fn server_address(sh: &Shared, i: usize) -> String {
     match sh.backends.servers.get(i) {
         Some(s) => s.address.clone(),
-        None => sh.pools.get(i).map_or_else(String::new, |p| p.spec().addr()),
+        None => sh
+            .pools
+            .get(i)
+            .map_or_else(String::new, |p| p.spec().addr()),
     }
 }
 
@@ -436,21 +448,27 @@ fn encode_live(sh: &Shared, enc: &mut DescriptorEncoder) -> Result<(), std::fmt:
         "pool_waiting",
         "Sessions waiting for a backend connection, per server.",
         MetricType::Gauge,
-        stats.iter().map(|(s, a)| (vec![("server", *a)], G(s.waiting as i64))),
+        stats
+            .iter()
+            .map(|(s, a)| (vec![("server", *a)], G(s.waiting as i64))),
     )?;
     family(
         enc,
         "pool_opened",
         "Backend connections opened, per server.",
         MetricType::Counter,
-        stats.iter().map(|(s, a)| (vec![("server", *a)], C(s.opened))),
+        stats
+            .iter()
+            .map(|(s, a)| (vec![("server", *a)], C(s.opened))),
     )?;
     family(
         enc,
         "pool_closed",
         "Backend connections closed, per server.",
         MetricType::Counter,
-        stats.iter().map(|(s, a)| (vec![("server", *a)], C(s.closed))),
+        stats
+            .iter()
+            .map(|(s, a)| (vec![("server", *a)], C(s.closed))),
     )?;
     histograms(
         enc,
@@ -617,7 +635,10 @@ mod tests {
         let mut r = Registry::with_prefix("shoal");
         r.register_collector(Box::new(One(h, 7)));
         let text = encode(&r);
-        assert!(text.contains("# TYPE shoal_lat_seconds histogram\n"), "{text}");
+        assert!(
+            text.contains("# TYPE shoal_lat_seconds histogram\n"),
+            "{text}"
+        );
         assert!(
             text.contains("shoal_lat_seconds_bucket{route=\"single\",le=\"0.0001\"} 1\n"),
             "{text}"
@@ -630,7 +651,13 @@ mod tests {
             text.contains("shoal_lat_seconds_bucket{route=\"single\",le=\"+Inf\"} 3\n"),
             "{text}"
         );
-        assert!(text.contains("shoal_lat_seconds_count{route=\"single\"} 3\n"), "{text}");
-        assert!(text.contains("shoal_things_total{kind=\"a\"} 7\n"), "{text}");
+        assert!(
+            text.contains("shoal_lat_seconds_count{route=\"single\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("shoal_things_total{kind=\"a\"} 7\n"),
+            "{text}"
+        );
     }
 }

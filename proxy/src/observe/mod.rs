@@ -132,12 +132,7 @@ impl StatementKind {
             StatementKind::Update
         } else if is(b"DELETE") {
             StatementKind::Delete
-        } else if is(b"CREATE")
-            || is(b"ALTER")
-            || is(b"DROP")
-            || is(b"RENAME")
-            || is(b"TRUNCATE")
-        {
+        } else if is(b"CREATE") || is(b"ALTER") || is(b"DROP") || is(b"RENAME") || is(b"TRUNCATE") {
             StatementKind::Ddl
         } else if is(b"BEGIN")
             || is(b"START")
@@ -200,8 +195,8 @@ impl Observer {
     /// `server.slow_log`.
     pub fn new(config: &ProxyConfig, servers: usize) -> std::io::Result<Observer> {
         let o = &config.observe;
-        let metrics = (o.admin_listen.is_some() && o.metrics)
-            .then(|| metrics::Metrics::new(config, servers));
+        let metrics =
+            (o.admin_listen.is_some() && o.metrics).then(|| metrics::Metrics::new(config, servers));
         let digests = o.digests.then(digests::Digests::default);
         let slow = o
             .slow_log
@@ -264,10 +259,22 @@ mod tests {
     #[test]
     fn statement_kinds_by_first_word() {
         assert_eq!(StatementKind::of_text(b"  select 1"), StatementKind::Select);
-        assert_eq!(StatementKind::of_text(b"REPLACE INTO t"), StatementKind::Insert);
-        assert_eq!(StatementKind::of_text(b"create table t"), StatementKind::Ddl);
-        assert_eq!(StatementKind::of_text(b"COMMIT"), StatementKind::Transaction);
-        assert_eq!(StatementKind::of_text(b"/* c */ SELECT 1"), StatementKind::Other);
+        assert_eq!(
+            StatementKind::of_text(b"REPLACE INTO t"),
+            StatementKind::Insert
+        );
+        assert_eq!(
+            StatementKind::of_text(b"create table t"),
+            StatementKind::Ddl
+        );
+        assert_eq!(
+            StatementKind::of_text(b"COMMIT"),
+            StatementKind::Transaction
+        );
+        assert_eq!(
+            StatementKind::of_text(b"/* c */ SELECT 1"),
+            StatementKind::Other
+        );
         assert_eq!(StatementKind::of_text(b""), StatementKind::Other);
     }
 }

@@ -109,7 +109,9 @@ fn line(s: &Statement<'_>) -> String {
             dns.join(",")
         },
         s.mark.rows,
-        s.mark.error.map_or_else(|| "-".to_string(), |c| c.to_string()),
+        s.mark
+            .error
+            .map_or_else(|| "-".to_string(), |c| c.to_string()),
         text,
         if s.text.len() > MAX_TEXT { " ..." } else { "" },
     )

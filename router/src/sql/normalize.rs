@@ -183,8 +183,14 @@ mod tests {
         assert_ne!(key("SELECT 1.5"), key("SELECT 1"));
         // A digest is the key's hash: equal shapes, equal digests.
         let dig = |sql: &str| digest(sql, &tokenize(sql).unwrap());
-        assert_eq!(dig("SELECT c FROM t WHERE id=5"), dig("SELECT c FROM t WHERE id = 6"));
-        assert_ne!(dig("SELECT c FROM t WHERE id=5"), dig("SELECT c FROM t WHERE id='5'"));
+        assert_eq!(
+            dig("SELECT c FROM t WHERE id=5"),
+            dig("SELECT c FROM t WHERE id = 6")
+        );
+        assert_ne!(
+            dig("SELECT c FROM t WHERE id=5"),
+            dig("SELECT c FROM t WHERE id='5'")
+        );
         let text = "SELECT c FROM t WHERE id = 7 /* x */";
         assert_eq!(digest_text(text, &tokenize(text).unwrap()), key(text));
         assert_ne!(key("SELECT N'x'"), key("SELECT N 'x'"));
