@@ -103,9 +103,8 @@ impl Prometheus {
         Some(Prometheus { child, addr })
     }
 
-    /// The value of the PromQL `query` (an instant vector of one series, or a scalar-like
-    /// sum), `None` while it has no result.
-    async fn query(&self, query: &str) -> Option<f64> {
+    /// `/api/v1/query` of `query`: HTTP status and body.
+    async fn raw_query(&self, query: &str) -> (u16, String) {
         let q: String = query
             .bytes()
             .map(|b| match b {
@@ -115,7 +114,13 @@ impl Prometheus {
                 _ => format!("%{b:02X}"),
             })
             .collect();
-        let (status, body) = http_get(&self.addr, &format!("/api/v1/query?query={q}")).await;
+        http_get(&self.addr, &format!("/api/v1/query?query={q}")).await
+    }
+
+    /// The value of the PromQL `query` (an instant vector of one series, or a scalar-like
+    /// sum), `None` while it has no result.
+    async fn query(&self, query: &str) -> Option<f64> {
+        let (status, body) = self.raw_query(query).await;
         if status != 200 {
             return None;
         }
@@ -239,6 +244,20 @@ async fn prometheus_scrapes_statements_by_route_and_backend_latency() {
     // Pools and health come from the live objects.
     let up = prom.query("sum(shoal_backend_up)").await;
     assert_eq!(up, Some(2.0), "both primaries up");
+    // Every query of the Grafana dashboard is PromQL this Prometheus accepts.
+    let dashboard = shoal_tests::shoal::workspace_root().join("docs/grafana/shoal-dashboard.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&dashboard).unwrap()).unwrap();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$__rate_interval", "1m");
+            let (status, body) = prom.raw_query(&expr).await;
+            assert_eq!(status, 200, "{expr}: {body}");
+        }
+    }
 
     // Digests over the routed path: the single reads are one shape.
     let rows = text_rows(&mut c, "SHOW SHOAL QUERIES").await;
@@ -275,7 +294,9 @@ async fn digests_count_shapes_and_reset_forgets_them_in_quick_mode() {
     let backend = shoal_tests::shared_backend();
     let db = unique_name("digests");
     backend.fresh_db(&db).await;
-    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    // Digests are kept while the admin listener is on.
+    let admin = format!("127.0.0.1:{}", free_port());
+    let shoal = ShoalProcess::quick(&backend, &db, &["--admin-listen", &admin]);
     let mut c = shoal.conn(&backend, Some(&db)).await;
     c.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
         .await
@@ -306,6 +327,23 @@ async fn digests_count_shapes_and_reset_forgets_them_in_quick_mode() {
     let rows = text_rows(&mut c, "SHOW SHOAL QUERIES").await;
     assert!(find(&rows).is_none(), "after RESET: {rows:?}");
     assert!(rows.len() <= 1, "only RESET itself may be left: {rows:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_admin_listener_digests_are_off() {
+    let backend = shoal_tests::shared_backend();
+    let db = unique_name("nodigests");
+    backend.fresh_db(&db).await;
+    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    let mut c = shoal.conn(&backend, Some(&db)).await;
+    c.query_drop("SELECT 1").await.unwrap();
+    let (code, _, msg) = shoal_tests::server_error(c.query_drop("SHOW SHOAL QUERIES").await);
+    assert_eq!(code, 1289, "{msg}");
+    // The relay path still serves.
+    assert_eq!(
+        text_rows(&mut c, "SELECT 2").await,
+        vec![vec![Some("2".into())]]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

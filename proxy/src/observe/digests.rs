@@ -253,7 +253,7 @@ impl crate::session::Session {
             return Err(crate::error::Error::reply(
                 1289,
                 b"HY000",
-                "query digests are off (server.digests: false)",
+                "query digests are off (they need server.admin_listen, and server.digests not false)",
             ));
         };
         match what {
