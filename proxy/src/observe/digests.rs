@@ -347,7 +347,10 @@ mod tests {
         assert_eq!(top.len(), 4, "{top:?}");
         let other = top.iter().find(|e| e.text == "(other)").expect("other");
         assert_eq!(other.count, 2);
-        let a = top.iter().find(|e| e.text == "SELECT ?i FROM a").expect("a");
+        let a = top
+            .iter()
+            .find(|e| e.text == "SELECT ?i FROM a")
+            .expect("a");
         assert_eq!(a.count, 2);
         d.reset();
         d.record(&stmt("SELECT 1 FROM z", 1));

@@ -227,7 +227,6 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         routing,
         mark: crate::observe::Mark::default(),
     };
-    let metrics = session.shared.observe.metrics.is_some();
     match session.login(connection_id).await {
         Ok(()) => {
             if let Some(m) = &session.shared.observe.metrics {
@@ -252,7 +251,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         }
         Err(e) => {
             debug!(connection_id, error = %e, "login failed");
-            if metrics && let Some(m) = &session.shared.observe.metrics {
+            if let Some(m) = &session.shared.observe.metrics {
                 m.refused(crate::observe::metrics::Refusal::of_login_error(&e));
             }
         }
