@@ -268,6 +268,30 @@ async fn prometheus_scrapes_statements_by_route_and_backend_latency() {
     assert_eq!(single[3].as_deref(), Some(SINGLE.to_string().as_str()));
     assert_eq!(single[1].as_deref(), Some("shop"));
     assert_eq!(single[2].as_deref(), Some("app"));
+    assert_eq!(
+        single[6].as_deref(),
+        Some(SINGLE.to_string().as_str()),
+        "rows: {single:?}"
+    );
+    let scatter = rows
+        .iter()
+        .find(|r| r[11].as_deref() == Some("SELECT COUNT ( * ) FROM stock"))
+        .unwrap_or_else(|| panic!("no digest for the scatter reads: {rows:?}"));
+    assert_eq!(scatter[3].as_deref(), Some(SCATTER.to_string().as_str()));
+    // One merged row each, from all four datanodes.
+    assert_eq!(scatter[6].as_deref(), Some(SCATTER.to_string().as_str()));
+    assert_eq!(
+        scatter[8].as_deref(),
+        Some("dn1,dn2,dn3,dn4"),
+        "{scatter:?}"
+    );
+    c.query_drop("RESET SHOAL QUERIES").await.unwrap();
+    let rows = text_rows(&mut c, "SHOW SHOAL QUERIES").await;
+    assert!(
+        rows.iter()
+            .all(|r| r[11].as_deref() != Some("SELECT COUNT ( * ) FROM stock")),
+        "after RESET: {rows:?}"
+    );
 
     // The slow log: a slow statement, not a fast one.
     c.query_drop("SELECT SLEEP(0.2)").await.unwrap();
@@ -327,6 +351,24 @@ async fn digests_count_shapes_and_reset_forgets_them_in_quick_mode() {
     let rows = text_rows(&mut c, "SHOW SHOAL QUERIES").await;
     assert!(find(&rows).is_none(), "after RESET: {rows:?}");
     assert!(rows.len() <= 1, "only RESET itself may be left: {rows:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_metrics_serves_the_live_state_only() {
+    let backend = shoal_tests::shared_backend();
+    let db = unique_name("nometrics");
+    backend.fresh_db(&db).await;
+    let admin = format!("127.0.0.1:{}", free_port());
+    let shoal = ShoalProcess::quick(&backend, &db, &["--admin-listen", &admin, "--no-metrics"]);
+    let mut c = shoal.conn(&backend, Some(&db)).await;
+    c.query_drop("SELECT 1").await.unwrap();
+    let (status, metrics) = http_get(&admin, "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(!metrics.contains("shoal_statements_total"), "{metrics}");
+    assert!(
+        metric_value(&metrics, "shoal_pool_connections", &[("state", "busy")]) >= 1.0,
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

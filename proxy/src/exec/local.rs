@@ -127,6 +127,7 @@ impl Session {
         self.diag.known = true;
         self.diag.row_count = -1;
         self.diag.found_rows = n;
+        self.mark.rows += n;
         Ok(())
     }
 

@@ -323,6 +323,7 @@ impl Session {
         self.diag.known = true;
         self.diag.row_count = -1;
         self.diag.found_rows = sent;
+        self.mark.rows += sent;
         self.flush_client().await
     }
 
