@@ -205,6 +205,28 @@ impl Metrics {
     }
 }
 
+/// Counts a logged-in session in `shoal_client_connections` while it lives (dropped when the
+/// session ends, a panic included).
+pub struct OpenSession(Option<Arc<Shared>>);
+
+impl OpenSession {
+    pub fn new(shared: &Arc<Shared>) -> OpenSession {
+        let Some(m) = &shared.observe.metrics else {
+            return OpenSession(None);
+        };
+        m.current.fetch_add(1, Relaxed);
+        OpenSession(Some(shared.clone()))
+    }
+}
+
+impl Drop for OpenSession {
+    fn drop(&mut self) {
+        if let Some(m) = self.0.as_ref().and_then(|s| s.observe.metrics.as_ref()) {
+            m.current.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
 /// Builds the registry `/metrics` encodes: one collector over everything.
 pub fn registry(shared: Arc<Shared>) -> Registry {
     let mut r = Registry::with_prefix("shoal");

@@ -229,9 +229,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
     };
     match session.login(connection_id).await {
         Ok(()) => {
-            if let Some(m) = &session.shared.observe.metrics {
-                m.current.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
+            let _open = crate::observe::metrics::OpenSession::new(&session.shared);
             debug!(connection_id, user = %session.user, "client logged in");
             *session
                 .handle
@@ -244,9 +242,6 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
                 .register(connection_id, session.handle.clone());
             if let Err(e) = session.command_loop().await {
                 debug!(connection_id, error = %e, "session ended with error");
-            }
-            if let Some(m) = &session.shared.observe.metrics {
-                m.current.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
         Err(e) => {
