@@ -263,6 +263,8 @@ pub struct ProxyConfig {
     /// every statement to `backend` (quick mode, and config files with one datanode and no
     /// listed tables).
     pub routing: Option<Arc<Routing>>,
+    /// Admin listener, metrics, digests and slow log (`server.*`; see `observe`).
+    pub observe: crate::observe::ObserveConfig,
 }
 
 impl ProxyConfig {
@@ -295,6 +297,12 @@ impl ProxyConfig {
             only_mapped_schemas: false,
             relay_names: None,
             routing: None,
+            observe: crate::observe::ObserveConfig {
+                admin_listen: None,
+                metrics: true,
+                digests: true,
+                slow_log: None,
+            },
         }
     }
 

@@ -257,6 +257,12 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
         required: t.required,
     });
     cfg.rsa_private_key = server.rsa.as_ref().map(|r| r.private_key.clone());
+    cfg.observe = crate::observe::ObserveConfig {
+        admin_listen: server.admin_listen.clone(),
+        metrics: server.metrics,
+        digests: server.digests,
+        slow_log: server.slow_log.clone(),
+    };
     Ok(cfg)
 }
 

@@ -10,6 +10,7 @@ pub mod error;
 pub mod exec;
 pub mod fuzzing;
 pub mod merge;
+pub mod observe;
 pub mod reload;
 pub mod runtime;
 pub mod server;

@@ -84,6 +84,12 @@ struct Cli {
     /// RSA private key (PEM) for caching_sha2_password over plain TCP [default: generated at start].
     #[arg(long)]
     rsa_key: Option<String>,
+    /// Admin HTTP listener (/metrics, /health, /ready), as ip:port [default: server.admin_listen, else off].
+    #[arg(long)]
+    admin_listen: Option<String>,
+    /// Do not count statements for /metrics (the live state is still served) [default: server.metrics].
+    #[arg(long)]
+    no_metrics: bool,
 }
 
 #[derive(Debug, Clone, clap::Subcommand)]
@@ -225,6 +231,15 @@ fn build_config(cli: &Cli) -> Result<(ProxyConfig, Option<Topology>), String> {
     }
     if let Some(k) = &cli.rsa_key {
         config.rsa_private_key = Some(k.clone());
+    }
+    if let Some(a) = &cli.admin_listen {
+        if a.parse::<std::net::SocketAddr>().is_err() {
+            return Err(format!("--admin-listen {a:?} is not ip:port"));
+        }
+        config.observe.admin_listen = Some(a.clone());
+    }
+    if cli.no_metrics {
+        config.observe.metrics = false;
     }
     Ok((config, topology))
 }

@@ -108,13 +108,15 @@ fn reload_from(shared: &Shared, reloader: &Reloader) -> Result<ReloadSummary> {
         .unwrap_or_default();
     let users_changed = old.config.users != config.users;
     let version = old.version + 1;
-    let new = Arc::new(Runtime::build(
+    let mut new = Runtime::build(
         config,
         Some(Arc::new(topology)),
         &shared.server_version,
         version,
         Some(&old),
-    ));
+    );
+    new.observe(&shared.observe);
+    let new = Arc::new(new);
     shared.runtime.store(new.clone());
     if users_changed {
         // Cached caching_sha2 hashes are of the old passwords.
@@ -175,6 +177,12 @@ pub fn check(
     }
     if old.server.xa != new.server.xa {
         return Err(format!("server.xa changed: {RESTART}"));
+    }
+    // The admin listener is bound, and the metrics, digests and slow log set up, at start.
+    if old_cfg.observe != new_cfg.observe {
+        return Err(format!(
+            "server.admin_listen, metrics, digests or slow_log changed: {RESTART}"
+        ));
     }
     if old.server.log_level != new.server.log_level {
         return Err(format!("server.log_level changed: {RESTART}"));

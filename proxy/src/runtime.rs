@@ -31,9 +31,20 @@ pub struct Runtime {
     /// 1 at start, +1 per successful reload.
     pub version: u64,
     pub loaded_at: SystemTime,
+    /// The metrics histograms labelled by this configuration's schemas, datanodes and servers
+    /// (`None` when metrics are off).
+    pub slots: Option<crate::observe::metrics::Slots>,
 }
 
 impl Runtime {
+    /// Gives this snapshot its metrics slots (before it is shared).
+    pub fn observe(&mut self, o: &crate::observe::Observer) {
+        if let Some(m) = &o.metrics {
+            let addrs = crate::observe::metrics::server_addresses(self);
+            self.slots = Some(m.slots(&self.config, &addrs));
+        }
+    }
+
     /// Builds the pools and servers of `config`. Servers of `old` whose endpoint, credentials,
     /// TLS and pool settings are unchanged keep their pool (and its connections), their health
     /// and, for a datahost's current primary, a followed failover.
@@ -99,6 +110,7 @@ impl Runtime {
             backends: Arc::new(backends),
             version,
             loaded_at: SystemTime::now(),
+            slots: None,
         }
     }
 }

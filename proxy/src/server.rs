@@ -50,6 +50,8 @@ pub(crate) fn check_backend_tls(config: &ProxyConfig) -> std::io::Result<()> {
 /// A bound, not yet running proxy (binding first lets callers learn the port).
 pub struct Proxy {
     listener: TcpListener,
+    /// `server.admin_listen`, bound with the main listener (a bad address stops the start).
+    admin: Option<TcpListener>,
     shared: Arc<Shared>,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -70,6 +72,13 @@ impl Proxy {
     ) -> std::io::Result<Proxy> {
         let topology = topology.map(Arc::new);
         let listener = TcpListener::bind(&config.listen).await?;
+        let admin =
+            match &config.observe.admin_listen {
+                Some(a) => Some(TcpListener::bind(a).await.map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("admin_listen {a}: {e}"))
+                })?),
+                None => None,
+            };
         check_backend_tls(&config)?;
         let spec = config.backend.clone();
         let (version, backend_caps, default_sql_mode) = match BackendConn::connect(
@@ -153,9 +162,11 @@ impl Proxy {
             }
             None => crate::xa::Xa::new(0, None, Duration::from_secs(10), Duration::from_secs(30)),
         };
+        let observe = crate::observe::Observer::new(&config)?;
         // With the router: one pool per server (primary and replicas) of each datahost; the
         // relay-only path uses the pool of its one datanode.
-        let runtime = Runtime::build(config, topology, &version, 1, None);
+        let mut runtime = Runtime::build(config, topology, &version, 1, None);
+        runtime.observe(&observe);
         let shared = Arc::new(Shared {
             runtime: ArcSwap::from_pointee(runtime),
             reloader,
@@ -173,9 +184,12 @@ impl Proxy {
             user_conns: Default::default(),
             sha2_cache: Default::default(),
             xa: Arc::new(xa),
+            observe,
+            started: std::time::Instant::now(),
         });
         Ok(Proxy {
             listener,
+            admin,
             shared,
             shutdown_tx,
         })
@@ -195,12 +209,16 @@ impl Proxy {
     pub async fn run(self) {
         let Proxy {
             listener,
+            admin,
             shared,
             shutdown_tx,
         } = self;
         let rt = shared.runtime.load_full();
         let cfg = rt.config.clone();
         crate::reload::start_tasks(&shared, &rt, None);
+        if let Some(admin) = admin {
+            tokio::spawn(crate::observe::http::serve(admin, shared.clone()));
+        }
         // Recovery of XA transactions left prepared (by this process before a crash, or by
         // another): only where some schema commits through XA.
         if cfg.routing.as_ref().is_some_and(|r| {
@@ -261,6 +279,9 @@ impl Proxy {
                 }
             };
             let id = next_id.fetch_add(1, Ordering::Relaxed);
+            if let Some(m) = &shared.observe.metrics {
+                m.accepted.fetch_add(1, Ordering::Relaxed);
+            }
             let limit = shared.runtime.load().config.max_connections;
             match SessionSlot::take(&live, limit) {
                 Some(permit) => {
@@ -276,6 +297,9 @@ impl Proxy {
                     });
                 }
                 None => {
+                    if let Some(m) = &shared.observe.metrics {
+                        m.refused(crate::observe::metrics::Refusal::MaxConnections);
+                    }
                     warn!(%peer, max_connections = limit, "refusing client: too many connections");
                     tokio::spawn(refuse(stream));
                 }

@@ -350,6 +350,21 @@ fn bad_ranges_and_values() {
         &["server.listen"],
     );
     check(
+        "users:",
+        "server: { admin_listen: \"localhost:9066\" }\nusers:",
+        &["server.admin_listen", "not ip:port"],
+    );
+    check(
+        "users:",
+        "server: { slow_log: { threshold: 100ms, file: \"\" } }\nusers:",
+        &["server.slow_log.file"],
+    );
+    check(
+        "users:",
+        "server: { slow_log: { file: /tmp/slow.log } }\nusers:",
+        &["threshold"],
+    );
+    check(
         "schemas: [shop]",
         "schemas: []",
         &["users[0].schemas", "at least one"],

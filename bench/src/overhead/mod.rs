@@ -53,7 +53,8 @@ pub struct OverheadArgs {
     pub workloads: Vec<String>,
     /// Targets to measure, in the order of the first round: direct, haproxy, shoal (quick mode),
     /// shoal-config (Shoal with the sysbench tables sharded by id over 4 datanodes), shoal-tls
-    /// (quick mode with TLS to clients, sysbench connecting with `--mysql-ssl=on`).
+    /// (quick mode with TLS to clients, sysbench connecting with `--mysql-ssl=on`),
+    /// shoal-metrics (quick mode with `--admin-listen`: metrics and query digests counted).
     #[arg(long, value_delimiter = ',', default_value = "direct,haproxy,shoal")]
     pub targets: Vec<String>,
     /// Another endpoint to measure beside them, `NAME=HOST:PORT[:PID]` (repeatable): a proxy you
@@ -188,7 +189,14 @@ impl ExternalTarget {
     }
 }
 
-const BUILT_IN: [&str; 5] = ["direct", "haproxy", "shoal", "shoal-config", "shoal-tls"];
+const BUILT_IN: [&str; 6] = [
+    "direct",
+    "haproxy",
+    "shoal",
+    "shoal-config",
+    "shoal-tls",
+    "shoal-metrics",
+];
 
 /// Datanodes of the `shoal-config` target.
 const SHARDED_DATANODES: usize = 4;
@@ -329,6 +337,15 @@ fn measure(
                 let shoal = targets::start_shoal(&work_dir, bin, &url, &args.shoal_args, tls)?;
                 proxies.push((name.into(), shoal));
             }
+        }
+        if args.targets.iter().any(|t| t == "shoal-metrics") {
+            // Quick mode with the admin listener: metrics and query digests counted (the
+            // cost of observation, against the `shoal` target).
+            let port = targets::free_port()?;
+            let mut extra = args.shoal_args.clone();
+            extra.extend(["--admin-listen".to_string(), format!("127.0.0.1:{port}")]);
+            let shoal = targets::start_shoal(&work_dir, bin, &url, &extra, false)?;
+            proxies.push(("shoal-metrics".into(), shoal));
         }
         if args.targets.iter().any(|t| t == "shoal-config") {
             match start_sharded_shoal(args, cluster, bin, &work_dir, rt) {

@@ -7,7 +7,7 @@
 //! depend on, so a response can always be forwarded byte for byte.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use tracing::{debug, warn};
 use crate::backend::conn::{BackendConn, wire_capabilities};
 use crate::config::{BackendSpec, PoolSettings};
 use crate::error::{Error, Result};
+use crate::observe::metrics::AtomicHistogram;
 
 /// What a session would like the connection it acquires to look like.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +58,22 @@ pub struct BackendPool {
     /// A reload removed this server: no new checkouts, connections closed as they come back
     /// (see `crate::reload`).
     draining: AtomicBool,
+    /// Connections opened and closed since start, and how long queued acquires waited (for
+    /// `/metrics`).
+    opened: AtomicU64,
+    closed: AtomicU64,
+    acquire_wait: AtomicHistogram,
+}
+
+/// A pool's counts at one moment (`/metrics`).
+#[derive(Debug, Clone, Copy)]
+pub struct PoolStats {
+    pub idle: usize,
+    /// Checked out, or being opened.
+    pub busy: usize,
+    pub waiting: usize,
+    pub opened: u64,
+    pub closed: u64,
 }
 
 /// A connection checked out of a pool. Dropping it without [`PooledConn::release`] closes it
@@ -76,6 +93,7 @@ struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         if self.held {
+            self.pool.closed.fetch_add(1, Ordering::Relaxed);
             self.pool.forget_one();
         }
     }
@@ -147,6 +165,9 @@ impl BackendPool {
             }),
             waiters: AtomicUsize::new(0),
             draining: AtomicBool::new(false),
+            opened: AtomicU64::new(0),
+            closed: AtomicU64::new(0),
+            acquire_wait: AtomicHistogram::default(),
         })
     }
 
@@ -196,6 +217,22 @@ impl BackendPool {
         (s.total, s.idle.len())
     }
 
+    pub fn stats(&self) -> PoolStats {
+        let s = self.state.lock().unwrap();
+        PoolStats {
+            idle: s.idle.len(),
+            busy: s.total.saturating_sub(s.idle.len()),
+            waiting: s.waiting.len(),
+            opened: self.opened.load(Ordering::Relaxed),
+            closed: self.closed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// How long acquires that queued waited.
+    pub fn acquire_wait(&self) -> &AtomicHistogram {
+        &self.acquire_wait
+    }
+
     /// Closes every idle connection (their server went down); returns how many.
     pub fn discard_idle(&self) -> usize {
         let idle: Vec<BackendConn> = {
@@ -205,6 +242,7 @@ impl BackendPool {
             idle
         };
         let n = idle.len();
+        self.closed.fetch_add(n as u64, Ordering::Relaxed);
         drop(idle);
         // Each freed slot may let a waiter open a connection (to wherever it is sent next).
         for _ in 0..n {
@@ -275,6 +313,7 @@ impl BackendPool {
         .await
         {
             Ok(c) => {
+                self.opened.fetch_add(1, Ordering::Relaxed);
                 debug!(
                     backend_id = c.id,
                     thread_id = c.thread_id,
@@ -342,6 +381,7 @@ impl BackendPool {
                 // Full of connections with other wire capabilities: replace one (its slot
                 // is reused: a BackendConn dropped outside a PooledConn frees nothing).
                 drop(s.idle.remove(0));
+                self.closed.fetch_add(1, Ordering::Relaxed);
                 Ok(Handoff::Slot)
             } else {
                 let (tx, rx) = oneshot::channel();
@@ -355,8 +395,11 @@ impl BackendPool {
             Err(mut rx) => {
                 // Sessions holding connections notice `waiters` between commands (idle
                 // ones within their housekeeping tick) and give theirs back.
-                let wait = deadline.saturating_duration_since(Instant::now());
-                match tokio::time::timeout(wait, &mut rx).await {
+                let queued = Instant::now();
+                let wait = deadline.saturating_duration_since(queued);
+                let got = tokio::time::timeout(wait, &mut rx).await;
+                self.acquire_wait.observe(queued.elapsed());
+                match got {
                     Ok(Ok(h)) => h,
                     Ok(Err(_)) => unreachable!("the pool never drops a waiter's sender"),
                     Err(_) => {
@@ -391,10 +434,12 @@ impl BackendPool {
                         "replacing idle backend connection closed by the server"
                     );
                     drop(c);
+                    self.closed.fetch_add(1, Ordering::Relaxed);
                     return self.open(&want).await;
                 }
                 if !c.wire_matches(wire) {
                     drop(c);
+                    self.closed.fetch_add(1, Ordering::Relaxed);
                     return self.open(&want).await;
                 }
                 if c.last_used.elapsed() >= self.settings.validate_after && !c.ping().await {
@@ -403,6 +448,7 @@ impl BackendPool {
                         "replacing idle backend connection that failed ping"
                     );
                     drop(c);
+                    self.closed.fetch_add(1, Ordering::Relaxed);
                     return self.open(&want).await;
                 }
                 Ok(PooledConn {
@@ -431,6 +477,7 @@ impl BackendPool {
         let PooledConn { conn, mut slot } = old;
         slot.held = false;
         drop(conn);
+        self.closed.fetch_add(1, Ordering::Relaxed);
         self.open(&want).await
     }
 
@@ -457,6 +504,8 @@ impl BackendPool {
                 }
                 out
             };
+            self.closed
+                .fetch_add(expired.len() as u64, Ordering::Relaxed);
             if !expired.is_empty() {
                 debug!(count = expired.len(), "closed idle backend connections");
             }

@@ -49,6 +49,14 @@ impl Session {
             }
             LocalAnswer::ShowConfig => self.answer_show_config(reply_seq).await,
             LocalAnswer::ReloadConfig => self.answer_reload(reply_seq).await,
+            LocalAnswer::ShowQueries => {
+                self.answer_digests(crate::observe::digests::DigestStatement::Show, reply_seq)
+                    .await
+            }
+            LocalAnswer::ResetQueries => {
+                self.answer_digests(crate::observe::digests::DigestStatement::Reset, reply_seq)
+                    .await
+            }
             LocalAnswer::SessionValues { columns, row } => {
                 self.answer_session_values(&columns, row, Protocol::Text, reply_seq)
                     .await
@@ -146,6 +154,7 @@ impl Session {
         self.diag.known = true;
         self.diag.row_count = -1;
         self.diag.found_rows = n;
+        self.mark.rows += n;
         Ok(())
     }
 

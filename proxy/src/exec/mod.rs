@@ -316,6 +316,9 @@ impl Session {
                     )
                 }
                 Ok(()) => {
+                    if self.shared.observe.wants_digest() {
+                        self.mark.digest = Some(shoal_router::sql::normalize::digest(text, &toks));
+                    }
                     let diag = diagnostics_tokens(text, &toks);
                     let effects = pinning::token_effects(text, &toks);
                     let plan = diag.is_none().then(|| {
@@ -342,6 +345,7 @@ impl Session {
                 }
             }
         };
+        self.mark.route = plan.as_ref().map(crate::observe::RouteKind::of);
         if let (Some(route), Some(plan)) = (read_route, &plan) {
             (self.conns.want, self.conns.writing) = replica::statement_want(route, plan);
         }
@@ -844,6 +848,8 @@ impl Session {
     ) -> Result<Option<Outcome>> {
         let h = &mut self.conns.held[i];
         let mut seq = reply_seq;
+        // The round trip's time, only when metrics are counted (no clock read otherwise).
+        let timed = self.rt.slots.is_some().then(std::time::Instant::now);
         let errors = self
             .rt
             .config
@@ -867,8 +873,16 @@ impl Session {
         };
         // No `last_used` stamp here: the pool stamps a connection when it is given back, the
         // only time its idle age is read (a clock read per statement was routed-only cost).
+        if let (Some(t), Some(m)) = (timed, &self.rt.slots) {
+            let h = &self.conns.held[i];
+            m.backend(h.dn, h.server, t.elapsed());
+        }
         match result {
             Ok(out) => {
+                self.mark.rows += out.rows;
+                if out.error_code.is_some() {
+                    self.mark.error = out.error_code;
+                }
                 if let Expect::Results { .. } | Expect::CursorResults = expect {
                     self.diag.known = true;
                     self.diag.row_count = if out.error {

@@ -703,6 +703,10 @@ impl Session {
             Some(r) => routing.router.route_kept(r, current, mode, values),
             None => Routed::Plan(routing.router.route_in(current, mode, &stmt.sql, values)),
         };
+        self.mark.route = Some(match &planned {
+            Routed::Kept(_) => crate::observe::RouteKind::Single,
+            Routed::Plan(p) => crate::observe::RouteKind::of(p),
+        });
         // The text is needed again only off the common path (a point read or write routed by
         // the statement's template): its refcount sits in memory this session last touched
         // long ago, a cache miss per execute with many sessions.

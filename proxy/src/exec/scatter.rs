@@ -105,6 +105,8 @@ impl Session {
         if let Some((e, dn)) = failure {
             return Err(self.scatter_broken(&targets, e, Some(dn)));
         }
+        // Each shard's round trip, up to its column definitions (only with metrics on).
+        let sent_at = self.rt.slots.is_some().then(std::time::Instant::now);
         // Column definitions of every shard; a shard's error is the statement's.
         let mut streams: Vec<ResultStream> = place
             .iter()
@@ -114,10 +116,21 @@ impl Session {
         let mut first_err: Option<Error> = None;
         let mut open = vec![false; targets.len()];
         for (k, p) in place.iter().enumerate() {
-            match streams[k]
+            let answer = streams[k]
                 .columns(conn_at(&mut self.conns, &mut extra, *p))
-                .await
-            {
+                .await;
+            if let (Some(t0), Some(m)) = (sent_at, &self.rt.slots) {
+                let dn = targets[k].datanode;
+                let server = match p {
+                    Place::Held(i) => self.conns.held[*i].server,
+                    Place::Extra(_) => self
+                        .rt
+                        .backends
+                        .primary(routing.topology.datanodes[dn].datahost),
+                };
+                m.backend(dn, server, t0.elapsed());
+            }
+            match answer {
                 Ok(defs) => {
                     open[k] = true;
                     columns.push(defs);
@@ -305,6 +318,7 @@ impl Session {
         self.diag.known = true;
         self.diag.row_count = -1;
         self.diag.found_rows = sent;
+        self.mark.rows += sent;
         self.flush_client().await
     }
 

@@ -51,12 +51,17 @@ impl Session {
             sent.push(r);
         }
         let mut out = Vec::with_capacity(targets.len());
+        // Each target's round trip (only with metrics on).
+        let sent_at = self.rt.slots.is_some().then(std::time::Instant::now);
         for (t, sent) in targets.iter().zip(sent) {
             let i = self.conns.touched(t.datanode)?;
             let r = match sent {
                 Ok(()) => read_write_result(&mut self.conns.held[i].conn).await,
                 Err(e) => Err(e),
             };
+            if let (Some(t0), Some(m)) = (sent_at, &self.rt.slots) {
+                m.backend(t.datanode, self.conns.held[i].server, t0.elapsed());
+            }
             if let Ok(d) = &r {
                 let tracked = d.tracked.clone();
                 let lid = (d.last_insert_id != 0).then_some(d.last_insert_id);

@@ -66,6 +66,9 @@ pub struct Shared {
     pub sha2_cache: limits::Sha2Cache,
     /// XA transactions over datanodes: ids, decision log, recovery, counters.
     pub xa: Arc<crate::xa::Xa>,
+    /// Metrics, query digests, slow log (see `observe`).
+    pub observe: crate::observe::Observer,
+    pub started: Instant,
 }
 
 /// How often an idle session wakes to check its idle timeout and whether the pool wants its
@@ -164,6 +167,8 @@ pub struct Session {
     /// command: cloning the shared one per command would write to a counter every session's
     /// commands share.
     routing: Option<Arc<crate::config::Routing>>,
+    /// What the running command did, for `observe` (reset before each command).
+    pub(crate) mark: crate::observe::Mark,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -225,9 +230,11 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         shown_backends: Vec::new(),
         user_slot: None,
         routing,
+        mark: crate::observe::Mark::default(),
     };
     match session.login(connection_id).await {
         Ok(()) => {
+            let _open = crate::observe::metrics::OpenSession::new(&session.shared);
             debug!(connection_id, user = %session.user, "client logged in");
             *session
                 .handle
@@ -244,6 +251,9 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         }
         Err(e) => {
             debug!(connection_id, error = %e, "login failed");
+            if let Some(m) = &session.shared.observe.metrics {
+                m.refused(crate::observe::metrics::Refusal::of_login_error(&e));
+            }
         }
     }
     session.shared.sessions.unregister(connection_id);
@@ -429,6 +439,7 @@ impl Session {
         message: &str,
     ) -> Result<()> {
         let mut s = seq;
+        self.mark.error = Some(code);
         self.client
             .write_packet(&mut s, &err_payload(code, state, message));
         self.client.flush().await.map_err(Error::ClientIo)
@@ -658,22 +669,28 @@ impl Session {
                 return Ok(());
             }
             self.follow_reload().await;
+            let started = last_active;
+            self.mark = crate::observe::Mark::default();
             let result = self.dispatch(cmd, reply_seq).await;
             last_active = Instant::now();
             self.publish_backends();
-            match result {
-                Ok(()) => {}
+            let fatal = match result {
+                Ok(()) => None,
                 Err(e) => {
-                    let fatal = e.ends_session();
                     if let Some((code, state, msg)) = e.as_reply() {
                         let msg = msg.to_string();
                         let state = *state;
                         self.send_error(reply_seq, code, &state, &msg).await?;
                     }
-                    if fatal {
-                        return Err(e);
-                    }
+                    e.ends_session().then_some(e)
                 }
+            };
+            if self.shared.observe.any() {
+                let bytes_in = info.payload_len as u64 + 4 * info.frames as u64;
+                self.observe(cmd, last_active - started, bytes_in);
+            }
+            if let Some(e) = fatal {
+                return Err(e);
             }
         }
     }
@@ -766,6 +783,12 @@ impl Session {
                         return self.answer_show_config(reply_seq).await;
                     }
                     None => {}
+                }
+                if let Some(q) =
+                    crate::observe::digests::digest_statement(&self.client.packet_payload()[1..])
+                {
+                    self.mark.route = Some(crate::observe::RouteKind::Local);
+                    return self.answer_digests(q, reply_seq).await;
                 }
                 let pinning::Effects {
                     leaves_state: sticky,
@@ -958,6 +981,8 @@ impl Session {
         backend.io.write_raw(self.client.frame());
         let mut seq = reply_seq;
         let names = self.rt.config.relay_names.as_deref().map(|n| (n, None));
+        // The round trip's time, only when metrics are counted (no clock read otherwise).
+        let timed = self.rt.slots.is_some().then(Instant::now);
         let result = match backend.io.flush().await {
             Ok(()) => {
                 relay(
@@ -974,6 +999,9 @@ impl Session {
             Err(e) => Err(Error::BackendIo(e)),
         };
         backend.last_used = Instant::now();
+        if let (Some(t), Some(m)) = (timed, &self.rt.slots) {
+            m.backend(0, 0, backend.last_used - t);
+        }
         if limited.is_some() {
             backend.disarm();
         }
@@ -984,6 +1012,10 @@ impl Session {
         }
         match result {
             Ok(out) => {
+                self.mark.rows += out.rows;
+                if out.error_code.is_some() {
+                    self.mark.error = out.error_code;
+                }
                 if let Expect::Results { .. } | Expect::CursorResults = expect {
                     self.diag.known = true;
                     self.diag.on_backend = true;

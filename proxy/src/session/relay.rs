@@ -28,6 +28,8 @@ pub struct Outcome {
     pub status: Option<u16>,
     /// The response ended with an ERR.
     pub error: bool,
+    /// That ERR's code (for metrics).
+    pub error_code: Option<u16>,
     pub tracked: Tracked,
     /// Statement id of a successful COM_STMT_PREPARE.
     pub prepared: Option<u32>,
@@ -78,6 +80,7 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                     let mut s = h.seq;
                     client.write_packet(&mut s, &err_payload(code, &state, message));
                     out.error = true;
+                    out.error_code = Some(code);
                 }
                 Event::Err {
                     code,
@@ -97,6 +100,7 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                         _ => client.write_raw(backend.io.frame()),
                     }
                     out.error = true;
+                    out.error_code = Some(code);
                 }
                 Event::Ok(ok) => {
                     if expect != Expect::Single {

@@ -64,6 +64,8 @@ pub struct PacketStream<S> {
     consumed: usize,
     /// Largest logical packet accepted by `next_packet` (client `max_allowed_packet`).
     max_packet: usize,
+    /// Bytes written out since [`Self::take_written`] last asked (for metrics).
+    written: u64,
 }
 
 fn eof() -> io::Error {
@@ -86,6 +88,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             wbuf: BytesMut::with_capacity(READ_CHUNK),
             consumed: 0,
             max_packet,
+            written: 0,
         }
     }
 
@@ -269,6 +272,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         }
     }
 
+    /// Bytes written out since the last call.
+    pub fn take_written(&mut self) -> u64 {
+        std::mem::take(&mut self.written)
+    }
+
     pub fn pending_write(&self) -> usize {
         self.wbuf.len()
     }
@@ -276,6 +284,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     /// Writes out everything buffered.
     pub async fn flush(&mut self) -> io::Result<()> {
         if !self.wbuf.is_empty() {
+            self.written += self.wbuf.len() as u64;
             self.stream.write_all(&self.wbuf).await?;
             self.wbuf.clear();
             // A TLS stream may keep the last records after accepting all bytes (when the

@@ -98,6 +98,33 @@ pub struct ServerConfig {
     /// XA transactions over datanodes: where decisions are logged, how recovery runs.
     #[serde(default)]
     pub xa: XaConfig,
+    /// `host:port` of the admin HTTP listener (`/metrics`, `/health`, `/ready`); off without.
+    #[serde(default)]
+    pub admin_listen: Option<String>,
+    /// Whether statements are counted for `/metrics` (only with `admin_listen`; default on).
+    #[serde(default = "default_true")]
+    pub metrics: bool,
+    /// Whether statements are grouped into query digests (`SHOW SHOAL QUERIES`); default on.
+    #[serde(default = "default_true")]
+    pub digests: bool,
+    /// Statements slower than a threshold are logged; off without.
+    #[serde(default)]
+    pub slow_log: Option<SlowLogConfig>,
+}
+
+/// `server.slow_log:` statements that took at least `threshold` are logged, one line each, to
+/// `file` (appended) or, without it, as `tracing` events at target `shoal::slow`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SlowLogConfig {
+    #[serde(with = "de::duration")]
+    pub threshold: Duration,
+    #[serde(default)]
+    pub file: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// `server.xa:` the commit decision log and recovery of XA transactions over datanodes
@@ -170,6 +197,10 @@ impl Default for ServerConfig {
             tls: None,
             rsa: None,
             xa: XaConfig::default(),
+            admin_listen: None,
+            metrics: true,
+            digests: true,
+            slow_log: None,
         }
     }
 }

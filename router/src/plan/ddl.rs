@@ -603,6 +603,9 @@ pub(crate) fn plan_show(topo: &Topology, current: Option<&str>, text: &Text) -> 
     if !full && kw(sql, toks, i, "SHOAL") && kw(sql, toks, i + 1, "CONFIG") {
         return RoutePlan::Local(LocalAnswer::ShowConfig);
     }
+    if !full && kw(sql, toks, i, "SHOAL") && kw(sql, toks, i + 1, "QUERIES") {
+        return RoutePlan::Local(LocalAnswer::ShowQueries);
+    }
     if let Some(parsed) = show::parse(sql, toks, current) {
         return match parsed {
             Ok(s) => show_from_catalog(topo, text, s),

@@ -217,6 +217,8 @@ fn local(l: &LocalAnswer) -> String {
         LocalAnswer::ShowXa => "show shoal xa".to_string(),
         LocalAnswer::ShowConfig => "show shoal config".to_string(),
         LocalAnswer::ReloadConfig => "reload shoal config".to_string(),
+        LocalAnswer::ShowQueries => "show shoal queries".to_string(),
+        LocalAnswer::ResetQueries => "reset shoal queries".to_string(),
         LocalAnswer::Catalog { sql, .. } => format!("catalog: {sql}"),
     }
 }

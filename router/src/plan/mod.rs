@@ -458,6 +458,10 @@ pub enum LocalAnswer {
     ShowConfig,
     /// `RELOAD SHOAL CONFIG`: read the configuration file again and apply it.
     ReloadConfig,
+    /// `SHOW SHOAL QUERIES`: the query digests of this process, by total time.
+    ShowQueries,
+    /// `RESET SHOAL QUERIES`: forgets the query digests.
+    ResetQueries,
     /// A SELECT over `information_schema` tables only (the client's own, or the one a SHOW
     /// statement stands for), answered over the logical catalog: every logical table once,
     /// under its logical schema and name, physical ones never. `sql` names each table as

@@ -56,36 +56,92 @@ fn build(sql: &str, toks: &[Token], prefix: Option<&str>, mode: SqlMode) -> Shap
     let mut slot_tokens = Vec::new();
     let mut slot_of_token = vec![NO_SLOT; toks.len()];
     let mut param_tokens = Vec::new();
-    for (i, t) in toks.iter().enumerate() {
-        if i > 0 && !glued(&toks[i - 1], t) {
-            key.push(' ');
-        }
-        let liftable = t.is_value_literal()
-            && slot_tokens.len() < (NO_SLOT as usize - 1)
-            && !is_string_run(toks, i)
-            && !after_introducer(sql, toks, i);
-        if liftable {
-            slot_of_token[i] = slot_tokens.len() as u16;
+    render(sql, toks, &mut key, |i, slot| match slot {
+        Some(n) => {
+            slot_of_token[i] = n;
             slot_tokens.push(i as u32);
-            key.push_str(match t.kind {
-                TokKind::Int => "?i",
-                TokKind::Decimal => "?n",
-                TokKind::Str => "?s",
-                _ => "?q",
-            });
-        } else if t.kind == TokKind::Placeholder {
-            param_tokens.push(i as u32);
-            key.push('?');
-        } else {
-            key.push_str(t.text(sql));
         }
-    }
+        None => param_tokens.push(i as u32),
+    });
     Shape {
         key,
         slot_tokens,
         slot_of_token,
         param_tokens,
     }
+}
+
+/// Where a shape's rendering goes: the plan cache's key, or a query digest's hash.
+trait KeyOut {
+    fn put(&mut self, s: &str);
+}
+
+impl KeyOut for String {
+    fn put(&mut self, s: &str) {
+        self.push_str(s);
+    }
+}
+
+struct HashOut(foldhash::quality::FoldHasher<'static>);
+
+impl KeyOut for HashOut {
+    fn put(&mut self, s: &str) {
+        std::hash::Hasher::write(&mut self.0, s.as_bytes());
+    }
+}
+
+/// The one rendering of a statement's shape (see [`Shape::key`]): written to `out`, with
+/// `lifted(token index, Some(slot))` for each lifted literal and `lifted(index, None)` for each
+/// `?` placeholder.
+fn render(
+    sql: &str,
+    toks: &[Token],
+    out: &mut impl KeyOut,
+    mut lifted: impl FnMut(usize, Option<u16>),
+) {
+    let mut slots = 0usize;
+    for (i, t) in toks.iter().enumerate() {
+        if i > 0 && !glued(&toks[i - 1], t) {
+            out.put(" ");
+        }
+        let liftable = t.is_value_literal()
+            && slots < (NO_SLOT as usize - 1)
+            && !is_string_run(toks, i)
+            && !after_introducer(sql, toks, i);
+        if liftable {
+            lifted(i, Some(slots as u16));
+            slots += 1;
+            out.put(match t.kind {
+                TokKind::Int => "?i",
+                TokKind::Decimal => "?n",
+                TokKind::Str => "?s",
+                _ => "?q",
+            });
+        } else if t.kind == TokKind::Placeholder {
+            lifted(i, None);
+            out.put("?");
+        } else {
+            out.put(t.text(sql));
+        }
+    }
+}
+
+/// A query digest's id: the hash of the statement's shape (the plan cache's rendering, without
+/// schema and sql_mode), computed without building the text. Statements that differ only in
+/// literal values share it; the same statement always gets the same one (a fixed seed).
+pub fn digest(sql: &str, toks: &[Token]) -> u64 {
+    static SEED: foldhash::quality::FixedState = foldhash::quality::FixedState::with_seed(0x5348);
+    let mut h = HashOut(std::hash::BuildHasher::build_hasher(&SEED));
+    render(sql, toks, &mut h, |_, _| {});
+    std::hash::Hasher::finish(&h.0)
+}
+
+/// A query digest's text: the shape [`digest`] hashes (literals shown as `?i`, `?n`, `?s`,
+/// `?q`).
+pub fn digest_text(sql: &str, toks: &[Token]) -> String {
+    let mut text = String::with_capacity(sql.len());
+    render(sql, toks, &mut text, |_, _| {});
+    text
 }
 
 fn is_str(t: &Token) -> bool {
@@ -125,6 +181,18 @@ mod tests {
             "SELECT c FROM t WHERE id = ?s"
         );
         assert_ne!(key("SELECT 1.5"), key("SELECT 1"));
+        // A digest is the key's hash: equal shapes, equal digests.
+        let dig = |sql: &str| digest(sql, &tokenize(sql).unwrap());
+        assert_eq!(
+            dig("SELECT c FROM t WHERE id=5"),
+            dig("SELECT c FROM t WHERE id = 6")
+        );
+        assert_ne!(
+            dig("SELECT c FROM t WHERE id=5"),
+            dig("SELECT c FROM t WHERE id='5'")
+        );
+        let text = "SELECT c FROM t WHERE id = 7 /* x */";
+        assert_eq!(digest_text(text, &tokenize(text).unwrap()), key(text));
         assert_ne!(key("SELECT N'x'"), key("SELECT N 'x'"));
         assert_eq!(
             key("SELECT c FROM t WHERE id=?"),

@@ -143,6 +143,22 @@ impl<'a> Builder<'a> {
                 "must be at most 1 year (0 turns it off)",
             ));
         }
+        if let Some(a) = &s.admin_listen
+            && a.parse::<std::net::SocketAddr>().is_err()
+        {
+            return Err(err(
+                "server.admin_listen",
+                format!("{a:?} is not ip:port (e.g. 127.0.0.1:9066)"),
+            ));
+        }
+        if let Some(l) = &s.slow_log {
+            if l.threshold > MAX_QUERY_TIMEOUT {
+                return Err(err("server.slow_log.threshold", "must be at most 1 year"));
+            }
+            if let Some(f) = &l.file {
+                non_empty("server.slow_log.file", f)?;
+            }
+        }
         if let Some(t) = &s.tls {
             non_empty("server.tls.cert", &t.cert)?;
             non_empty("server.tls.key", &t.key)?;
