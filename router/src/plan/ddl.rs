@@ -580,12 +580,6 @@ pub(crate) fn plan_show(topo: &Topology, current: Option<&str>, text: &Text) -> 
     if full {
         i += 1;
     }
-    if !full && kw(sql, toks, i, "SHOAL") && kw(sql, toks, i + 1, "BACKENDS") {
-        return RoutePlan::Local(LocalAnswer::ShowBackends);
-    }
-    if !full && kw(sql, toks, i, "SHOAL") && kw(sql, toks, i + 1, "XA") {
-        return RoutePlan::Local(LocalAnswer::ShowXa);
-    }
     if let Some(parsed) = show::parse(sql, toks, current) {
         return match parsed {
             Ok(s) => show_from_catalog(topo, text, s),

@@ -246,6 +246,13 @@ impl Router {
         toks: &[Token],
         params: &[ParamValue],
     ) -> RoutePlan {
+        // Shoal's own statements, before anything reads them as MariaDB's.
+        if let Some(admin) = crate::sql::admin::admin_tokens(sql, toks) {
+            return match admin {
+                Ok(a) => RoutePlan::Local(LocalAnswer::Admin(a)),
+                Err(e) => RoutePlan::Refuse(e),
+            };
+        }
         let kind = classify_tokens(sql, toks);
         if let Some(e) = namespace::reaches_host(sql, toks) {
             return RoutePlan::Refuse(e);
