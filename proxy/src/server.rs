@@ -188,6 +188,7 @@ impl Proxy {
             user_conns: Default::default(),
             sha2_cache: Default::default(),
             xa: Arc::new(xa),
+            started: std::time::Instant::now(),
         });
         Ok(Proxy {
             listener,

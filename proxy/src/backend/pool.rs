@@ -7,7 +7,7 @@
 //! depend on, so a response can always be forwarded byte for byte.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,6 +54,21 @@ pub struct BackendPool {
     state: Mutex<PoolState>,
     /// `state.waiting.len()`, readable without the lock (sessions check it between commands).
     waiters: AtomicUsize,
+    /// Connections opened and closed since the start (`SHOW SHOAL POOLS`).
+    opened: AtomicU64,
+    closed: AtomicU64,
+}
+
+/// What `SHOW SHOAL POOLS` shows of one pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    pub idle: usize,
+    /// Checked out by sessions (or being opened for one).
+    pub busy: usize,
+    pub waiting: usize,
+    pub opened: u64,
+    pub closed: u64,
+    pub max: usize,
 }
 
 /// A connection checked out of a pool. Dropping it without [`PooledConn::release`] closes it
@@ -73,6 +88,8 @@ struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         if self.held {
+            // Its connection is dropped with it (closed).
+            self.pool.note_closed(1);
             self.pool.forget_one();
         }
     }
@@ -143,6 +160,8 @@ impl BackendPool {
                 waiting: VecDeque::new(),
             }),
             waiters: AtomicUsize::new(0),
+            opened: AtomicU64::new(0),
+            closed: AtomicU64::new(0),
         })
     }
 
@@ -174,6 +193,23 @@ impl BackendPool {
         (s.total, s.idle.len())
     }
 
+    /// The pool's counts now (one lock).
+    pub fn stats(&self) -> PoolStats {
+        let (total, idle) = self.counts();
+        PoolStats {
+            idle,
+            busy: total.saturating_sub(idle),
+            waiting: self.waiters.load(Ordering::Relaxed),
+            opened: self.opened.load(Ordering::Relaxed),
+            closed: self.closed.load(Ordering::Relaxed),
+            max: self.settings.max_size,
+        }
+    }
+
+    fn note_closed(&self, n: usize) {
+        self.closed.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     /// Closes every idle connection (their server went down); returns how many.
     pub fn discard_idle(&self) -> usize {
         let idle: Vec<BackendConn> = {
@@ -183,6 +219,7 @@ impl BackendPool {
             idle
         };
         let n = idle.len();
+        self.note_closed(n);
         drop(idle);
         // Each freed slot may let a waiter open a connection (to wherever it is sent next).
         for _ in 0..n {
@@ -247,6 +284,7 @@ impl BackendPool {
         .await
         {
             Ok(c) => {
+                self.opened.fetch_add(1, Ordering::Relaxed);
                 debug!(
                     backend_id = c.id,
                     thread_id = c.thread_id,
@@ -308,6 +346,7 @@ impl BackendPool {
                 // Full of connections with other wire capabilities: replace one (its slot
                 // is reused: a BackendConn dropped outside a PooledConn frees nothing).
                 drop(s.idle.remove(0));
+                self.note_closed(1);
                 Ok(Handoff::Slot)
             } else {
                 let (tx, rx) = oneshot::channel();
@@ -357,10 +396,12 @@ impl BackendPool {
                         "replacing idle backend connection closed by the server"
                     );
                     drop(c);
+                    self.note_closed(1);
                     return self.open(&want).await;
                 }
                 if !c.wire_matches(wire) {
                     drop(c);
+                    self.note_closed(1);
                     return self.open(&want).await;
                 }
                 if c.last_used.elapsed() >= self.settings.validate_after && !c.ping().await {
@@ -369,6 +410,7 @@ impl BackendPool {
                         "replacing idle backend connection that failed ping"
                     );
                     drop(c);
+                    self.note_closed(1);
                     return self.open(&want).await;
                 }
                 Ok(PooledConn {
@@ -397,6 +439,7 @@ impl BackendPool {
         let PooledConn { conn, mut slot } = old;
         slot.held = false;
         drop(conn);
+        self.note_closed(1);
         self.open(&want).await
     }
 
@@ -421,6 +464,7 @@ impl BackendPool {
                 out
             };
             if !expired.is_empty() {
+                self.note_closed(expired.len());
                 debug!(count = expired.len(), "closed idle backend connections");
             }
             drop(expired);

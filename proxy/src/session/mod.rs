@@ -9,7 +9,9 @@ pub mod kill;
 pub mod limits;
 pub(crate) mod login;
 pub mod pinning;
+pub mod processlist;
 pub mod relay;
+pub(crate) mod admin;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -65,6 +67,8 @@ pub struct Shared {
     pub sha2_cache: limits::Sha2Cache,
     /// XA transactions over datanodes: ids, decision log, recovery, counters.
     pub xa: Arc<crate::xa::Xa>,
+    /// When the proxy started (uptime; the clock of `SHOW SHOAL SESSIONS`).
+    pub started: Instant,
 }
 
 /// How often an idle session wakes to check its idle timeout and whether the pool wants its
@@ -155,6 +159,8 @@ pub struct Session {
     pub(crate) handle: Arc<kill::SessionHandle>,
     /// What `handle.backends` holds (only this session writes it).
     shown_backends: Vec<(usize, u32)>,
+    /// The schema last published in `handle` (compared after each command).
+    shown_schema: Option<String>,
     /// Counts this session against its user's `max_connections`.
     pub(crate) user_slot: Option<limits::UserSlot>,
     /// The session's own handle on the router (`None` in quick mode), taken out for each
@@ -175,10 +181,11 @@ pub(crate) struct Diagnostics {
 
 /// Serves one client connection until it quits, breaks, idles out or the proxy shuts down.
 pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
-    let peer_host = stream
-        .peer_addr()
+    let peer = stream.peer_addr().ok();
+    let peer_host = peer
         .map(|a| a.ip().to_string())
-        .unwrap_or_else(|_| "unknown".into());
+        .unwrap_or_else(|| "unknown".into());
+    let client_addr = peer.map_or_else(|| "unknown".into(), |a| a.to_string());
     let _ = stream.set_nodelay(true);
     let client = PacketStream::new(ClientStream::Plain(stream), shared.config.max_packet);
     let routing = shared.config.routing.clone();
@@ -216,8 +223,9 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         statements: Default::default(),
         sequence_first: None,
         id: connection_id,
-        handle: Arc::new(kill::SessionHandle::default()),
+        handle: Arc::new(kill::SessionHandle::new(client_addr)),
         shown_backends: Vec::new(),
+        shown_schema: None,
         user_slot: None,
         routing,
     };
@@ -229,6 +237,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
                 .user
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()) = session.user.clone();
+            session.publish_end(Instant::now());
             session
                 .shared
                 .sessions
@@ -654,9 +663,11 @@ impl Session {
             if cmd == COM_QUIT {
                 return Ok(());
             }
+            self.publish_begin(cmd, last_active);
             let result = self.dispatch(cmd, reply_seq).await;
             last_active = Instant::now();
             self.publish_backends();
+            self.publish_end(last_active);
             match result {
                 Ok(()) => {}
                 Err(e) => {
@@ -701,6 +712,9 @@ impl Session {
                     kill::parse_kill(&self.client.packet_payload()[1..])
                 {
                     return self.kill(query_only, target, reply_seq).await;
+                }
+                if let Some(done) = self.relay_admin(reply_seq).await {
+                    return done;
                 }
                 let pinning::Effects {
                     leaves_state: sticky,
@@ -770,6 +784,9 @@ impl Session {
             }
             COM_CHANGE_USER => self.change_user(reply_seq).await,
             COM_STMT_PREPARE => {
+                if let Some(refused) = self.prepare_admin() {
+                    return Err(refused);
+                }
                 let out = self.forward(Expect::Prepare, reply_seq).await?;
                 if let Some(Outcome {
                     prepared: Some(id), ..
