@@ -653,6 +653,14 @@ impl Session {
                 }
                 Err(e) => return Err(Error::ClientIo(e)),
             };
+            // Killed while it waited for this command: it does not run (a cheap load).
+            if self
+                .handle
+                .killed
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                return Ok(());
+            }
             let reply_seq = info.last_seq.wrapping_add(1);
             let cmd = self.client.frame().get(4).copied();
             let Some(cmd) = cmd else {
