@@ -36,7 +36,10 @@ const NOT_IN_THIS_BUILD: [&str; 4] = [
 /// garbage after SHOAL is Shoal's own 1064.
 async fn assert_refused_to(c: &mut Conn) {
     for sql in ADMIN_STATEMENTS {
-        for spelled in [sql.to_string(), format!("/* tool */ {} ;", sql.to_lowercase())] {
+        for spelled in [
+            sql.to_string(),
+            format!("/* tool */ {} ;", sql.to_lowercase()),
+        ] {
             let (code, state, msg) = server_error(c.query_drop(&spelled).await);
             assert_eq!((code, state.as_str()), (1227, "42000"), "{spelled}: {msg}");
             assert_eq!(
@@ -259,7 +262,10 @@ async fn sharded_admin_statements_and_kill() {
         .iter()
         .map(|p| format!("{}:{}", p.host, p.port))
         .collect();
-    for (p, (dh, addr)) in pools.iter().zip([("dh0", &servers[0]), ("dh1", &servers[1])]) {
+    for (p, (dh, addr)) in pools
+        .iter()
+        .zip([("dh0", &servers[0]), ("dh1", &servers[1])])
+    {
         let n = |k: &str| p[k].parse::<u64>().unwrap();
         assert_eq!((p["datahost"].as_str(), &p["address"]), (dh, addr), "{p:?}");
         assert_eq!(p["role"], "primary");

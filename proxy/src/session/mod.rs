@@ -5,13 +5,13 @@
 //! it keeps the one it has while it can, gives it back to the pool when the pool is short and
 //! nothing pins it, and replays its state onto whatever connection it gets next.
 
+pub(crate) mod admin;
 pub mod kill;
 pub mod limits;
 pub(crate) mod login;
 pub mod pinning;
 pub mod processlist;
 pub mod relay;
-pub(crate) mod admin;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -152,7 +152,8 @@ pub fn row(
 impl Session {
     /// Milliseconds from the proxy's start to `at`.
     pub(crate) fn proxy_ms(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.shared.started).as_millis() as u64
+        at.saturating_duration_since(self.shared.started)
+            .as_millis() as u64
     }
 
     /// The command in the client's frame starts now (`at`).
@@ -166,8 +167,7 @@ impl Session {
     pub(crate) fn publish_end(&mut self, at: Instant) {
         let holds = if !self.table_locks.is_empty() {
             LOCKED_TABLES
-        } else if self.pins.transaction || self.txn_begin.is_some() || self.conns.in_transaction()
-        {
+        } else if self.pins.transaction || self.txn_begin.is_some() || self.conns.in_transaction() {
             IN_TRANSACTION
         } else {
             IDLE

@@ -157,7 +157,10 @@ mod tests {
             parsed("/* tool */ SHOW /* x */ SHOAL -- c\n VERSION"),
             Some(Ok(A::Version))
         );
-        assert_eq!(parsed("# c\nRELOAD SHOAL CONFIG"), Some(Ok(A::ReloadConfig)));
+        assert_eq!(
+            parsed("# c\nRELOAD SHOAL CONFIG"),
+            Some(Ok(A::ReloadConfig))
+        );
         assert_eq!(parsed("reset shoal queries;"), Some(Ok(A::ResetQueries)));
     }
 
