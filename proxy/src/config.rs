@@ -150,6 +150,9 @@ pub struct User {
     /// Only reads: the classifier refuses anything else with 1290 (config files route such
     /// users' statements through the router, which classifies them).
     pub read_only: bool,
+    /// May run Shoal's administration statements and KILL any session (`users[].admin`; in
+    /// quick mode `--admin`).
+    pub admin: bool,
 }
 
 /// Pool sizing and timing for one datasource.
@@ -265,10 +268,14 @@ pub struct ProxyConfig {
     pub routing: Option<Arc<Routing>>,
     /// Admin listener, metrics, digests and slow log (`server.*`; see `observe`).
     pub observe: crate::observe::ObserveConfig,
+    /// The configuration file this was read from (`None` in quick mode), for
+    /// `SHOW SHOAL VERSION`.
+    pub config_path: Option<String>,
 }
 
 impl ProxyConfig {
-    /// Quick mode: one backend, and its own user/password is the only login.
+    /// Quick mode: one backend, and its own user/password is the only login (not an admin:
+    /// `--admin` makes it one).
     pub fn quick(listen: String, backend: BackendSpec) -> Self {
         let secret = Secret::Plain(backend.password.clone());
         let users = vec![User {
@@ -278,6 +285,7 @@ impl ProxyConfig {
             max_connections: 0,
             schemas: None,
             read_only: false,
+            admin: false,
         }];
         let server = ServerConfig::default();
         ProxyConfig {
@@ -303,11 +311,17 @@ impl ProxyConfig {
                 digests: true,
                 slow_log: None,
             },
+            config_path: None,
         }
     }
 
     pub fn user(&self, name: &str) -> Option<&User> {
         self.users.iter().find(|u| u.name == name)
+    }
+
+    /// Whether `name` may run administration statements.
+    pub fn is_admin(&self, name: &str) -> bool {
+        self.user(name).is_some_and(|u| u.admin)
     }
 
     /// The physical database behind a schema name a client used, or `None` if clients cannot

@@ -130,6 +130,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
                 max_connections: u.max_connections as usize,
                 schemas: Some(u.schemas.clone()),
                 read_only: u.read_only,
+                admin: u.admin,
             }
         })
         .collect();
@@ -349,7 +350,12 @@ pub fn describe(t: &Topology) -> String {
     }
     let _ = writeln!(out, "users:");
     for u in &t.users {
-        let ro = if u.read_only { " (read-only)" } else { "" };
+        let ro = match (u.read_only, u.admin) {
+            (true, true) => " (read-only, admin)",
+            (true, false) => " (read-only)",
+            (false, true) => " (admin)",
+            (false, false) => "",
+        };
         let _ = writeln!(out, "  {}: schemas {}{ro}", u.name, u.schemas.join(", "));
     }
     match passthrough_datanode(t) {

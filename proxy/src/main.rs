@@ -31,6 +31,11 @@ struct Cli {
     /// Configuration file (YAML).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Quick mode: the login user (the backend's) may run Shoal's administration statements
+    /// (SHOW SHOAL ...) and KILL any session; without it they get error 1227. With a config
+    /// file, `users[].admin` says who may.
+    #[arg(long, requires = "backend")]
+    admin: bool,
     /// Validate the configuration, print the topology and exit.
     #[arg(long, requires = "config")]
     check: bool,
@@ -167,7 +172,8 @@ fn init_logging(flag: Option<&str>, from_config: Option<&str>) {
 fn build_config(cli: &Cli) -> Result<(ProxyConfig, Option<Topology>), String> {
     let (mut config, topology) = if let Some(path) = &cli.config {
         let topo = Topology::load(path).map_err(|e| e.to_string())?;
-        let cfg = config_file::proxy_config(&topo, cli.listen.as_deref())?;
+        let mut cfg = config_file::proxy_config(&topo, cli.listen.as_deref())?;
+        cfg.config_path = Some(path.display().to_string());
         (cfg, Some(topo))
     } else {
         let url = cli.backend.as_deref().ok_or(
@@ -178,7 +184,11 @@ fn build_config(cli: &Cli) -> Result<(ProxyConfig, Option<Topology>), String> {
             .listen
             .clone()
             .unwrap_or_else(|| "127.0.0.1:8066".into());
-        (ProxyConfig::quick(listen, backend), None)
+        let mut cfg = ProxyConfig::quick(listen, backend);
+        for u in &mut cfg.users {
+            u.admin = cli.admin;
+        }
+        (cfg, None)
     };
     if let Some(n) = cli.max_connections {
         config.max_connections = n.max(1);

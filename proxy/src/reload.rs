@@ -676,44 +676,5 @@ fn unix_time(t: SystemTime) -> String {
         .map_or_else(|_| "0".into(), |d| format!("{:.3}", d.as_secs_f64()))
 }
 
-/// Shoal's own statements this module answers, as the relay-only path recognises them (the
-/// router plans them on the routed path).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AdminStatement {
-    Reload,
-    ShowConfig,
-}
-
-/// `RELOAD SHOAL CONFIG` or `SHOW SHOAL CONFIG` (any case and spacing, an optional `;`).
-/// Cheap for everything else: the relay path asks it of every query.
-pub fn admin_statement(sql: &[u8]) -> Option<AdminStatement> {
-    let head = sql.trim_ascii_start();
-    let first = head.first()?.to_ascii_uppercase();
-    if first != b'R' && first != b'S' {
-        return None;
-    }
-    if head.len() < 17 || head.len() > 64 {
-        return None;
-    }
-    let s = head.trim_ascii_end();
-    let s = s.strip_suffix(b";").unwrap_or(s);
-    let mut words = s
-        .split(|b| b.is_ascii_whitespace())
-        .filter(|w| !w.is_empty());
-    let verb = words.next()?;
-    let which = if verb.eq_ignore_ascii_case(b"RELOAD") {
-        AdminStatement::Reload
-    } else if verb.eq_ignore_ascii_case(b"SHOW") {
-        AdminStatement::ShowConfig
-    } else {
-        return None;
-    };
-    let rest: [&[u8]; 2] = [words.next()?, words.next()?];
-    (words.next().is_none()
-        && rest[0].eq_ignore_ascii_case(b"SHOAL")
-        && rest[1].eq_ignore_ascii_case(b"CONFIG"))
-    .then_some(which)
-}
-
 #[cfg(test)]
 mod tests;

@@ -320,6 +320,16 @@ fn duplicates_are_errors() {
         "users:\n  - { name: app, schemas: [shop] }\n  - { name: app, schemas: [shop] }",
         &["users[1].name", "duplicate user"],
     );
+    check(
+        "users:\n  - { name: app, password: pw, schemas: [shop] }",
+        "users:\n  - { name: app, schemas: [shop], admin: true }",
+        &["users[0].admin", "an admin user needs a password"],
+    );
+    check(
+        "users:\n  - { name: app, password: pw, schemas: [shop] }",
+        "users:\n  - { name: app, password: pw, schemas: [shop], admin: yes please }",
+        &["admin"],
+    );
 }
 
 #[test]

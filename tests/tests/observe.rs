@@ -159,7 +159,7 @@ async fn prometheus_scrapes_statements_by_route_and_backend_latency() {
     let slow = scratch_dir().join(format!("{}.log", unique_name("slow")));
     let (_cluster, shoal) = shoal_tests::two_servers_and_shoal(
         &["a", "b"],
-        shoal_tests::APP_USER,
+        "  - { name: app, password: app-secret, schemas: [shop], admin: true }\n",
         &layout(&admin, &slow),
         "observe",
     )
@@ -320,7 +320,7 @@ async fn digests_count_shapes_and_reset_forgets_them_in_quick_mode() {
     backend.fresh_db(&db).await;
     // Digests are kept while the admin listener is on.
     let admin = format!("127.0.0.1:{}", free_port());
-    let shoal = ShoalProcess::quick(&backend, &db, &["--admin-listen", &admin]);
+    let shoal = ShoalProcess::quick(&backend, &db, &["--admin", "--admin-listen", &admin]);
     let mut c = shoal.conn(&backend, Some(&db)).await;
     c.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
         .await
@@ -359,7 +359,11 @@ async fn no_metrics_serves_the_live_state_only() {
     let db = unique_name("nometrics");
     backend.fresh_db(&db).await;
     let admin = format!("127.0.0.1:{}", free_port());
-    let shoal = ShoalProcess::quick(&backend, &db, &["--admin-listen", &admin, "--no-metrics"]);
+    let shoal = ShoalProcess::quick(
+        &backend,
+        &db,
+        &["--admin", "--admin-listen", &admin, "--no-metrics"],
+    );
     let mut c = shoal.conn(&backend, Some(&db)).await;
     c.query_drop("SELECT 1").await.unwrap();
     let (status, metrics) = http_get(&admin, "/metrics").await;
@@ -376,7 +380,7 @@ async fn without_the_admin_listener_digests_are_off() {
     let backend = shoal_tests::shared_backend();
     let db = unique_name("nodigests");
     backend.fresh_db(&db).await;
-    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    let shoal = ShoalProcess::quick(&backend, &db, &["--admin"]);
     let mut c = shoal.conn(&backend, Some(&db)).await;
     c.query_drop("SELECT 1").await.unwrap();
     let (code, _, msg) = shoal_tests::server_error(c.query_drop("SHOW SHOAL QUERIES").await);
@@ -394,7 +398,7 @@ async fn health_and_ready_follow_the_backend() {
     let db = unique_name("ready");
     backend.fresh_db(&db).await;
     let admin = format!("127.0.0.1:{}", free_port());
-    let shoal = ShoalProcess::quick(&backend, &db, &["--admin-listen", &admin]);
+    let shoal = ShoalProcess::quick(&backend, &db, &["--admin", "--admin-listen", &admin]);
     let mut c = shoal.conn(&backend, Some(&db)).await;
     c.query_drop("SELECT 1").await.unwrap();
     assert_eq!(http_get(&admin, "/health").await.0, 200);

@@ -33,7 +33,7 @@ async fn start_cluster(primaries: usize, replicas: usize) -> Cluster {
 fn write_config(cluster: &Cluster, extra: &str) -> PathBuf {
     let (u, pw) = (cluster.user(), cluster.password());
     let mut text = String::from(
-        "users:\n  - { name: app, password: app-secret, schemas: [shop] }\ndatahosts:\n",
+        "users:\n  - { name: app, password: app-secret, schemas: [shop], admin: true }\ndatahosts:\n",
     );
     let insts = cluster.instances();
     for (k, p) in cluster.primaries().iter().enumerate() {

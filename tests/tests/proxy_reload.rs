@@ -41,7 +41,7 @@ fn config_text(cluster: &Cluster, v: &Version) -> String {
     let addr = |i: usize| format!("\"{}:{}\"", inst[i].host, inst[i].port);
     let (u, pw) = (cluster.user(), cluster.password());
     let mut text = format!(
-        "users:\n  - {{ name: app, password: app-secret, schemas: [{DB}] }}\n{}datahosts:\n",
+        "users:\n  - {{ name: app, password: app-secret, schemas: [{DB}], admin: true }}\n{}datahosts:\n",
         v.more_users
     );
     for (k, replicas) in v.replicas.iter().enumerate() {
@@ -326,6 +326,13 @@ async fn reload_under_sysbench_adds_a_replica_and_users_without_dropping_anythin
         assert!(log.contains(change), "the log should say {change}:\n{log}");
     }
     let mut bob = client_as(&shoal, "bob", "bob-secret").await;
+    // bob is no admin: the reload statement and the running config are not his.
+    for sql in ["RELOAD SHOAL CONFIG", "SHOW SHOAL CONFIG"] {
+        match bob.query_drop(sql).await {
+            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1227, "{sql}: {}", e.message),
+            other => panic!("{sql} by a non-admin: {other:?}"),
+        }
+    }
     let r1_addr = addr(&cluster, r1);
     let a1 = &r1_addr;
     wait_until("the new replica up", s, move || async move {
@@ -604,7 +611,7 @@ async fn quick_mode_shows_its_config_and_has_nothing_to_reload() {
     let backend = shoal_tests::shared_backend();
     let db = unique_name("reload_quick");
     backend.fresh_db(&db).await;
-    let shoal = ShoalProcess::quick(&backend, &db, &[]);
+    let shoal = ShoalProcess::quick(&backend, &db, &["--admin"]);
     let mut c = Conn::new(shoal.opts(&backend, Some(&db)))
         .await
         .expect("connect");
@@ -642,7 +649,7 @@ async fn a_relayed_one_datanode_file_reloads_users() {
     backend.fresh_db(&db).await;
     let text = |users: &str, tables: &str| {
         format!(
-            "users:\n  - {{ name: app, password: app-secret, schemas: [{db}] }}\n{users}\
+            "users:\n  - {{ name: app, password: app-secret, schemas: [{db}], admin: true }}\n{users}\
              datahosts:\n  - name: dh1\n    primary: {{ address: \"{}:{}\", user: {}, password: {} }}\n\
              datanodes:\n  - {{ name: dn1, datahost: dh1, database: {db} }}\n\
              schemas:\n  - name: {db}\n    default_datanode: dn1\n{tables}",

@@ -46,7 +46,7 @@ fn write_config_with(cluster: &Cluster, hosts: &[Host], tables: &str) -> PathBuf
     let addr = |i: usize| format!("{}:{}", inst[i].host, inst[i].port);
     let (u, pw) = (cluster.user(), cluster.password());
     let mut text = String::from(
-        "users:\n  - { name: app, password: app-secret, schemas: [shop] }\n  \
+        "users:\n  - { name: app, password: app-secret, schemas: [shop], admin: true }\n  \
          - { name: report, password: report-secret, schemas: [shop], read_only: true }\n\
          datahosts:\n",
     );
@@ -1064,7 +1064,7 @@ async fn causal_reads_wait_on_a_connection_taken_for_another_datanode() {
         &path,
         format!(
             "users:
-  - {{ name: app, password: app-secret, schemas: [shop] }}
+  - {{ name: app, password: app-secret, schemas: [shop], admin: true }}
 datahosts:
   - name: dh1
     primary: {{ address: {p}, user: {u}, password: {pw} }}

@@ -44,7 +44,9 @@ impl Setup {
             "  - name: shop\n",
             &format!("  - name: shop\n    transactions: {transactions}\n"),
         ) + XA_SETTINGS;
-        let config = shoal_tests::cluster_config(&cluster, shoal_tests::APP_USER, &layout, "xa");
+        // `app` reads SHOW SHOAL XA: an admin.
+        let users = "  - { name: app, password: app-secret, schemas: [shop], admin: true }\n";
+        let config = shoal_tests::cluster_config(&cluster, users, &layout, "xa");
         let mut s = Setup {
             cluster,
             config,

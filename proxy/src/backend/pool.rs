@@ -74,6 +74,7 @@ pub struct PoolStats {
     pub waiting: usize,
     pub opened: u64,
     pub closed: u64,
+    pub max: usize,
 }
 
 /// A connection checked out of a pool. Dropping it without [`PooledConn::release`] closes it
@@ -225,6 +226,7 @@ impl BackendPool {
             waiting: s.waiting.len(),
             opened: self.opened.load(Ordering::Relaxed),
             closed: self.closed.load(Ordering::Relaxed),
+            max: self.settings.max_size,
         }
     }
 

@@ -23,40 +23,7 @@ impl Session {
         reply_seq: u8,
     ) -> Result<()> {
         match answer {
-            LocalAnswer::ShowBackends => {
-                let rows = self.backend_rows();
-                self.send_rows(
-                    reply_seq,
-                    &[
-                        "datahost",
-                        "address",
-                        "role",
-                        "state",
-                        "lag",
-                        "in_use",
-                        "idle",
-                        "errors",
-                        "last_check",
-                    ],
-                    rows,
-                )
-                .await
-            }
-            LocalAnswer::ShowXa => {
-                let rows = self.shared.xa.rows();
-                self.send_rows(reply_seq, &crate::xa::Xa::COLUMNS, rows)
-                    .await
-            }
-            LocalAnswer::ShowConfig => self.answer_show_config(reply_seq).await,
-            LocalAnswer::ReloadConfig => self.answer_reload(reply_seq).await,
-            LocalAnswer::ShowQueries => {
-                self.answer_digests(crate::observe::digests::DigestStatement::Show, reply_seq)
-                    .await
-            }
-            LocalAnswer::ResetQueries => {
-                self.answer_digests(crate::observe::digests::DigestStatement::Reset, reply_seq)
-                    .await
-            }
+            LocalAnswer::Admin(stmt) => self.admin(stmt, reply_seq).await,
             LocalAnswer::SessionValues { columns, row } => {
                 self.answer_session_values(&columns, row, Protocol::Text, reply_seq)
                     .await

@@ -19,6 +19,7 @@ pub mod catalog;
 pub mod collations;
 pub mod connset;
 pub use prepared::Statements;
+pub(crate) use replica::BACKEND_COLUMNS;
 mod datanode_union;
 mod keymove;
 mod local;

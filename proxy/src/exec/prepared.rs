@@ -584,10 +584,16 @@ impl Session {
                 qualified: false,
             }),
             RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
+            // Shoal's administration statements: the privilege first, then MariaDB's refusal
+            // of a statement it cannot prepare.
+            RoutePlan::Local(LocalAnswer::Admin(_)) => {
+                self.check_admin()?;
+                return Err(crate::session::admin::not_preparable());
+            }
             RoutePlan::Local(_) => {
                 return Err(unsupported(
-                    "SHOW SHOAL BACKENDS, EXPLAIN ROUTE or session functions with parameters \
-                     through a prepared statement (text protocol only)",
+                    "EXPLAIN ROUTE or session functions with parameters through a prepared \
+                     statement (text protocol only)",
                 ));
             }
             _ => return Err(unsupported("preparing this statement")),

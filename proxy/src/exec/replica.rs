@@ -290,11 +290,26 @@ impl Session {
 }
 
 impl Session {
-    /// `SHOW SHOAL BACKENDS`: one row per server.
-    pub(super) fn backend_rows(&self) -> Vec<Vec<Option<String>>> {
+    /// `SHOW SHOAL BACKENDS`: one row per server ([`BACKEND_COLUMNS`]). Without the router,
+    /// the one backend, which no monitor watches.
+    pub(crate) fn backend_rows(&self) -> Vec<Vec<Option<String>>> {
         // The current configuration's servers, whichever snapshot this session is on.
         let rt = self.shared.runtime.load();
         let b = &rt.backends;
+        if b.servers.is_empty() {
+            let (total, idle) = rt.pool.counts();
+            return vec![vec![
+                None,
+                Some(rt.pool.spec().addr()),
+                Some("primary".to_string()),
+                Some("not monitored".to_string()),
+                None,
+                Some(total.saturating_sub(idle).to_string()),
+                Some(idle.to_string()),
+                None,
+                None,
+            ]];
+        }
         b.servers
             .iter()
             .enumerate()
@@ -333,6 +348,19 @@ impl Session {
             .collect()
     }
 }
+
+/// `SHOW SHOAL BACKENDS`' columns.
+pub(crate) const BACKEND_COLUMNS: [&str; 9] = [
+    "datahost",
+    "address",
+    "role",
+    "state",
+    "lag",
+    "in_use",
+    "idle",
+    "errors",
+    "last_check",
+];
 
 /// A time as `SHOW SHOAL BACKENDS` shows it: Unix seconds with milliseconds.
 fn unix_time(t: std::time::SystemTime) -> String {

@@ -216,32 +216,6 @@ pub enum DigestStatement {
     Reset,
 }
 
-/// Recognises the digest statements in quick mode (the router plans them otherwise). Cheap
-/// reject first: the relay path asks this of every query.
-pub fn digest_statement(sql: &[u8]) -> Option<DigestStatement> {
-    if !crate::session::pinning::contains_ci(sql, b"SHOAL") {
-        return None;
-    }
-    let text = std::str::from_utf8(sql).ok()?;
-    let toks = tokenize(text).ok()?;
-    let toks = match toks.split_last() {
-        Some((last, rest)) if last.is_punct(text, ";") => rest,
-        _ => &toks[..],
-    };
-    match toks {
-        [a, s, q] if s.is_kw(text, "SHOAL") && q.is_kw(text, "QUERIES") => {
-            if a.is_kw(text, "SHOW") {
-                Some(DigestStatement::Show)
-            } else if a.is_kw(text, "RESET") {
-                Some(DigestStatement::Reset)
-            } else {
-                None
-            }
-        }
-        _ => None,
-    }
-}
-
 impl crate::session::Session {
     /// Answers `SHOW SHOAL QUERIES` (the digests by total time) or `RESET SHOAL QUERIES`.
     pub(crate) async fn answer_digests(
@@ -299,20 +273,6 @@ mod tests {
             bytes_in: 0,
             bytes_out: 0,
         }
-    }
-
-    #[test]
-    fn recognises_digest_statements() {
-        assert_eq!(
-            digest_statement(b"show shoal queries;"),
-            Some(DigestStatement::Show)
-        );
-        assert_eq!(
-            digest_statement(b"RESET /* x */ SHOAL QUERIES"),
-            Some(DigestStatement::Reset)
-        );
-        assert_eq!(digest_statement(b"SHOW SHOAL QUERIES x"), None);
-        assert_eq!(digest_statement(b"SELECT 'SHOAL QUERIES'"), None);
     }
 
     #[test]

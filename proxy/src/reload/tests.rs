@@ -222,15 +222,3 @@ fn settings_bound_at_start_need_a_restart() {
         );
     }
 }
-
-#[test]
-fn admin_statements_are_recognised_cheaply() {
-    use AdminStatement::*;
-    assert_eq!(admin_statement(b"RELOAD SHOAL CONFIG"), Some(Reload));
-    assert_eq!(admin_statement(b"  reload  shoal config ;"), Some(Reload));
-    assert_eq!(admin_statement(b"show shoal config"), Some(ShowConfig));
-    assert_eq!(admin_statement(b"SHOW SHOAL CONFIGS"), None);
-    assert_eq!(admin_statement(b"SHOW SHOAL BACKENDS"), None);
-    assert_eq!(admin_statement(b"SELECT 'RELOAD SHOAL CONFIG'"), None);
-    assert_eq!(admin_statement(b"RELOAD SHOAL CONFIG NOW"), None);
-}

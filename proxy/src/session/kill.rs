@@ -1,7 +1,8 @@
 //! `KILL [QUERY|CONNECTION] n` and `CONNECTION_ID()` in Shoal's ids: the id a client gets in
 //! the handshake. Every session publishes the backend connections it holds at the moment; a
 //! KILL of a session of the same user kills there (on every datanode), through a connection of
-//! its own. Other users' sessions are refused with 1095, as MySQL does without PROCESS.
+//! its own. Other users' sessions are refused with 1095, as MySQL does without PROCESS, unless
+//! the killer is an admin (`users[].admin`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,6 +27,19 @@ pub struct SessionHandle {
     pub backends: Mutex<Vec<(Arc<BackendPool>, u32)>>,
     /// Set by `KILL CONNECTION` from another session: the session ends before its next command.
     pub killed: AtomicBool,
+    /// The client's address (host:port).
+    pub client: String,
+    /// What the session does now (`SHOW SHOAL SESSIONS`).
+    pub doing: super::processlist::Doing,
+}
+
+impl SessionHandle {
+    pub fn new(client: String) -> Self {
+        SessionHandle {
+            client,
+            ..Default::default()
+        }
+    }
 }
 
 /// The live sessions by handshake id.
@@ -45,6 +59,13 @@ impl Registry {
 
     fn get(&self, id: u32) -> Option<Arc<SessionHandle>> {
         self.map.get(&id).map(|h| h.clone())
+    }
+
+    /// Every live session, by id.
+    pub fn all(&self) -> Vec<(u32, Arc<SessionHandle>)> {
+        let mut all: Vec<_> = self.map.iter().map(|e| (*e.key(), e.clone())).collect();
+        all.sort_unstable_by_key(|(id, _)| *id);
+        all
     }
 }
 
@@ -144,7 +165,8 @@ impl Session {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if owner != self.user {
+        // An admin may end anyone's; others only their own user's, as MySQL without PROCESS.
+        if owner != self.user && !self.shared.runtime.load().config.is_admin(&self.user) {
             return Err(Error::reply(
                 1095,
                 b"HY000",

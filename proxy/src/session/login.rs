@@ -405,6 +405,12 @@ impl Session {
         self.statements = Default::default();
         self.release_conns(true).await;
         self.user = req.user;
+        // Other sessions (KILL's owner check, SHOW SHOAL SESSIONS) see the new user.
+        self.handle
+            .user
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone_from(&self.user);
         if let Some(c) = req.collation {
             self.initial_vars = charset_vars(c);
         }

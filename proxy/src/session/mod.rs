@@ -5,10 +5,12 @@
 //! it keeps the one it has while it can, gives it back to the pool when the pool is short and
 //! nothing pins it, and replays its state onto whatever connection it gets next.
 
+pub(crate) mod admin;
 pub mod kill;
 pub mod limits;
 pub(crate) mod login;
 pub mod pinning;
+pub mod processlist;
 pub mod relay;
 
 use std::sync::Arc;
@@ -68,6 +70,7 @@ pub struct Shared {
     pub xa: Arc<crate::xa::Xa>,
     /// Metrics, query digests, slow log (see `observe`).
     pub observe: crate::observe::Observer,
+    /// When the proxy started (uptime; the clock of `SHOW SHOAL SESSIONS`).
     pub started: Instant,
 }
 
@@ -161,6 +164,8 @@ pub struct Session {
     pub(crate) handle: Arc<kill::SessionHandle>,
     /// What `handle.backends` holds (only this session writes it).
     shown_backends: Vec<(usize, u32)>,
+    /// The schema last published in `handle` (compared after each command).
+    shown_schema: Option<String>,
     /// Counts this session against its user's `max_connections`.
     pub(crate) user_slot: Option<limits::UserSlot>,
     /// The session's own handle on the router (`None` in quick mode), taken out for each
@@ -183,10 +188,11 @@ pub(crate) struct Diagnostics {
 
 /// Serves one client connection until it quits, breaks, idles out or the proxy shuts down.
 pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
-    let peer_host = stream
-        .peer_addr()
+    let peer = stream.peer_addr().ok();
+    let peer_host = peer
         .map(|a| a.ip().to_string())
-        .unwrap_or_else(|_| "unknown".into());
+        .unwrap_or_else(|| "unknown".into());
+    let client_addr = peer.map_or_else(|| "unknown".into(), |a| a.to_string());
     let _ = stream.set_nodelay(true);
     let rt = shared.runtime.load_full();
     let client = PacketStream::new(ClientStream::Plain(stream), rt.config.max_packet);
@@ -226,8 +232,9 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         statements: Default::default(),
         sequence_first: None,
         id: connection_id,
-        handle: Arc::new(kill::SessionHandle::default()),
+        handle: Arc::new(kill::SessionHandle::new(client_addr)),
         shown_backends: Vec::new(),
+        shown_schema: None,
         user_slot: None,
         routing,
         mark: crate::observe::Mark::default(),
@@ -241,6 +248,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
                 .user
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()) = session.user.clone();
+            session.publish_end(Instant::now());
             session
                 .shared
                 .sessions
@@ -658,6 +666,14 @@ impl Session {
                 }
                 Err(e) => return Err(Error::ClientIo(e)),
             };
+            // Killed while it waited for this command: it does not run (a cheap load).
+            if self
+                .handle
+                .killed
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                return Ok(());
+            }
             let reply_seq = info.last_seq.wrapping_add(1);
             let cmd = self.client.frame().get(4).copied();
             let Some(cmd) = cmd else {
@@ -671,9 +687,11 @@ impl Session {
             self.follow_reload().await;
             let started = last_active;
             self.mark = crate::observe::Mark::default();
+            self.publish_begin(cmd, last_active);
             let result = self.dispatch(cmd, reply_seq).await;
             last_active = Instant::now();
             self.publish_backends();
+            self.publish_end(last_active);
             let fatal = match result {
                 Ok(()) => None,
                 Err(e) => {
@@ -774,21 +792,8 @@ impl Session {
                 {
                     return self.kill(query_only, target, reply_seq).await;
                 }
-                let admin = crate::reload::admin_statement(&self.client.packet_payload()[1..]);
-                match admin {
-                    Some(crate::reload::AdminStatement::Reload) => {
-                        return self.answer_reload(reply_seq).await;
-                    }
-                    Some(crate::reload::AdminStatement::ShowConfig) => {
-                        return self.answer_show_config(reply_seq).await;
-                    }
-                    None => {}
-                }
-                if let Some(q) =
-                    crate::observe::digests::digest_statement(&self.client.packet_payload()[1..])
-                {
-                    self.mark.route = Some(crate::observe::RouteKind::Local);
-                    return self.answer_digests(q, reply_seq).await;
+                if let Some(done) = self.relay_admin(reply_seq).await {
+                    return done;
                 }
                 let pinning::Effects {
                     leaves_state: sticky,
@@ -858,6 +863,9 @@ impl Session {
             }
             COM_CHANGE_USER => self.change_user(reply_seq).await,
             COM_STMT_PREPARE => {
+                if let Some(refused) = self.prepare_admin() {
+                    return Err(refused);
+                }
                 let out = self.forward(Expect::Prepare, reply_seq).await?;
                 if let Some(Outcome {
                     prepared: Some(id), ..

@@ -250,6 +250,10 @@ pub struct UserDef {
     /// Refuse every write from this user.
     #[serde(default)]
     pub read_only: bool,
+    /// May run Shoal's administration statements (`SHOW SHOAL ...`, `RELOAD SHOAL CONFIG`)
+    /// and KILL any user's session; others get error 1227.
+    #[serde(default)]
+    pub admin: bool,
 }
 
 /// How a configured password is written.

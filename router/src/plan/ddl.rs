@@ -570,20 +570,6 @@ pub(crate) fn plan_ddl(
     }
 }
 
-/// `RELOAD SHOAL CONFIG` (an optional `;` after it); `None` for any other RELOAD.
-pub(crate) fn plan_reload(text: &Text) -> Option<RoutePlan> {
-    let (sql, toks) = (text.sql, text.toks);
-    let end = match toks.last() {
-        Some(t) if t.is_punct(sql, ";") => toks.len() - 1,
-        _ => toks.len(),
-    };
-    (end == 3
-        && kw(sql, toks, 0, "RELOAD")
-        && kw(sql, toks, 1, "SHOAL")
-        && kw(sql, toks, 2, "CONFIG"))
-    .then_some(RoutePlan::Local(LocalAnswer::ReloadConfig))
-}
-
 /// SHOW statements: the family that MariaDB answers from `information_schema` as SELECTs over
 /// the logical catalog ([`show`]), SHOW CREATE TABLE/DATABASE from a datanode, the session
 /// layer for the rest (variables, status, warnings...).
@@ -593,18 +579,6 @@ pub(crate) fn plan_show(topo: &Topology, current: Option<&str>, text: &Text) -> 
     let full = kw(sql, toks, i, "FULL");
     if full {
         i += 1;
-    }
-    if !full && kw(sql, toks, i, "SHOAL") && kw(sql, toks, i + 1, "BACKENDS") {
-        return RoutePlan::Local(LocalAnswer::ShowBackends);
-    }
-    if !full && kw(sql, toks, i, "SHOAL") && kw(sql, toks, i + 1, "XA") {
-        return RoutePlan::Local(LocalAnswer::ShowXa);
-    }
-    if !full && kw(sql, toks, i, "SHOAL") && kw(sql, toks, i + 1, "CONFIG") {
-        return RoutePlan::Local(LocalAnswer::ShowConfig);
-    }
-    if !full && kw(sql, toks, i, "SHOAL") && kw(sql, toks, i + 1, "QUERIES") {
-        return RoutePlan::Local(LocalAnswer::ShowQueries);
     }
     if let Some(parsed) = show::parse(sql, toks, current) {
         return match parsed {

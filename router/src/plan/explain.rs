@@ -213,12 +213,7 @@ fn local(l: &LocalAnswer) -> String {
             }
         }
         LocalAnswer::ExplainRoute { rows } => format!("explain route ({} rows)", rows.len()),
-        LocalAnswer::ShowBackends => "show shoal backends".to_string(),
-        LocalAnswer::ShowXa => "show shoal xa".to_string(),
-        LocalAnswer::ShowConfig => "show shoal config".to_string(),
-        LocalAnswer::ReloadConfig => "reload shoal config".to_string(),
-        LocalAnswer::ShowQueries => "show shoal queries".to_string(),
-        LocalAnswer::ResetQueries => "reset shoal queries".to_string(),
+        LocalAnswer::Admin(a) => a.text().to_ascii_lowercase(),
         LocalAnswer::Catalog { sql, .. } => format!("catalog: {sql}"),
     }
 }

@@ -449,19 +449,9 @@ pub enum LocalAnswer {
     /// `EXPLAIN ROUTE <sql>`: rows of (datanode, sql); merge steps as rows with datanode
     /// `(merge)`.
     ExplainRoute { rows: Vec<(String, String)> },
-    /// `SHOW SHOAL BACKENDS`: every server of every datahost, its role and health.
-    ShowBackends,
-    /// `SHOW SHOAL XA`: what the XA coordinator and recovery of this process did.
-    ShowXa,
-    /// `SHOW SHOAL CONFIG`: the running configuration (passwords redacted), its version and
-    /// load time.
-    ShowConfig,
-    /// `RELOAD SHOAL CONFIG`: read the configuration file again and apply it.
-    ReloadConfig,
-    /// `SHOW SHOAL QUERIES`: the query digests of this process, by total time.
-    ShowQueries,
-    /// `RESET SHOAL QUERIES`: forgets the query digests.
-    ResetQueries,
+    /// One of Shoal's administration statements (`SHOW SHOAL ...`, see
+    /// [`crate::sql::admin`]); the proxy checks the user may run it.
+    Admin(crate::sql::admin::AdminStatement),
     /// A SELECT over `information_schema` tables only (the client's own, or the one a SHOW
     /// statement stands for), answered over the logical catalog: every logical table once,
     /// under its logical schema and name, physical ones never. `sql` names each table as

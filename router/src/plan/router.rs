@@ -53,15 +53,6 @@ pub const DEFAULT_CACHE_CAPACITY: usize = 4096;
 
 /// The plan cache key's schema part. No schema and the empty name must differ (a plan read
 /// without a schema answers 1046, in `` 1049), and a name never holds NUL.
-/// `RESET SHOAL QUERIES` (an optional `;` after it).
-fn is_reset_shoal_queries(sql: &str, toks: &[Token]) -> bool {
-    let toks = match toks.split_last() {
-        Some((last, rest)) if last.is_punct(sql, ";") => rest,
-        _ => toks,
-    };
-    matches!(toks, [r, s, q] if r.is_kw(sql, "RESET") && s.is_kw(sql, "SHOAL") && q.is_kw(sql, "QUERIES"))
-}
-
 fn key_prefix(current: Option<&str>) -> &str {
     current.unwrap_or("\0")
 }
@@ -255,6 +246,13 @@ impl Router {
         toks: &[Token],
         params: &[ParamValue],
     ) -> RoutePlan {
+        // Shoal's own statements, before anything reads them as MariaDB's.
+        if let Some(admin) = crate::sql::admin::admin_tokens(sql, toks) {
+            return match admin {
+                Ok(a) => RoutePlan::Local(LocalAnswer::Admin(a)),
+                Err(e) => RoutePlan::Refuse(e),
+            };
+        }
         let kind = classify_tokens(sql, toks);
         if let Some(e) = namespace::reaches_host(sql, toks) {
             return RoutePlan::Refuse(e);
@@ -309,12 +307,6 @@ impl Router {
             K::Account => RoutePlan::Refuse(refuse(
                 "account management through Shoal (users are defined in its config)",
             )),
-            K::Other(w) if w == "RELOAD" => ddl::plan_reload(&text).unwrap_or_else(|| {
-                RoutePlan::Refuse(parse_error(&format!("unknown statement near '{w}'")))
-            }),
-            K::Other(w) if w == "RESET" && is_reset_shoal_queries(sql, toks) => {
-                RoutePlan::Local(super::LocalAnswer::ResetQueries)
-            }
             K::Other(w) if MYSQL_STATEMENTS.contains(&w.as_str()) => {
                 RoutePlan::Refuse(refuse(format!("the {w} statement")))
             }

@@ -1,5 +1,6 @@
 //! SQL analysis: the only module that touches sqlparser.
 //!
+//! - [`admin`]: Shoal's own statements (`SHOW SHOAL ...`), recognised in one place;
 //! - [`lex`]: our tokenizer (byte offsets, MariaDB comment rules, sql_mode-aware);
 //! - [`mode`]: the sql_mode flags and server version that change how text reads;
 //! - [`classify()`]: statement kind by leading keywords, for the session layer and the planner;
@@ -7,6 +8,7 @@
 //! - [`normalize`]: statement shapes (literals lifted out) for the plan cache;
 //! - [`analyze`]: sqlparser's AST turned into our [`stmt::Dml`] description.
 
+pub mod admin;
 pub mod analyze;
 pub mod classify;
 pub mod current_db;

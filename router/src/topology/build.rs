@@ -757,6 +757,13 @@ impl<'a> Builder<'a> {
                     ));
                 }
             }
+            if u.admin && u.password.is_empty() {
+                // An admin sees every session's statements and may end any of them.
+                return Err(err(
+                    format!("{key}.admin"),
+                    "an admin user needs a password",
+                ));
+            }
             if u.schemas.is_empty() {
                 return Err(err(format!("{key}.schemas"), "list at least one schema"));
             }

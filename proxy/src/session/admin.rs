@@ -1,0 +1,175 @@
+//! Shoal's administration statements (`SHOW SHOAL ...`, see `shoal_router::sql::admin`),
+//! answered the same way with the router and without it, for admins only (`users[].admin`;
+//! `--admin` in quick mode): anyone else gets 1227, as MariaDB answers a missing privilege.
+
+use shoal_router::sql::admin::AdminStatement;
+
+use super::{Session, processlist};
+use crate::error::{Error, Result};
+use crate::observe::digests::DigestStatement;
+
+/// `SHOW SHOAL VERSION`'s columns.
+const VERSION_COLUMNS: [&str; 5] = [
+    "version",
+    "commit",
+    "backend_version",
+    "uptime",
+    "config_file",
+];
+
+/// `SHOW SHOAL POOLS`' columns.
+const POOL_COLUMNS: [&str; 10] = [
+    "datahost", "role", "address", "idle", "busy", "waiting", "opened", "closed", "max", "health",
+];
+
+/// The error of a user who is not an admin.
+pub(crate) fn not_admin() -> Error {
+    Error::reply(
+        1227,
+        b"42000",
+        "Access denied; you need (at least one of) the SHOAL ADMIN privilege(s) for this operation",
+    )
+}
+
+/// An administration statement sent through COM_STMT_PREPARE: refused (to an admin; others
+/// get 1227 first), as MariaDB refuses statements it cannot prepare.
+pub(crate) fn not_preparable() -> Error {
+    Error::reply(
+        1295,
+        b"HY000",
+        "This command is not supported in the prepared statement protocol yet",
+    )
+}
+
+impl Session {
+    /// 1227 unless the session's user is an admin.
+    pub(crate) fn check_admin(&self) -> Result<()> {
+        // The current configuration's account, not the session's snapshot: a reload that
+        // takes the flag away (or the user) takes it from open sessions at once.
+        if self.shared.runtime.load().config.is_admin(&self.user) {
+            Ok(())
+        } else {
+            Err(not_admin())
+        }
+    }
+
+    /// The relay path (no router): an administration statement in `sql` is answered here,
+    /// whatever else the query is. `None`: not one (nearly always, after one byte scan).
+    pub(crate) async fn relay_admin(&mut self, reply_seq: u8) -> Option<Result<()>> {
+        let parsed = {
+            let p = self.client.packet_payload();
+            shoal_router::sql::admin::parse_admin(&p[1..])?
+        };
+        Some(match parsed {
+            Ok(stmt) => self.admin(stmt, reply_seq).await,
+            Err(e) => Err(crate::exec::refusal(&e)),
+        })
+    }
+
+    /// COM_STMT_PREPARE of an administration statement: 1227 for a non-admin, else 1295.
+    /// `None`: the statement is not one.
+    pub(crate) fn prepare_admin(&self) -> Option<Error> {
+        let p = self.client.packet_payload();
+        Some(match shoal_router::sql::admin::parse_admin(&p[1..])? {
+            Ok(_) => self.check_admin().err().unwrap_or_else(not_preparable),
+            Err(e) => crate::exec::refusal(&e),
+        })
+    }
+
+    /// Runs one administration statement: the gate first, then the answer.
+    pub(crate) async fn admin(&mut self, stmt: AdminStatement, reply_seq: u8) -> Result<()> {
+        self.check_admin()?;
+        match stmt {
+            AdminStatement::Version => {
+                let rows = vec![self.version_row()];
+                self.send_rows(reply_seq, &VERSION_COLUMNS, rows).await
+            }
+            AdminStatement::Sessions => {
+                let now = self.proxy_ms(std::time::Instant::now());
+                let rows = self
+                    .shared
+                    .sessions
+                    .all()
+                    .iter()
+                    .map(|(id, h)| processlist::row(*id, h, now))
+                    .collect();
+                self.send_rows(reply_seq, &processlist::COLUMNS, rows).await
+            }
+            AdminStatement::Pools => {
+                let rows = self.pool_rows();
+                self.send_rows(reply_seq, &POOL_COLUMNS, rows).await
+            }
+            AdminStatement::Backends => {
+                let rows = self.backend_rows();
+                self.send_rows(reply_seq, &crate::exec::BACKEND_COLUMNS, rows)
+                    .await
+            }
+            AdminStatement::Xa => {
+                let rows = self.shared.xa.rows();
+                self.send_rows(reply_seq, &crate::xa::Xa::COLUMNS, rows)
+                    .await
+            }
+            AdminStatement::Queries => self.answer_digests(DigestStatement::Show, reply_seq).await,
+            AdminStatement::ResetQueries => {
+                self.answer_digests(DigestStatement::Reset, reply_seq).await
+            }
+            AdminStatement::Config => self.answer_show_config(reply_seq).await,
+            AdminStatement::ReloadConfig => self.answer_reload(reply_seq).await,
+        }
+    }
+
+    fn version_row(&self) -> Vec<Option<String>> {
+        let uptime = self.shared.started.elapsed().as_secs();
+        vec![
+            Some(env!("CARGO_PKG_VERSION").to_string()),
+            option_env!("SHOAL_GIT_COMMIT").map(str::to_string),
+            Some(String::from_utf8_lossy(&self.shared.server_version).into_owned()),
+            Some(uptime.to_string()),
+            self.rt.config.config_path.clone(),
+        ]
+    }
+
+    /// `SHOW SHOAL POOLS`: one row per server; without the router, the one backend's pool.
+    fn pool_rows(&self) -> Vec<Vec<Option<String>>> {
+        // The current configuration's servers, whichever snapshot this session is on.
+        let rt = self.shared.runtime.load();
+        let b = &rt.backends;
+        let row = |datahost: Option<String>,
+                   role: &str,
+                   address: String,
+                   pool: &crate::backend::pool::BackendPool,
+                   health: Option<&str>| {
+            let s = pool.stats();
+            vec![
+                datahost,
+                Some(role.to_string()),
+                Some(address),
+                Some(s.idle.to_string()),
+                Some(s.busy.to_string()),
+                Some(s.waiting.to_string()),
+                Some(s.opened.to_string()),
+                Some(s.closed.to_string()),
+                Some(s.max.to_string()),
+                health.map(str::to_string),
+            ]
+        };
+        if b.servers.is_empty() {
+            let pool = &rt.pool;
+            return vec![row(None, "primary", pool.spec().addr(), pool, None)];
+        }
+        b.servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let health = if s.health.is_up() { "up" } else { "down" };
+                row(
+                    Some(b.hosts[s.datahost].name.clone()),
+                    b.role(i),
+                    s.address.clone(),
+                    &s.pool,
+                    Some(health),
+                )
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,190 @@
+//! What each session is doing, for `SHOW SHOAL SESSIONS` (Shoal's processlist).
+//!
+//! A session publishes, around every command: the command, when it started (or when the last
+//! one ended), its statement text (bounded) and whether it idles in a transaction. All of it
+//! goes into the session's own [`Activity`] and atomics: one uncontended lock and a bounded
+//! copy for a query, no allocation once the buffer has grown, nothing for an execute.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::Instant;
+
+use super::Session;
+use super::kill::SessionHandle;
+use crate::wire::command::*;
+
+/// Most bytes of a statement `SHOW SHOAL SESSIONS` shows.
+pub const INFO_MAX: usize = 1024;
+
+/// Between commands: what the session holds.
+pub const IDLE: u8 = 0;
+pub const IN_TRANSACTION: u8 = 1;
+pub const LOCKED_TABLES: u8 = 2;
+
+/// The parts of a session's activity that need a lock.
+#[derive(Default)]
+pub struct Activity {
+    /// The running (or last) statement's first [`INFO_MAX`] bytes.
+    pub info: Vec<u8>,
+    /// The logical schema the session is in.
+    pub schema: Option<String>,
+}
+
+/// What a session does now, as other sessions read it.
+#[derive(Default)]
+pub struct Doing {
+    pub activity: Mutex<Activity>,
+    /// The running command's byte, or `COM_SLEEP` (0) between commands.
+    pub command: AtomicU8,
+    /// [`IDLE`], [`IN_TRANSACTION`] or [`LOCKED_TABLES`], as of the last command's end.
+    pub holds: AtomicU8,
+    /// Milliseconds since the proxy started at which the running command started, or the
+    /// last one ended.
+    pub since_ms: AtomicU64,
+}
+
+const COM_SLEEP: u8 = 0;
+
+impl Doing {
+    /// A command starts at `now_ms`; `frame` is its packet (header included).
+    pub fn begin(&self, cmd: u8, frame: &[u8], now_ms: u64) {
+        if matches!(cmd, COM_QUERY | COM_STMT_PREPARE) {
+            // The first packet holds at least INFO_MAX bytes of a longer statement.
+            let text = frame.get(5..).unwrap_or_default();
+            let text = &text[..text.len().min(INFO_MAX)];
+            let mut a = self.activity.lock().unwrap_or_else(|p| p.into_inner());
+            a.info.clear();
+            a.info.extend_from_slice(text);
+        }
+        self.since_ms.store(now_ms, Ordering::Relaxed);
+        self.command.store(cmd, Ordering::Release);
+    }
+
+    /// The command ended at `now_ms`; the session holds `holds` now.
+    pub fn end(&self, now_ms: u64, holds: u8) {
+        self.holds.store(holds, Ordering::Relaxed);
+        self.since_ms.store(now_ms, Ordering::Relaxed);
+        self.command.store(COM_SLEEP, Ordering::Release);
+    }
+
+    /// Records the session's schema (called only when it changed).
+    pub fn set_schema(&self, schema: Option<&str>) {
+        let mut a = self.activity.lock().unwrap_or_else(|p| p.into_inner());
+        a.schema = schema.map(str::to_string);
+    }
+}
+
+/// MySQL's processlist name of a command.
+fn command_name(cmd: u8) -> &'static str {
+    match cmd {
+        COM_SLEEP => "Sleep",
+        COM_INIT_DB => "Init DB",
+        COM_QUERY => "Query",
+        COM_FIELD_LIST => "Field List",
+        COM_STATISTICS => "Statistics",
+        COM_PING => "Ping",
+        COM_CHANGE_USER => "Change user",
+        COM_STMT_PREPARE => "Prepare",
+        COM_STMT_EXECUTE => "Execute",
+        COM_STMT_SEND_LONG_DATA => "Long Data",
+        COM_STMT_CLOSE => "Close stmt",
+        COM_STMT_RESET => "Reset stmt",
+        COM_SET_OPTION => "Set option",
+        COM_STMT_FETCH => "Fetch",
+        COM_RESET_CONNECTION => "Reset connection",
+        _ => "Unknown",
+    }
+}
+
+/// `SHOW SHOAL SESSIONS`' columns.
+pub const COLUMNS: [&str; 9] = [
+    "id", "user", "client", "schema", "command", "time", "state", "info", "backends",
+];
+
+/// One `SHOW SHOAL SESSIONS` row of session `id`; `now_ms` on the proxy's clock.
+pub fn row(id: u32, h: &SessionHandle, now_ms: u64) -> Vec<Option<String>> {
+    let d = &h.doing;
+    let cmd = d.command.load(Ordering::Acquire);
+    let since = d.since_ms.load(Ordering::Relaxed);
+    let (info, schema) = {
+        let a = d.activity.lock().unwrap_or_else(|p| p.into_inner());
+        let info = matches!(cmd, COM_QUERY | COM_STMT_PREPARE)
+            .then(|| String::from_utf8_lossy(&a.info).into_owned());
+        (info, a.schema.clone())
+    };
+    let state = if cmd != COM_SLEEP {
+        "running"
+    } else {
+        match d.holds.load(Ordering::Relaxed) {
+            LOCKED_TABLES => "locked tables",
+            IN_TRANSACTION => "in transaction",
+            _ => "idle",
+        }
+    };
+    let user = h.user.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let backends = h
+        .backends
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(pool, thread)| format!("{} thread {thread}", pool.spec().addr()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    vec![
+        Some(id.to_string()),
+        Some(user),
+        Some(h.client.clone()),
+        schema,
+        Some(command_name(cmd).to_string()),
+        Some((now_ms.saturating_sub(since) / 1000).to_string()),
+        Some(state.to_string()),
+        info,
+        (!backends.is_empty()).then_some(backends),
+    ]
+}
+
+impl Session {
+    /// Milliseconds from the proxy's start to `at`.
+    pub(crate) fn proxy_ms(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.shared.started)
+            .as_millis() as u64
+    }
+
+    /// The command in the client's frame starts now (`at`).
+    pub(crate) fn publish_begin(&self, cmd: u8, at: Instant) {
+        let ms = self.proxy_ms(at);
+        self.handle.doing.begin(cmd, self.client.frame(), ms);
+    }
+
+    /// The command ended at `at`: publishes what the session holds, and its schema if it
+    /// changed (compared against the last one published, without a lock).
+    pub(crate) fn publish_end(&mut self, at: Instant) {
+        let holds = if !self.table_locks.is_empty() {
+            LOCKED_TABLES
+        } else if self.pins.transaction || self.txn_begin.is_some() || self.conns.in_transaction() {
+            IN_TRANSACTION
+        } else {
+            IDLE
+        };
+        let ms = self.proxy_ms(at);
+        self.handle.doing.end(ms, holds);
+        let current = match &self.logical {
+            Some(l) => Some(l.as_str()),
+            None => self.want.schema.as_deref(),
+        };
+        if current != self.shown_schema.as_deref() {
+            self.shown_schema = current.map(str::to_string);
+            // Without the router the session's schema is the physical database: show the
+            // logical name clients used for it.
+            let shown = current.map(|c| {
+                self.rt
+                    .config
+                    .schema_map
+                    .iter()
+                    .find(|(_, p)| self.logical.is_none() && p == c)
+                    .map_or(c, |(l, _)| l.as_str())
+            });
+            self.handle.doing.set_schema(shown);
+        }
+    }
+}
