@@ -8,35 +8,9 @@ use std::time::{Duration, Instant};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 use shoal_tests::shoal::free_port;
-use shoal_tests::{ShoalProcess, private_cluster, scratch_dir, text_rows, unique_name};
+use shoal_tests::{ShoalProcess, http_get, private_cluster, scratch_dir, text_rows, unique_name};
 
 const PROMETHEUS: &str = "/usr/bin/prometheus";
-
-/// `GET path` on `addr` (HTTP/1.0, the connection closed by the server): status and body.
-async fn http_get(addr: &str, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
-        .await
-        .unwrap_or_else(|_| panic!("GET {addr}{path}: no answer"))
-        .unwrap();
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("GET {path}: not HTTP: {text:?}"));
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or(String::new(), |(_, b)| b.to_string());
-    (status, body)
-}
 
 /// The value of the series of `metric` whose labels include all of `labels` in `/metrics`
 /// text (0 when absent).

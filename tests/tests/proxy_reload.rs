@@ -264,7 +264,14 @@ async fn reload_under_sysbench_adds_a_replica_and_users_without_dropping_anythin
             },
         ),
     );
-    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    // Metrics on: the new replica must get its own series.
+    let admin = format!("127.0.0.1:{}", shoal_tests::shoal::free_port());
+    let shoal = ShoalProcess::start(&[
+        "--config".to_string(),
+        path.display().to_string(),
+        "--admin-listen".to_string(),
+        admin.clone(),
+    ]);
     let mut c = app(&shoal).await;
     assert_eq!(config_version(&mut c).await, 1);
 
@@ -361,6 +368,18 @@ async fn reload_under_sysbench_adds_a_replica_and_users_without_dropping_anythin
         "the new replica ran {reached} SELECTs for 200 reads\n{}",
         shoal.log()
     );
+    // /metrics has the new server's round trips on dn1 under its own address (the metrics
+    // of a snapshot are labelled by its servers, not by the start's).
+    let (status, text) = shoal_tests::http_get(&admin, "/metrics").await;
+    assert_eq!(status, 200);
+    let series =
+        format!("shoal_backend_duration_seconds_count{{datanode=\"dn1\",server=\"{a1}\"}} ");
+    let count: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"));
+    assert!(count >= 200, "{series}{count}");
 
     // Step 2: user carol, applied by RELOAD SHOAL CONFIG from a client.
     write(
