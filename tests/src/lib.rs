@@ -17,6 +17,7 @@ pub mod differential;
 pub mod faults;
 pub mod raw;
 pub mod shoal;
+pub mod sysbench;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -4,7 +4,6 @@
 //! (`Com_select`). Waits are polls with generous deadlines: no test asserts a timing.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
@@ -95,7 +94,7 @@ async fn start_cluster(replicas: usize) -> Cluster {
 async fn prepare_tables(cluster: &Cluster) {
     for k in 0..2 {
         let p = cluster.primary(k);
-        sysbench(&[
+        shoal_tests::sysbench::run(&[
             "oltp_read_only".into(),
             "--db-driver=mysql".into(),
             format!("--mysql-host={}", p.host),
@@ -117,32 +116,6 @@ async fn prepare_tables(cluster: &Cluster) {
         c.disconnect().await.ok();
     }
     cluster.sync_replicas().await.expect("replicas caught up");
-}
-
-fn sysbench(args: &[String]) -> String {
-    let out = Command::new("sysbench")
-        .args(args)
-        .output()
-        .expect("run sysbench (apt-get install sysbench)");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "sysbench {args:?} failed:\n{text}");
-    text
-}
-
-fn counter(report: &str, label: &str) -> u64 {
-    let line = report
-        .lines()
-        .find(|l| l.trim_start().starts_with(label))
-        .unwrap_or_else(|| panic!("no {label} in the sysbench report:\n{report}"));
-    line.trim_start()[label.len()..]
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("unreadable {label} line: {line}"))
 }
 
 async fn client_as(shoal: &ShoalProcess, user: &str, password: &str) -> Conn {
@@ -301,7 +274,7 @@ async fn reload_under_sysbench_adds_a_replica_and_users_without_dropping_anythin
             "--report-interval=0".into(),
             "run".into(),
         ];
-        std::thread::spawn(move || sysbench(&args))
+        std::thread::spawn(move || shoal_tests::sysbench::run(&args))
     };
     let benches = [run("off"), run("on")];
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -410,13 +383,16 @@ async fn reload_under_sysbench_adds_a_replica_and_users_without_dropping_anythin
         let report = bench.join().expect("sysbench thread");
         for label in ["ignored errors:", "reconnects:"] {
             assert_eq!(
-                counter(&report, label),
+                shoal_tests::sysbench::counter(&report, label),
                 0,
                 "{label} through a reloading shoal:\n{report}\n{}",
                 shoal.log()
             );
         }
-        assert!(counter(&report, "queries:") > 0, "{report}");
+        assert!(
+            shoal_tests::sysbench::counter(&report, "queries:") > 0,
+            "{report}"
+        );
     }
 
     // Step 3: dh2's replica removed: its pool drains, no statement goes to it afterwards.

@@ -8,35 +8,7 @@
 //! tables deadlock straight on the backend too, so only 1213 stays ignorable here; any other
 //! error, lost connection or reconnect makes sysbench (and so the test) fail.
 
-use std::process::Command;
-
 use shoal_tests::{ShoalProcess, shared_backend, unique_name};
-
-fn sysbench(args: &[String]) -> String {
-    let out = Command::new("sysbench")
-        .args(args)
-        .output()
-        .expect("run sysbench (apt-get install sysbench)");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "sysbench {args:?} failed:\n{text}");
-    text
-}
-
-fn counter(report: &str, label: &str) -> u64 {
-    let line = report
-        .lines()
-        .find(|l| l.trim_start().starts_with(label))
-        .unwrap_or_else(|| panic!("no {label} in the sysbench report:\n{report}"));
-    line.trim_start()[label.len()..]
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("unreadable {label} line: {line}"))
-}
 
 #[tokio::test]
 async fn sysbench_oltp_read_write_at_32_threads_has_zero_errors_in_text_and_prepared_mode() {
@@ -64,7 +36,7 @@ async fn sysbench_oltp_read_write_at_32_threads_has_zero_errors_in_text_and_prep
     };
     let mut prepare = conn_args(backend.port);
     prepare.push("prepare".into());
-    sysbench(&prepare);
+    shoal_tests::sysbench::run(&prepare);
 
     let run_args = |port: u16, mode: &str| -> Vec<String> {
         let mut run = conn_args(port);
@@ -79,9 +51,9 @@ async fn sysbench_oltp_read_write_at_32_threads_has_zero_errors_in_text_and_prep
         run
     };
     for mode in ["disable", "auto"] {
-        let report = sysbench(&run_args(shoal.port(), mode));
-        let reconnects = counter(&report, "reconnects:");
-        let queries = counter(&report, "queries:");
+        let report = shoal_tests::sysbench::run(&run_args(shoal.port(), mode));
+        let reconnects = shoal_tests::sysbench::counter(&report, "reconnects:");
+        let queries = shoal_tests::sysbench::counter(&report, "queries:");
         assert!(
             queries > 0,
             "--db-ps-mode={mode}: no queries ran:\n{report}"

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
-use shoal_router::sql::lex::tokenize;
+use shoal_router::sql::lex::{Token, tokenize, tokenize_into};
 use shoal_router::sql::normalize;
 
 use super::Statement;
@@ -93,10 +93,7 @@ impl Digests {
         // The routed path hashed its tokens already; otherwise the text is read here.
         let digest = match s.mark.digest {
             Some(d) => d,
-            None => match std::str::from_utf8(s.text)
-                .ok()
-                .and_then(|t| tokenize(t).ok().map(|toks| normalize::digest(t, &toks)))
-            {
+            None => match text_digest(s.text) {
                 Some(d) => d,
                 None => return,
             },
@@ -250,6 +247,22 @@ impl crate::session::Session {
             }
         }
     }
+}
+
+thread_local! {
+    /// The relay path's tokens for digests, reused: a statement read there allocates nothing
+    /// once the buffer has grown.
+    static TOKENS: std::cell::RefCell<Vec<Token>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The digest of a statement the relay path did not tokenize (quick mode).
+fn text_digest(text: &[u8]) -> Option<u64> {
+    let t = std::str::from_utf8(text).ok()?;
+    TOKENS.with(|toks| {
+        let mut toks = toks.borrow_mut();
+        tokenize_into(t, &mut toks).ok()?;
+        Some(normalize::digest(t, &toks))
+    })
 }
 
 #[cfg(test)]
