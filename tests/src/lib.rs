@@ -274,3 +274,17 @@ pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
         .map_or(String::new(), |(_, b)| b.to_string());
     (status, body)
 }
+
+/// A row's columns by name, as text (`None` for NULL).
+pub fn named_values(row: &mysql_async::Row) -> Vec<(String, Option<String>)> {
+    row.columns_ref()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            (
+                c.name_str().into_owned(),
+                row.get::<Option<String>, _>(i).flatten(),
+            )
+        })
+        .collect()
+}

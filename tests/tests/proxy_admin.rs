@@ -102,15 +102,9 @@ async fn named_rows(c: &mut Conn, sql: &str) -> Vec<std::collections::HashMap<St
     let rows: Vec<Row> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
     rows.into_iter()
         .map(|r| {
-            let names: Vec<String> = r
-                .columns_ref()
-                .iter()
-                .map(|c| c.name_str().into_owned())
-                .collect();
-            names
+            shoal_tests::named_values(&r)
                 .into_iter()
-                .enumerate()
-                .filter_map(|(i, n)| r.get::<Option<String>, _>(i).flatten().map(|v| (n, v)))
+                .filter_map(|(n, v)| v.map(|v| (n, v)))
                 .collect()
         })
         .collect()

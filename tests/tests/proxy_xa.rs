@@ -131,16 +131,7 @@ impl Setup {
         let mut c = self.client().await;
         let rows: Vec<Row> = c.query("SHOW SHOAL XA").await.unwrap();
         let row = rows.into_iter().next().expect("one row");
-        let names: Vec<String> = row
-            .columns_ref()
-            .iter()
-            .map(|c| c.name_str().into_owned())
-            .collect();
-        names
-            .into_iter()
-            .enumerate()
-            .map(|(i, n)| (n, row.get::<Option<String>, _>(i).flatten()))
-            .collect()
+        shoal_tests::named_values(&row)
     }
 
     async fn stat(&self, name: &str) -> u64 {
