@@ -361,7 +361,10 @@ async fn refuse(stream: TcpStream) {
 #[cfg(unix)]
 async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, shared: Arc<Shared>) {
     while hup.recv().await.is_some() {
-        info!("SIGHUP: reloading the configuration");
+        info!("SIGHUP: reopening the slow log and reloading the configuration");
+        if let Some(l) = &shared.observe.slow {
+            l.reopen();
+        }
         let _ = crate::reload::reload(&shared).await;
     }
 }

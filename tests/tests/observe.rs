@@ -285,6 +285,34 @@ async fn prometheus_scrapes_statements_by_route_and_backend_latency() {
         "fast statement logged: {log:?}"
     );
     assert_eq!(log.lines().count(), 1, "slow log: {log:?}");
+
+    // logrotate: the file is moved away and Shoal gets SIGHUP; the next slow statement goes
+    // to a new file of the same name, and the moved one keeps what it had.
+    let rotated = slow.with_extension("log.1");
+    std::fs::rename(&slow, &rotated).unwrap();
+    shoal.signal(libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !shoal.log().contains("SIGHUP: reopening the slow log") {
+        assert!(
+            Instant::now() < deadline,
+            "no SIGHUP handled:\n{}",
+            shoal.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.query_drop("SELECT SLEEP(0.2)").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let fresh = loop {
+        let log = std::fs::read_to_string(&slow).unwrap_or_default();
+        if log.contains("SLEEP(0.2)") || Instant::now() > deadline {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(fresh.lines().count(), 1, "reopened slow log: {fresh:?}");
+    assert!(fresh.contains("sql=SELECT SLEEP(0.2)"), "{fresh:?}");
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    assert_eq!(old, log, "the rotated file changed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

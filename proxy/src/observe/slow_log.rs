@@ -1,7 +1,8 @@
 //! The slow log: one line per statement that took at least `server.slow_log.threshold`,
 //! appended to `server.slow_log.file` by a writer thread, or, without a file, a `tracing`
 //! event at target `shoal::slow`. Sessions never wait for the disk: lines go through a bounded
-//! channel, and a line that finds it full is dropped and counted.
+//! channel, and a line that finds it full is dropped and counted. SIGHUP reopens the file
+//! (after logrotate has moved it away, lines go to a new file of the same name).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,9 +19,16 @@ const QUEUE: usize = 4096;
 /// The statement text in a line is cut at this many bytes.
 const MAX_TEXT: usize = 4096;
 
+/// What the writer thread is sent.
+enum Message {
+    Line(String),
+    /// Open the file again by its path.
+    Reopen,
+}
+
 pub struct SlowLog {
     threshold: Duration,
-    tx: Option<SyncSender<String>>,
+    tx: Option<SyncSender<Message>>,
     logged: AtomicU64,
     dropped: AtomicU64,
 }
@@ -35,7 +43,7 @@ impl SlowLog {
                     .append(true)
                     .open(path)
                     .map_err(|e| std::io::Error::other(format!("slow log {path}: {e}")))?;
-                let (tx, rx) = sync_channel::<String>(QUEUE);
+                let (tx, rx) = sync_channel::<Message>(QUEUE);
                 let path = path.clone();
                 std::thread::Builder::new()
                     .name("shoal-slow-log".into())
@@ -50,6 +58,16 @@ impl SlowLog {
             logged: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         })
+    }
+
+    /// Has the writer open the file again (SIGHUP), so that a rotated log is followed by a
+    /// new file; lines already queued go to the old one.
+    pub fn reopen(&self) {
+        if let Some(tx) = &self.tx
+            && tx.try_send(Message::Reopen).is_err()
+        {
+            warn!("slow log: the writer is behind; the file is not reopened");
+        }
     }
 
     pub fn logged(&self) -> u64 {
@@ -70,7 +88,7 @@ impl SlowLog {
                 info!(target: "shoal::slow", "{line}");
                 self.logged.fetch_add(1, Ordering::Relaxed);
             }
-            Some(tx) => match tx.try_send(line) {
+            Some(tx) => match tx.try_send(Message::Line(line)) {
                 Ok(()) => {
                     self.logged.fetch_add(1, Ordering::Relaxed);
                 }
@@ -117,16 +135,37 @@ fn line(s: &Statement<'_>) -> String {
     )
 }
 
-fn write_lines(path: &str, file: std::fs::File, rx: std::sync::mpsc::Receiver<String>) {
+fn write_lines(path: &str, file: std::fs::File, rx: std::sync::mpsc::Receiver<Message>) {
     let mut file = std::io::BufWriter::new(file);
-    while let Ok(line) = rx.recv() {
-        let _ = writeln!(file, "{line}");
+    let mut next = rx.recv().ok();
+    while let Some(m) = next {
+        match m {
+            Message::Line(line) => {
+                let _ = writeln!(file, "{line}");
+            }
+            Message::Reopen => {
+                let _ = file.flush();
+                match std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                {
+                    Ok(f) => file = std::io::BufWriter::new(f),
+                    Err(e) => {
+                        warn!(path, error = %e, "slow log: cannot reopen; writing on to the old file")
+                    }
+                }
+            }
+        }
         // Written out whenever the queue is empty: a line is on disk soon after its statement.
-        while let Ok(line) = rx.try_recv() {
-            let _ = writeln!(file, "{line}");
-        }
-        if let Err(e) = file.flush() {
-            warn!(path, error = %e, "slow log write failed");
-        }
+        next = match rx.try_recv() {
+            Ok(m) => Some(m),
+            Err(_) => {
+                if let Err(e) = file.flush() {
+                    warn!(path, error = %e, "slow log write failed");
+                }
+                rx.recv().ok()
+            }
+        };
     }
 }
