@@ -95,6 +95,10 @@ struct Cli {
     /// Do not count statements for /metrics (the live state is still served) [default: server.metrics].
     #[arg(long)]
     no_metrics: bool,
+    /// Do not keep query digests (in quick mode each statement is tokenized for its digest)
+    /// [default: server.digests].
+    #[arg(long)]
+    no_digests: bool,
 }
 
 #[derive(Debug, Clone, clap::Subcommand)]
@@ -250,6 +254,9 @@ fn build_config(cli: &Cli) -> Result<(ProxyConfig, Option<Topology>), String> {
     }
     if cli.no_metrics {
         config.observe.metrics = false;
+    }
+    if cli.no_digests {
+        config.observe.digests = false;
     }
     Ok((config, topology))
 }
