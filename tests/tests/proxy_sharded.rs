@@ -1854,22 +1854,10 @@ async fn column_types_and_rows(
         let (t, got): (Vec<ColumnType>, Vec<Row>) = if prepared {
             let stmt = c.prep(sql).await.unwrap();
             let mut r = c.exec_iter(stmt, ()).await.unwrap();
-            let t = r
-                .columns()
-                .unwrap()
-                .iter()
-                .map(|col| col.column_type())
-                .collect();
-            (t, r.collect().await.unwrap())
+            (column_types(&r), r.collect().await.unwrap())
         } else {
             let mut r = c.query_iter(sql).await.unwrap();
-            let t = r
-                .columns()
-                .unwrap()
-                .iter()
-                .map(|col| col.column_type())
-                .collect();
-            (t, r.collect().await.unwrap())
+            (column_types(&r), r.collect().await.unwrap())
         };
         for row in got {
             rows.push(
@@ -1920,4 +1908,15 @@ schemas:
     )
     .expect("write config");
     ShoalProcess::start(&["--config".to_string(), path.display().to_string()])
+}
+
+/// The column types of a result's (first) set.
+fn column_types<P: mysql_async::prelude::Protocol>(
+    r: &mysql_async::QueryResult<'_, '_, P>,
+) -> Vec<ColumnType> {
+    r.columns()
+        .unwrap()
+        .iter()
+        .map(|col| col.column_type())
+        .collect()
 }
