@@ -42,11 +42,16 @@ pub(crate) fn not_preparable() -> Error {
 }
 
 impl Session {
+    /// Whether the session's user is an admin in the current configuration, not the
+    /// session's snapshot: a reload that takes the flag away (or the user) takes it from open
+    /// sessions at once.
+    pub(crate) fn is_admin(&self) -> bool {
+        self.shared.runtime.load().config.is_admin(&self.user)
+    }
+
     /// 1227 unless the session's user is an admin.
     pub(crate) fn check_admin(&self) -> Result<()> {
-        // The current configuration's account, not the session's snapshot: a reload that
-        // takes the flag away (or the user) takes it from open sessions at once.
-        if self.shared.runtime.load().config.is_admin(&self.user) {
+        if self.is_admin() {
             Ok(())
         } else {
             Err(not_admin())

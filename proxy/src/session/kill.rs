@@ -166,7 +166,7 @@ impl Session {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         // An admin may end anyone's; others only their own user's, as MySQL without PROCESS.
-        if owner != self.user && !self.shared.runtime.load().config.is_admin(&self.user) {
+        if owner != self.user && !self.is_admin() {
             return Err(Error::reply(
                 1095,
                 b"HY000",
