@@ -58,19 +58,6 @@ impl Session {
         }
     }
 
-    /// The relay path (no router): an administration statement in `sql` is answered here,
-    /// whatever else the query is. `None`: not one (nearly always, after one byte scan).
-    pub(crate) async fn relay_admin(&mut self, reply_seq: u8) -> Option<Result<()>> {
-        let parsed = {
-            let p = self.client.packet_payload();
-            shoal_router::sql::admin::parse_admin(&p[1..])?
-        };
-        Some(match parsed {
-            Ok(stmt) => self.admin(stmt, reply_seq).await,
-            Err(e) => Err(crate::exec::refusal(&e)),
-        })
-    }
-
     /// COM_STMT_PREPARE of an administration statement: 1227 for a non-admin, else 1295.
     /// `None`: the statement is not one.
     pub(crate) fn prepare_admin(&self) -> Option<Error> {

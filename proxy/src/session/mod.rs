@@ -121,6 +121,9 @@ pub struct Session {
     pub(crate) initial_vars: Vars,
     pub(crate) backend: Option<PooledConn>,
     pub(crate) last_backend: u64,
+    /// When the running command arrived (or the last one did): the one clock read a command
+    /// takes on the relay path, reused for connection ages and the processlist.
+    pub(crate) command_at: Instant,
     pub(crate) pins: Pins,
     /// Status flags of the last response, for OK packets the proxy answers itself.
     pub(crate) status: u16,
@@ -210,6 +213,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         initial_vars: Vars::default(),
         backend: None,
         last_backend: 0,
+        command_at: Instant::now(),
         pins: Pins::default(),
         status: StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits(),
         diag: Diagnostics {
@@ -384,6 +388,32 @@ pub(crate) fn starts_with_comment(sql: &[u8]) -> bool {
     }
 }
 
+/// The statement's first word (ASCII letters), or `None` when it starts with anything else
+/// (a comment, a parenthesis): what the relay path's checks for statements Shoal answers
+/// itself look at before reading further.
+pub(crate) fn lead_word(sql: &[u8]) -> Option<&[u8]> {
+    let s = sql.trim_ascii_start();
+    let end = s
+        .iter()
+        .position(|b| !b.is_ascii_alphabetic())
+        .unwrap_or(s.len());
+    // `-- ` and `#` comments and `/*` start with no letter; a word glued to something other
+    // than a space (`KILL/**/5`) is read in full too.
+    match s.get(end) {
+        None => (end > 0).then_some(s),
+        Some(b) if end > 0 && (b.is_ascii_whitespace() || *b == b';') => Some(&s[..end]),
+        _ => None,
+    }
+}
+
+/// A statement of the relay path that Shoal answers itself.
+enum RelayLocal {
+    Use(String),
+    Diagnostics(DiagQuery),
+    Kill(bool, u64),
+    Admin(std::result::Result<shoal_router::sql::admin::AdminStatement, shoal_router::RouterError>),
+}
+
 /// A query that is exactly `SELECT ROW_COUNT()` or `SELECT FOUND_ROWS()`.
 pub(crate) fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
     if starts_with_comment(sql) {
@@ -472,14 +502,17 @@ impl Session {
     /// Makes sure a backend connection in the state the client expects is at hand, and
     /// returns it.
     async fn ensure_backend(&mut self) -> Result<&mut PooledConn> {
-        let conn = self.checkout_backend().await?;
-        Ok(self.backend.insert(conn))
+        self.ready_backend().await?;
+        Ok(self
+            .backend
+            .as_mut()
+            .expect("ready_backend leaves a connection"))
     }
 
-    /// Takes the session's backend connection out of `self.backend`, acquired first if there
-    /// was none and brought to the state the client expects, and published for KILL. The
-    /// caller puts it back (or drops it if it broke).
-    async fn checkout_backend(&mut self) -> Result<PooledConn> {
+    /// Makes sure `self.backend` holds a connection, acquired first if there was none and
+    /// brought to the state the client expects, and published for KILL. The connection stays
+    /// in place when it is ready (the usual case: no move of it per statement).
+    async fn ready_backend(&mut self) -> Result<()> {
         if let Some(b) = self.backend.as_mut() {
             let validate = self.rt.pool.settings().validate_after;
             let pinned = self.pins.any();
@@ -490,7 +523,10 @@ impl Session {
                     // direct connection would, instead of carrying on without them.
                     return Err(Error::lost_backend());
                 }
-            } else if !pinned && b.last_used.elapsed() >= validate && !b.ping().await {
+            } else if !pinned
+                && self.command_at.saturating_duration_since(b.last_used) >= validate
+                && !b.ping().await
+            {
                 debug!(
                     backend_id = b.id,
                     "held backend connection failed ping; replacing it"
@@ -498,29 +534,33 @@ impl Session {
                 self.lose_backend();
             }
         }
-        let (conn, changed) = match self.backend.take() {
-            Some(conn) if conn.state == self.want => (conn, false),
-            Some(conn) => (self.align_backend(conn).await?, true),
+        if self
+            .backend
+            .as_ref()
+            .is_some_and(|conn| conn.state == self.want)
+        {
+            return Ok(());
+        }
+        let conn = match self.backend.take() {
+            Some(conn) => self.align_backend(conn).await?,
             None => {
                 let conn = self.rt.pool.acquire(self.wanted()).await?;
                 self.last_backend = conn.id;
-                let conn = if conn.state == self.want {
+                if conn.state == self.want {
                     conn
                 } else {
                     self.align_backend(conn).await?
-                };
-                (conn, true)
+                }
             }
         };
-        if changed {
-            kill::publish(
-                &self.handle,
-                &mut self.shown_backends,
-                Some(&conn),
-                &self.conns.held,
-            );
-        }
-        Ok(conn)
+        kill::publish(
+            &self.handle,
+            &mut self.shown_backends,
+            Some(&conn),
+            &self.conns.held,
+        );
+        self.backend = Some(conn);
+        Ok(())
     }
 
     /// Replays the difference between `conn`'s state and the client's. A refused replay keeps
@@ -649,6 +689,7 @@ impl Session {
                 continue;
             };
             last_active = Instant::now();
+            self.command_at = last_active;
             let info = match read {
                 Ok(info) => info,
                 Err(e) if is_too_large(&e) => {
@@ -690,6 +731,10 @@ impl Session {
             self.publish_begin(cmd, last_active);
             let result = self.dispatch(cmd, reply_seq).await;
             last_active = Instant::now();
+            if let Some(b) = self.backend.as_mut() {
+                // Read once here for every path that used it (pool ages, validation).
+                b.last_used = last_active;
+            }
             self.publish_backends();
             self.publish_end(last_active);
             let fatal = match result {
@@ -776,29 +821,58 @@ impl Session {
         match cmd {
             COM_PING => self.send_ok(reply_seq).await,
             COM_QUERY => {
-                let use_db = use_statement(&self.client.packet_payload()[1..]);
-                if let Some(db) = use_db {
-                    return self.use_schema(&db, reply_seq).await;
-                }
-                let diag = diagnostics_query(&self.client.packet_payload()[1..]);
-                if let Some(which) = diag
-                    && (which == DiagQuery::ConnectionId
-                        || (self.diag.known && !self.diag.on_backend))
-                {
-                    return self.answer_diagnostics(which, reply_seq).await;
-                }
-                if let Some((query_only, target)) =
-                    kill::parse_kill(&self.client.packet_payload()[1..])
-                {
-                    return self.kill(query_only, target, reply_seq).await;
-                }
-                if let Some(done) = self.relay_admin(reply_seq).await {
-                    return done;
+                // What Shoal answers itself is read only where the first word allows it; a
+                // statement that starts otherwise (a comment, a parenthesis) is read in full.
+                let (local, effects) = {
+                    let p = self.client.packet_payload();
+                    let sql = &p[1..];
+                    let lead = lead_word(sql);
+                    let may = |w: &[u8]| lead.is_none_or(|l| l.eq_ignore_ascii_case(w));
+                    let local = if may(b"USE")
+                        && let Some(db) = use_statement(sql)
+                    {
+                        Some(RelayLocal::Use(db))
+                    } else if may(b"SELECT")
+                        && let Some(which) = diagnostics_query(sql)
+                    {
+                        Some(RelayLocal::Diagnostics(which))
+                    } else if may(b"KILL")
+                        && let Some((query_only, target)) = kill::parse_kill(sql)
+                    {
+                        Some(RelayLocal::Kill(query_only, target))
+                    } else if (may(b"SHOW") || may(b"RESET") || may(b"RELOAD"))
+                        && let Some(parsed) = shoal_router::sql::admin::parse_admin(sql)
+                    {
+                        Some(RelayLocal::Admin(parsed))
+                    } else {
+                        None
+                    };
+                    let effects = local.is_none().then(|| pinning::effects(sql));
+                    (local, effects)
+                };
+                match local {
+                    Some(RelayLocal::Use(db)) => return self.use_schema(&db, reply_seq).await,
+                    Some(RelayLocal::Diagnostics(which))
+                        if which == DiagQuery::ConnectionId
+                            || (self.diag.known && !self.diag.on_backend) =>
+                    {
+                        return self.answer_diagnostics(which, reply_seq).await;
+                    }
+                    Some(RelayLocal::Kill(query_only, target)) => {
+                        return self.kill(query_only, target, reply_seq).await;
+                    }
+                    Some(RelayLocal::Admin(parsed)) => {
+                        return match parsed {
+                            Ok(stmt) => self.admin(stmt, reply_seq).await,
+                            Err(e) => Err(crate::exec::refusal(&e)),
+                        };
+                    }
+                    _ => {}
                 }
                 let pinning::Effects {
                     leaves_state: sticky,
                     sets_last_insert_id: sets_lid,
-                } = pinning::effects(&self.client.packet_payload()[1..]);
+                } = effects.unwrap_or_else(|| pinning::effects(&self.client.packet_payload()[1..]));
                 if sticky {
                     self.pins.sticky = true;
                 }
@@ -981,7 +1055,11 @@ impl Session {
     /// Sends the client's command as is to the backend and streams the response back.
     /// Returns `None` if the backend broke (the client already got a 2013 error).
     async fn forward(&mut self, expect: Expect, reply_seq: u8) -> Result<Option<Outcome>> {
-        let mut backend = self.checkout_backend().await?;
+        self.ready_backend().await?;
+        let backend = self
+            .backend
+            .as_mut()
+            .expect("ready_backend leaves a connection");
         let limited = self.rt.config.query_timeout;
         if let Some(t) = limited {
             backend.arm(tokio::time::Instant::now() + t);
@@ -994,7 +1072,7 @@ impl Session {
         let result = match backend.io.flush().await {
             Ok(()) => {
                 relay(
-                    &mut backend,
+                    backend,
                     &mut self.client,
                     self.caps,
                     expect,
@@ -1006,17 +1084,16 @@ impl Session {
             }
             Err(e) => Err(Error::BackendIo(e)),
         };
-        backend.last_used = Instant::now();
         if let (Some(t), Some(m)) = (timed, &self.rt.slots) {
-            m.backend(0, 0, backend.last_used - t);
+            m.backend(0, 0, t.elapsed());
         }
         if limited.is_some() {
             backend.disarm();
         }
-        if !matches!(result, Err(Error::ClientIo(_))) {
-            // Kept unless the client went away mid-response (then it may be mid-response
-            // itself and cannot be reused).
-            self.backend = Some(backend);
+        if matches!(result, Err(Error::ClientIo(_))) {
+            // The client went away mid-response: the connection may be mid-response itself
+            // and cannot be reused.
+            self.backend = None;
         }
         match result {
             Ok(out) => {
@@ -1203,6 +1280,30 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::use_statement;
+
+    #[test]
+    fn lead_word_is_a_plain_first_word_or_nothing() {
+        use super::lead_word;
+        assert_eq!(lead_word(b"  select c from t"), Some(&b"select"[..]));
+        assert_eq!(lead_word(b"KILL 5"), Some(&b"KILL"[..]));
+        assert_eq!(lead_word(b"SHOW\nSHOAL VERSION"), Some(&b"SHOW"[..]));
+        assert_eq!(lead_word(b"COMMIT"), Some(&b"COMMIT"[..]));
+        assert_eq!(lead_word(b"COMMIT;"), Some(&b"COMMIT"[..]));
+        // Anything the checks could misread: read in full.
+        for sql in [
+            &b"/* x */ KILL 5"[..],
+            b"-- c\nKILL 5",
+            b"# c\nKILL 5",
+            b"/*!KILL 5*/",
+            b"(SELECT ROW_COUNT())",
+            b"KILL/**/5",
+            b"SELECT*FROM t",
+            b"",
+            b"   ",
+        ] {
+            assert_eq!(lead_word(sql), None, "{}", String::from_utf8_lossy(sql));
+        }
+    }
 
     #[test]
     fn recognises_plain_use_statements() {

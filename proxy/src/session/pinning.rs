@@ -97,29 +97,50 @@ fn scan(sql: &[u8]) -> Effects {
         sets_last_insert_id: false,
     };
     for (i, &b) in sql.iter().enumerate() {
+        // Most bytes start no keyword: one table load each (this runs for every statement).
+        if !SCAN_STARTS[b as usize] {
+            continue;
+        }
         if e.leaves_state && e.sets_last_insert_id {
             break;
         }
         let rest = &sql[i..];
-        let pins = match b.to_ascii_uppercase() {
-            b'@' => is_user_variable_at(sql, i),
-            b'G' => starts_ci(rest, b"GET_LOCK"),
-            b'L' => {
+        // The first two letters pick the one keyword to compare (most candidates stop here).
+        let second = sql.get(i + 1).map_or(0, u8::to_ascii_uppercase);
+        let pins = match (b.to_ascii_uppercase(), second) {
+            (b'@', _) => is_user_variable_at(sql, i),
+            (b'G', b'E') => starts_ci(rest, b"GET_LOCK"),
+            (b'L', b'A') => {
                 if starts_ci(rest, b"LAST_INSERT_ID(") && has_argument(&rest[15..]) {
                     e.sets_last_insert_id = true;
                 }
-                starts_ci(rest, b"LOCK TABLE")
+                false
             }
-            b'T' => starts_ci(rest, b"TEMPORARY"),
-            b'P' => starts_ci(rest, b"PREPARE"),
-            b'S' => starts_ci(rest, b"SQL_CALC_FOUND_ROWS"),
-            b'R' => starts_ci(rest, b"READ LOCK"),
+            (b'L', b'O') => starts_ci(rest, b"LOCK TABLE"),
+            (b'T', b'E') => starts_ci(rest, b"TEMPORARY"),
+            (b'P', b'R') => starts_ci(rest, b"PREPARE"),
+            (b'S', b'Q') => starts_ci(rest, b"SQL_CALC_FOUND_ROWS"),
+            (b'R', b'E') => starts_ci(rest, b"READ LOCK"),
             _ => false,
         };
         e.leaves_state |= pins;
     }
     e
 }
+
+/// The bytes [`scan`] looks further at: `@` and the first letters of its keywords, in both
+/// cases.
+static SCAN_STARTS: [bool; 256] = {
+    let mut t = [false; 256];
+    let starts = b"@GLTPSR";
+    let mut i = 0;
+    while i < starts.len() {
+        t[starts[i] as usize] = true;
+        t[starts[i].to_ascii_lowercase() as usize] = true;
+        i += 1;
+    }
+    t
+};
 
 /// Whether a call's argument list (after its `(`) is not empty.
 fn has_argument(after_paren: &[u8]) -> bool {

@@ -146,8 +146,9 @@ pub fn row(id: u32, h: &SessionHandle, now_ms: u64) -> Vec<Option<String>> {
 impl Session {
     /// Milliseconds from the proxy's start to `at`.
     pub(crate) fn proxy_ms(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.shared.started)
-            .as_millis() as u64
+        // Seconds and millis apart: `as_millis` divides a u128 (twice per command).
+        let d = at.saturating_duration_since(self.shared.started);
+        d.as_secs() * 1000 + u64::from(d.subsec_millis())
     }
 
     /// The command in the client's frame starts now (`at`).
