@@ -423,7 +423,8 @@ pub(crate) fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
     }
     let s = sql.trim_ascii();
     let s = s.strip_suffix(b";").unwrap_or(s).trim_ascii_end();
-    if s.len() < 7 || !s[..7].eq_ignore_ascii_case(b"SELECT ") {
+    // All three end with `()`; a usual SELECT ends otherwise and stops here.
+    if s.len() < 7 || !s.ends_with(b")") || !s[..7].eq_ignore_ascii_case(b"SELECT ") {
         return None;
     }
     // Compared lazily, without a copy: this runs for every SELECT and most stop at one byte.

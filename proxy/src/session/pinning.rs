@@ -96,8 +96,16 @@ fn scan(sql: &[u8]) -> Effects {
             || starts_with_word(sql, b"HANDLER"),
         sets_last_insert_id: false,
     };
+    // Every keyword below holds `_`, `K` or `P`, a user variable `@`: most statements hold
+    // none of them and are done after this pass (branch-free, it runs for every statement).
+    if !sql
+        .iter()
+        .fold(false, |seen, &b| seen | SCAN_NEEDS[b as usize])
+    {
+        return e;
+    }
     for (i, &b) in sql.iter().enumerate() {
-        // Most bytes start no keyword: one table load each (this runs for every statement).
+        // Most bytes start no keyword: one table load each.
         if !SCAN_STARTS[b as usize] {
             continue;
         }
@@ -137,6 +145,21 @@ static SCAN_STARTS: [bool; 256] = {
     while i < starts.len() {
         t[starts[i] as usize] = true;
         t[starts[i].to_ascii_lowercase() as usize] = true;
+        i += 1;
+    }
+    t
+};
+
+/// Bytes one of which every match of [`scan`] contains: `@` (user variables), `_` (GET_LOCK,
+/// LAST_INSERT_ID, SQL_CALC_FOUND_ROWS), `K` (LOCK TABLE, READ LOCK), `P` (PREPARE,
+/// TEMPORARY), in both cases.
+static SCAN_NEEDS: [bool; 256] = {
+    let mut t = [false; 256];
+    let needs = b"@_KP";
+    let mut i = 0;
+    while i < needs.len() {
+        t[needs[i] as usize] = true;
+        t[needs[i].to_ascii_lowercase() as usize] = true;
         i += 1;
     }
     t
