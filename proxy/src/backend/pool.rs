@@ -360,15 +360,9 @@ impl BackendPool {
                         .iter()
                         .position(|c| c.id == want.prefer && c.wire_matches(wire))
                         .or_else(|| {
-                            // One opened on this core first: its socket wakes this thread.
-                            let fits = |c: &BackendConn| {
+                            s.idle.iter().rposition(|c| {
                                 c.wire_matches(wire) && c.state.schema.as_deref() == want.schema
-                            };
-                            let core = crate::cores::current();
-                            s.idle
-                                .iter()
-                                .rposition(|c| c.core == core && fits(c))
-                                .or_else(|| s.idle.iter().rposition(fits))
+                            })
                         })
                 })
                 .flatten();

@@ -4,8 +4,6 @@
 //! schema and table. Only column-definition packets are rewritten, never rows; a definition
 //! that names nothing physical is forwarded as it came.
 
-use std::collections::HashMap;
-
 use shoal_router::topology::{DatanodeId, TableDef, Topology};
 
 use crate::wire::messages::{column_def_names, put_column_def};
@@ -19,7 +17,7 @@ struct Datanode {
     /// it, as one server names the current database for such a column.
     default_schema: Option<String>,
     /// Physical table (lower-case) -> (logical schema, logical table).
-    tables: HashMap<String, (String, String)>,
+    tables: shoal_router::topology::NameMap<(String, String)>,
 }
 
 /// Logical names of every datanode's physical ones, built once per topology.

@@ -63,6 +63,9 @@ pub fn token_effects(sql: &str, toks: &[Token]) -> Effects {
     {
         e.leaves_state = true;
     }
+    if !may_pin(sql.as_bytes()) {
+        return e;
+    }
     let ddl = first_is("CREATE") || first_is("DROP");
     for (i, t) in toks.iter().enumerate() {
         let pins = match t.kind {
@@ -96,12 +99,7 @@ fn scan(sql: &[u8]) -> Effects {
             || starts_with_word(sql, b"HANDLER"),
         sets_last_insert_id: false,
     };
-    // Every keyword below holds `_`, `K` or `P`, a user variable `@`: most statements hold
-    // none of them and are done after this pass (branch-free, it runs for every statement).
-    if !sql
-        .iter()
-        .fold(false, |seen, &b| seen | SCAN_NEEDS[b as usize])
-    {
+    if !may_pin(sql) {
         return e;
     }
     for (i, &b) in sql.iter().enumerate() {
@@ -150,7 +148,15 @@ static SCAN_STARTS: [bool; 256] = {
     t
 };
 
-/// Bytes one of which every match of [`scan`] contains: `@` (user variables), `_` (GET_LOCK,
+/// Whether `sql` holds a byte of [`SCAN_NEEDS`]: without one, only the first-word checks can
+/// match. Most statements hold none and are done after this pass (branch-free: it runs for
+/// every statement).
+fn may_pin(sql: &[u8]) -> bool {
+    sql.iter()
+        .fold(false, |seen, &b| seen | SCAN_NEEDS[b as usize])
+}
+
+/// Bytes one of which every match of [`scan`] and of [`token_effects`]' token loop contains: `@` (user variables), `_` (GET_LOCK,
 /// LAST_INSERT_ID, SQL_CALC_FOUND_ROWS), `K` (LOCK TABLE, READ LOCK), `P` (PREPARE,
 /// TEMPORARY), in both cases.
 static SCAN_NEEDS: [bool; 256] = {

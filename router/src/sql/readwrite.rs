@@ -93,8 +93,11 @@ pub fn mycat_hint_len(sql: &str) -> Option<usize> {
     loop {
         let t = rest.trim_start();
         let skipped = rest.len() - t.len();
-        let lower = t.get(..8).map(str::to_ascii_lowercase);
-        if !matches!(lower.as_deref(), Some("/*!mycat" | "/*#mycat")) {
+        // Compared in place: this runs for every statement.
+        let hint = t.as_bytes().get(..8).is_some_and(|h| {
+            h.eq_ignore_ascii_case(b"/*!mycat") || h.eq_ignore_ascii_case(b"/*#mycat")
+        });
+        if !hint {
             break;
         }
         let Some(end) = t.find("*/") else { break };

@@ -89,7 +89,7 @@ impl<'a> Builder<'a> {
         self.check_datahosts()?;
         let datanodes = self.datanodes()?;
         self.check_rules()?;
-        let mut schemas = HashMap::new();
+        let mut schemas = super::NameMap::default();
         for (si, s) in self.cfg.schemas.iter().enumerate() {
             let key = format!("schemas[{si}]");
             identifier(&format!("{key}.name"), &s.name)?;
@@ -352,7 +352,7 @@ impl<'a> Builder<'a> {
                 )
             })?),
         };
-        let mut tables = HashMap::new();
+        let mut tables = super::NameMap::default();
         let mut index_of: HashMap<String, usize> = HashMap::new();
         for (ti, t) in s.tables.iter().enumerate() {
             let key = format!("schemas[{si}].tables[{ti}]");
@@ -581,7 +581,7 @@ impl<'a> Builder<'a> {
         si: usize,
         ti: usize,
         index_of: &HashMap<String, usize>,
-        resolved: &HashMap<String, TableDef>,
+        resolved: &super::NameMap<TableDef>,
     ) -> Result<ChildTable, ConfigError> {
         let tables = &self.cfg.schemas[si].tables;
         let t = &tables[ti];

@@ -12,12 +12,16 @@ use crate::rule::ShardRule;
 /// Index into [`Topology::datanodes`].
 pub type DatanodeId = usize;
 
+/// A map by name, hashed with foldhash: looked up for every statement, and its keys come from
+/// the configuration (SipHash's resistance to chosen keys buys nothing here).
+pub type NameMap<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 #[derive(Debug, Clone)]
 pub struct Topology {
     pub server: ServerConfig,
     pub datanodes: Vec<Datanode>,
     /// Key: schema name as configured.
-    pub schemas: HashMap<String, LogicalSchema>,
+    pub schemas: NameMap<LogicalSchema>,
     pub users: Vec<UserDef>,
     pub datahosts: Vec<DatahostDef>,
 }
@@ -37,7 +41,7 @@ pub struct LogicalSchema {
     /// Where unlisted tables live.
     pub default_datanode: Option<DatanodeId>,
     /// Key: lower-cased table name.
-    pub tables: HashMap<String, TableDef>,
+    pub tables: NameMap<TableDef>,
     /// Which FOREIGN KEYs DDL may declare (`schemas[].foreign_keys`).
     pub foreign_keys: ForeignKeys,
     /// How transactions over several datanodes commit (`schemas[].transactions`).
