@@ -137,7 +137,16 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                     client.write_raw(backend.io.frame());
                 }
                 Event::Row(_) => {
-                    out.rows += 1;
+                    // The rows already buffered behind this one go in the same copy.
+                    let (more, last) = if continuing {
+                        (0, None)
+                    } else {
+                        backend.io.take_buffered_rows()
+                    };
+                    out.rows += 1 + more;
+                    if let Some(last) = last {
+                        *seq = last.wrapping_add(1);
+                    }
                     client.write_raw(backend.io.frame());
                 }
                 Event::ColumnCount(_) => {

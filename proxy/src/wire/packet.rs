@@ -177,6 +177,31 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         Ok(h)
     }
 
+    /// Extends the frame last read by [`Self::next_frame`] over the whole frames buffered
+    /// behind it that are result-set rows, so that a run of rows is forwarded with one copy and
+    /// without classifying each. A row never starts with 0xFF (an ERR) or 0xFE (an EOF or OK
+    /// ending the rows; a row starting so is 16 MiB or more, so split); a frame starting with
+    /// either, a split one, an empty one or an incomplete one stops the run. Returns how many
+    /// frames were taken and the sequence id of the last one.
+    pub fn take_buffered_rows(&mut self) -> (u64, Option<u8>) {
+        let mut taken = 0;
+        let mut last = None;
+        while let Some(h) = header_at(&self.rbuf, self.consumed) {
+            let start = self.consumed + 4;
+            let end = start + h.len;
+            if h.len == 0 || h.continues() || end > self.rbuf.len() {
+                break;
+            }
+            if matches!(self.rbuf[start], 0xFE | 0xFF) {
+                break;
+            }
+            self.consumed = end;
+            taken += 1;
+            last = Some(h.seq);
+        }
+        (taken, last)
+    }
+
     /// The raw bytes (header and payload) of the frame or packet last read.
     pub fn frame(&self) -> &[u8] {
         &self.rbuf[..self.consumed]
@@ -497,6 +522,40 @@ mod tests {
         assert_eq!((h2.len, h2.seq), (2, 1));
         assert_eq!(r.frame(), &[2, 0, 0, 1, 9, 9]);
         writer.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_run_of_buffered_rows_is_taken_up_to_the_terminator() {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let mut w = PacketStream::new(a, 1 << 30);
+        let mut r = PacketStream::new(b, 1 << 30);
+        let mut seq = 3;
+        // Three rows (one starting with NULL's 0xFB), then an EOF, then another row.
+        for p in [
+            &[1u8, b'a'][..],
+            &[0xFB],
+            &[2, b'b', b'c'],
+            &[0xFE, 0, 0, 2, 0],
+            &[1, b'z'],
+        ] {
+            w.write_packet(&mut seq, p);
+        }
+        w.flush().await.unwrap();
+        let h = r.next_frame().await.unwrap();
+        assert_eq!(h.seq, 3);
+        assert_eq!(r.take_buffered_rows(), (2, Some(5)));
+        assert_eq!(
+            r.frame(),
+            &[
+                2, 0, 0, 3, 1, b'a', 1, 0, 0, 4, 0xFB, 3, 0, 0, 5, 2, b'b', b'c'
+            ]
+        );
+        // The EOF stops the run and is read as the next frame.
+        let h = r.next_frame().await.unwrap();
+        assert_eq!((h.seq, r.frame_payload()[0]), (6, 0xFE));
+        assert_eq!(r.take_buffered_rows(), (1, Some(7)));
+        // Nothing buffered: nothing taken.
+        assert_eq!(r.take_buffered_rows(), (0, None));
     }
 
     #[tokio::test]
