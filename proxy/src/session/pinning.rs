@@ -134,19 +134,13 @@ fn scan(sql: &[u8]) -> Effects {
     e
 }
 
-/// The bytes [`scan`] looks further at: `@` and the first letters of its keywords, in both
-/// cases.
-static SCAN_STARTS: [bool; 256] = {
-    let mut t = [false; 256];
-    let starts = b"@GLTPSR";
-    let mut i = 0;
-    while i < starts.len() {
-        t[starts[i] as usize] = true;
-        t[starts[i].to_ascii_lowercase() as usize] = true;
-        i += 1;
-    }
-    t
-};
+/// The bytes [`scan`] looks further at: `@` and the first letters of its keywords.
+static SCAN_STARTS: [bool; 256] = byte_set(b"@GLTPSR");
+
+/// Bytes one of which every match of [`scan`] and of [`token_effects`]' token loop contains:
+/// `@` (user variables), `_` (GET_LOCK, LAST_INSERT_ID, SQL_CALC_FOUND_ROWS), `K` (LOCK TABLE,
+/// READ LOCK), `P` (PREPARE, TEMPORARY).
+static SCAN_NEEDS: [bool; 256] = byte_set(b"@_KP");
 
 /// Whether `sql` holds a byte of [`SCAN_NEEDS`]: without one, only the first-word checks can
 /// match. Most statements hold none and are done after this pass (branch-free: it runs for
@@ -156,20 +150,17 @@ fn may_pin(sql: &[u8]) -> bool {
         .fold(false, |seen, &b| seen | SCAN_NEEDS[b as usize])
 }
 
-/// Bytes one of which every match of [`scan`] and of [`token_effects`]' token loop contains: `@` (user variables), `_` (GET_LOCK,
-/// LAST_INSERT_ID, SQL_CALC_FOUND_ROWS), `K` (LOCK TABLE, READ LOCK), `P` (PREPARE,
-/// TEMPORARY), in both cases.
-static SCAN_NEEDS: [bool; 256] = {
+/// A lookup table of `bytes` in both cases.
+const fn byte_set(bytes: &[u8]) -> [bool; 256] {
     let mut t = [false; 256];
-    let needs = b"@_KP";
     let mut i = 0;
-    while i < needs.len() {
-        t[needs[i] as usize] = true;
-        t[needs[i].to_ascii_lowercase() as usize] = true;
+    while i < bytes.len() {
+        t[bytes[i] as usize] = true;
+        t[bytes[i].to_ascii_lowercase() as usize] = true;
         i += 1;
     }
     t
-};
+}
 
 /// Whether a call's argument list (after its `(`) is not empty.
 fn has_argument(after_paren: &[u8]) -> bool {
