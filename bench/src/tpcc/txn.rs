@@ -541,6 +541,10 @@ async fn run(conn: &mut Conn, t: &Terminal, input: &Input) -> TxResult<(Outcome,
             }
         }
         Input::Delivery { carrier } => {
+            // Every read here locks (reads the latest rows): the new order came from a locking
+            // read, and a plain read of its order or lines would use the transaction's snapshot,
+            // taken at an earlier district's first plain read, before a New-Order that
+            // committed since: the customer would not be credited for lines marked delivered.
             for d in 1..=DISTRICTS {
                 let oldest = rows(
                     conn,
@@ -568,7 +572,7 @@ async fn run(conn: &mut Conn, t: &Terminal, input: &Input) -> TxResult<(Outcome,
                     conn,
                     format!(
                         "SELECT o_c_id FROM orders WHERE o_id = {o} AND o_d_id = {d} \
-                         AND o_w_id = {w}"
+                         AND o_w_id = {w} FOR UPDATE"
                     ),
                 )
                 .await?;
@@ -593,7 +597,7 @@ async fn run(conn: &mut Conn, t: &Terminal, input: &Input) -> TxResult<(Outcome,
                     conn,
                     format!(
                         "SELECT SUM(ol_amount) sm FROM order_line WHERE ol_o_id = {o} \
-                         AND ol_d_id = {d} AND ol_w_id = {w}"
+                         AND ol_d_id = {d} AND ol_w_id = {w} FOR UPDATE"
                     ),
                 )
                 .await?;
