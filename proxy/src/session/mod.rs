@@ -824,12 +824,12 @@ impl Session {
             COM_QUERY => {
                 // What Shoal answers itself is read only where the first word allows it; a
                 // statement that starts otherwise (a comment, a parenthesis) is read in full.
-                let (local, effects) = {
+                let local = {
                     let p = self.client.packet_payload();
                     let sql = &p[1..];
                     let lead = lead_word(sql);
                     let may = |w: &[u8]| lead.is_none_or(|l| l.eq_ignore_ascii_case(w));
-                    let local = if may(b"USE")
+                    if may(b"USE")
                         && let Some(db) = use_statement(sql)
                     {
                         Some(RelayLocal::Use(db))
@@ -847,9 +847,7 @@ impl Session {
                         Some(RelayLocal::Admin(parsed))
                     } else {
                         None
-                    };
-                    let effects = local.is_none().then(|| pinning::effects(sql));
-                    (local, effects)
+                    }
                 };
                 match local {
                     Some(RelayLocal::Use(db)) => return self.use_schema(&db, reply_seq).await,
@@ -873,7 +871,7 @@ impl Session {
                 let pinning::Effects {
                     leaves_state: sticky,
                     sets_last_insert_id: sets_lid,
-                } = effects.unwrap_or_else(|| pinning::effects(&self.client.packet_payload()[1..]));
+                } = pinning::effects(&self.client.packet_payload()[1..]);
                 if sticky {
                     self.pins.sticky = true;
                 }
