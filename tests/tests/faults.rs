@@ -254,8 +254,26 @@ async fn prepared_xa_transactions_are_seen_until_resolved() {
     );
     // MariaDB hands a prepared transaction over to other sessions once its own has ended
     // (as it does to a recovering Shoal after the one that prepared it died).
+    // COM_QUIT is not acknowledged: the server may still be ending that session when the next
+    // one asks, and then answers XAER_NOTA. Wait until its thread is gone.
+    let ended = c.id();
     c.disconnect().await.unwrap();
     let mut other = admin(&fx.cluster, 1).await;
+    let start = tokio::time::Instant::now();
+    while other
+        .query_first::<u64, _>(format!(
+            "SELECT id FROM information_schema.processlist WHERE id = {ended}"
+        ))
+        .await
+        .unwrap()
+        .is_some()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "session {ended} never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     other
         .query_drop("XA ROLLBACK 'faults-probe'")
         .await
