@@ -865,7 +865,7 @@ impl Session {
                     self.caps,
                     expect,
                     &mut seq,
-                    names,
+                    names.map(|(n, dn)| (n, dn, &mut self.renamed)),
                     errors,
                 )
                 .await

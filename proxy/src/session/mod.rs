@@ -140,6 +140,9 @@ pub struct Session {
     /// The routed path's token buffer, reused from statement to statement: each COM_QUERY is
     /// tokenized once into it and read by the router, the pin check and the diagnostics check.
     pub(crate) tokens: Vec<Token>,
+    /// Column definitions this session's results had renamed to logical names, kept to be
+    /// copied when the same come again (routed only).
+    pub(crate) renamed: crate::exec::logical_names::RenameMemo,
     pub(crate) conns: ConnSet,
     pub(crate) txn_begin: Option<String>,
     /// Why the explicit transaction uses plain BEGIN on each datanode instead of XA (`START
@@ -225,6 +228,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         logical: None,
         mode_seen: (Vars::default(), shoal_router::sql::SqlMode::default()),
         tokens: Vec::new(),
+        renamed: Default::default(),
         conns: ConnSet::default(),
         txn_begin: None,
         txn_plain: None,

@@ -14,7 +14,7 @@ use crate::backend::interrupt::TIMED_OUT;
 use crate::backend::state::Tracked;
 use crate::error::{Error, Result};
 use crate::exec::logical_errors::LogicalNames;
-use crate::exec::logical_names::LogicalNames as ColumnNames;
+use crate::exec::logical_names::{LogicalNames as ColumnNames, RenameMemo};
 use crate::wire::messages::{OkInfo, encode_ok, err_payload};
 use crate::wire::packet::{FLUSH_THRESHOLD, PacketStream};
 pub use crate::wire::response::Expect;
@@ -46,15 +46,15 @@ pub struct Outcome {
 
 /// Forwards the response to the command just sent on `backend`. `seq` is set to the sequence
 /// id the next packet to the client must carry (for an error after a failure midway). Column
-/// definitions are renamed by `columns` (a datanode's names in logical ones) and error messages
-/// by `errors` when given (with the router; quick mode relays bytes).
+/// definitions are renamed by `columns` (a datanode's names in logical ones, through the
+/// session's memo of them) and error messages by `errors` when given (with the router; quick mode relays bytes).
 pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     backend: &mut BackendConn,
     client: &mut PacketStream<C>,
     client_caps: CapabilityFlags,
     expect: Expect,
     seq: &mut u8,
-    columns: Option<(&ColumnNames, DatanodeId)>,
+    mut columns: Option<(&ColumnNames, DatanodeId, &mut RenameMemo)>,
     errors: Option<(&LogicalNames, Option<&str>)>,
 ) -> Result<Outcome> {
     let strip = backend.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK)
@@ -63,6 +63,8 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     let mut out = Outcome::default();
     let mut continuing = false;
     let mut scratch = Vec::new();
+    // Position of the next column definition in its result (or prepare response).
+    let mut column = 0;
     loop {
         let h = backend.read_frame().await.map_err(Error::BackendIo)?;
         *seq = h.seq.wrapping_add(1);
@@ -150,26 +152,34 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                     client.write_raw(backend.io.frame());
                 }
                 Event::ColumnCount(_) => {
+                    column = 0;
                     out.rows = 0;
                     out.affected = None;
                     out.had_rows = true;
                     client.write_raw(backend.io.frame());
                 }
                 Event::PrepareOk { statement_id, .. } => {
+                    column = 0;
                     out.prepared = Some(statement_id);
                     client.write_raw(backend.io.frame());
                 }
-                Event::ColumnDef(d)
-                    if !continuing
-                        && columns.is_some_and(|(n, dn)| n.rename(dn, d, &mut scratch)) =>
-                {
-                    let mut s = h.seq;
-                    client.write_packet(&mut s, &scratch);
+                Event::ColumnDef(d) => {
+                    let renamed = match &mut columns {
+                        Some((n, dn, memo)) if !continuing => n.rename_memo(*dn, column, d, memo),
+                        _ => None,
+                    };
+                    column += 1;
+                    match renamed {
+                        Some(def) => {
+                            let mut s = h.seq;
+                            client.write_packet(&mut s, def);
+                        }
+                        None => client.write_raw(backend.io.frame()),
+                    }
                 }
-                Event::ColumnDef(_)
-                | Event::ParamDef(_)
-                | Event::ParamsDone { .. }
-                | Event::Other(_) => client.write_raw(backend.io.frame()),
+                Event::ParamDef(_) | Event::ParamsDone { .. } | Event::Other(_) => {
+                    client.write_raw(backend.io.frame())
+                }
             }
         }
         if reader.finished() && !continuing {
