@@ -95,6 +95,11 @@ pub struct OverheadArgs {
     /// share the instance of the other targets (databases sbtest_1..4 beside sbtest).
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = parse_sharded_servers)]
     pub sharded_servers: usize,
+    /// sysbench `--db-ps-mode`: `auto` runs its statements prepared (binary protocol),
+    /// `disable` as text queries, which is what most applications and the peers' own
+    /// comparisons send.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "disable"])]
+    pub ps_mode: String,
     /// Results go to `<out>/overhead-<UTC timestamp>/` (report.md, CSV, JSON, SVG charts).
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
@@ -418,7 +423,7 @@ fn measure(
     let mut header = format!(
         "# Proxy overhead: {}\n\n\
          {} on {}, {} round(s) x {} s per run, sysbench {} tables x {} rows, \
-         --db-ps-mode=auto, medians over rounds. HAProxy: TCP mode, nbthread {}; shoal: quick \
+         --db-ps-mode={}, medians over rounds. HAProxy: TCP mode, nbthread {}; shoal: quick \
          mode; shoal-tls: quick mode, sysbench connecting with TLS (`--mysql-ssl=on`); \
          shoal-config: the sysbench tables sharded by id (`mod`) over {}, pool.max = threads x \
          datanodes; mariadbd CPU is every instance's.\n\
@@ -433,6 +438,7 @@ fn measure(
         args.duration,
         args.tables,
         args.table_size,
+        args.ps_mode,
         args.haproxy_threads,
         sharded_layout(args.sharded_servers),
     );
@@ -540,6 +546,7 @@ impl Bench<'_> {
             seconds: args.duration,
             tables: args.tables,
             table_size: args.table_size,
+            ps_mode: &args.ps_mode,
         };
         let run = sysbench::run(&endpoint, &spec, rate, &[])
             .map_err(|e| run_failed(target, workload, threads, rate, e))?;
@@ -755,6 +762,7 @@ fn write_results(
             "tables": args.tables,
             "table_size": args.table_size,
             "sharded_servers": args.sharded_servers,
+            "ps_mode": args.ps_mode,
             "paced_fraction": args.paced,
             "targets": names,
             "not_run": not_run.iter().map(|(n, w)| json!({"target": n, "why": w})).collect::<Vec<_>>(),
@@ -877,6 +885,13 @@ mod tests {
         for bad in ["0", "-0.5", "1.01", "NaN", "inf", "x"] {
             assert!(parse(&["--paced", bad]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn ps_mode_is_prepared_unless_text_is_asked_for() {
+        assert_eq!(parse(&[]).unwrap().ps_mode, "auto");
+        assert_eq!(parse(&["--ps-mode", "disable"]).unwrap().ps_mode, "disable");
+        assert!(parse(&["--ps-mode", "text"]).is_err());
     }
 
     #[test]

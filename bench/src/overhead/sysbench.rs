@@ -105,6 +105,8 @@ pub struct RunSpec<'a> {
     pub seconds: u32,
     pub tables: u32,
     pub table_size: u32,
+    /// sysbench `--db-ps-mode`: `auto` (prepared statements, its default) or `disable` (text).
+    pub ps_mode: &'a str,
 }
 
 /// A run's figures with the event rate sysbench reported beside them: a paced run is held to
@@ -166,6 +168,7 @@ fn execute(
         seconds,
         tables,
         table_size,
+        ps_mode,
     } = *spec;
     let mut args = vec![workload_arg(workload)?];
     args.extend(base_args(target, tables, table_size));
@@ -176,7 +179,7 @@ fn execute(
         format!("--time={seconds}"),
         "--report-interval=0".into(),
         "--percentile=95".into(),
-        "--db-ps-mode=auto".into(),
+        format!("--db-ps-mode={ps_mode}"),
         "--rand-type=uniform".into(),
         "run".into(),
     ]);

@@ -347,6 +347,7 @@ async fn split_phase(
                         seconds: secs,
                         tables,
                         table_size: size,
+                        ps_mode: "auto",
                     };
                     sysbench::run(&target, &spec, None, &["--skip-trx=on"]).map(|r| r.stats)
                 })
