@@ -54,7 +54,8 @@ pub struct OverheadArgs {
     /// Targets to measure, in the order of the first round: direct, haproxy, shoal (quick mode),
     /// shoal-config (Shoal with the sysbench tables sharded by id over 4 datanodes), shoal-tls
     /// (quick mode with TLS to clients, sysbench connecting with `--mysql-ssl=on`),
-    /// shoal-metrics (quick mode with `--admin-listen`: metrics and query digests counted).
+    /// shoal-metrics (quick mode with `--admin-listen`: metrics and query digests counted),
+    /// shoal-1thread (quick mode with `--threads 1`), haproxy-1thread (`nbthread 1`).
     #[arg(long, value_delimiter = ',', default_value = "direct,haproxy,shoal")]
     pub targets: Vec<String>,
     /// Another endpoint to measure beside them, `NAME=HOST:PORT[:PID]` (repeatable): a proxy you
@@ -194,13 +195,15 @@ impl ExternalTarget {
     }
 }
 
-const BUILT_IN: [&str; 6] = [
+const BUILT_IN: [&str; 8] = [
     "direct",
     "haproxy",
     "shoal",
     "shoal-config",
     "shoal-tls",
     "shoal-metrics",
+    "haproxy-1thread",
+    "shoal-1thread",
 ];
 
 /// Datanodes of the `shoal-config` target.
@@ -231,8 +234,8 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
     for t in &args.targets {
         if !BUILT_IN.contains(&t.as_str()) {
             return Err(OverheadError::Tool(format!(
-                "unknown target {t:?} (direct, haproxy, shoal, shoal-config, shoal-tls; others with \
-                 --target NAME=HOST:PORT[:PID])"
+                "unknown target {t:?} ({}; others with --target NAME=HOST:PORT[:PID])",
+                BUILT_IN.join(", ")
             )));
         }
     }
@@ -326,9 +329,11 @@ fn measure(
         .map_err(OverheadError::io(format!("create {}", work_dir.display())))?;
     let mut proxies: Vec<(String, ProxyProcess)> = Vec::new();
     let mut not_run: Vec<(String, String)> = Vec::new();
-    if args.targets.iter().any(|t| t == "haproxy") {
-        let hp = targets::start_haproxy(&work_dir, &primary.addr(), args.haproxy_threads)?;
-        proxies.push(("haproxy".into(), hp));
+    for (name, threads) in [("haproxy", args.haproxy_threads), ("haproxy-1thread", 1)] {
+        if args.targets.iter().any(|t| t == name) {
+            let hp = targets::start_haproxy(&work_dir, name, &primary.addr(), threads)?;
+            proxies.push((name.into(), hp));
+        }
     }
     if let Some(bin) = shoal_bin {
         let url = format!(
@@ -342,6 +347,13 @@ fn measure(
                 let shoal = targets::start_shoal(&work_dir, bin, &url, &args.shoal_args, tls)?;
                 proxies.push((name.into(), shoal));
             }
+        }
+        if args.targets.iter().any(|t| t == "shoal-1thread") {
+            // Quick mode on one worker thread: no worker wakes another (see docs/benchmarks.md).
+            let mut extra = args.shoal_args.clone();
+            extra.extend(["--threads".to_string(), "1".to_string()]);
+            let shoal = targets::start_shoal(&work_dir, bin, &url, &extra, false)?;
+            proxies.push(("shoal-1thread".into(), shoal));
         }
         if args.targets.iter().any(|t| t == "shoal-metrics") {
             // Quick mode with the admin listener: metrics and query digests counted (the
@@ -424,7 +436,8 @@ fn measure(
         "# Proxy overhead: {}\n\n\
          {} on {}, {} round(s) x {} s per run, sysbench {} tables x {} rows, \
          --db-ps-mode={}, medians over rounds. HAProxy: TCP mode, nbthread {}; shoal: quick \
-         mode; shoal-tls: quick mode, sysbench connecting with TLS (`--mysql-ssl=on`); \
+         mode; shoal-1thread: quick mode with one worker thread; haproxy-1thread: nbthread 1; \
+         shoal-tls: quick mode, sysbench connecting with TLS (`--mysql-ssl=on`); \
          shoal-config: the sysbench tables sharded by id (`mod`) over {}, pool.max = threads x \
          datanodes; mariadbd CPU is every instance's.\n\
          Latency is per sysbench event: one query for oltp_point_select and the shoal_scatter_* \

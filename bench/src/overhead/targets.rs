@@ -120,11 +120,12 @@ pub fn free_port() -> Result<u16, OverheadError> {
 /// HAProxy as a plain TCP forwarder: the floor cost of any proxy hop.
 pub fn start_haproxy(
     dir: &Path,
+    name: &str,
     backend: &str,
     threads: u32,
 ) -> Result<ProxyProcess, OverheadError> {
     let port = free_port()?;
-    let config = dir.join("haproxy.cfg");
+    let config = dir.join(format!("{name}.cfg"));
     // Long timeouts: sysbench holds its connections for the whole run.
     let text = format!(
         "global\n  nbthread {threads}\n  maxconn 4096\n\
@@ -135,7 +136,7 @@ pub fn start_haproxy(
     let mut cmd = Command::new("haproxy");
     // -db: stay in the foreground, so that the pid we hold is the one doing the work.
     cmd.arg("-db").arg("-f").arg(&config);
-    ProxyProcess::spawn("haproxy", port, cmd, &dir.join("haproxy.log"))
+    ProxyProcess::spawn("haproxy", port, cmd, &dir.join(format!("{name}.log")))
 }
 
 /// Shoal in quick mode in front of `backend_url`; with `tls`, also offering TLS to clients
