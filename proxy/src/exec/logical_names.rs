@@ -45,6 +45,8 @@ const MEMO_MAX_DEF: usize = 256;
 #[derive(Debug, Default)]
 pub struct RenameMemo {
     slots: Vec<MemoSlot>,
+    /// The renaming of a definition too long to keep, for the caller to send.
+    long: Vec<u8>,
 }
 
 #[derive(Debug, Default)]
@@ -127,14 +129,8 @@ impl LogicalNames {
         memo: &'m mut RenameMemo,
     ) -> Option<&'m [u8]> {
         if def.len() > MEMO_MAX_DEF {
-            let mut out = Vec::new();
-            let renamed = self.rename(dn, def, &mut out).then_some(out);
-            // Kept in a slot's place only for the borrow; the next lookup misses it.
-            let slot = memo.slot(dn, column);
-            slot.names = 0;
-            slot.def.clear();
-            slot.renamed = renamed;
-            return slot.renamed.as_deref();
+            let out = &mut memo.long;
+            return self.rename(dn, def, out).then_some(out.as_slice());
         }
         let slot = memo.slot(dn, column);
         let hit =

@@ -47,7 +47,8 @@ pub struct Outcome {
 /// Forwards the response to the command just sent on `backend`. `seq` is set to the sequence
 /// id the next packet to the client must carry (for an error after a failure midway). Column
 /// definitions are renamed by `columns` (a datanode's names in logical ones, through the
-/// session's memo of them) and error messages by `errors` when given (with the router; quick mode relays bytes).
+/// session's memo of them) and error messages by `errors` when given (with the router; quick
+/// mode relays bytes).
 pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     backend: &mut BackendConn,
     client: &mut PacketStream<C>,
