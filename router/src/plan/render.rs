@@ -146,6 +146,14 @@ impl Text<'_> {
 /// An identifier as SQL text: bare when it can be, backquoted otherwise (or when the client
 /// quoted the name it replaces).
 pub fn quote_ident(name: &str, force: bool) -> String {
+    let mut out = String::with_capacity(name.len() + 2);
+    push_ident(&mut out, name, force);
+    out
+}
+
+/// [`quote_ident`] appended to `out` (no allocation of its own: qualified names are built per
+/// routed statement).
+pub fn push_ident(out: &mut String, name: &str, force: bool) {
     let bare = !force
         && !name.is_empty()
         && name
@@ -153,9 +161,16 @@ pub fn quote_ident(name: &str, force: bool) -> String {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$')
         && !name.bytes().all(|b| b.is_ascii_digit());
     if bare {
-        name.to_string()
+        out.push_str(name);
     } else {
-        format!("`{}`", name.replace('`', "``"))
+        out.push('`');
+        for c in name.chars() {
+            if c == '`' {
+                out.push('`');
+            }
+            out.push(c);
+        }
+        out.push('`');
     }
 }
 
@@ -163,6 +178,18 @@ pub fn quote_ident(name: &str, force: bool) -> String {
 mod tests {
     use super::*;
     use crate::sql::lex::tokenize;
+
+    #[test]
+    fn identifiers_are_quoted_only_where_mariadb_needs_it() {
+        assert_eq!(quote_ident("shop_1", false), "shop_1");
+        assert_eq!(quote_ident("shop_1", true), "`shop_1`");
+        assert_eq!(quote_ident("123", false), "`123`");
+        assert_eq!(quote_ident("", false), "``");
+        assert_eq!(quote_ident("a`b c", false), "`a``b c`");
+        let mut s = String::from("x.");
+        push_ident(&mut s, "dé", false);
+        assert_eq!(s, "x.`dé`");
+    }
 
     #[test]
     fn splices_keep_comments() {
