@@ -139,7 +139,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
 
     fn drop_consumed(&mut self) {
         if self.consumed > 0 {
-            self.rbuf.advance(self.consumed);
+            if self.consumed == self.rbuf.len() {
+                // All of it read (the end of most responses): emptied, no offset bookkeeping.
+                self.rbuf.clear();
+            } else {
+                self.rbuf.advance(self.consumed);
+            }
             self.consumed = 0;
         }
     }
@@ -168,6 +173,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     /// until the next read: see [`Self::frame`] and [`Self::frame_payload`].
     pub async fn next_frame(&mut self) -> io::Result<FrameHeader> {
         self.drop_consumed();
+        // The frame already buffered (every frame of a response but the first, usually):
+        // taken without entering the read loop.
+        if let Some(h) = header_at(&self.rbuf, 0)
+            && self.rbuf.len() >= 4 + h.len
+        {
+            self.consumed = 4 + h.len;
+            return Ok(h);
+        }
         self.fill_to(4).await?;
         let Some(h) = header_at(&self.rbuf, 0) else {
             return Err(eof());
@@ -338,16 +351,12 @@ pub trait IdleProbe {
 
 impl IdleProbe for tokio::net::TcpStream {
     fn closed_or_spoke(&mut self) -> bool {
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match self.poll_read_ready(&mut cx) {
-            std::task::Poll::Pending => false,
-            std::task::Poll::Ready(Err(_)) => true,
-            std::task::Poll::Ready(Ok(())) => {
-                // Readiness may be stale (left from the last response): look.
-                let mut probe = [0u8; 16];
-                !matches!(self.try_read(&mut probe), Err(ref e) if e.kind() == io::ErrorKind::WouldBlock)
-            }
-        }
+        // `try_read` answers WouldBlock from the runtime's readiness alone, with no system call
+        // and no waker registered (a `poll_read_ready` with a no-op waker locks the socket's
+        // waiter list to store it, on every statement); only a socket the runtime saw become
+        // readable is read, and readiness left from the last response is cleared by that read.
+        let mut probe = [0u8; 16];
+        !matches!(self.try_read(&mut probe), Err(ref e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 }
 
