@@ -534,6 +534,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_frame_is_read_whole_whether_buffered_or_split_across_reads() {
+        use tokio::io::AsyncWriteExt;
+        let (mut a, b) = tokio::io::duplex(1 << 20);
+        let mut r = PacketStream::new(b, 1 << 30);
+        // Two whole frames in one write, then a third whose header and first payload byte
+        // come before the rest of it.
+        a.write_all(&[1, 0, 0, 0, b'x', 2, 0, 0, 1, b'y', b'z', 3, 0, 0, 2, b'p'])
+            .await
+            .unwrap();
+        let h = r.next_frame().await.unwrap();
+        assert_eq!((h.len, h.seq, r.frame_payload()), (1, 0, &b"x"[..]));
+        let h = r.next_frame().await.unwrap();
+        assert_eq!((h.len, h.seq, r.frame_payload()), (2, 1, &b"yz"[..]));
+        let writer = tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            a.write_all(b"qr").await.unwrap();
+            a
+        });
+        let h = r.next_frame().await.unwrap();
+        assert_eq!(
+            (h.len, h.seq, r.frame()),
+            (3, 2, &[3, 0, 0, 2, b'p', b'q', b'r'][..])
+        );
+        writer.await.unwrap();
+    }
+
+    #[tokio::test]
     async fn a_run_of_buffered_rows_is_taken_up_to_the_terminator() {
         let (a, b) = tokio::io::duplex(1 << 20);
         let mut w = PacketStream::new(a, 1 << 30);
