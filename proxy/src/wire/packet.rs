@@ -161,12 +161,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         Ok(())
     }
 
+    /// The header of the frame at `pos` in the read buffer, if all of that frame is buffered.
+    fn whole_frame_at(&self, pos: usize) -> Option<FrameHeader> {
+        header_at(&self.rbuf, pos).filter(|h| self.rbuf.len() >= pos + 4 + h.len)
+    }
+
     /// Whether a whole frame is already buffered after the current one (no read needed).
     pub fn has_buffered_frame(&self) -> bool {
-        match header_at(&self.rbuf, self.consumed) {
-            Some(h) => self.rbuf.len() >= self.consumed + 4 + h.len,
-            None => false,
-        }
+        self.whole_frame_at(self.consumed).is_some()
     }
 
     /// Reads the next single frame (one piece of a possibly split packet). Its bytes stay valid
@@ -175,9 +177,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         self.drop_consumed();
         // The frame already buffered (every frame of a response but the first, usually):
         // taken without entering the read loop.
-        if let Some(h) = header_at(&self.rbuf, 0)
-            && self.rbuf.len() >= 4 + h.len
-        {
+        if let Some(h) = self.whole_frame_at(0) {
             self.consumed = 4 + h.len;
             return Ok(h);
         }
@@ -199,10 +199,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     pub fn take_buffered_rows(&mut self) -> (u64, Option<u8>) {
         let mut taken = 0;
         let mut last = None;
-        while let Some(h) = header_at(&self.rbuf, self.consumed) {
+        while let Some(h) = self.whole_frame_at(self.consumed) {
             let start = self.consumed + 4;
             let end = start + h.len;
-            if h.len == 0 || h.continues() || end > self.rbuf.len() {
+            if h.len == 0 || h.continues() {
                 break;
             }
             if matches!(self.rbuf[start], 0xFE | 0xFF) {
