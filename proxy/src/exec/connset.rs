@@ -109,6 +109,7 @@ pub enum Want {
 pub struct LastWrite {
     pub datahost: usize,
     pub at: Instant,
+    /// The replication position covering the session's writes there.
     pub gtid: Option<String>,
     /// Replicas a `MASTER_GTID_WAIT` showed have applied `gtid`.
     pub applied_on: Vec<usize>,
@@ -149,7 +150,8 @@ impl ConnSet {
         self.writes.iter_mut().find(|w| w.datahost == datahost)
     }
 
-    /// Records a write on `datahost`, with its GTID when the server reported one. `None` is
+    /// Records a write on `datahost`, with its GTID when the server reported one (kept with
+    /// the earlier ones as the position covering them all, see `gtid_position`). `None` is
     /// a write whose GTID is not known (yet: a statement inside a transaction is only given
     /// one at COMMIT): the GTID of an earlier write no longer covers the session's writes, so
     /// until a GTID is known again causal reads go to the primary.
@@ -158,7 +160,12 @@ impl ConnSet {
         match self.last_write(datahost) {
             Some(w) => {
                 w.at = at;
-                w.gtid = gtid;
+                // Two connections on one datahost commit concurrently: the GTID read last
+                // need not be the one committed last, so the position covers both.
+                w.gtid = match (w.gtid.take(), gtid) {
+                    (Some(old), Some(new)) => Some(super::gtid_position::covering(&old, &new)),
+                    (_, gtid) => gtid,
+                };
                 w.applied_on.clear();
             }
             None => self.writes.push(LastWrite {

@@ -21,6 +21,7 @@ pub mod connset;
 pub use prepared::Statements;
 pub(crate) use replica::BACKEND_COLUMNS;
 mod datanode_union;
+mod gtid_position;
 mod keymove;
 mod local;
 pub mod logical_errors;
