@@ -11,6 +11,7 @@ pub mod exec;
 pub mod fuzzing;
 pub mod merge;
 pub mod observe;
+pub mod out_of_line;
 pub mod reload;
 pub mod runtime;
 pub mod server;

@@ -52,6 +52,7 @@ use tracing::debug;
 use crate::backend::pool::Wanted;
 use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::out_of_line::cold;
 use crate::session::relay::{Expect, Outcome, relay};
 use crate::session::{Session, align_to, diagnostics_tokens, pinning};
 use crate::wire::command::*;
@@ -152,9 +153,9 @@ impl Session {
             }
             COM_INIT_DB => {
                 let db = String::from_utf8_lossy(&self.client.packet_payload()[1..]).into_owned();
-                self.use_logical(&db, reply_seq).await
+                cold(self.use_logical(&db, reply_seq)).await
             }
-            COM_FIELD_LIST => self.field_list_routed(routing, reply_seq).await,
+            COM_FIELD_LIST => cold(self.field_list_routed(routing, reply_seq)).await,
             COM_STATISTICS | COM_SET_OPTION => {
                 let dn = self.any_datanode(routing);
                 let expect = Expect::Single;
@@ -174,9 +175,8 @@ impl Session {
                 } else {
                     None
                 };
-                let out = self
-                    .run_on(routing, dn, Use::Text, None, expect, reply_seq)
-                    .await?;
+                let out =
+                    cold(self.run_on(routing, dn, Use::Text, None, expect, reply_seq)).await?;
                 if let (Some(on), Some(out)) = (on, out)
                     && !out.error
                 {
@@ -188,11 +188,11 @@ impl Session {
                 Ok(())
             }
             COM_RESET_CONNECTION => {
-                self.reset_session().await?;
+                cold(self.reset_session()).await?;
                 self.send_ok(reply_seq).await
             }
-            COM_CHANGE_USER => self.change_user(reply_seq).await,
-            COM_STMT_PREPARE => self.prepare_routed(routing, reply_seq).await,
+            COM_CHANGE_USER => cold(self.change_user(reply_seq)).await,
+            COM_STMT_PREPARE => cold(self.prepare_routed(routing, reply_seq)).await,
             COM_STMT_EXECUTE => self.execute_routed(routing, reply_seq).await,
             COM_STMT_RESET | COM_STMT_FETCH => {
                 let id = stmt_id(&self.client.packet_payload()).unwrap_or(0);
@@ -354,7 +354,7 @@ impl Session {
         self.note_statement_writes(read_route);
         if commits {
             if self.txn_begin.is_some() || self.conns.in_transaction() {
-                self.end_transaction(true).await?;
+                cold(self.end_transaction(true)).await?;
             }
             self.conns.no_branch = true;
         }
@@ -365,18 +365,11 @@ impl Session {
         if let Some(which) = diag {
             // The statement before may have run anywhere: the session's own record answers.
             if self.diag.known || which == crate::session::DiagQuery::ConnectionId {
-                return self.answer_diagnostics(which, reply_seq).await;
+                return cold(self.answer_diagnostics(which, reply_seq)).await;
             }
             let dn = self.any_datanode(routing);
-            self.run_on(
-                routing,
-                dn,
-                Use::Text,
-                None,
-                Expect::Results { binary: false },
-                reply_seq,
-            )
-            .await?;
+            let expect = Expect::Results { binary: false };
+            cold(self.run_on(routing, dn, Use::Text, None, expect, reply_seq)).await?;
             return Ok(());
         }
         let Some(plan) = plan else {
@@ -386,7 +379,7 @@ impl Session {
         match plan {
             RoutePlan::Single(t) => {
                 let same = self.is_client_text(&t.sql);
-                if !same && is_show && self.show_logical(routing, &t, reply_seq).await? {
+                if !same && is_show && cold(self.show_logical(routing, &t, reply_seq)).await? {
                     return Ok(());
                 }
                 let sql = (!same).then_some(&*t.sql);
@@ -423,9 +416,9 @@ impl Session {
                 self.note_effects(dn, effects);
                 Ok(())
             }
-            RoutePlan::Local(answer) => self.answer_local(routing, answer, reply_seq).await,
+            RoutePlan::Local(answer) => cold(self.answer_local(routing, answer, reply_seq)).await,
             RoutePlan::Session(kind) => {
-                self.session_statement(routing, kind, None, reply_seq).await
+                cold(self.session_statement(routing, kind, None, reply_seq)).await
             }
             RoutePlan::Refuse(e) => {
                 // Off the hot path: only an INSERT the planner refused can need a sequence.
@@ -440,7 +433,7 @@ impl Session {
                     })
                 };
                 match fill {
-                    Some(fill) => self.insert_with_sequence(routing, fill, reply_seq).await,
+                    Some(fill) => cold(self.insert_with_sequence(routing, fill, reply_seq)).await,
                     None => Err(self.refuse(&e)),
                 }
             }
@@ -450,28 +443,28 @@ impl Session {
                     let sql = std::str::from_utf8(&p[1..]).unwrap_or("");
                     shoal_router::sql::classify(sql).is_dml()
                 };
+                let req = prepared::Request::Text;
                 if dml {
-                    self.run_writes(routing, targets, false, &prepared::Request::Text, reply_seq)
-                        .await
+                    cold(self.run_writes(routing, targets, false, &req, reply_seq)).await
                 } else {
-                    self.run_ddl(routing, targets, reply_seq).await
+                    cold(self.run_ddl(routing, targets, reply_seq)).await
                 }
             }
             RoutePlan::Scatter {
                 targets,
                 merge: Merge::AffectedRows,
             } => {
-                self.run_writes(routing, targets, true, &prepared::Request::Text, reply_seq)
-                    .await
+                let req = prepared::Request::Text;
+                cold(self.run_writes(routing, targets, true, &req, reply_seq)).await
             }
             RoutePlan::Scatter {
                 targets,
                 merge: Merge::Rows(spec),
             } => {
-                self.run_scatter(routing, targets, &spec, &prepared::Request::Text, reply_seq)
-                    .await
+                let req = prepared::Request::Text;
+                cold(self.run_scatter(routing, targets, &spec, &req, reply_seq)).await
             }
-            RoutePlan::KeyMove(km) => self.run_key_move(routing, &km, reply_seq).await,
+            RoutePlan::KeyMove(km) => cold(self.run_key_move(routing, &km, reply_seq)).await,
         }
     }
 
@@ -575,12 +568,12 @@ impl Session {
             if h.table_locks {
                 // Its locks are gone: the session's others go too, rather than the session
                 // going on with some tables locked and some not.
-                let _ = self.unlock_tables().await;
+                let _ = cold(self.unlock_tables()).await;
             }
             if h.pinned() {
                 // A transaction or pinned state went with it: say so, as a direct connection
                 // would, instead of carrying on without it.
-                self.abandon_transaction().await;
+                cold(self.abandon_transaction()).await;
                 return Err(Error::lost_backend());
             }
             // Otherwise nothing of the session's was on it (a connection kept from an earlier
@@ -644,9 +637,9 @@ impl Session {
             Some(i) => i,
             None => {
                 if self.may_hold_and_wait() {
-                    self.admit(routing).await?;
+                    cold(self.admit(routing)).await?;
                 }
-                let (server, conn) = self.acquire_for(routing, dn, chosen).await?;
+                let (server, conn) = cold(self.acquire_for(routing, dn, chosen)).await?;
                 let i = self.conns.push(Held::new(dn, server, conn));
                 self.publish_backends();
                 i
@@ -674,7 +667,7 @@ impl Session {
             && h.conn.state.multi_statements == self.want.multi_statements;
         let mut result = Ok(());
         if !aligned {
-            result = align_to(&self.want, schema, &mut h.conn).await;
+            result = cold(align_to(&self.want, schema, &mut h.conn)).await;
         } else if !h.conn.state.vars.same(&self.want.vars) {
             // Equal but apart (both learnt the same change): share, so the next statements
             // compare a pointer.
@@ -684,9 +677,7 @@ impl Session {
             && let Some((begin, xa)) = self.branch_start(routing, i, dn)
         {
             let h = &mut self.conns.held[i];
-            result = h
-                .conn
-                .command(COM_QUERY, begin.as_bytes())
+            result = cold(h.conn.command(COM_QUERY, begin.as_bytes()))
                 .await
                 .map(|_| ());
             if result.is_ok() {
@@ -701,8 +692,8 @@ impl Session {
                 self.conns.held[i].wrote = true;
             }
         }
-        if result.is_ok() {
-            result = self.replay_savepoints(i).await;
+        if result.is_ok() && !self.savepoints.is_empty() {
+            result = cold(self.replay_savepoints(i)).await;
         }
         let node = &routing.topology.datanodes[dn];
         match result {
@@ -905,52 +896,8 @@ impl Session {
                 Ok(Some(out))
             }
             Err(Error::BackendIo(e)) => {
-                debug!(error = %e, "backend failed during a command");
-                let h = self.conns.held.remove(i);
-                self.rt.backends.servers[h.server].health.note_error();
-                let timed_out = crate::backend::interrupt::is_timeout(&e);
-                if timed_out {
-                    // The statement's time is up: not retried elsewhere; said as it stands.
-                    let in_transaction = self.txn_begin.is_some() || h.pinned();
-                    self.abandon_transaction().await;
-                    let node = match names {
-                        Some((_, dn)) => self
-                            .rt
-                            .config
-                            .routing
-                            .as_deref()
-                            .map(|r| format!("datanode {}", r.topology.datanodes[dn].name)),
-                        None => None,
-                    };
-                    let node = node.unwrap_or_else(|| "the datanode".to_string());
-                    let read = self.command_is_read();
-                    let e = crate::backend::interrupt::stalled_error(&node, read, in_transaction);
-                    if let Some((code, state, msg)) = e.as_reply() {
-                        let (msg, state) = (msg.to_string(), *state);
-                        self.send_error(seq, code, &state, &msg).await?;
-                    }
-                    return Ok(None);
-                }
-                if self.conns.retry_read && seq == reply_seq {
-                    // Nothing reached the client: the caller reads elsewhere.
-                    self.conns.failed_read = Some(h.server);
-                    return Ok(None);
-                }
-                self.abandon_transaction().await;
-                let (code, state, msg) = match Error::lost_backend() {
-                    Error::Reply {
-                        code,
-                        state,
-                        message,
-                    } => (code, state, message),
-                    _ => (
-                        crate::error::LOST_BACKEND.0,
-                        crate::error::LOST_BACKEND.1,
-                        "Lost connection to backend".into(),
-                    ),
-                };
-                self.send_error(seq, code, &state, &msg).await?;
-                Ok(None)
+                let dn = names.map(|(_, dn)| dn);
+                cold(self.backend_failed(i, e, seq, reply_seq, dn)).await
             }
             Err(Error::ClientIo(e)) => {
                 // The backend may be mid-response: it cannot be reused.
@@ -959,6 +906,66 @@ impl Session {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Held connection `i` (of datanode `dn`) failed while its response was relayed (`seq`:
+    /// the next sequence id to the client; `reply_seq`: the first, so nothing reached the
+    /// client while they are equal): the connection is dropped and the client told, or, for a
+    /// read that may go elsewhere, the caller retries it.
+    async fn backend_failed(
+        &mut self,
+        i: usize,
+        e: std::io::Error,
+        seq: u8,
+        reply_seq: u8,
+        dn: Option<DatanodeId>,
+    ) -> Result<Option<Outcome>> {
+        debug!(error = %e, "backend failed during a command");
+        let h = self.conns.held.remove(i);
+        self.rt.backends.servers[h.server].health.note_error();
+        let timed_out = crate::backend::interrupt::is_timeout(&e);
+        if timed_out {
+            // The statement's time is up: not retried elsewhere; said as it stands.
+            let in_transaction = self.txn_begin.is_some() || h.pinned();
+            self.abandon_transaction().await;
+            let node = match dn {
+                Some(dn) => self
+                    .rt
+                    .config
+                    .routing
+                    .as_deref()
+                    .map(|r| format!("datanode {}", r.topology.datanodes[dn].name)),
+                None => None,
+            };
+            let node = node.unwrap_or_else(|| "the datanode".to_string());
+            let read = self.command_is_read();
+            let e = crate::backend::interrupt::stalled_error(&node, read, in_transaction);
+            if let Some((code, state, msg)) = e.as_reply() {
+                let (msg, state) = (msg.to_string(), *state);
+                self.send_error(seq, code, &state, &msg).await?;
+            }
+            return Ok(None);
+        }
+        if self.conns.retry_read && seq == reply_seq {
+            // Nothing reached the client: the caller reads elsewhere.
+            self.conns.failed_read = Some(h.server);
+            return Ok(None);
+        }
+        self.abandon_transaction().await;
+        let (code, state, msg) = match Error::lost_backend() {
+            Error::Reply {
+                code,
+                state,
+                message,
+            } => (code, state, message),
+            _ => (
+                crate::error::LOST_BACKEND.0,
+                crate::error::LOST_BACKEND.1,
+                "Lost connection to backend".into(),
+            ),
+        };
+        self.send_error(seq, code, &state, &msg).await?;
+        Ok(None)
     }
 
     /// Learns from a response on held connection `i` what changed in the session.
@@ -1054,13 +1061,11 @@ impl Session {
             .is_some_and(|r| r.admission.contended())
     }
 
-    /// Between commands: gives back the held connections other sessions wait for. The check
-    /// is synchronous and allocation-free; the release (which may reset a connection) runs
-    /// only when something is to go back.
-    pub(crate) async fn release_wanted(&mut self) {
-        if self.conns.held.iter().any(|h| self.give_back(h)) {
-            self.release_conns(false).await;
-        }
+    /// Whether, between commands, a held connection is to go back because other sessions
+    /// wait for it: then `release_conns(false)` gives those back. The check is synchronous
+    /// and allocation-free; the release (which may reset a connection) runs only then.
+    pub(crate) fn release_wanted(&self) -> bool {
+        self.conns.held.iter().any(|h| self.give_back(h))
     }
 
     /// Gives back this session's connections that the running statement has not used and

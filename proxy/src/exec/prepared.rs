@@ -18,6 +18,7 @@ use crate::backend::stmt_cache::{ParamTypes, fingerprint, fingerprint_in};
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::merge::Protocol;
+use crate::out_of_line::cold;
 use crate::session::Session;
 use crate::session::relay::Expect;
 use crate::wire::command::{COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE};
@@ -441,11 +442,12 @@ pub(super) async fn request_on(
     let (backend_id, send_types) = match conn.stmts.get_for_execute(fp, &t.sql) {
         Some((id, held)) => (id, !keep_types(held, params, &t.params)),
         None => {
+            // First use on this connection: prepared (out of line, see `out_of_line`).
             if switch {
-                conn.init_db(db).await?;
+                cold(conn.init_db(db)).await?;
             }
             // Types go with this first execute; the next one records them.
-            (prepare_on(conn, &t.sql, false).await?.0, true)
+            (cold(prepare_on(conn, &t.sql, false)).await?.0, true)
         }
     };
     execute_payload_into(out, backend_id, params, &t.params, send_types);
@@ -757,8 +759,7 @@ impl Session {
             RoutePlan::Refuse(e) => Err(self.refuse(&e)),
             RoutePlan::Broadcast { targets } => {
                 if shoal_router::sql::classify(sql).is_dml() {
-                    self.run_writes(routing, targets, false, &req, reply_seq)
-                        .await
+                    cold(self.run_writes(routing, targets, false, &req, reply_seq)).await
                 } else {
                     Err(unsupported("DDL through a prepared statement"))
                 }
@@ -766,35 +767,26 @@ impl Session {
             RoutePlan::Scatter {
                 targets,
                 merge: Merge::AffectedRows,
-            } => {
-                self.run_writes(routing, targets, true, &req, reply_seq)
-                    .await
-            }
+            } => cold(self.run_writes(routing, targets, true, &req, reply_seq)).await,
             RoutePlan::Scatter {
                 targets,
                 merge: Merge::Rows(spec),
-            } => {
-                self.run_scatter(routing, targets, &spec, &req, reply_seq)
-                    .await
-            }
+            } => cold(self.run_scatter(routing, targets, &spec, &req, reply_seq)).await,
             RoutePlan::Session(kind) if n == 0 => {
-                self.session_statement(routing, kind, Some(sql), reply_seq)
-                    .await
+                cold(self.session_statement(routing, kind, Some(sql), reply_seq)).await
             }
             RoutePlan::Local(LocalAnswer::SessionValues { columns, row }) if n == 0 => {
-                self.answer_session_values(&columns, row, Protocol::Binary, reply_seq)
-                    .await
+                cold(self.answer_session_values(&columns, row, Protocol::Binary, reply_seq)).await
             }
             RoutePlan::Local(LocalAnswer::Catalog { sql, show }) => {
                 let filled = self.fill_params(routing, &sql, values)?;
-                self.answer_catalog(routing, &filled, show, Protocol::Binary, reply_seq)
-                    .await
+                cold(self.answer_catalog(routing, &filled, show, Protocol::Binary, reply_seq)).await
             }
             RoutePlan::Local(_) | RoutePlan::Session(_) => {
                 Err(unsupported("this statement through a prepared statement"))
             }
             RoutePlan::KeyMove(km) if !km.has_params => {
-                self.run_key_move(routing, &km, reply_seq).await
+                cold(self.run_key_move(routing, &km, reply_seq)).await
             }
             RoutePlan::KeyMove(km) => {
                 Err(self.refuse(&shoal_router::RouterError::unsupported(format!(

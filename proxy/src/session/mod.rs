@@ -29,6 +29,7 @@ use crate::backend::pool::{PooledConn, Wanted};
 use crate::backend::state::{SessionState, Vars};
 use crate::error::{Error, Result};
 use crate::exec::connset::ConnSet;
+use crate::out_of_line::cold;
 use crate::wire::command::*;
 use crate::wire::messages::{err_payload, ok_payload};
 use crate::wire::packet::{PacketStream, is_too_large};
@@ -530,7 +531,7 @@ impl Session {
                 }
             } else if !pinned
                 && self.command_at.saturating_duration_since(b.last_used) >= validate
-                && !b.ping().await
+                && !cold(b.ping()).await
             {
                 debug!(
                     backend_id = b.id,
@@ -547,14 +548,14 @@ impl Session {
             return Ok(());
         }
         let conn = match self.backend.take() {
-            Some(conn) => self.align_backend(conn).await?,
+            Some(conn) => cold(self.align_backend(conn)).await?,
             None => {
-                let conn = self.rt.pool.acquire(self.wanted()).await?;
+                let conn = cold(self.rt.pool.acquire(self.wanted())).await?;
                 self.last_backend = conn.id;
                 if conn.state == self.want {
                     conn
                 } else {
-                    self.align_backend(conn).await?
+                    cold(self.align_backend(conn)).await?
                 }
             }
         };
@@ -672,10 +673,10 @@ impl Session {
             }
             // Between commands: give the connection back if sessions are waiting for one.
             if self.backend.is_some() && !self.pins.any() && pool.reclaim_requested() {
-                self.release_backend().await;
+                cold(self.release_backend()).await;
             }
-            if !self.conns.is_empty() {
-                self.release_wanted().await;
+            if !self.conns.is_empty() && self.release_wanted() {
+                cold(self.release_conns(false)).await;
             }
             let read = tokio::select! {
                 biased;
@@ -697,19 +698,7 @@ impl Session {
             self.command_at = last_active;
             let info = match read {
                 Ok(info) => info,
-                Err(e) if is_too_large(&e) => {
-                    let err = Error::packet_too_large();
-                    if let Some((code, state, msg)) = err.as_reply() {
-                        let msg = msg.to_string();
-                        let _ = self.send_error(0, code, state, &msg).await;
-                    }
-                    // The client may still be sending the packet: let it finish (bounded), so
-                    // that it reads the 1153 instead of a reset, as it would from MySQL.
-                    self.client
-                        .discard_incoming(OVERSIZE_DRAIN_BYTES, OVERSIZE_DRAIN_WAIT)
-                        .await;
-                    return Err(err);
-                }
+                Err(e) if is_too_large(&e) => return cold(self.refuse_oversize()).await,
                 Err(e) => return Err(Error::ClientIo(e)),
             };
             // Killed while it waited for this command: it does not run (a cheap load).
@@ -723,14 +712,15 @@ impl Session {
             let reply_seq = info.last_seq.wrapping_add(1);
             let cmd = self.client.frame().get(4).copied();
             let Some(cmd) = cmd else {
-                self.send_error(reply_seq, 1047, b"08S01", "Empty command packet")
-                    .await?;
+                cold(self.send_error(reply_seq, 1047, b"08S01", "Empty command packet")).await?;
                 continue;
             };
             if cmd == COM_QUIT {
                 return Ok(());
             }
-            self.follow_reload().await;
+            if self.reload_pending() {
+                cold(self.follow_reload()).await;
+            }
             let started = last_active;
             self.mark = crate::observe::Mark::default();
             self.publish_begin(cmd, last_active);
@@ -744,14 +734,7 @@ impl Session {
             self.publish_end(last_active);
             let fatal = match result {
                 Ok(()) => None,
-                Err(e) => {
-                    if let Some((code, state, msg)) = e.as_reply() {
-                        let msg = msg.to_string();
-                        let state = *state;
-                        self.send_error(reply_seq, code, &state, &msg).await?;
-                    }
-                    e.ends_session().then_some(e)
-                }
+                Err(e) => cold(self.answer_error(reply_seq, e)).await?,
             };
             if self.shared.observe.any() {
                 let bytes_in = info.payload_len as u64 + 4 * info.frames as u64;
@@ -761,6 +744,38 @@ impl Session {
                 return Err(e);
             }
         }
+    }
+
+    /// The 1153 for a packet over `max_allowed_packet`, which ends the session.
+    async fn refuse_oversize(&mut self) -> Result<()> {
+        let err = Error::packet_too_large();
+        if let Some((code, state, msg)) = err.as_reply() {
+            let msg = msg.to_string();
+            let _ = self.send_error(0, code, state, &msg).await;
+        }
+        // The client may still be sending the packet: let it finish (bounded), so that it
+        // reads the 1153 instead of a reset, as it would from MySQL.
+        self.client
+            .discard_incoming(OVERSIZE_DRAIN_BYTES, OVERSIZE_DRAIN_WAIT)
+            .await;
+        Err(err)
+    }
+
+    /// Answers a command's error `e` at `reply_seq` (one with a reply to send); `Some(e)` when
+    /// it ends the session.
+    async fn answer_error(&mut self, reply_seq: u8, e: Error) -> Result<Option<Error>> {
+        if let Some((code, state, msg)) = e.as_reply() {
+            let msg = msg.to_string();
+            let state = *state;
+            self.send_error(reply_seq, code, &state, &msg).await?;
+        }
+        Ok(e.ends_session().then_some(e))
+    }
+
+    /// Whether a newer configuration snapshot than the session's is published (one
+    /// `ArcSwap::load` per command): then [`Self::follow_reload`] runs.
+    fn reload_pending(&self) -> bool {
+        !Arc::ptr_eq(&self.shared.runtime.load(), &self.rt)
     }
 
     /// Moves the session to the newest configuration snapshot, before a command.
@@ -774,14 +789,11 @@ impl Session {
     /// Once nothing pins it, the session gives its unpinned connections back to their pools
     /// (a server the reload kept has the same pool, so the connection is simply reused),
     /// takes the current snapshot, and has the new router plan its client prepared
-    /// statements again; from then on its user's new rights (schemas, read_only) apply. The
-    /// check costs one `ArcSwap::load` per command.
+    /// statements again; from then on its user's new rights (schemas, read_only) apply. Run
+    /// when [`Self::reload_pending`] (checked before every command) says so.
     async fn follow_reload(&mut self) {
         {
             let current = self.shared.runtime.load();
-            if Arc::ptr_eq(&current, &self.rt) {
-                return;
-            }
             // A session whose user the reload removed keeps running with the rights it logged
             // in with (as MariaDB keeps a dropped user's open sessions): the new snapshot has
             // no account to read them from, and reading none would mean no limits at all.
@@ -854,19 +866,21 @@ impl Session {
                     }
                 };
                 match local {
-                    Some(RelayLocal::Use(db)) => return self.use_schema(&db, reply_seq).await,
+                    Some(RelayLocal::Use(db)) => {
+                        return cold(self.use_schema(&db, reply_seq)).await;
+                    }
                     Some(RelayLocal::Diagnostics(which))
                         if which == DiagQuery::ConnectionId
                             || (self.diag.known && !self.diag.on_backend) =>
                     {
-                        return self.answer_diagnostics(which, reply_seq).await;
+                        return cold(self.answer_diagnostics(which, reply_seq)).await;
                     }
                     Some(RelayLocal::Kill(query_only, target)) => {
-                        return self.kill(query_only, target, reply_seq).await;
+                        return cold(self.kill(query_only, target, reply_seq)).await;
                     }
                     Some(RelayLocal::Admin(parsed)) => {
                         return match parsed {
-                            Ok(stmt) => self.admin(stmt, reply_seq).await,
+                            Ok(stmt) => cold(self.admin(stmt, reply_seq)).await,
                             Err(e) => Err(crate::exec::refusal(&e)),
                         };
                     }
@@ -889,23 +903,23 @@ impl Session {
                         .iter()
                         .any(|(n, _)| n == "character_set_connection")
                 {
-                    self.refresh_collation().await;
+                    cold(self.refresh_collation()).await;
                 }
                 if sets_lid {
-                    self.refresh_last_insert_id().await;
+                    cold(self.refresh_last_insert_id()).await;
                 }
                 Ok(())
             }
             COM_INIT_DB => {
                 let db = String::from_utf8_lossy(&self.client.packet_payload()[1..]).into_owned();
-                self.use_schema(&db, reply_seq).await
+                cold(self.use_schema(&db, reply_seq)).await
             }
             COM_FIELD_LIST => {
-                self.forward(Expect::FieldList, reply_seq).await?;
+                cold(self.forward(Expect::FieldList, reply_seq)).await?;
                 Ok(())
             }
             COM_STATISTICS => {
-                self.forward(Expect::Single, reply_seq).await?;
+                cold(self.forward(Expect::Single, reply_seq)).await?;
                 Ok(())
             }
             COM_SET_OPTION => {
@@ -923,7 +937,7 @@ impl Session {
                         ));
                     }
                 };
-                let out = self.forward(Expect::Single, reply_seq).await?;
+                let out = cold(self.forward(Expect::Single, reply_seq)).await?;
                 if let Some(out) = out
                     && !out.error
                 {
@@ -935,15 +949,15 @@ impl Session {
                 Ok(())
             }
             COM_RESET_CONNECTION => {
-                self.reset_session().await?;
+                cold(self.reset_session()).await?;
                 self.send_ok(reply_seq).await
             }
-            COM_CHANGE_USER => self.change_user(reply_seq).await,
+            COM_CHANGE_USER => cold(self.change_user(reply_seq)).await,
             COM_STMT_PREPARE => {
                 if let Some(refused) = self.prepare_admin() {
                     return Err(refused);
                 }
-                let out = self.forward(Expect::Prepare, reply_seq).await?;
+                let out = cold(self.forward(Expect::Prepare, reply_seq)).await?;
                 if let Some(Outcome {
                     prepared: Some(id), ..
                 }) = out
@@ -1131,7 +1145,7 @@ impl Session {
                 };
                 if let Some((code, state, msg)) = lost.as_reply() {
                     let (msg, state) = (msg.to_string(), *state);
-                    self.send_error(seq, code, &state, &msg).await?;
+                    cold(self.send_error(seq, code, &state, &msg)).await?;
                 }
                 Ok(None)
             }
