@@ -923,11 +923,9 @@ impl Session {
         debug!(error = %e, "backend failed during a command");
         let h = self.conns.held.remove(i);
         self.rt.backends.servers[h.server].health.note_error();
-        let timed_out = crate::backend::interrupt::is_timeout(&e);
-        if timed_out {
+        let answer = if crate::backend::interrupt::is_timeout(&e) {
             // The statement's time is up: not retried elsewhere; said as it stands.
             let in_transaction = self.txn_begin.is_some() || h.pinned();
-            self.abandon_transaction().await;
             let node = match dn {
                 Some(dn) => self
                     .rt
@@ -939,32 +937,19 @@ impl Session {
             };
             let node = node.unwrap_or_else(|| "the datanode".to_string());
             let read = self.command_is_read();
-            let e = crate::backend::interrupt::stalled_error(&node, read, in_transaction);
-            if let Some((code, state, msg)) = e.as_reply() {
-                let (msg, state) = (msg.to_string(), *state);
-                self.send_error(seq, code, &state, &msg).await?;
-            }
-            return Ok(None);
-        }
-        if self.conns.retry_read && seq == reply_seq {
+            crate::backend::interrupt::stalled_error(&node, read, in_transaction)
+        } else if self.conns.retry_read && seq == reply_seq {
             // Nothing reached the client: the caller reads elsewhere.
             self.conns.failed_read = Some(h.server);
             return Ok(None);
-        }
-        self.abandon_transaction().await;
-        let (code, state, msg) = match Error::lost_backend() {
-            Error::Reply {
-                code,
-                state,
-                message,
-            } => (code, state, message),
-            _ => (
-                crate::error::LOST_BACKEND.0,
-                crate::error::LOST_BACKEND.1,
-                "Lost connection to backend".into(),
-            ),
+        } else {
+            Error::lost_backend()
         };
-        self.send_error(seq, code, &state, &msg).await?;
+        self.abandon_transaction().await;
+        if let Some((code, state, msg)) = answer.as_reply() {
+            let (msg, state) = (msg.to_string(), *state);
+            self.send_error(seq, code, &state, &msg).await?;
+        }
         Ok(None)
     }
 
