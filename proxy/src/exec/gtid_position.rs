@@ -31,14 +31,8 @@ pub fn covering(old: &str, new: &str) -> String {
             None => kept.push((stream, seq, entry)),
         }
     }
-    let mut out = String::new();
-    for (i, (_, _, entry)) in kept.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(entry);
-    }
-    out
+    let entries: Vec<&str> = kept.iter().map(|&(_, _, entry)| entry).collect();
+    entries.join(",")
 }
 
 /// An entry's stream and sequence number: `0-1-42` is stream `0` at 42 (MariaDB: domain,
