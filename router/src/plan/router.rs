@@ -406,24 +406,9 @@ impl Router {
         params: &[ParamValue],
     ) -> Routed<'p> {
         if !p.current_for(self, current, mode) {
-            return Routed::Plan(self.route_again(current, mode, &p.sql, params));
+            return Routed::Plan(self.route_in(current, mode, &p.sql, params));
         }
         eval::evaluate_kept(&p.template, &self.topo, &p.values(params), &p.singles)
-    }
-
-    /// [`Self::route_in`] for a prepared route that no longer applies (another schema or
-    /// sql_mode): kept out of [`Self::route_kept`]'s code, which every execute runs, so that
-    /// the whole planner is not laid out inside it.
-    #[cold]
-    #[inline(never)]
-    fn route_again(
-        &self,
-        current: Option<&str>,
-        mode: SqlMode,
-        sql: &str,
-        params: &[ParamValue],
-    ) -> RoutePlan {
-        self.route_in(current, mode, sql, params)
     }
 
     fn dml(
