@@ -19,7 +19,6 @@ use crate::merge::{Column, Merger, Protocol, Step, merge_columns, parse_column};
 use crate::session::Session;
 use crate::session::align_to;
 use crate::wire::messages::err_payload;
-use crate::wire::packet::FLUSH_THRESHOLD;
 use crate::wire::resultset::ResultSetWriter;
 
 /// `sql_select_limit`'s default: no limit.
@@ -241,7 +240,7 @@ impl Session {
                 Step::Row(row) => {
                     out.row(&mut self.client, &row);
                     sent += 1;
-                    if self.client.pending_write() >= FLUSH_THRESHOLD {
+                    if self.client.needs_flush() {
                         self.flush_client().await?;
                     }
                 }

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::exec::logical_errors::LogicalNames;
 use crate::exec::logical_names::{LogicalNames as ColumnNames, RenameMemo};
 use crate::wire::messages::{OkInfo, encode_ok, err_payload};
-use crate::wire::packet::{FLUSH_THRESHOLD, PacketStream};
+use crate::wire::packet::PacketStream;
 pub use crate::wire::response::Expect;
 use crate::wire::response::{Event, ResponseReader, protocol_error};
 use shoal_router::topology::DatanodeId;
@@ -186,9 +186,9 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
         if reader.finished() && !continuing {
             break;
         }
-        // Checked here rather than in a function of its own: an async call per frame costs a
+        // A plain check before an async call: a flush attempted per frame would cost a
         // future's setup even when nothing is flushed.
-        if client.pending_write() >= FLUSH_THRESHOLD {
+        if client.needs_flush() {
             client.flush().await.map_err(Error::ClientIo)?;
         }
     }

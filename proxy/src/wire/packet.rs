@@ -315,8 +315,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         std::mem::take(&mut self.written)
     }
 
-    pub fn pending_write(&self) -> usize {
-        self.wbuf.len()
+    /// Whether enough is buffered for the client that it should be flushed before more is
+    /// written (a streamed result goes out in pieces of [`FLUSH_THRESHOLD`]). A plain check,
+    /// not an async call: asked once per forwarded frame or merged row.
+    pub fn needs_flush(&self) -> bool {
+        self.wbuf.len() >= FLUSH_THRESHOLD
     }
 
     /// Writes out everything buffered.
