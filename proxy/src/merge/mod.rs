@@ -61,12 +61,17 @@ mod tests;
 
 use std::collections::{HashMap, HashSet};
 
+/// The hasher of the group and DISTINCT sets: a row's key is hashed once per row, and
+/// SipHash over a text column's weights cost more than the rest of the merge. foldhash's
+/// quality variant with a per-process random seed; the sets are bounded by `max_groups`.
+type KeyHasher = foldhash::quality::RandomState;
+
 use mysql_common::constants::ColumnType;
 use shoal_router::plan::{Column as ColRef, Fold, MergeSpec};
 
 pub use column::{Column, columns_agree, is_char_or_blob, merge_columns, parse_column};
 use having::Having;
-use value::{Dec, Key, Kind, cmp_keys, double_text, encode_row, key_of, kind, split_row};
+use value::{Dec, Key, Keys, Kind, cmp_keys, double_text, encode_row, key_of, kind, split_row};
 pub use value::{integer_width, widen_integers};
 
 use crate::error::{Error, Result};
@@ -141,20 +146,26 @@ struct Group {
 
 struct Head {
     payload: Vec<u8>,
-    keys: Vec<Key>,
+    keys: Keys,
 }
 
 enum Mode {
     Stream {
         heads: Vec<Option<Head>>,
         /// Sort keys of the row last received from each shard (to check the shard's order).
-        last: Vec<Option<Vec<Key>>>,
+        last: Vec<Option<Keys>>,
         cur: usize,
+        /// The shard of the row taken last: its keys (in `last`) are the row before the next.
+        prev: Option<usize>,
+        /// DISTINCT where the sort keys are exactly the visible columns: equal rows come out
+        /// of the merge next to each other, so a row is a duplicate when its keys equal the
+        /// row's before it, and no set of every row is kept.
+        distinct_adjacent: bool,
     },
     Group {
         keys: Vec<usize>,
         folds: Vec<Option<FoldOp>>,
-        index: HashMap<Vec<Key>, usize>,
+        index: HashMap<Keys, usize, KeyHasher>,
         groups: Vec<Group>,
         out: Option<std::vec::IntoIter<Vec<u8>>>,
     },
@@ -167,12 +178,12 @@ struct Sorted {
     order: Vec<(usize, bool)>,
     folds: Vec<Option<FoldOp>>,
     heads: Vec<Option<Head>>,
-    last: Vec<Option<Vec<Key>>>,
+    last: Vec<Option<Keys>>,
     /// The group being folded, with its keys.
-    cur: Option<(Vec<Key>, Group)>,
+    cur: Option<(Keys, Group)>,
     /// `Some` when the final order differs from the shards': finished groups awaiting the
     /// sort (with their sort keys), at most `keep` of them.
-    pending: Option<Vec<(Vec<Key>, OwnedCells)>>,
+    pending: Option<Vec<(Keys, OwnedCells)>>,
     /// Bound of `pending`: `offset + limit` under a LIMIT (a top-k), else `max_groups`.
     keep: Option<usize>,
     /// DISTINCT needs a set only when some group key is hidden (else groups are distinct).
@@ -195,7 +206,7 @@ pub struct Merger {
     ended: Vec<bool>,
     skipped: u64,
     emitted: u64,
-    seen: HashSet<Vec<Key>>,
+    seen: HashSet<Keys, KeyHasher>,
     max_groups: usize,
     /// Per shard: whether its stream unions the results of several tables (see
     /// [`Merger::arms`]).
@@ -250,6 +261,13 @@ impl Merger {
                 heads: (0..shards).map(|_| None).collect(),
                 last: vec![None; shards],
                 cur: 0,
+                prev: None,
+                // Sort keys that are a subset of the visible columns leave rows that differ
+                // elsewhere between equal ones; a hidden sort key, equal rows apart.
+                distinct_adjacent: spec.distinct
+                    && !order.is_empty()
+                    && order.iter().all(|&(c, _)| c < visible)
+                    && (0..visible).all(|v| order.iter().any(|&(c, _)| c == v)),
             },
             Some(a) => {
                 let mut keys = Vec::new();
@@ -326,7 +344,7 @@ impl Merger {
                     Mode::Group {
                         keys,
                         folds,
-                        index: HashMap::new(),
+                        index: HashMap::default(),
                         groups: Vec::new(),
                         out: None,
                     }
@@ -355,7 +373,7 @@ impl Merger {
             ended: vec![false; shards],
             skipped: 0,
             emitted: 0,
-            seen: HashSet::new(),
+            seen: HashSet::default(),
             max_groups: DEFAULT_MAX_GROUPS,
             unions: vec![false; shards],
             mode,
@@ -414,7 +432,7 @@ impl Merger {
         )
     }
 
-    fn sort_keys(&self, cells: &[Option<&[u8]>]) -> Result<Vec<Key>> {
+    fn sort_keys(&self, cells: &[Option<&[u8]>]) -> Result<Keys> {
         self.order
             .iter()
             .map(|&(c, _)| key_of(cells[c], &self.cols[c], self.kinds[c], self.protocol))
@@ -450,7 +468,7 @@ impl Merger {
         let cells = split_row(payload, &self.cols, self.protocol)?;
         if matches!(self.mode, Mode::Stream { .. }) {
             let keys = if self.order.is_empty() {
-                Vec::new()
+                Keys::new()
             } else {
                 self.sort_keys(&cells)?
             };
@@ -470,12 +488,9 @@ impl Merger {
                      {shard}: a column's collation differs from the one its metadata reports?)"
                 )));
             }
-            let Mode::Stream { heads, last, .. } = &mut self.mode else {
+            let Mode::Stream { heads, .. } = &mut self.mode else {
                 unreachable!()
             };
-            if !keys.is_empty() {
-                last[shard] = Some(keys.clone());
-            }
             heads[shard] = Some(Head {
                 payload: payload.to_vec(),
                 keys,
@@ -483,7 +498,7 @@ impl Merger {
             return Ok(());
         }
         if let Mode::Sorted(st) = &self.mode {
-            let keys: Vec<Key> = st
+            let keys: Keys = st
                 .order
                 .iter()
                 .map(|&(c, _)| key_of(cells[c], &self.cols[c], self.kinds[c], self.protocol))
@@ -536,7 +551,7 @@ impl Merger {
         else {
             unreachable!()
         };
-        let gk: Vec<Key> = keys
+        let gk: Keys = keys
             .iter()
             .map(|&c| key_of(cells[c], &cols[c], kinds[c], protocol))
             .collect::<Result<_>>()?;
@@ -575,6 +590,8 @@ impl Merger {
             if self.limit_reached() {
                 return Ok(Step::Done);
             }
+            // Deduplicated already (see `distinct_adjacent`).
+            let mut adjacent = false;
             let payload = match &mut self.mode {
                 Mode::Stream { heads, cur, .. } => {
                     let pick = if self.order.is_empty() {
@@ -614,10 +631,34 @@ impl Merger {
                             None => return Ok(Step::Done),
                         }
                     };
-                    let Mode::Stream { heads, .. } = &mut self.mode else {
+                    let Mode::Stream {
+                        heads,
+                        last,
+                        prev,
+                        distinct_adjacent,
+                        ..
+                    } = &mut self.mode
+                    else {
                         unreachable!()
                     };
-                    heads[pick].take().expect("picked shard has a head").payload
+                    let head = heads[pick].take().expect("picked shard has a head");
+                    let duplicate = *distinct_adjacent
+                        && prev
+                            .and_then(|p| last[p].as_ref())
+                            .is_some_and(|k| cmp_sort(&self.order, k, &head.keys).is_eq());
+                    *prev = Some(pick);
+                    // The shard's next row is fed only once this one is taken: its keys are
+                    // what that row is checked against (moved, not copied per row).
+                    if !head.keys.is_empty() {
+                        last[pick] = Some(head.keys);
+                    }
+                    if duplicate {
+                        continue;
+                    }
+                    if *distinct_adjacent {
+                        adjacent = true;
+                    }
+                    head.payload
                 }
                 Mode::Group { out, .. } => {
                     if out.is_none() {
@@ -648,9 +689,9 @@ impl Merger {
                 }
                 Mode::Sorted(_) => unreachable!("sorted groups step in next_sorted"),
             };
-            if self.distinct {
+            if self.distinct && !adjacent {
                 let cells = split_row(&payload, &self.cols, self.protocol)?;
-                let k: Vec<Key> = (0..self.visible)
+                let k: Keys = (0..self.visible)
                     .map(|c| key_of(cells[c], &self.cols[c], self.kinds[c], self.protocol))
                     .collect::<Result<_>>()?;
                 if self.seen.contains(&k) {
@@ -809,7 +850,7 @@ impl Merger {
             return Ok(None);
         }
         if distinct {
-            let k: Vec<Key> = (0..self.visible)
+            let k: Keys = (0..self.visible)
                 .map(|c| key_of(refs[c], &self.cols[c], self.kinds[c], self.protocol))
                 .collect::<Result<_>>()?;
             if self.seen.contains(&k) {
@@ -862,7 +903,7 @@ impl Merger {
             });
         }
         let groups = std::mem::take(groups);
-        let mut rows: Vec<(Vec<Key>, OwnedCells)> = Vec::new();
+        let mut rows: Vec<(Keys, OwnedCells)> = Vec::new();
         for g in groups {
             let Some(cells) = self.finish_group(g, self.distinct)? else {
                 continue;

@@ -317,6 +317,21 @@ fn general_ci_ties_and_order() {
 }
 
 #[test]
+fn general_ci_ascii_weights_are_the_character_weights() {
+    // ASCII text takes a byte path; it must weigh as the character path does.
+    use shoal_router::rule::collation::general_ci_weight;
+    let all: Vec<u8> = (0u8..0x80).collect();
+    let Ok(value::Key::Str { w, .. }) = value::weights(&all, value::Coll::GeneralCi) else {
+        panic!("a string key");
+    };
+    let chars: Vec<u32> = all
+        .iter()
+        .map(|&b| general_ci_weight(char::from(b)) as u32)
+        .collect();
+    assert_eq!(w, chars);
+}
+
+#[test]
 fn bin_collation_pads_spaces_binary_does_not() {
     // Under PAD SPACE 'a\t' < 'a' (tab < the padding space); 'a' = 'a '.
     let shards = vec![
@@ -505,6 +520,78 @@ fn hidden_columns_are_dropped() {
     }
     spec.hidden_columns = 3;
     assert!(Merger::new(&spec, cols, 2, Protocol::Text).is_err());
+}
+
+#[test]
+fn ordered_distinct_drops_neighbours_not_only_exact_copies() {
+    // ORDER BY the DISTINCT column itself: duplicates from different shards, collation-equal
+    // spellings ('a', 'A', 'a '), NULLs, with OFFSET and LIMIT counted on distinct rows.
+    let shards = vec![
+        vec![
+            vec![None, Some("1")],
+            vec![Some("a"), Some("1")],
+            vec![Some("b"), Some("1")],
+            vec![Some("b"), Some("1")],
+        ],
+        vec![
+            vec![None, Some("2")],
+            vec![Some("A"), Some("2")],
+            vec![Some("a "), Some("2")],
+            vec![Some("c"), Some("2")],
+        ],
+        vec![vec![Some("b"), Some("3")], vec![Some("C"), Some("3")]],
+    ];
+    let cols = vec![varchar(), int()];
+    for p in BOTH {
+        let mut spec = order(&[(0, false)]);
+        spec.distinct = true;
+        spec.hidden_columns = 1;
+        let got = run_merge(&spec, cols.clone(), &shards, p).unwrap();
+        let firsts: Vec<_> = got.iter().map(|r| r[0].clone()).collect();
+        assert_eq!(firsts.len(), 4, "{firsts:?}");
+        assert_eq!(firsts[0], None);
+        assert!(
+            firsts[1]
+                .as_deref()
+                .is_some_and(|s| s.eq_ignore_ascii_case("a"))
+        );
+        assert_eq!(firsts[2].as_deref(), Some("b"));
+        assert!(
+            firsts[3]
+                .as_deref()
+                .is_some_and(|s| s.eq_ignore_ascii_case("c"))
+        );
+        spec.offset = 1;
+        spec.limit = Some(2);
+        let got = run_merge(&spec, cols.clone(), &shards, p).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1][0].as_deref(), Some("b"));
+        // DESC: the same rows, reversed.
+        let mut spec = order(&[(0, true)]);
+        spec.distinct = true;
+        spec.hidden_columns = 1;
+        let rev: Vec<Vec<_>> = shards
+            .iter()
+            .map(|s| s.iter().rev().cloned().collect())
+            .collect();
+        assert_eq!(run_merge(&spec, cols.clone(), &rev, p).unwrap().len(), 4);
+        // Sorted by a hidden column: equal visible rows are not neighbours ('b' comes from
+        // shards 1 and 3 with 'A' and 'c' between): every row is compared with all before.
+        let mut spec = order(&[(1, false)]);
+        spec.distinct = true;
+        spec.hidden_columns = 1;
+        let got = run_merge(&spec, cols.clone(), &shards, p).unwrap();
+        assert_eq!(got.len(), 4, "{got:?}");
+        // Sorted by one of two visible columns: rows equal in it but not in the other.
+        let two = vec![
+            vec![vec![Some("a"), Some("1")], vec![Some("a"), Some("2")]],
+            vec![vec![Some("a"), Some("1")]],
+        ];
+        let mut spec = order(&[(0, false)]);
+        spec.distinct = true;
+        let got = run_merge(&spec, vec![varchar(), int()], &two, p).unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+    }
 }
 
 #[test]

@@ -25,6 +25,17 @@ pub enum Collation {
 /// The weight of one character under `utf8mb4_general_ci`.
 pub fn general_ci_weight(c: char) -> char {
     let cp = c as u32;
+    if cp < 0x80 {
+        // The table's only ASCII entries are a-z (weighing A-Z): no search for the common
+        // case, which a merged ORDER BY or DISTINCT on a text column runs per character.
+        return c.to_ascii_uppercase();
+    }
+    table_weight(c)
+}
+
+/// [`general_ci_weight`] read from the table.
+fn table_weight(c: char) -> char {
+    let cp = c as u32;
     if cp > 0xFFFF {
         // general_ci gives every supplementary character (emoji, rare CJK) the same weight.
         return '\u{FFFD}';
@@ -72,6 +83,14 @@ mod tests {
             t.iter()
                 .all(|&(_, w)| char::from_u32(u32::from(w)).is_some())
         );
+    }
+
+    #[test]
+    fn ascii_shortcut_is_the_table() {
+        for b in 0u8..0x80 {
+            let c = char::from(b);
+            assert_eq!(general_ci_weight(c), table_weight(c), "{b:#x}");
+        }
     }
 
     #[test]
