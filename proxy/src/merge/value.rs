@@ -605,14 +605,10 @@ pub fn weights(s: &[u8], coll: Coll) -> Result<Key> {
             .collect(),
         // ASCII (most text): a byte's weight is its upper case (see `general_ci_weight`),
         // without decoding characters.
-        Coll::GeneralCi if s.is_ascii() => {
-            // Filled in place rather than collected: a loop the compiler vectorises.
-            let mut w = vec![0u32; s.len()];
-            for (w, &b) in w.iter_mut().zip(s) {
-                *w = u32::from(b.to_ascii_uppercase());
-            }
-            w
-        }
+        Coll::GeneralCi if s.is_ascii() => s
+            .iter()
+            .map(|&b| u32::from(b.to_ascii_uppercase()))
+            .collect(),
         Coll::GeneralCi => {
             let s = std::str::from_utf8(s)
                 .map_err(|_| protocol_error("invalid UTF-8 in a utf8 string column"))?;
