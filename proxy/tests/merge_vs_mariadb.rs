@@ -103,7 +103,7 @@ fn merge_max(
             Step::Need(s) => match shard_rows[s].get(pos[s]) {
                 Some(r) => {
                     pos[s] += 1;
-                    m.feed_row(s, r).unwrap();
+                    m.feed_row(s, r.as_slice()).unwrap();
                 }
                 None => m.feed_end(s),
             },

@@ -248,8 +248,8 @@ impl Session {
                     let conn = conn_at(&mut self.conns, &mut extra, place[k]);
                     match streams[k].next_row(conn).await {
                         Ok(Row::Data(row)) => match match &widen[k] {
-                            Some(w) => w.row(&row).and_then(|row| merger.feed_row(k, &row)),
-                            None => merger.feed_row(k, &row),
+                            Some(w) => w.row(&row).and_then(|row| merger.feed_row(k, row)),
+                            None => merger.feed_row(k, row),
                         } {
                             Ok(()) => {}
                             Err(e @ Error::Reply { .. }) => {

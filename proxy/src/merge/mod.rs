@@ -6,7 +6,7 @@
 //! loop {
 //!     match m.next()? {
 //!         Step::Need(s) => match read a row of shard s {
-//!             Some(row) => m.feed_row(s, &row)?,
+//!             Some(row) => m.feed_row(s, row)?,
 //!             None => m.feed_end(s),
 //!         },
 //!         Step::Row(payload) => send payload to the client,
@@ -458,14 +458,16 @@ fn cmp_sort(order: &[(usize, bool)], a: &[Key], b: &[Key]) -> std::cmp::Ordering
 }
 
 impl Merger {
-    /// One row of `shard`, as its payload.
-    pub fn feed_row(&mut self, shard: usize, payload: &[u8]) -> Result<()> {
+    /// One row of `shard`, as its payload: given as the `Vec` it was read into, it is kept as
+    /// it is (no copy per row) until the merge sends it.
+    pub fn feed_row(&mut self, shard: usize, payload: impl Into<Vec<u8>>) -> Result<()> {
         if shard >= self.shards || self.ended[shard] {
             return Err(crate::wire::response::protocol_error(
                 "row fed for a finished shard",
             ));
         }
-        let cells = split_row(payload, &self.cols, self.protocol)?;
+        let payload = payload.into();
+        let cells = split_row(&payload, &self.cols, self.protocol)?;
         if matches!(self.mode, Mode::Stream { .. }) {
             let keys = if self.order.is_empty() {
                 Keys::new()
@@ -488,13 +490,11 @@ impl Merger {
                      {shard}: a column's collation differs from the one its metadata reports?)"
                 )));
             }
+            drop(cells);
             let Mode::Stream { heads, .. } = &mut self.mode else {
                 unreachable!()
             };
-            heads[shard] = Some(Head {
-                payload: payload.to_vec(),
-                keys,
-            });
+            heads[shard] = Some(Head { payload, keys });
             return Ok(());
         }
         if let Mode::Sorted(st) = &self.mode {
@@ -528,10 +528,8 @@ impl Merger {
                 unreachable!()
             };
             st.last[shard] = Some(keys.clone());
-            st.heads[shard] = Some(Head {
-                payload: payload.to_vec(),
-                keys,
-            });
+            drop(cells);
+            st.heads[shard] = Some(Head { payload, keys });
             return Ok(());
         }
         self.fold(&cells)

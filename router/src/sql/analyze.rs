@@ -14,7 +14,7 @@ use sqlparser::tokenizer::Location;
 use super::dialect::MariaDbDialect;
 use super::lex::{LineIndex, TokKind, Token, glued, unquote_string};
 use super::mode::SqlMode;
-use super::normalize::{NO_SLOT, Shape};
+use super::normalize::Shape;
 use super::stmt::*;
 
 /// Why a statement could not be described.
@@ -983,8 +983,8 @@ fn contains_window(e: &Expr) -> bool {
 impl Builder<'_> {
     fn slot_at(&self, loc: Location) -> Option<u16> {
         let t = self.src.tok_at(loc)?;
-        let s = self.src.shape.slot_of_token[t as usize];
-        (s != NO_SLOT).then_some(s)
+        let s = self.src.shape.slot_tokens.binary_search(&t).ok()?;
+        Some(s as u16)
     }
 
     fn param_at(&self, loc: Location) -> Option<u16> {

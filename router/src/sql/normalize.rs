@@ -13,7 +13,7 @@
 use super::lex::{TokKind, Token, glued};
 use super::mode::SqlMode;
 
-/// No slot for this token.
+/// Bound of the slot numbers (u16): literals beyond it stay in the shape.
 pub const NO_SLOT: u16 = u16::MAX;
 
 /// The shape of a statement and where its lifted literals are.
@@ -25,10 +25,9 @@ pub struct Shape {
     /// the tokens (`analyze::parse_text`), so statements with equal keys differ only in literal
     /// values of the same lexical kind.
     pub key: String,
-    /// Token index of each slot, in order.
+    /// Token index of each slot, in order (a token's slot is its position here: read by a
+    /// binary search when a plan is built, rather than a per-token table on every statement).
     pub slot_tokens: Vec<u32>,
-    /// For each token, its slot number or [`NO_SLOT`].
-    pub slot_of_token: Vec<u16>,
     /// Token index of each `?` placeholder, in order.
     pub param_tokens: Vec<u32>,
 }
@@ -54,19 +53,14 @@ fn build(sql: &str, toks: &[Token], prefix: Option<&str>, mode: SqlMode) -> Shap
     key.push(mode.key_char());
     key.push('\0');
     let mut slot_tokens = Vec::new();
-    let mut slot_of_token = vec![NO_SLOT; toks.len()];
     let mut param_tokens = Vec::new();
     render(sql, toks, &mut key, |i, slot| match slot {
-        Some(n) => {
-            slot_of_token[i] = n;
-            slot_tokens.push(i as u32);
-        }
+        Some(_) => slot_tokens.push(i as u32),
         None => param_tokens.push(i as u32),
     });
     Shape {
         key,
         slot_tokens,
-        slot_of_token,
         param_tokens,
     }
 }
