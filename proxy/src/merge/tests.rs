@@ -1032,11 +1032,11 @@ fn shard_out_of_order_under_the_assumed_collation_is_refused() {
 #[test]
 fn malformed_rows_are_errors() {
     let mut m = Merger::new(&order(&[(0, false)]), vec![int()], 1, Protocol::Text).unwrap();
-    assert!(m.feed_row(0, &[0xFC, 1]).is_err());
+    assert!(m.feed_row(0, [0xFC, 1]).is_err());
     assert!(m.feed_row(0, text_row(&[Some("x1")])).is_err());
     let mut m = Merger::new(&order(&[(0, false)]), vec![int()], 1, Protocol::Binary).unwrap();
-    assert!(m.feed_row(0, &[0x00, 0x00, 1, 2]).is_err());
-    assert!(m.feed_row(5, &[0x00]).is_err());
+    assert!(m.feed_row(0, [0x00, 0x00, 1, 2]).is_err());
+    assert!(m.feed_row(5, [0x00]).is_err());
 }
 
 #[test]
