@@ -380,11 +380,23 @@ fn single_target(
     dn: DatanodeId,
     shard_of_group: &[usize],
 ) -> Target {
+    let db = &topo.datanodes[dn].database;
+    if let Some(qualify) = &d.qualify
+        && d.renames.is_empty()
+        && let Some((sql, params)) = v.text.render_qualified(qualify, db)
+    {
+        // Only names to qualify (a database-per-shard table): rendered directly.
+        return Target {
+            datanode: dn,
+            sql: sql.into(),
+            params: params.into(),
+            qualified: true,
+        };
+    }
     let mut edits = name_edits(d, topo, dn, shard_of_group);
     let Some(qualify) = &d.qualify else {
         return target(v, dn, &edits);
     };
-    let db = &topo.datanodes[dn].database;
     // Per routed statement: appended into one string, not `format!`ed (~700 instructions a
     // name).
     let dotted = |name: &str| {

@@ -126,6 +126,34 @@ impl Text<'_> {
         }
     }
 
+    /// The whole statement with each table name token of `qualify` (sorted, as written)
+    /// qualified with database `db`: what [`Self::render`] gives for those edits, without
+    /// building them (a routed statement's one target, on every statement). `None` when the
+    /// tokens are not in order.
+    pub fn render_qualified(
+        &self,
+        qualify: &[(u32, String)],
+        db: &str,
+    ) -> Option<(String, Vec<u16>)> {
+        if !qualify.is_sorted_by(|a, b| a.0 < b.0) {
+            return None;
+        }
+        let mut out = String::with_capacity(self.sql.len() + qualify.len() * (db.len() + 3));
+        let mut params = Vec::new();
+        let mut cursor = 0;
+        for (t, written) in qualify {
+            let tok = self.toks.get(*t as usize)?;
+            let (a, b) = (tok.start as usize, tok.end as usize);
+            self.copy(cursor, a, &mut out, &mut params);
+            push_ident(&mut out, db, false);
+            out.push('.');
+            out.push_str(written);
+            cursor = b;
+        }
+        self.copy(cursor, self.sql.len(), &mut out, &mut params);
+        Some((out, params))
+    }
+
     /// The whole statement with `edits` applied.
     pub fn render(&self, edits: &[Edit]) -> (String, Vec<u16>) {
         let mut out = String::with_capacity(self.sql.len() + 16);
@@ -218,5 +246,43 @@ mod tests {
             "/* trace=1 */ SELECT a.x, a.x FROM t_0001 AS a WHERE id = ? LIMIT 7"
         );
         assert_eq!(p, vec![0]);
+    }
+
+    #[test]
+    fn qualified_rendering_is_the_edits_rendering() {
+        let sql = "SELECT /* c */ x FROM t JOIN `u v` ON t.a = ? WHERE b IN (?, ?)";
+        let toks = tokenize(sql).unwrap();
+        let params: Vec<u32> = toks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.kind == TokKind::Placeholder)
+            .map(|(i, _)| i as u32)
+            .collect();
+        let text = Text {
+            sql,
+            toks: &toks,
+            param_tokens: &params,
+        };
+        let at = |name: &str| toks.iter().position(|t| t.text(sql) == name).unwrap() as u32;
+        let qualify = vec![
+            (at("t"), "t".to_string()),
+            (at("`u v`"), "`u v`".to_string()),
+        ];
+        for db in ["shop_1", "my db"] {
+            let edits: Vec<Edit> = qualify
+                .iter()
+                .map(|(t, w)| {
+                    let mut s = String::new();
+                    push_ident(&mut s, db, false);
+                    Edit::text(*t, *t, format!("{s}.{w}"))
+                })
+                .collect();
+            let direct = text.render_qualified(&qualify, db).unwrap();
+            assert_eq!(direct, text.render(&edits));
+            assert!(direct.0.contains(".`u v` ON"), "{}", direct.0);
+            assert_eq!(direct.1, vec![0, 1, 2]);
+        }
+        let backwards: Vec<_> = qualify.iter().rev().cloned().collect();
+        assert!(text.render_qualified(&backwards, "d").is_none());
     }
 }
