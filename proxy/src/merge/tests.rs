@@ -320,15 +320,25 @@ fn general_ci_ties_and_order() {
 fn general_ci_ascii_weights_are_the_character_weights() {
     // ASCII text takes a byte path; it must weigh as the character path does.
     use shoal_router::rule::collation::general_ci_weight;
-    let all: Vec<u8> = (0u8..0x80).collect();
-    let Ok(value::Key::Str { w, .. }) = value::weights(&all, value::Coll::GeneralCi) else {
-        panic!("a string key");
-    };
-    let chars: Vec<u32> = all
-        .iter()
-        .map(|&b| general_ci_weight(char::from(b)) as u32)
-        .collect();
-    assert_eq!(w, chars);
+    // Eight bytes at a time, then the rest: every byte at every position of a word, and
+    // lengths that leave a remainder.
+    for shift in 0..8u8 {
+        for len in [128usize, 127, 13, 7, 1] {
+            let all: Vec<u8> = (0u8..0x80).map(|b| (b + shift) % 0x80).take(len).collect();
+            let Ok(value::Key::Str { w, .. }) = value::weights(&all, value::Coll::GeneralCi) else {
+                panic!("a string key");
+            };
+            let mut chars: Vec<u32> = all
+                .iter()
+                .map(|&b| general_ci_weight(char::from(b)) as u32)
+                .collect();
+            // Trailing spaces do not weigh (PAD SPACE).
+            while chars.last() == Some(&0x20) {
+                chars.pop();
+            }
+            assert_eq!(w, chars, "shift {shift}, length {len}");
+        }
+    }
 }
 
 #[test]
