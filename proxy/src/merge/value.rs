@@ -588,18 +588,6 @@ fn cmp_weights(a: &[u32], b: &[u32], pad: bool) -> Ordering {
     Ordering::Equal
 }
 
-/// Eight ASCII bytes (each below 0x80) in upper case at once: a byte's high bit after adding
-/// 0x80 - 'a' says it is >= 'a', after adding 0x80 - '{' that it is > 'z' (no sum carries
-/// into the next byte); a lower-case letter loses 0x20. Per character one or two
-/// instructions instead of five (a merged ORDER BY or DISTINCT weighs every row's text).
-fn ascii_upper8(x: u64) -> u64 {
-    const EACH: u64 = 0x0101_0101_0101_0101;
-    let from_a = x + EACH * (0x80 - u64::from(b'a'));
-    let past_z = x + EACH * (0x80 - u64::from(b'z') - 1);
-    let lower = from_a & !past_z & (EACH * 0x80);
-    x - (lower >> 2)
-}
-
 /// Collation weights of a string.
 pub fn weights(s: &[u8], coll: Coll) -> Result<Key> {
     let space = u32::from(b' ');
@@ -617,21 +605,10 @@ pub fn weights(s: &[u8], coll: Coll) -> Result<Key> {
             .collect(),
         // ASCII (most text): a byte's weight is its upper case (see `general_ci_weight`),
         // without decoding characters.
-        Coll::GeneralCi if s.is_ascii() => {
-            let mut w = Vec::with_capacity(s.len());
-            let mut eights = s.chunks_exact(8);
-            for c in &mut eights {
-                let x = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-                w.extend(ascii_upper8(x).to_le_bytes().map(u32::from));
-            }
-            w.extend(
-                eights
-                    .remainder()
-                    .iter()
-                    .map(|&b| u32::from(b.to_ascii_uppercase())),
-            );
-            w
-        }
+        Coll::GeneralCi if s.is_ascii() => s
+            .iter()
+            .map(|&b| u32::from(b.to_ascii_uppercase()))
+            .collect(),
         Coll::GeneralCi => {
             let s = std::str::from_utf8(s)
                 .map_err(|_| protocol_error("invalid UTF-8 in a utf8 string column"))?;
