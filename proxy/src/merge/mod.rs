@@ -61,11 +61,6 @@ mod tests;
 
 use std::collections::{HashMap, HashSet};
 
-/// The hasher of the group and DISTINCT sets: a row's key is hashed once per row, and
-/// SipHash over a text column's weights cost more than the rest of the merge. foldhash's
-/// quality variant with a per-process random seed; the sets are bounded by `max_groups`.
-type KeyHasher = foldhash::quality::RandomState;
-
 use mysql_common::constants::ColumnType;
 use shoal_router::plan::{Column as ColRef, Fold, MergeSpec};
 
@@ -75,6 +70,11 @@ use value::{Dec, Key, Keys, Kind, cmp_keys, double_text, encode_row, key_of, kin
 pub use value::{integer_width, widen_integers};
 
 use crate::error::{Error, Result};
+
+/// The hasher of the group and DISTINCT sets: a row's key is hashed once per row, and
+/// SipHash over a text column's weights cost more than the rest of the merge. foldhash's
+/// quality variant with a per-process random seed; the sets are bounded by `max_groups`.
+type KeyHasher = foldhash::quality::RandomState;
 
 /// The protocol of the rows, shards' and client's alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
