@@ -219,9 +219,8 @@ mod tests {
         assert_eq!(s, "x.`dé`");
     }
 
-    #[test]
-    fn splices_keep_comments() {
-        let sql = "/* trace=1 */ SELECT a.x FROM t AS a WHERE id = ? LIMIT ?, 5";
+    /// `f` of `sql` as a [`Text`] (its placeholders found), with its tokens.
+    fn with_text<R>(sql: &str, f: impl FnOnce(&Text, &[Token]) -> R) -> R {
         let toks = tokenize(sql).unwrap();
         let params: Vec<u32> = toks
             .iter()
@@ -234,55 +233,53 @@ mod tests {
             toks: &toks,
             param_tokens: &params,
         };
-        // tokens: SELECT a . x FROM t AS a WHERE id = ? LIMIT ? , 5
-        let edits = vec![
-            Edit::insert_after(3, vec![Piece::Text(", ".into()), Piece::Tokens(1, 3)]),
-            Edit::text(5, 5, "t_0001".into()),
-            Edit::text(12, 15, "LIMIT 7".into()),
-        ];
-        let (out, p) = text.render(&edits);
-        assert_eq!(
-            out,
-            "/* trace=1 */ SELECT a.x, a.x FROM t_0001 AS a WHERE id = ? LIMIT 7"
-        );
-        assert_eq!(p, vec![0]);
+        f(&text, &toks)
+    }
+
+    #[test]
+    fn splices_keep_comments() {
+        let sql = "/* trace=1 */ SELECT a.x FROM t AS a WHERE id = ? LIMIT ?, 5";
+        with_text(sql, |text, _| {
+            // tokens: SELECT a . x FROM t AS a WHERE id = ? LIMIT ? , 5
+            let edits = vec![
+                Edit::insert_after(3, vec![Piece::Text(", ".into()), Piece::Tokens(1, 3)]),
+                Edit::text(5, 5, "t_0001".into()),
+                Edit::text(12, 15, "LIMIT 7".into()),
+            ];
+            let (out, p) = text.render(&edits);
+            assert_eq!(
+                out,
+                "/* trace=1 */ SELECT a.x, a.x FROM t_0001 AS a WHERE id = ? LIMIT 7"
+            );
+            assert_eq!(p, vec![0]);
+        });
     }
 
     #[test]
     fn qualified_rendering_is_the_edits_rendering() {
         let sql = "SELECT /* c */ x FROM t JOIN `u v` ON t.a = ? WHERE b IN (?, ?)";
-        let toks = tokenize(sql).unwrap();
-        let params: Vec<u32> = toks
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.kind == TokKind::Placeholder)
-            .map(|(i, _)| i as u32)
-            .collect();
-        let text = Text {
-            sql,
-            toks: &toks,
-            param_tokens: &params,
-        };
-        let at = |name: &str| toks.iter().position(|t| t.text(sql) == name).unwrap() as u32;
-        let qualify = vec![
-            (at("t"), "t".to_string()),
-            (at("`u v`"), "`u v`".to_string()),
-        ];
-        for db in ["shop_1", "my db"] {
-            let edits: Vec<Edit> = qualify
-                .iter()
-                .map(|(t, w)| {
-                    let mut s = String::new();
-                    push_ident(&mut s, db, false);
-                    Edit::text(*t, *t, format!("{s}.{w}"))
-                })
-                .collect();
-            let direct = text.render_qualified(&qualify, db).unwrap();
-            assert_eq!(direct, text.render(&edits));
-            assert!(direct.0.contains(".`u v` ON"), "{}", direct.0);
-            assert_eq!(direct.1, vec![0, 1, 2]);
-        }
-        let backwards: Vec<_> = qualify.iter().rev().cloned().collect();
-        assert!(text.render_qualified(&backwards, "d").is_none());
+        with_text(sql, |text, toks| {
+            let at = |name: &str| toks.iter().position(|t| t.text(sql) == name).unwrap() as u32;
+            let qualify = vec![
+                (at("t"), "t".to_string()),
+                (at("`u v`"), "`u v`".to_string()),
+            ];
+            for db in ["shop_1", "my db"] {
+                let edits: Vec<Edit> = qualify
+                    .iter()
+                    .map(|(t, w)| {
+                        let mut s = String::new();
+                        push_ident(&mut s, db, false);
+                        Edit::text(*t, *t, format!("{s}.{w}"))
+                    })
+                    .collect();
+                let direct = text.render_qualified(&qualify, db).unwrap();
+                assert_eq!(direct, text.render(&edits));
+                assert!(direct.0.contains(".`u v` ON"), "{}", direct.0);
+                assert_eq!(direct.1, vec![0, 1, 2]);
+            }
+            let backwards: Vec<_> = qualify.iter().rev().cloned().collect();
+            assert!(text.render_qualified(&backwards, "d").is_none());
+        });
     }
 }
