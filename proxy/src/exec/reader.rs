@@ -133,10 +133,20 @@ impl ResultStream {
 
     /// The next row, or the end of the rows; `Err(Reply)` for an ERR instead.
     pub async fn next_row(&mut self, conn: &mut BackendConn) -> Result<Row> {
+        self.next_row_in(conn, Vec::new()).await
+    }
+
+    /// [`Self::next_row`] read into `buf` (cleared first): the buffer of a row already sent,
+    /// so that a merge of many rows does not allocate one per row.
+    pub async fn next_row_in(&mut self, conn: &mut BackendConn, mut buf: Vec<u8>) -> Result<Row> {
         conn.read_packet().await.map_err(Error::BackendIo)?;
         let p = conn.io.packet_payload();
         let row = match self.reader.next(&p)? {
-            Event::Row(r) => return Ok(Row::Data(r.to_vec())),
+            Event::Row(r) => {
+                buf.clear();
+                buf.extend_from_slice(r);
+                return Ok(Row::Data(buf));
+            }
             Event::ResultDone { .. } => {
                 if !self.reader.finished() {
                     // More results after a SELECT: not something a shard query produces.

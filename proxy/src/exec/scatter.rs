@@ -220,6 +220,8 @@ impl Session {
             merger.columns()[..visible].iter().map(|c| c.raw.as_slice()),
         );
         let mut sent = 0u64;
+        // The buffer of the row sent last, for the next row read.
+        let mut spare: Option<Vec<u8>> = None;
         let mut error: Option<Error> = None;
         // A shard connection broke (or sent a malformed row) after the header went out.
         let mut broken: Option<Error> = None;
@@ -239,6 +241,7 @@ impl Session {
                 Step::Done => break,
                 Step::Row(row) => {
                     out.row(&mut self.client, &row);
+                    spare = Some(row);
                     sent += 1;
                     if self.client.needs_flush() {
                         self.flush_client().await?;
@@ -246,7 +249,10 @@ impl Session {
                 }
                 Step::Need(k) => {
                     let conn = conn_at(&mut self.conns, &mut extra, place[k]);
-                    match streams[k].next_row(conn).await {
+                    match streams[k]
+                        .next_row_in(conn, spare.take().unwrap_or_default())
+                        .await
+                    {
                         Ok(Row::Data(row)) => match match &widen[k] {
                             Some(w) => w.row(&row).and_then(|row| merger.feed_row(k, row)),
                             None => merger.feed_row(k, row),
