@@ -588,8 +588,6 @@ impl Merger {
             if self.limit_reached() {
                 return Ok(Step::Done);
             }
-            // Deduplicated already (see `distinct_adjacent`).
-            let mut adjacent = false;
             let payload = match &mut self.mode {
                 Mode::Stream { heads, cur, .. } => {
                     let pick = if self.order.is_empty() {
@@ -653,9 +651,6 @@ impl Merger {
                     if duplicate {
                         continue;
                     }
-                    if *distinct_adjacent {
-                        adjacent = true;
-                    }
                     head.payload
                 }
                 Mode::Group { out, .. } => {
@@ -687,7 +682,15 @@ impl Merger {
                 }
                 Mode::Sorted(_) => unreachable!("sorted groups step in next_sorted"),
             };
-            if self.distinct && !adjacent {
+            // Ordered by the selected columns, deduplicated above already.
+            let by_neighbours = matches!(
+                self.mode,
+                Mode::Stream {
+                    distinct_adjacent: true,
+                    ..
+                }
+            );
+            if self.distinct && !by_neighbours {
                 let cells = split_row(&payload, &self.cols, self.protocol)?;
                 let k: Keys = (0..self.visible)
                     .map(|c| key_of(cells[c], &self.cols[c], self.kinds[c], self.protocol))

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use super::merge::{HavingT, LimitMode, OperandT};
 use super::placement::{RouteExpr, refuse};
 use super::planner::{Body, DmlT, GroupT, KeyMoveT, RenameWhat, Template, rename_text};
-use super::render::{Edit, Piece, Text, push_ident};
+use super::render::{Edit, Piece, Text, push_qualified};
 use super::{
     HavingSpec, KeyMove, KeySource, LocalAnswer, Merge, Operand, ParamValue, RoutePlan, Routed,
     Target,
@@ -362,12 +362,16 @@ fn check_dn(d: &DmlT, topo: &Topology, dn: DatanodeId) -> Result<(), RouterError
 }
 
 fn target(v: &Values, dn: DatanodeId, edits: &[Edit]) -> Target {
-    let (sql, params) = v.text.render(edits);
+    rendered(dn, v.text.render(edits), false)
+}
+
+/// The target on `dn` of a rendered statement (its SQL and the placeholders it kept).
+fn rendered(dn: DatanodeId, (sql, params): (String, Vec<u16>), qualified: bool) -> Target {
     Target {
         datanode: dn,
         sql: sql.into(),
         params: params.into(),
-        qualified: false,
+        qualified,
     }
 }
 
@@ -383,15 +387,10 @@ fn single_target(
     let db = &topo.datanodes[dn].database;
     if let Some(qualify) = &d.qualify
         && d.renames.is_empty()
-        && let Some((sql, params)) = v.text.render_qualified(qualify, db)
+        && let Some(r) = v.text.render_qualified(qualify, db)
     {
         // Only names to qualify (a database-per-shard table): rendered directly.
-        return Target {
-            datanode: dn,
-            sql: sql.into(),
-            params: params.into(),
-            qualified: true,
-        };
+        return rendered(dn, r, true);
     }
     let mut edits = name_edits(d, topo, dn, shard_of_group);
     let Some(qualify) = &d.qualify else {
@@ -401,9 +400,7 @@ fn single_target(
     // name).
     let dotted = |name: &str| {
         let mut s = String::with_capacity(db.len() + 3 + name.len());
-        push_ident(&mut s, db, false);
-        s.push('.');
-        s.push_str(name);
+        push_qualified(&mut s, db, name);
         s
     };
     edits.reserve(qualify.len());
@@ -421,9 +418,7 @@ fn single_target(
         }
     }
     edits.sort_by_key(|e| (e.first, e.insert));
-    let mut t = target(v, dn, &edits);
-    t.qualified = true;
-    t
+    rendered(dn, v.text.render(&edits), true)
 }
 
 /// A statement with one target whatever its values but the shard key's: where it goes.

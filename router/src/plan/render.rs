@@ -145,9 +145,7 @@ impl Text<'_> {
             let tok = self.toks.get(*t as usize)?;
             let (a, b) = (tok.start as usize, tok.end as usize);
             self.copy(cursor, a, &mut out, &mut params);
-            push_ident(&mut out, db, false);
-            out.push('.');
-            out.push_str(written);
+            push_qualified(&mut out, db, written);
             cursor = b;
         }
         self.copy(cursor, self.sql.len(), &mut out, &mut params);
@@ -177,6 +175,14 @@ pub fn quote_ident(name: &str, force: bool) -> String {
     let mut out = String::with_capacity(name.len() + 2);
     push_ident(&mut out, name, force);
     out
+}
+
+/// `db.name` appended to `out`: a table name as written (`name`, quoted or not) qualified with
+/// database `db` (quoted where it must be).
+pub fn push_qualified(out: &mut String, db: &str, name: &str) {
+    push_ident(out, db, false);
+    out.push('.');
+    out.push_str(name);
 }
 
 /// [`quote_ident`] appended to `out` (no allocation of its own: qualified names are built per

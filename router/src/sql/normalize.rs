@@ -13,8 +13,8 @@
 use super::lex::{TokKind, Token, glued};
 use super::mode::SqlMode;
 
-/// Bound of the slot numbers (u16): literals beyond it stay in the shape.
-pub const NO_SLOT: u16 = u16::MAX;
+/// Literals lifted per statement at most (slot numbers are u16): the rest stay in the shape.
+const MAX_SLOTS: usize = u16::MAX as usize - 1;
 
 /// The shape of a statement and where its lifted literals are.
 #[derive(Debug, Clone)]
@@ -54,9 +54,9 @@ fn build(sql: &str, toks: &[Token], prefix: Option<&str>, mode: SqlMode) -> Shap
     key.push('\0');
     let mut slot_tokens = Vec::new();
     let mut param_tokens = Vec::new();
-    render(sql, toks, &mut key, |i, slot| match slot {
-        Some(_) => slot_tokens.push(i as u32),
-        None => param_tokens.push(i as u32),
+    render(sql, toks, &mut key, |i, literal| match literal {
+        true => slot_tokens.push(i as u32),
+        false => param_tokens.push(i as u32),
     });
     Shape {
         key,
@@ -85,25 +85,20 @@ impl KeyOut for HashOut {
 }
 
 /// The one rendering of a statement's shape (see [`Shape::key`]): written to `out`, with
-/// `lifted(token index, Some(slot))` for each lifted literal and `lifted(index, None)` for each
-/// `?` placeholder.
-fn render(
-    sql: &str,
-    toks: &[Token],
-    out: &mut impl KeyOut,
-    mut lifted: impl FnMut(usize, Option<u16>),
-) {
+/// `lifted(token index, true)` for each lifted literal (in slot order) and `lifted(index,
+/// false)` for each `?` placeholder.
+fn render(sql: &str, toks: &[Token], out: &mut impl KeyOut, mut lifted: impl FnMut(usize, bool)) {
     let mut slots = 0usize;
     for (i, t) in toks.iter().enumerate() {
         if i > 0 && !glued(&toks[i - 1], t) {
             out.put(" ");
         }
         let liftable = t.is_value_literal()
-            && slots < (NO_SLOT as usize - 1)
+            && slots < MAX_SLOTS
             && !is_string_run(toks, i)
             && !after_introducer(sql, toks, i);
         if liftable {
-            lifted(i, Some(slots as u16));
+            lifted(i, true);
             slots += 1;
             out.put(match t.kind {
                 TokKind::Int => "?i",
@@ -112,7 +107,7 @@ fn render(
                 _ => "?q",
             });
         } else if t.kind == TokKind::Placeholder {
-            lifted(i, None);
+            lifted(i, false);
             out.put("?");
         } else {
             out.put(t.text(sql));
