@@ -188,6 +188,18 @@ impl Stopped {
         let pid = pid as i32;
         // SAFETY: a plain signal to a child process the cluster started.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        // kill() only queues the signal: on a loaded machine the server's threads can still
+        // answer a statement sent right after it. Wait until the kernel says it is stopped.
+        let stat = format!("/proc/{pid}/stat");
+        for _ in 0..200 {
+            let state = std::fs::read_to_string(&stat)
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')));
+            if state == Some(true) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         Stopped(pid)
     }
 }
