@@ -219,6 +219,7 @@ impl Proxy {
         if let Some(admin) = admin {
             tokio::spawn(crate::observe::http::serve(admin, shared.clone()));
         }
+        tokio::spawn(crate::session::nudge::sweep(shared.clone()));
         // Recovery of XA transactions left prepared (by this process before a crash, or by
         // another): only where some schema commits through XA.
         if cfg.routing.as_ref().is_some_and(|r| {
@@ -266,6 +267,9 @@ impl Proxy {
                 r = listener.accept() => r,
                 _ = shutdown.changed() => {
                     shared.stopping.store(true, Ordering::Relaxed);
+                    // Sessions waiting for a command end now; the others after their
+                    // statement (they check `stopping` between commands).
+                    shared.sessions.for_each(|h| h.nudge.nudge());
                     break;
                 }
             };

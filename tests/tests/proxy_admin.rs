@@ -299,6 +299,21 @@ async fn sharded_admin_statements_and_kill() {
         .query_drop(format!("KILL CONNECTION {target}"))
         .await
         .unwrap();
+    // As in MySQL, a killed session that waits for a command ends at once, not at its next one.
+    within(
+        Duration::from_secs(10),
+        "the killed idle session to end",
+        async {
+            loop {
+                let rows = named_rows(&mut admin, "SHOW SHOAL SESSIONS").await;
+                if rows.iter().all(|r| r["id"] != target.to_string()) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        },
+    )
+    .await;
     let gone = within(
         Duration::from_secs(10),
         "a query of the killed session",

@@ -4,7 +4,7 @@
 //! its own. Other users' sessions are refused with 1095, as MySQL does without PROCESS, unless
 //! the killer is an admin (`users[].admin`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
@@ -25,8 +25,14 @@ pub struct SessionHandle {
     /// (pool, backend thread id) of the connections held now. The pool itself, not an index:
     /// indexes are per configuration snapshot, and the killer may be on another one.
     pub backends: Mutex<Vec<(Arc<BackendPool>, u32)>>,
-    /// Set by `KILL CONNECTION` from another session: the session ends before its next command.
+    /// Set by `KILL CONNECTION` from another session: the session ends before its next command
+    /// (at once if it waits for one: the killer nudges it).
     pub killed: AtomicBool,
+    /// Wakes the session between commands (shutdown, KILL, idle timeout, a pool's reclaim).
+    pub nudge: super::nudge::Nudge,
+    /// The session's idle timeout in milliseconds (0 until its command loop starts), for the
+    /// sweep that nudges idle sessions.
+    pub idle_timeout_ms: AtomicU64,
     /// The client's address (host:port).
     pub client: String,
     /// What the session does now (`SHOW SHOAL SESSIONS`).
@@ -59,6 +65,13 @@ impl Registry {
 
     fn get(&self, id: u32) -> Option<Arc<SessionHandle>> {
         self.map.get(&id).map(|h| h.clone())
+    }
+
+    /// Calls `f` on every live session (no copy of the map, no order).
+    pub fn for_each(&self, mut f: impl FnMut(&SessionHandle)) {
+        for e in self.map.iter() {
+            f(e.value());
+        }
     }
 
     /// Every live session, by id.
@@ -182,6 +195,7 @@ impl Session {
         }
         if !query_only {
             handle.killed.store(true, Ordering::Relaxed);
+            handle.nudge.nudge();
         }
         let backends = handle
             .backends

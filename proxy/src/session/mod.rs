@@ -9,6 +9,7 @@ pub(crate) mod admin;
 pub mod kill;
 pub mod limits;
 pub(crate) mod login;
+pub mod nudge;
 pub mod pinning;
 pub mod processlist;
 pub mod relay;
@@ -75,9 +76,6 @@ pub struct Shared {
     pub started: Instant,
 }
 
-/// How often an idle session wakes to check its idle timeout and whether the pool wants its
-/// connection back (a session that finishes a command checks the latter at once).
-const HOUSEKEEPING_TICK: std::time::Duration = std::time::Duration::from_millis(200);
 /// How much of an oversized packet is read and dropped after the 1153, at most.
 const OVERSIZE_DRAIN_BYTES: usize = 64 << 20;
 const OVERSIZE_DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -648,26 +646,18 @@ impl Session {
     async fn command_loop(&mut self) -> Result<()> {
         let idle_timeout = self.rt.config.client_idle_timeout;
         let pool = self.rt.pool.clone();
-        let mut shutdown_rx = self.shared.shutdown.clone();
-        if *shutdown_rx.borrow_and_update() {
-            return Ok(());
-        }
-        // Long-lived futures, created once: re-polling them costs no timer-wheel or lock
-        // traffic per command, which a fresh `sleep` or `Notified` per command would.
-        let shutdown = shutdown_rx.changed();
-        tokio::pin!(shutdown);
-        let tick = tokio::time::sleep(HOUSEKEEPING_TICK);
-        tokio::pin!(tick);
+        let handle = self.handle.clone();
+        handle.idle_timeout_ms.store(
+            u64::try_from(idle_timeout.as_millis()).unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let mut last_active = Instant::now();
         loop {
             if self
                 .shared
                 .stopping
                 .load(std::sync::atomic::Ordering::Relaxed)
-                || self
-                    .handle
-                    .killed
-                    .load(std::sync::atomic::Ordering::Relaxed)
+                || handle.killed.load(std::sync::atomic::Ordering::Relaxed)
             {
                 return Ok(());
             }
@@ -678,20 +668,20 @@ impl Session {
             if !self.conns.is_empty() && self.release_wanted() {
                 cold(self.release_conns(false)).await;
             }
+            // Shutdown, KILL, the idle timeout and a pool's reclaim nudge the session from
+            // outside (see `nudge`): the only other branch, and a cheap one to poll.
             let read = tokio::select! {
                 biased;
                 r = self.client.next_packet() => Some(r),
-                _ = &mut shutdown => return Ok(()),
-                _ = &mut tick => {
-                    if last_active.elapsed() >= idle_timeout {
-                        debug!("client idle timeout");
-                        return Ok(());
-                    }
-                    tick.as_mut().reset(tokio::time::Instant::now() + HOUSEKEEPING_TICK);
-                    None
-                }
+                () = handle.nudge.wait() => None,
             };
             let Some(read) = read else {
+                handle.nudge.clear();
+                if last_active.elapsed() >= idle_timeout {
+                    debug!("client idle timeout");
+                    return Ok(());
+                }
+                // The loop's top checks the other reasons.
                 continue;
             };
             last_active = Instant::now();
@@ -702,11 +692,7 @@ impl Session {
                 Err(e) => return Err(Error::ClientIo(e)),
             };
             // Killed while it waited for this command: it does not run (a cheap load).
-            if self
-                .handle
-                .killed
-                .load(std::sync::atomic::Ordering::Relaxed)
-            {
+            if handle.killed.load(std::sync::atomic::Ordering::Relaxed) {
                 return Ok(());
             }
             let reply_seq = info.last_seq.wrapping_add(1);

@@ -67,6 +67,13 @@ impl Doing {
         self.command.store(COM_SLEEP, Ordering::Release);
     }
 
+    /// When the session waits for a command: the milliseconds (as `since_ms`) at which its
+    /// last one ended.
+    pub fn idle_since_ms(&self) -> Option<u64> {
+        (self.command.load(Ordering::Acquire) == COM_SLEEP)
+            .then(|| self.since_ms.load(Ordering::Relaxed))
+    }
+
     /// Records the session's schema (called only when it changed).
     pub fn set_schema(&self, schema: Option<&str>) {
         let mut a = self.activity.lock().unwrap_or_else(|p| p.into_inner());
