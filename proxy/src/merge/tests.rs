@@ -328,6 +328,7 @@ fn general_ci_ascii_weights_are_the_character_weights() {
             let Ok(value::Key::Str { w, .. }) = value::weights(&all, value::Coll::GeneralCi) else {
                 panic!("a string key");
             };
+            let w = w.to_u32s();
             let mut chars: Vec<u32> = all
                 .iter()
                 .map(|&b| general_ci_weight(char::from(b)) as u32)
@@ -337,6 +338,64 @@ fn general_ci_ascii_weights_are_the_character_weights() {
                 chars.pop();
             }
             assert_eq!(w, chars, "shift {shift}, length {len}");
+        }
+    }
+}
+
+#[test]
+fn narrow_and_wide_weights_compare_and_hash_as_the_weights_do() {
+    // Weights are kept one byte each while they fit (a canonical form): equal strings must
+    // be equal and hash alike whichever characters spell them, and strings of both forms
+    // must order as their weights do.
+    use std::hash::BuildHasher;
+    use value::{Coll, Key, Weights, cmp_keys, weights};
+    let key = |s: &str| weights(s.as_bytes(), Coll::GeneralCi).unwrap();
+    let w = |k: &Key| match k {
+        Key::Str { w, .. } => w.clone(),
+        _ => panic!("a string key"),
+    };
+    let hasher = std::collections::hash_map::RandomState::new();
+    // 'é' weighs as 'E' (non-ASCII, still narrow); CJK characters weigh above 255 (wide).
+    let (e_acute, e) = (key("é  "), key("E"));
+    assert!(matches!(w(&e_acute), Weights::Narrow(_)));
+    assert_eq!(e_acute, e);
+    assert_eq!(hasher.hash_one(&e_acute), hasher.hash_one(&e));
+    let cjk = key("中");
+    assert!(matches!(w(&cjk), Weights::Wide(_)));
+    // Longer ones too: ASCII is recognised eight bytes at a time, a non-ASCII byte anywhere
+    // (in a word or in the rest) sends the string to the character path.
+    let strings = [
+        "",
+        "a",
+        "a\t",
+        "E",
+        "é",
+        "ez",
+        "z",
+        "中",
+        "中a",
+        "a中",
+        "Z中",
+        "abcdefgh",
+        "ABCDEFGHé",
+        "abcdéfghijkl",
+        "abcdefghijkl中",
+        "abcdefghijklmnop",
+        "ABCDEFGHIJKLMNOP  ",
+    ];
+    for x in strings {
+        for y in strings {
+            let (kx, ky) = (key(x), key(y));
+            // PAD SPACE on the widened weights: the shorter padded with spaces.
+            let (mut a, mut b) = (w(&kx).to_u32s(), w(&ky).to_u32s());
+            let n = a.len().max(b.len());
+            a.resize(n, 0x20);
+            b.resize(n, 0x20);
+            let widened = a.cmp(&b);
+            assert_eq!(cmp_keys(&kx, &ky), widened, "{x:?} against {y:?}");
+            if kx == ky {
+                assert_eq!(hasher.hash_one(&kx), hasher.hash_one(&ky), "{x:?} = {y:?}");
+            }
         }
     }
 }
