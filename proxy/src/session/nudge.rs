@@ -76,8 +76,8 @@ impl Future for Nudged<'_> {
 }
 
 /// Every [`TICK`], nudges each session waiting for a command that has been idle for its
-/// idle timeout, or that holds a connection of a pool with sessions waiting. Runs as long as
-/// the proxy.
+/// idle timeout, or that holds connections while sessions wait for their pool or for
+/// admission. Runs as long as the proxy.
 pub async fn sweep(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -87,15 +87,24 @@ pub async fn sweep(shared: Arc<Shared>) {
             let d = shared.started.elapsed();
             d.as_secs() * 1000 + u64::from(d.subsec_millis())
         };
+        // Sessions waiting for admission want the idle ones' connections back too (see
+        // `Session::give_back`).
+        let admission_waits = shared
+            .runtime
+            .load()
+            .config
+            .routing
+            .as_ref()
+            .is_some_and(|r| r.admission.contended());
         shared.sessions.for_each(|h| {
-            if wants_nudge(h, now_ms) {
+            if wants_nudge(h, now_ms, admission_waits) {
                 h.nudge.nudge();
             }
         });
     }
 }
 
-fn wants_nudge(h: &SessionHandle, now_ms: u64) -> bool {
+fn wants_nudge(h: &SessionHandle, now_ms: u64, admission_waits: bool) -> bool {
     let Some(idle_ms) = h.doing.idle_since_ms() else {
         return false;
     };
@@ -103,11 +112,8 @@ fn wants_nudge(h: &SessionHandle, now_ms: u64) -> bool {
     if limit > 0 && now_ms.saturating_sub(idle_ms) >= limit {
         return true;
     }
-    h.backends
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .any(|(pool, _)| pool.reclaim_requested())
+    let held = h.backends.lock().unwrap_or_else(|p| p.into_inner());
+    !held.is_empty() && (admission_waits || held.iter().any(|(pool, _)| pool.reclaim_requested()))
 }
 
 #[cfg(test)]
