@@ -274,6 +274,13 @@ pub struct ProxyConfig {
 }
 
 impl ProxyConfig {
+    /// Whether sessions wait for admission to the backend pools (see `exec::admission`).
+    pub fn admission_contended(&self) -> bool {
+        self.routing
+            .as_ref()
+            .is_some_and(|r| r.admission.contended())
+    }
+
     /// Quick mode: one backend, and its own user/password is the only login (not an admin:
     /// `--admin` makes it one).
     pub fn quick(listen: String, backend: BackendSpec) -> Self {

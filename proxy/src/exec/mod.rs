@@ -1039,11 +1039,7 @@ impl Session {
 
     /// Whether sessions wait for admission.
     fn contended(&self) -> bool {
-        self.rt
-            .config
-            .routing
-            .as_ref()
-            .is_some_and(|r| r.admission.contended())
+        self.rt.config.admission_contended()
     }
 
     /// Whether, between commands, a held connection is to go back because other sessions

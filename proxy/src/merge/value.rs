@@ -629,15 +629,14 @@ fn cmp_padded<T: Ord + Copy + From<u8>>(a: &[T], b: &[T], pad: bool) -> Ordering
 pub fn weights(s: &[u8], coll: Coll) -> Result<Key> {
     let narrow = |mut w: Vec<u8>, pad: bool| {
         if pad {
-            let kept = w.iter().rposition(|&c| c != b' ').map_or(0, |i| i + 1);
-            w.truncate(kept);
+            trim_spaces(&mut w);
         }
         Ok(Key::Str {
             w: Weights::Narrow(w),
             pad,
         })
     };
-    let w: Vec<u32> = match coll {
+    let mut w: Vec<u32> = match coll {
         Coll::Binary => return narrow(s.to_vec(), false),
         Coll::Bin => return narrow(s.to_vec(), true),
         Coll::Latin1SwedishCi => {
@@ -674,14 +673,18 @@ pub fn weights(s: &[u8], coll: Coll) -> Result<Key> {
             return narrow(w, true);
         }
     };
-    let space = u32::from(b' ');
-    let kept = w.iter().rposition(|&c| c != space).map_or(0, |i| i + 1);
-    let mut w = w;
-    w.truncate(kept);
+    trim_spaces(&mut w);
     Ok(Key::Str {
         w: Weights::of(w),
         pad: true,
     })
+}
+
+/// PAD SPACE: trailing spaces do not weigh.
+fn trim_spaces<T: Copy + PartialEq + From<u8>>(w: &mut Vec<T>) {
+    let space = T::from(b' ');
+    let kept = w.iter().rposition(|&c| c != space).map_or(0, |i| i + 1);
+    w.truncate(kept);
 }
 
 /// `s` in upper case if it is ASCII (`None` if not), eight bytes at a time: the weights of

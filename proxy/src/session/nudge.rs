@@ -83,19 +83,10 @@ pub async fn sweep(shared: Arc<Shared>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let now_ms = {
-            let d = shared.started.elapsed();
-            d.as_secs() * 1000 + u64::from(d.subsec_millis())
-        };
+        let now_ms = super::processlist::ms_since(shared.started, std::time::Instant::now());
         // Sessions waiting for admission want the idle ones' connections back too (see
         // `Session::give_back`).
-        let admission_waits = shared
-            .runtime
-            .load()
-            .config
-            .routing
-            .as_ref()
-            .is_some_and(|r| r.admission.contended());
+        let admission_waits = shared.runtime.load().config.admission_contended();
         shared.sessions.for_each(|h| {
             if wants_nudge(h, now_ms, admission_waits) {
                 h.nudge.nudge();

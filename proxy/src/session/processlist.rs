@@ -150,12 +150,17 @@ pub fn row(id: u32, h: &SessionHandle, now_ms: u64) -> Vec<Option<String>> {
     ]
 }
 
+/// Milliseconds from `started` (the proxy's start) to `at`: the clock of `since_ms`.
+pub fn ms_since(started: Instant, at: Instant) -> u64 {
+    // Seconds and millis apart: `as_millis` divides a u128 (twice per command).
+    let d = at.saturating_duration_since(started);
+    d.as_secs() * 1000 + u64::from(d.subsec_millis())
+}
+
 impl Session {
     /// Milliseconds from the proxy's start to `at`.
     pub(crate) fn proxy_ms(&self, at: Instant) -> u64 {
-        // Seconds and millis apart: `as_millis` divides a u128 (twice per command).
-        let d = at.saturating_duration_since(self.shared.started);
-        d.as_secs() * 1000 + u64::from(d.subsec_millis())
+        ms_since(self.shared.started, at)
     }
 
     /// The command in the client's frame starts now (`at`).
