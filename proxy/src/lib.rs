@@ -16,5 +16,6 @@ pub mod reload;
 pub mod runtime;
 pub mod server;
 pub mod session;
+pub mod timers;
 pub mod wire;
 pub mod xa;

@@ -307,11 +307,17 @@ fn main() -> ExitCode {
         })
     });
 
+    // The workers relay statements and park between them; timers run on a thread of their own
+    // (see `timers`), so the workers' runtime has no time driver to turn at each park.
+    if let Err(e) = shoal_proxy::timers::start() {
+        eprintln!("shoal: cannot start the timer thread: {e}");
+        return ExitCode::FAILURE;
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = cli.threads {
         builder.worker_threads(n.max(1));
     }
-    let runtime = match builder.enable_all().build() {
+    let runtime = match builder.enable_io().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("shoal: cannot start the runtime: {e}");

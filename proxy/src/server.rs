@@ -278,7 +278,7 @@ impl Proxy {
                 Err(e) => {
                     // Typically out of file descriptors: back off instead of spinning.
                     warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    crate::timers::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             };
@@ -312,7 +312,7 @@ impl Proxy {
         drop(listener);
         let deadline = tokio::time::Instant::now() + shared.runtime.load().config.shutdown_timeout;
         while live.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            crate::timers::sleep(Duration::from_millis(20)).await;
         }
         let left = live.load(Ordering::Relaxed);
         if left > 0 {

@@ -473,7 +473,7 @@ async fn capture_seed_corpus() {
     .await
     .unwrap();
 
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    shoal_proxy::timers::sleep(std::time::Duration::from_millis(300)).await;
     let mut corpus = Corpus::default();
     for conv in recs.lock().unwrap().iter() {
         harvest(&conv.lock().unwrap(), &mut corpus);

@@ -265,7 +265,7 @@ async fn backend_death_mid_query_is_an_error_not_a_hang() {
         let mut admin = Conn::new(admin_opts).await.unwrap();
         let mut thread = None;
         for _ in 0..100 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            shoal_proxy::timers::sleep(Duration::from_millis(100)).await;
             thread = admin
                 .query_first::<u64, _>(
                     "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(15)'",
@@ -279,7 +279,9 @@ async fn backend_death_mid_query_is_an_error_not_a_hang() {
         let thread = thread.expect("the sleep reached the backend");
         admin.query_drop(format!("KILL {thread}")).await.unwrap();
     });
-    let res = tokio::time::timeout(Duration::from_secs(20), c.query_drop("SELECT SLEEP(15)")).await;
+    let res =
+        shoal_proxy::timers::timeout(Duration::from_secs(20), c.query_drop("SELECT SLEEP(15)"))
+            .await;
     killer.await.unwrap();
     let err = res.expect("no hang").unwrap_err();
     assert!(

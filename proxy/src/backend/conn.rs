@@ -192,7 +192,7 @@ impl BackendConn {
     ) -> Result<BackendConn> {
         let addr = spec.addr();
         let fut = Self::connect_inner(spec, wire, schema, multi_statements);
-        match tokio::time::timeout(timeout, fut).await {
+        match crate::timers::timeout(timeout, fut).await {
             Ok(Ok(c)) => Ok(c),
             Ok(Err(Error::BackendIo(e))) => Err(Error::backend_unreachable(&addr, e)),
             Ok(Err(e)) => Err(e),

@@ -214,11 +214,11 @@ pub async fn monitor(backends: Arc<Backends>, s: usize) {
     let h = &server.health;
     let mut conn: Option<BackendConn> = None;
     let (mut fails, mut oks) = (0u32, 0u32);
-    let mut tick = tokio::time::interval(cfg.heartbeat);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick = crate::timers::interval(cfg.heartbeat);
     loop {
         tick.tick().await;
-        let result = match tokio::time::timeout(cfg.timeout, check(&mut conn, &backends, s)).await {
+        let result = match crate::timers::timeout(cfg.timeout, check(&mut conn, &backends, s)).await
+        {
             Ok(r) => r,
             Err(_) => Err(Error::backend_unreachable(
                 &server.address,

@@ -63,7 +63,7 @@ pub async fn kill_thread(
             Err(e) => Err(e),
         }
     };
-    match tokio::time::timeout(limit, run).await {
+    match crate::timers::timeout(limit, run).await {
         Ok(r) => r,
         Err(_) => Err(Error::backend_unreachable(&spec.addr(), "KILL timed out")),
     }
@@ -153,7 +153,7 @@ impl BackendConn {
         }
         loop {
             let at = self.deadline();
-            if let Ok(r) = tokio::time::timeout_at(at, self.io.next_frame()).await {
+            if let Ok(r) = crate::timers::timeout_at(at, self.io.next_frame()).await {
                 return r;
             }
             // The reads are cancel-safe: nothing read so far is lost.
@@ -168,7 +168,7 @@ impl BackendConn {
         }
         loop {
             let at = self.deadline();
-            if let Ok(r) = tokio::time::timeout_at(at, self.io.next_packet()).await {
+            if let Ok(r) = crate::timers::timeout_at(at, self.io.next_packet()).await {
                 return r;
             }
             self.expire().await?;

@@ -399,7 +399,7 @@ impl BackendPool {
                 // ones within their housekeeping tick) and give theirs back.
                 let queued = Instant::now();
                 let wait = deadline.saturating_duration_since(queued);
-                let got = tokio::time::timeout(wait, &mut rx).await;
+                let got = crate::timers::timeout(wait, &mut rx).await;
                 self.acquire_wait.observe(queued.elapsed());
                 match got {
                     Ok(Ok(h)) => h,
@@ -539,7 +539,7 @@ impl BackendPool {
                     }
                 }
             }
-            tokio::time::sleep(period).await;
+            crate::timers::sleep(period).await;
         }
     }
 }

@@ -63,7 +63,7 @@ impl Admission {
             return Ok(Admitted { _permit: p });
         }
         self.waiting.fetch_add(1, Ordering::Relaxed);
-        let got = tokio::time::timeout(self.timeout, self.sessions.clone().acquire_owned()).await;
+        let got = crate::timers::timeout(self.timeout, self.sessions.clone().acquire_owned()).await;
         self.waiting.fetch_sub(1, Ordering::Relaxed);
         match got {
             Ok(Ok(p)) => Ok(Admitted { _permit: p }),

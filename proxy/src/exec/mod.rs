@@ -1016,7 +1016,7 @@ impl Session {
             }
             if h.pinned() {
                 let reset =
-                    tokio::time::timeout(self.rt.pool.settings().connect_timeout, h.conn.reset())
+                    crate::timers::timeout(self.rt.pool.settings().connect_timeout, h.conn.reset())
                         .await;
                 if !matches!(reset, Ok(Ok(()))) {
                     // Dropping closes it; the server rolls back and frees everything.

@@ -216,7 +216,7 @@ impl Session {
             format!("SELECT MASTER_GTID_WAIT('{set}', {secs:.3})")
         };
         let limit = timeout + Duration::from_secs(1);
-        let done = tokio::time::timeout(limit, conn.query_value(&sql)).await;
+        let done = crate::timers::timeout(limit, conn.query_value(&sql)).await;
         let ok = matches!(&done, Ok(Ok(Some(v))) if v == "0");
         debug!(server, %gtid, ok, "causal read: waited for the session's last write");
         if ok && let Some(w) = self.conns.last_write(dh) {

@@ -37,7 +37,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
             Ok(x) => x,
             Err(e) => {
                 warn!(error = %e, "admin listener: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                crate::timers::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
@@ -111,7 +111,7 @@ async fn not_ready(shared: &Shared) -> Option<String> {
     let rt = shared.runtime.load_full();
     if rt.config.routing.is_none() {
         let addr = rt.config.backend.addr();
-        return match tokio::time::timeout(
+        return match crate::timers::timeout(
             QUICK_CHECK_TIMEOUT,
             tokio::net::TcpStream::connect(&addr),
         )

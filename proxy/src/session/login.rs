@@ -182,7 +182,7 @@ impl Session {
                 delay_ms = delay.as_millis() as u64,
                 "login throttled after repeated failed logins from this address"
             );
-            tokio::time::sleep(delay).await;
+            crate::timers::sleep(delay).await;
         }
     }
 
@@ -195,7 +195,7 @@ impl Session {
     /// in by then is disconnected.
     pub(super) async fn login(&mut self, connection_id: u32) -> Result<()> {
         let limit = self.rt.config.handshake_timeout;
-        match tokio::time::timeout(limit, self.login_steps(connection_id)).await {
+        match crate::timers::timeout(limit, self.login_steps(connection_id)).await {
             Ok(r) => r,
             Err(_) => {
                 debug!(connection_id, client = %self.peer_host, "handshake timeout");

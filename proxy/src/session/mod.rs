@@ -611,7 +611,7 @@ impl Session {
         self.diag.on_backend = false;
         if self.pins.any() {
             let reset =
-                tokio::time::timeout(self.rt.pool.settings().connect_timeout, conn.reset()).await;
+                crate::timers::timeout(self.rt.pool.settings().connect_timeout, conn.reset()).await;
             if !matches!(reset, Ok(Ok(()))) {
                 // Dropping closes it; the server rolls back and frees everything.
                 return;

@@ -79,8 +79,7 @@ impl Future for Nudged<'_> {
 /// idle timeout, or that holds connections while sessions wait for their pool or for
 /// admission. Runs as long as the proxy.
 pub async fn sweep(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick = crate::timers::interval(TICK);
     loop {
         tick.tick().await;
         let now_ms = super::processlist::ms_since(shared.started, std::time::Instant::now());
@@ -121,16 +120,16 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
         n.nudge();
-        tokio::time::timeout(Duration::from_secs(5), waiter)
+        crate::timers::timeout(Duration::from_secs(5), waiter)
             .await
             .expect("the nudge woke the waiter")
             .unwrap();
         // Still set: a wait completes at once until cleared.
-        tokio::time::timeout(Duration::from_secs(5), n.wait())
+        crate::timers::timeout(Duration::from_secs(5), n.wait())
             .await
             .expect("set before the wait");
         n.clear();
-        let pending = tokio::time::timeout(Duration::from_millis(50), n.wait()).await;
+        let pending = crate::timers::timeout(Duration::from_millis(50), n.wait()).await;
         assert!(pending.is_err(), "cleared: the wait waits");
     }
 }

@@ -129,7 +129,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         while dropped < max {
             self.rbuf.clear();
             self.rbuf.reserve(READ_CHUNK);
-            match tokio::time::timeout_at(deadline, self.stream.read_buf(&mut self.rbuf)).await {
+            match crate::timers::timeout_at(deadline, self.stream.read_buf(&mut self.rbuf)).await {
                 Ok(Ok(n)) if n > 0 => dropped += n,
                 _ => break,
             }

@@ -54,7 +54,7 @@ pub async fn run(shared: Arc<Shared>) {
         };
         first = false;
         tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
+            _ = crate::timers::sleep(wait) => {}
             _ = xa.kick.notified() => {}
             _ = shutdown.changed() => return,
         }
