@@ -119,10 +119,8 @@ async fn inject(fx: &mut Fixture, load: &Workload, fault: Fault) -> Vec<FaultEve
     match fault {
         Fault::KillPrimary => vec![kill_and_restart(fx, load, 1, "kill -9 of primary p1").await],
         Fault::KillReplica => {
-            let ev = kill_and_restart(fx, load, REPLICA_OF[0], "kill -9 of replica p0r0").await;
-            // A replica comes back with replication stopped.
-            resume_replica(fx, 0).await;
-            vec![ev]
+            // The restart starts replication again (`Cluster::restart`).
+            vec![kill_and_restart(fx, load, REPLICA_OF[0], "kill -9 of replica p0r0").await]
         }
         Fault::KillShoalDuringCommits => {
             let mut events = Vec::new();
@@ -209,58 +207,6 @@ async fn kill_and_restart(fx: &mut Fixture, load: &Workload, i: usize, what: &st
         .unwrap_or_else(|e| panic!("restart instance {i}: {e}"));
     let restored = load.now();
     restored_event(fx, what.to_string(), at, restored).await
-}
-
-/// Starts replication again on primary `p`'s replica after its kill -9 and sees it past every
-/// group it may have applied before. MariaDB keeps a replica's XA PREPARE across a crash but
-/// not always the GTID position recording it (XA on a replica is not crash-safe: MDEV-31038),
-/// so replication can apply that group again and stop with 1440 XAER_DUPID. What a DBA does
-/// then is skip that one group: the transaction is prepared on the replica already, and its
-/// XA COMMIT or ROLLBACK follows in the next group. Only while the replica is short of the
-/// primary's position at its restart: past it no group can be a replay. Anything else stopping
-/// the replica is left for the scenario's catch-up check to report.
-async fn resume_replica(fx: &Fixture, p: usize) {
-    let replica = REPLICA_OF[p];
-    let mut primary = admin(&fx.cluster, p).await;
-    let written: String = primary
-        .query_first("SELECT @@GLOBAL.gtid_binlog_pos")
-        .await
-        .unwrap()
-        .unwrap_or_default();
-    let mut c = admin(&fx.cluster, replica).await;
-    c.query_drop("START SLAVE").await.unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while tokio::time::Instant::now() < deadline {
-        let waited: Option<i64> = c
-            .exec_first("SELECT MASTER_GTID_WAIT(?, 1)", (written.as_str(),))
-            .await
-            .unwrap();
-        if waited == Some(0) {
-            return;
-        }
-        let Some(status): Option<mysql_async::Row> =
-            c.query_first("SHOW SLAVE STATUS").await.unwrap()
-        else {
-            return;
-        };
-        let sql_running: String = status.get("Slave_SQL_Running").unwrap_or_default();
-        let errno: u32 = status.get("Last_SQL_Errno").unwrap_or_default();
-        if sql_running == "Yes" || errno != 1440 {
-            continue;
-        }
-        let prepared: Vec<mysql_async::Row> = c.query("XA RECOVER").await.unwrap();
-        if prepared.is_empty() {
-            return;
-        }
-        let error: String = status.get("Last_SQL_Error").unwrap_or_default();
-        println!(
-            "replica of p{p} replayed an XA PREPARE it kept across kill -9 ({error}); skipping that group"
-        );
-        c.query_drop("SET GLOBAL sql_slave_skip_counter = 1")
-            .await
-            .unwrap();
-        c.query_drop("START SLAVE SQL_THREAD").await.unwrap();
-    }
 }
 
 /// The event of a fault whose server is back at `restored`: XA transactions prepared then

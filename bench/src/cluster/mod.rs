@@ -302,13 +302,22 @@ impl Cluster {
     }
 
     /// Starts killed instance `i` again on its port and data dir and waits until it answers.
-    /// A replica comes back with replication stopped (`skip-slave-start`): `START SLAVE` it.
+    /// A replica (launched with `skip-slave-start`) replicates again, past anything it may
+    /// replay from before the crash (see [`replication::resume_after_crash`]).
     pub async fn restart(&mut self, i: usize) -> Result<(), LaunchError> {
         let bins = tokio::task::spawn_blocking(Binaries::find)
             .await
             .expect("finding MariaDB panicked")?;
         let lifetime = self.lifetime;
-        instance::relaunch(&bins, &mut self.instances[i], lifetime).await
+        instance::relaunch(&bins, &mut self.instances[i], lifetime).await?;
+        if let Role::Replica { of } = self.instances[i].role {
+            let written =
+                replication::primary_position(&self.admin_opts(of), &self.instances[of].name)
+                    .await?;
+            let name = &self.instances[i].name;
+            replication::resume_after_crash(&self.admin_opts(i), name, &written).await?;
+        }
+        Ok(())
     }
 
     /// Waits until every replica has applied everything its primary has written so far.

@@ -39,6 +39,8 @@ pub struct SlaveStatus {
     pub sql_running: String,
     pub last_io_error: String,
     pub last_sql_error: String,
+    /// The code of `last_sql_error` (0 if none).
+    pub last_sql_errno: u32,
 }
 
 impl SlaveStatus {
@@ -70,6 +72,7 @@ pub(crate) async fn slave_status(
             sql_running: field("Slave_SQL_Running"),
             last_io_error: field("Last_IO_Error"),
             last_sql_error: field("Last_SQL_Error"),
+            last_sql_errno: field("Last_SQL_Errno").parse().unwrap_or(0),
         }
     }))
 }
@@ -108,6 +111,62 @@ pub(crate) async fn wait_replicating(replica: &Opts, name: &str) -> Result<()> {
             }
         }
         tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let _ = conn.disconnect().await;
+    Ok(())
+}
+
+/// Starts replication again on a replica restarted after a crash, and sees it past every group
+/// it may have applied before the crash. MariaDB keeps a replica's XA PREPARE across a crash but
+/// not always the GTID position recording it (XA on a replica is not crash-safe: MDEV-31038), so
+/// replication can apply that group again and stop with 1440 XAER_DUPID. What a DBA does then
+/// is skip that one group: the transaction is prepared on the replica already, and its XA
+/// COMMIT or ROLLBACK follows in the next group. Only while the replica is short of `written`
+/// (the primary's position at the restart): past it no group can be a replay. Anything else
+/// stopping the replica is left for [`wait_applied`] to report.
+pub(crate) async fn resume_after_crash(replica: &Opts, name: &str, written: &str) -> Result<()> {
+    let mut conn = Conn::new(replica.clone())
+        .await
+        .map_err(LaunchError::sql(format!("connecting to replica {name}")))?;
+    conn.query_drop("START SLAVE")
+        .await
+        .map_err(LaunchError::sql(format!("START SLAVE on {name}")))?;
+    let started = Instant::now();
+    while !written.is_empty() && started.elapsed() < REPLICATING_TIMEOUT {
+        let waited: Option<i64> = conn
+            .exec_first("SELECT MASTER_GTID_WAIT(?, 1)", (written,))
+            .await
+            .map_err(LaunchError::sql(format!("MASTER_GTID_WAIT on {name}")))?;
+        if waited == Some(0) {
+            break;
+        }
+        let status = slave_status(&mut conn)
+            .await
+            .map_err(LaunchError::sql(format!("SHOW SLAVE STATUS on {name}")))?;
+        let Some(s) = status else { break };
+        if s.sql_running == "Yes" || s.last_sql_errno != 1440 {
+            continue;
+        }
+        let prepared: Vec<Row> = conn
+            .query("XA RECOVER")
+            .await
+            .map_err(LaunchError::sql(format!("XA RECOVER on {name}")))?;
+        if prepared.is_empty() {
+            break;
+        }
+        tracing::warn!(
+            replica = name,
+            error = %s.last_sql_error,
+            "the replica replayed an XA PREPARE it kept across its crash; skipping that group"
+        );
+        for skip in [
+            "SET GLOBAL sql_slave_skip_counter = 1",
+            "START SLAVE SQL_THREAD",
+        ] {
+            conn.query_drop(skip)
+                .await
+                .map_err(LaunchError::sql(format!("{skip} on {name}")))?;
+        }
     }
     let _ = conn.disconnect().await;
     Ok(())
