@@ -198,38 +198,42 @@ async fn wait_state(shoal: &ShoalProcess, addr: &str, state: &str) {
 /// Waits until the health monitor's first check of every replica has finished (its lag is
 /// known): its `SELECT @@read_only` is then not counted among a test's reads.
 async fn wait_first_checks(c: &mut Conn, shoal: &ShoalProcess) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let rows = backends(c).await;
-        if rows
-            .iter()
+    wait_backends(c, shoal, "the first checks never finished", |rows| {
+        rows.iter()
             .all(|(_, role, _, lag)| role != "replica" || lag.is_some())
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the first checks never finished: {rows:?}\n{}",
-            shoal.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 /// [`wait_state`] on connection `c`.
 async fn wait_state_on(c: &mut Conn, shoal: &ShoalProcess, addr: &str, state: &str) {
+    let what = format!("{addr} never became {state:?}");
+    wait_backends(c, shoal, &what, |rows| {
+        rows.iter().any(|(a, _, s, _)| a == addr && s == state)
+    })
+    .await
+}
+
+/// Polls `SHOW SHOAL BACKENDS` on `c` until `done` holds for its rows; fails saying `what`
+/// after 60 s.
+async fn wait_backends(
+    c: &mut Conn,
+    shoal: &ShoalProcess,
+    what: &str,
+    done: impl Fn(&[(String, String, String, Option<String>)]) -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let rows = backends(c).await;
-        if rows.iter().any(|(a, _, s, _)| a == addr && s == state) {
+        if done(&rows) {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "{addr} never became {state:?}: {rows:?}\n{}",
+            "{what}: {rows:?}\n{}",
             shoal.log()
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
