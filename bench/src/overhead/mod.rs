@@ -101,6 +101,16 @@ pub struct OverheadArgs {
     /// comparisons send.
     #[arg(long, default_value = "auto", value_parser = ["auto", "disable"])]
     pub ps_mode: String,
+    /// InnoDB buffer pool of the MariaDB instances: every table in memory (the sysbench tables,
+    /// and shoal-config's copies beside them), so that what is measured is the proxy's hop and
+    /// not the backend reading pages it evicted.
+    #[arg(long, default_value = "1G")]
+    pub buffer_pool: String,
+    /// InnoDB redo log of the MariaDB instances: large enough that read_write's writes do not
+    /// force a checkpoint's page flushing in the middle of a run (the launcher's own 32 MiB
+    /// fills in seconds).
+    #[arg(long, default_value = "1G")]
+    pub redo_log: String,
     /// Results go to `<out>/overhead-<UTC timestamp>/` (report.md, CSV, JSON, SVG charts).
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
@@ -269,12 +279,15 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
             (1..=datanodes_per_server(args.sharded_servers)).map(|i| format!("sbtest_{i}")),
         );
     }
-    let cluster = Cluster::start(ClusterSpec {
-        primaries,
-        databases,
-        base_port: args.backend_port,
-        ..ClusterSpec::default()
-    })
+    let cluster = Cluster::start_with_options(
+        ClusterSpec {
+            primaries,
+            databases,
+            base_port: args.backend_port,
+            ..ClusterSpec::default()
+        },
+        &server_options(&args),
+    )
     .await?;
     let handle = tokio::runtime::Handle::current();
     let outcome = tokio::task::spawn_blocking(move || {
@@ -288,6 +301,14 @@ pub async fn run(mut args: OverheadArgs) -> Result<Verdict, OverheadError> {
         Err(_) if interrupt::interrupted() => Err(OverheadError::Interrupted),
         other => other,
     }
+}
+
+/// The MariaDB settings of `--buffer-pool` and `--redo-log`.
+fn server_options(args: &OverheadArgs) -> Vec<String> {
+    vec![
+        format!("innodb-buffer-pool-size={}", args.buffer_pool),
+        format!("innodb-log-file-size={}", args.redo_log),
+    ]
 }
 
 /// What one target is: where sysbench connects and whose CPU is read.
@@ -435,7 +456,8 @@ fn measure(
     let mut header = format!(
         "# Proxy overhead: {}\n\n\
          {} on {}, {} round(s) x {} s per run, sysbench {} tables x {} rows, \
-         --db-ps-mode={}, medians over rounds. HAProxy: TCP mode, nbthread {}; shoal: quick \
+         --db-ps-mode={}, MariaDB with innodb-buffer-pool-size={} and innodb-log-file-size={}, \
+         medians over rounds. HAProxy: TCP mode, nbthread {}; shoal: quick \
          mode; shoal-1thread: quick mode with one worker thread; haproxy-1thread: nbthread 1; \
          shoal-tls: quick mode, sysbench connecting with TLS (`--mysql-ssl=on`); \
          shoal-config: the sysbench tables sharded by id (`mod`) over {}, pool.max = threads x \
@@ -452,6 +474,8 @@ fn measure(
         args.tables,
         args.table_size,
         args.ps_mode,
+        args.buffer_pool,
+        args.redo_log,
         args.haproxy_threads,
         sharded_layout(args.sharded_servers),
     );
@@ -776,6 +800,8 @@ fn write_results(
             "table_size": args.table_size,
             "sharded_servers": args.sharded_servers,
             "ps_mode": args.ps_mode,
+            "buffer_pool": args.buffer_pool,
+            "redo_log": args.redo_log,
             "paced_fraction": args.paced,
             "targets": names,
             "not_run": not_run.iter().map(|(n, w)| json!({"target": n, "why": w})).collect::<Vec<_>>(),
