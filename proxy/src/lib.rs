@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod config;
 pub mod config_file;
+pub mod cores;
 pub mod error;
 pub mod exec;
 pub mod fuzzing;

@@ -60,9 +60,14 @@ struct Cli {
     /// On SIGTERM/SIGINT, how long running statements may take to finish, in seconds [default: 10, as in config files].
     #[arg(long)]
     shutdown_timeout_secs: Option<u64>,
-    /// Worker threads (default: one per CPU core).
+    /// Threads serving clients (default: one per CPU core).
     #[arg(long)]
     threads: Option<usize>,
+    /// How the threads share the work: `per-core`, each thread its own listener and runtime
+    /// with the sessions it accepted (a statement never wakes another thread), or `shared`,
+    /// one multi-threaded runtime whose workers take any session's work.
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Shared)]
+    runtime: RuntimeKind,
     /// Log filter (e.g. `info`, `shoal_proxy=debug`); default from SHOAL_LOG, RUST_LOG, the
     /// config's server.log_level, else info.
     #[arg(long)]
@@ -99,6 +104,12 @@ struct Cli {
     /// [default: server.digests].
     #[arg(long)]
     no_digests: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RuntimeKind {
+    PerCore,
+    Shared,
 }
 
 #[derive(Debug, Clone, clap::Subcommand)]
@@ -313,10 +324,19 @@ fn main() -> ExitCode {
         eprintln!("shoal: cannot start the timer thread: {e}");
         return ExitCode::FAILURE;
     }
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = cli.threads {
-        builder.worker_threads(n.max(1));
-    }
+    let threads = cli.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let threads = threads.max(1);
+    let (mut builder, cores) = match cli.runtime {
+        // The main thread is the first core; `Proxy::run` starts the others.
+        RuntimeKind::PerCore => (tokio::runtime::Builder::new_current_thread(), threads),
+        RuntimeKind::Shared => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(threads);
+            (b, 1)
+        }
+    };
     let runtime = match builder.enable_io().build() {
         Ok(r) => r,
         Err(e) => {
@@ -325,7 +345,7 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let proxy = match Proxy::bind_with(config, topology, reloader).await {
+        let proxy = match Proxy::bind_per_core(config, topology, reloader, cores).await {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("shoal: cannot listen: {e}");

@@ -1,6 +1,7 @@
 //! The listener: accepts clients, caps their number, runs each session in its own task, and
 //! shuts down gracefully on SIGTERM/SIGINT.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -50,6 +51,9 @@ pub(crate) fn check_backend_tls(config: &ProxyConfig) -> std::io::Result<()> {
 /// A bound, not yet running proxy (binding first lets callers learn the port).
 pub struct Proxy {
     listener: TcpListener,
+    /// The listeners of the other cores (see [`Proxy::bind_per_core`]); none: the caller's
+    /// runtime serves every session.
+    extra: Vec<std::net::TcpListener>,
     /// `server.admin_listen`, bound with the main listener (a bad address stops the start).
     admin: Option<TcpListener>,
     shared: Arc<Shared>,
@@ -70,8 +74,39 @@ impl Proxy {
         topology: Option<Topology>,
         reloader: Option<Reloader>,
     ) -> std::io::Result<Proxy> {
+        Self::bind_per_core(config, topology, reloader, 1).await
+    }
+
+    /// [`Self::bind_with`] for `cores` runtime threads, each with its own listener on the
+    /// address (`SO_REUSEPORT`: the kernel spreads the connections over them) and its own
+    /// single-threaded runtime, which runs its sessions and their backend connections, so that
+    /// no statement wakes another thread (see `crate::cores`). Called on the first core's
+    /// runtime, a single-threaded one; [`Self::run`] starts the others.
+    pub async fn bind_per_core(
+        config: ProxyConfig,
+        topology: Option<Topology>,
+        reloader: Option<Reloader>,
+        cores: usize,
+    ) -> std::io::Result<Proxy> {
         let topology = topology.map(Arc::new);
-        let listener = TcpListener::bind(&config.listen).await?;
+        let cores = cores.max(1);
+        let (listener, extra) = if cores > 1 {
+            let addr = tokio::net::lookup_host(&config.listen)
+                .await?
+                .next()
+                .ok_or_else(|| {
+                    std::io::Error::other(format!("cannot resolve {}", config.listen))
+                })?;
+            let first = reuseport_listener(addr)?;
+            // The port the first one got (the address may ask for any).
+            let addr = first.local_addr()?;
+            let extra = (1..cores)
+                .map(|_| reuseport_listener(addr)?.into_std())
+                .collect::<std::io::Result<Vec<_>>>()?;
+            (first, extra)
+        } else {
+            (TcpListener::bind(&config.listen).await?, Vec::new())
+        };
         let admin =
             match &config.observe.admin_listen {
                 Some(a) => Some(TcpListener::bind(a).await.map_err(|e| {
@@ -189,6 +224,7 @@ impl Proxy {
         });
         Ok(Proxy {
             listener,
+            extra,
             admin,
             shared,
             shutdown_tx,
@@ -209,6 +245,7 @@ impl Proxy {
     pub async fn run(self) {
         let Proxy {
             listener,
+            extra,
             admin,
             shared,
             shutdown_tx,
@@ -259,57 +296,21 @@ impl Proxy {
         // Sessions served now; `max_connections` is read from the current snapshot at each
         // accept, so a reload changes it for new connections.
         let live = Arc::new(AtomicUsize::new(0));
-        let next_id = AtomicU32::new(1);
-        let mut shutdown = shared.shutdown.clone();
-        info!(listen = %cfg.listen, backend = %cfg.backend.addr(), "shoal is serving");
-        loop {
-            let accepted = tokio::select! {
-                r = listener.accept() => r,
-                _ = shutdown.changed() => {
-                    shared.stopping.store(true, Ordering::Relaxed);
-                    // Sessions waiting for a command end now; the others after their
-                    // statement (they check `stopping` between commands).
-                    shared.sessions.for_each(|h| h.nudge.nudge());
-                    break;
+        let next_id = Arc::new(AtomicU32::new(1));
+        info!(listen = %cfg.listen, backend = %cfg.backend.addr(), cores = extra.len() + 1, "shoal is serving");
+        for (i, extra) in extra.into_iter().enumerate() {
+            let (shared, live, next_id) = (shared.clone(), live.clone(), next_id.clone());
+            crate::cores::spawn(i + 1, move || async move {
+                match TcpListener::from_std(extra) {
+                    Ok(l) => accept_loop(l, shared, live, next_id).await,
+                    Err(e) => error!(error = %e, "cannot register a core's listener"),
                 }
-            };
-            let (stream, peer) = match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    // Typically out of file descriptors: back off instead of spinning.
-                    warn!(error = %e, "accept failed");
-                    crate::timers::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let id = next_id.fetch_add(1, Ordering::Relaxed);
-            if let Some(m) = &shared.observe.metrics {
-                m.accepted.fetch_add(1, Ordering::Relaxed);
-            }
-            let limit = shared.runtime.load().config.max_connections;
-            match SessionSlot::take(&live, limit) {
-                Some(permit) => {
-                    let shared = shared.clone();
-                    let task = tokio::spawn(session::serve(stream, id, shared));
-                    tokio::spawn(async move {
-                        if let Err(e) = task.await
-                            && e.is_panic()
-                        {
-                            error!(connection_id = id, %peer, "session panicked: {e}; connection closed");
-                        }
-                        drop(permit);
-                    });
-                }
-                None => {
-                    if let Some(m) = &shared.observe.metrics {
-                        m.refused(crate::observe::metrics::Refusal::MaxConnections);
-                    }
-                    warn!(%peer, max_connections = limit, "refusing client: too many connections");
-                    tokio::spawn(refuse(stream));
-                }
-            }
+                // The core's sessions run on after its listener closes, until the main
+                // thread's shutdown wait below ends the process.
+                std::future::pending::<()>().await;
+            });
         }
-        drop(listener);
+        accept_loop(listener, shared.clone(), live.clone(), next_id).await;
         let deadline = tokio::time::Instant::now() + shared.runtime.load().config.shutdown_timeout;
         while live.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
             crate::timers::sleep(Duration::from_millis(20)).await;
@@ -323,6 +324,77 @@ impl Proxy {
         }
         info!("shoal stopped");
     }
+}
+
+/// Accepts clients on `listener` until shutdown, each session a task of this thread's runtime.
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    live: Arc<AtomicUsize>,
+    next_id: Arc<AtomicU32>,
+) {
+    let mut shutdown = shared.shutdown.clone();
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.changed() => {
+                shared.stopping.store(true, Ordering::Relaxed);
+                // Sessions waiting for a command end now; the others after their
+                // statement (they check `stopping` between commands).
+                shared.sessions.for_each(|h| h.nudge.nudge());
+                break;
+            }
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                // Typically out of file descriptors: back off instead of spinning.
+                warn!(error = %e, "accept failed");
+                crate::timers::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let id = next_id.fetch_add(1, Ordering::Relaxed);
+        if let Some(m) = &shared.observe.metrics {
+            m.accepted.fetch_add(1, Ordering::Relaxed);
+        }
+        let limit = shared.runtime.load().config.max_connections;
+        match SessionSlot::take(&live, limit) {
+            Some(permit) => {
+                let shared = shared.clone();
+                let task = tokio::spawn(session::serve(stream, id, shared));
+                tokio::spawn(async move {
+                    if let Err(e) = task.await
+                        && e.is_panic()
+                    {
+                        error!(connection_id = id, %peer, "session panicked: {e}; connection closed");
+                    }
+                    drop(permit);
+                });
+            }
+            None => {
+                if let Some(m) = &shared.observe.metrics {
+                    m.refused(crate::observe::metrics::Refusal::MaxConnections);
+                }
+                warn!(%peer, max_connections = limit, "refusing client: too many connections");
+                tokio::spawn(refuse(stream));
+            }
+        }
+    }
+}
+
+/// A listener on `addr` that other sockets of this process may bind too (`SO_REUSEPORT`), one
+/// per core; registered with the calling thread's runtime.
+fn reuseport_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.set_reuseport(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
 }
 
 /// One served session, counted in `live` until dropped.

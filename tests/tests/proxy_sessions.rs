@@ -1130,3 +1130,75 @@ async fn reset_and_change_user_clear_the_state_shoal_replays() {
         }
     }
 }
+
+/// `--runtime per-core`: each thread its own listener and runtime. Clients spread over both
+/// cores by the kernel share a pool of 2 backend connections, so a connection opened on one
+/// core serves sessions of the other; every committed row arrives, every transaction stays its
+/// own, and SIGTERM ends the process with sessions on both cores.
+#[tokio::test]
+async fn per_core_runtime_serves_sessions_sharing_connections_across_cores() {
+    let backend = shared_backend();
+    let db = unique_name("percore");
+    backend.fresh_db(&db).await;
+    let mut direct = backend.conn(Some(&db)).await;
+    direct
+        .query_drop("CREATE TABLE t (client INT, n INT, PRIMARY KEY (client, n)) ENGINE=InnoDB")
+        .await
+        .unwrap();
+    let shoal = ShoalProcess::quick_with_pool(
+        &backend,
+        &db,
+        2,
+        &["--runtime", "per-core", "--threads", "2"],
+    );
+    let clients = 12;
+    let mut tasks = Vec::new();
+    for client in 0..clients {
+        let mut c = shoal.conn(&backend, Some(&db)).await;
+        tasks.push(tokio::spawn(async move {
+            for round in 0..5 {
+                c.query_drop("BEGIN").await.unwrap();
+                for i in 0..4 {
+                    c.exec_drop("INSERT INTO t VALUES (?, ?)", (client, round * 4 + i))
+                        .await
+                        .unwrap();
+                }
+                // Its own uncommitted rows, and nobody else's.
+                let mine: i64 = c
+                    .exec_first("SELECT COUNT(*) FROM t WHERE client = ?", (client,))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(mine, (round + 1) * 4, "client {client} round {round}");
+                c.query_drop("COMMIT").await.unwrap();
+            }
+            c.disconnect().await.unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    assert_eq!(
+        count(&mut direct, "SELECT COUNT(*) FROM t").await,
+        clients * 20,
+        "committed rows missing"
+    );
+    // The cores start once the first one serves: by now they have.
+    let threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", shoal.pid()))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|c| c.trim().to_string())
+        .collect();
+    assert!(
+        threads.iter().any(|t| t == "shoal-core-1"),
+        "no second core's thread: {threads:?}"
+    );
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut c = shoal.conn(&backend, Some(&db)).await;
+        assert_eq!(count(&mut c, "SELECT COUNT(*) FROM t").await, clients * 20);
+        held.push(c);
+    }
+    let status = shoal.terminate();
+    assert!(status.success(), "shoal exited with {status}");
+}

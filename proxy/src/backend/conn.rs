@@ -113,6 +113,8 @@ pub struct BackendConn {
     /// The running statement's deadline (`server.query_timeout`), while it runs: the reads
     /// of its response are bounded by it (see `backend::interrupt`).
     pub limit: Option<crate::backend::interrupt::Limit>,
+    /// The core whose event loop its socket is registered with (see `crate::cores`).
+    pub core: u16,
 }
 
 const IN_TRANS: u16 = mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS.bits();
@@ -376,6 +378,7 @@ impl BackendConn {
             stmts: StmtCache::default(),
             status,
             limit: None,
+            core: crate::cores::current(),
         };
         conn.enable_tracking().await?;
         Ok(conn)

@@ -360,9 +360,15 @@ impl BackendPool {
                         .iter()
                         .position(|c| c.id == want.prefer && c.wire_matches(wire))
                         .or_else(|| {
-                            s.idle.iter().rposition(|c| {
+                            // One opened on this core first: its socket wakes this thread.
+                            let fits = |c: &BackendConn| {
                                 c.wire_matches(wire) && c.state.schema.as_deref() == want.schema
-                            })
+                            };
+                            let core = crate::cores::current();
+                            s.idle
+                                .iter()
+                                .rposition(|c| c.core == core && fits(c))
+                                .or_else(|| s.idle.iter().rposition(fits))
                         })
                 })
                 .flatten();
