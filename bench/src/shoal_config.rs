@@ -215,7 +215,8 @@ impl RunningShoal {
         let config = dir.join(format!("{name}.yaml"));
         std::fs::write(&config, &yaml)
             .map_err(BenchError::io(format!("write {}", config.display())))?;
-        let process = targets::start_shoal_config(dir, bin, &config, port, &format!("{name}.log"))?;
+        let process =
+            targets::start_shoal_config(dir, bin, &config, port, &[], &format!("{name}.log"))?;
         Ok(RunningShoal {
             process,
             config,

@@ -83,7 +83,8 @@ pub struct OverheadArgs {
     /// The shoal binary to measure (default: `target/release/shoal`, built first).
     #[arg(long)]
     pub shoal_bin: Option<PathBuf>,
-    /// Extra arguments for shoal's quick mode (repeat the flag for each).
+    /// Extra arguments for the Shoal targets, quick mode and shoal-config (repeat the flag for
+    /// each).
     #[arg(long = "shoal-arg", allow_hyphen_values = true)]
     pub shoal_args: Vec<String>,
     /// After the closed-loop rounds, run the same rounds again with every target offered the
@@ -719,7 +720,15 @@ fn start_sharded_shoal(
     let config = work_dir.join("shoal-config.yaml");
     std::fs::write(&config, &yaml)
         .map_err(OverheadError::io(format!("write {}", config.display())))?;
-    targets::start_shoal_config(work_dir, bin, &config, port, "shoal-config.log")
+    // The same extra flags as the quick-mode target (a runtime choice applies to both).
+    targets::start_shoal_config(
+        work_dir,
+        bin,
+        &config,
+        port,
+        &args.shoal_args,
+        "shoal-config.log",
+    )
 }
 
 fn write_results(

@@ -199,6 +199,7 @@ pub fn start_shoal_config(
     bin: &Path,
     config: &Path,
     port: u16,
+    extra: &[String],
     log_name: &str,
 ) -> Result<ProxyProcess, OverheadError> {
     let mut cmd = Command::new(bin);
@@ -206,6 +207,7 @@ pub fn start_shoal_config(
         .arg(config)
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
+        .args(extra)
         .env(
             "RUST_LOG",
             std::env::var("SHOAL_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
