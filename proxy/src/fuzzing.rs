@@ -213,7 +213,8 @@ pub fn backend_response(data: &[u8]) {
     if sel & 0x20 != 0 {
         caps |= CapabilityFlags::CLIENT_SESSION_TRACK;
     }
-    let mut reader = ResponseReader::new(expect, caps);
+    // MariaDB's metadata caching: a flag byte after each column count.
+    let mut reader = ResponseReader::new(expect, caps).metadata_flag(sel & 0x40 != 0);
     for p in packets(rest) {
         let _ = parse_ok(p, caps);
         let _ = parse_err(p);

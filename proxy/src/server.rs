@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use mysql_common::constants::CapabilityFlags;
+use mysql_common::constants::{CapabilityFlags, MariadbCapabilities};
 use shoal_router::sql::SqlMode;
 use shoal_router::topology::Topology;
 use tokio::net::{TcpListener, TcpStream};
@@ -21,17 +21,19 @@ use crate::error::Error;
 use crate::reload::Reloader;
 use crate::runtime::Runtime;
 use crate::session::{self, Shared};
-use crate::wire::handshake::server_capabilities;
+use crate::wire::Wire;
+use crate::wire::handshake::{mariadb_capabilities, server_capabilities};
 use crate::wire::messages::err_payload;
 use crate::wire::packet::PacketStream;
 use crate::wire::rsa_key::RsaKey;
 use crate::wire::tls::ClientTls;
 
 /// Wire capabilities most clients ask for; used for connections opened ahead of demand.
-pub(crate) fn typical_client_wire() -> CapabilityFlags {
-    CapabilityFlags::CLIENT_DEPRECATE_EOF
+pub(crate) fn typical_client_wire() -> Wire {
+    (CapabilityFlags::CLIENT_DEPRECATE_EOF
         | CapabilityFlags::CLIENT_MULTI_RESULTS
-        | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
+        | CapabilityFlags::CLIENT_PS_MULTI_RESULTS)
+        .into()
 }
 
 /// Reads the CA files of the backends' TLS settings, so that a bad one stops the start.
@@ -116,7 +118,7 @@ impl Proxy {
             };
         check_backend_tls(&config)?;
         let spec = config.backend.clone();
-        let (version, backend_caps, default_sql_mode) = match BackendConn::connect(
+        let (version, backend_caps, backend_mariadb, default_sql_mode) = match BackendConn::connect(
             &spec,
             typical_client_wire(),
             spec.database.as_deref(),
@@ -135,13 +137,19 @@ impl Proxy {
                     Ok(Some(m)) => SqlMode::parse(&m),
                     _ => SqlMode::default(),
                 };
-                (c.info.version.clone(), c.info.capabilities, mode)
+                (
+                    c.info.version.clone(),
+                    c.info.capabilities,
+                    c.info.mariadb,
+                    mode,
+                )
             }
             Err(e) => {
                 warn!(backend = %spec.addr(), error = %e, "backend not reachable at startup; clients will get errors until it is");
                 (
                     b"5.7.99-shoal".to_vec(),
                     CapabilityFlags::all(),
+                    MariadbCapabilities::empty(),
                     SqlMode::default(),
                 )
             }
@@ -151,6 +159,9 @@ impl Proxy {
         if !backend_caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS) {
             capabilities.remove(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
         }
+        // MariaDB's extensions are offered as the backend offers them, as its version is: a
+        // client sees the server it would see directly.
+        let mariadb = mariadb_capabilities() & backend_mariadb;
         let tls = match &config.tls {
             Some(files) => {
                 let server = crate::wire::tls::load_server_config(&files.cert, &files.key)
@@ -210,6 +221,7 @@ impl Proxy {
             server_version: version,
             default_sql_mode,
             capabilities,
+            mariadb,
             shutdown: shutdown_rx,
             stopping: std::sync::atomic::AtomicBool::new(false),
             sessions: Default::default(),

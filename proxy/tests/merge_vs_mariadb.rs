@@ -360,9 +360,15 @@ async fn merged_shard_results_equal_mariadb_on_one_table() {
         (CapabilityFlags::empty(), "latin1", Protocol::Binary),
         (CapabilityFlags::empty(), "utf8mb4", Protocol::Text),
     ] {
-        let mut conn = BackendConn::connect(&spec, wire, Some("m"), false, Duration::from_secs(10))
-            .await
-            .unwrap();
+        let mut conn = BackendConn::connect(
+            &spec,
+            wire.into(),
+            Some("m"),
+            false,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
         assert_eq!(
             conn.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF),
             !wire.is_empty()
@@ -475,7 +481,7 @@ async fn router_plans_merge_like_mariadb() {
     };
     let mut conn = BackendConn::connect(
         &spec,
-        CapabilityFlags::CLIENT_DEPRECATE_EOF,
+        CapabilityFlags::CLIENT_DEPRECATE_EOF.into(),
         Some("m"),
         false,
         Duration::from_secs(10),

@@ -13,6 +13,7 @@ pub const COM_QUERY: u8 = 0x03;
 pub const COM_FIELD_LIST: u8 = 0x04;
 pub const COM_STATISTICS: u8 = 0x09;
 pub const COM_PING: u8 = 0x0e;
+pub const COM_STMT_PREPARE: u8 = 0x16;
 pub const COM_STMT_EXECUTE: u8 = 0x17;
 pub const COM_SET_OPTION: u8 = 0x1b;
 
@@ -24,6 +25,8 @@ const CLIENT_SECURE_CONNECTION: u32 = 0x8000;
 const CLIENT_MULTI_STATEMENTS: u32 = 0x1_0000;
 const CLIENT_MULTI_RESULTS: u32 = 0x2_0000;
 const CLIENT_PLUGIN_AUTH: u32 = 0x8_0000;
+/// MariaDB's extended capability (in the handshake's reserved bytes) for metadata caching.
+const MARIADB_CLIENT_CACHE_METADATA: u32 = 0x10;
 
 /// How long any single read may wait: a proxy that stops answering fails the test, not hangs it.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(20);
@@ -81,6 +84,8 @@ impl Reply {
 pub struct RawConn {
     stream: TcpStream,
     seq: u8,
+    /// MARIADB_CLIENT_CACHE_METADATA was negotiated.
+    cache_metadata: bool,
 }
 
 impl RawConn {
@@ -88,7 +93,11 @@ impl RawConn {
     pub async fn connect(addr: &str) -> std::io::Result<RawConn> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(RawConn { stream, seq: 0 })
+        Ok(RawConn {
+            stream,
+            seq: 0,
+            cache_metadata: false,
+        })
     }
 
     /// Connects and logs in with `mysql_native_password`; returns the login reply (Ok or Err).
@@ -122,7 +131,11 @@ impl RawConn {
         password: &str,
         db: Option<&str>,
     ) -> std::io::Result<(RawConn, Reply)> {
-        Self::login_inner(addr, user, password, db, 45, true, true).await
+        let hello = Hello {
+            claim_sha2: true,
+            ..Hello::default()
+        };
+        Self::login_inner(addr, user, password, db, hello).await
     }
 
     /// Like [`RawConn::login_with_collation`]; `multi_statements: false` leaves
@@ -135,7 +148,30 @@ impl RawConn {
         collation: u8,
         multi_statements: bool,
     ) -> std::io::Result<(RawConn, Reply)> {
-        Self::login_inner(addr, user, password, db, collation, multi_statements, false).await
+        let hello = Hello {
+            collation,
+            multi_statements,
+            ..Hello::default()
+        };
+        Self::login_inner(addr, user, password, db, hello).await
+    }
+
+    /// Logs in as a MariaDB client asking for metadata caching (MARIADB_CLIENT_CACHE_METADATA)
+    /// when the greeting offers it. Also returns whether it was negotiated: then every column
+    /// count carries a "metadata follows" byte.
+    pub async fn login_caching_metadata(
+        addr: &str,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+    ) -> std::io::Result<(RawConn, Reply, bool)> {
+        let hello = Hello {
+            cache_metadata: true,
+            ..Hello::default()
+        };
+        let (conn, reply) = Self::login_inner(addr, user, password, db, hello).await?;
+        let negotiated = conn.cache_metadata;
+        Ok((conn, reply, negotiated))
     }
 
     async fn login_inner(
@@ -143,10 +179,14 @@ impl RawConn {
         user: &str,
         password: &str,
         db: Option<&str>,
-        collation: u8,
-        multi_statements: bool,
-        claim_sha2: bool,
+        hello: Hello,
     ) -> std::io::Result<(RawConn, Reply)> {
+        let Hello {
+            collation,
+            multi_statements,
+            claim_sha2,
+            cache_metadata,
+        } = hello;
         let mut conn = RawConn::connect(addr).await?;
         let greeting = conn.read_packet().await?;
         let greeting = Greeting::parse(&greeting).ok_or_else(|| {
@@ -166,6 +206,18 @@ impl RawConn {
             caps &= !CLIENT_MULTI_STATEMENTS;
         }
         caps &= greeting.capabilities | CLIENT_CONNECT_WITH_DB;
+        // A MariaDB server announces its extended capabilities by clearing CLIENT_MYSQL (the
+        // CLIENT_LONG_PASSWORD bit); a client asks for them the same way.
+        let ext = if cache_metadata
+            && greeting.capabilities & CLIENT_LONG_PASSWORD == 0
+            && greeting.mariadb & MARIADB_CLIENT_CACHE_METADATA != 0
+        {
+            caps &= !CLIENT_LONG_PASSWORD;
+            MARIADB_CLIENT_CACHE_METADATA
+        } else {
+            0
+        };
+        conn.cache_metadata = ext != 0;
         let token = if claim_sha2 {
             mysql_common::scramble::scramble_sha256(&greeting.nonce, password.as_bytes())
                 .map(|t| t.to_vec())
@@ -177,7 +229,8 @@ impl RawConn {
         body.extend_from_slice(&caps.to_le_bytes());
         body.extend_from_slice(&(16u32 << 20).to_le_bytes());
         body.push(collation);
-        body.extend_from_slice(&[0u8; 23]);
+        body.extend_from_slice(&[0u8; 19]);
+        body.extend_from_slice(&ext.to_le_bytes());
         body.extend_from_slice(user.as_bytes());
         body.push(0);
         body.push(token.len() as u8);
@@ -283,6 +336,47 @@ impl RawConn {
         }
     }
 
+    /// COM_STMT_PREPARE: the statement id and its column count (the parameter and column
+    /// definitions are read and dropped).
+    pub async fn prepare(&mut self, sql: &str) -> std::io::Result<(u32, u16)> {
+        let head = self
+            .command_payload(COM_STMT_PREPARE, sql.as_bytes())
+            .await?;
+        if head.first() != Some(&0) || head.len() < 12 {
+            return Err(std::io::Error::other(format!(
+                "{sql}: {:?}",
+                Reply::parse(&head)
+            )));
+        }
+        let id = u32::from_le_bytes([head[1], head[2], head[3], head[4]]);
+        let columns = u16::from_le_bytes([head[5], head[6]]);
+        let params = u16::from_le_bytes([head[7], head[8]]);
+        if params > 0 {
+            self.read_until_eof().await?;
+        }
+        if columns > 0 {
+            self.read_until_eof().await?;
+        }
+        Ok((id, columns))
+    }
+
+    /// COM_STMT_EXECUTE of a statement without parameters, no cursor: every packet of its
+    /// response (one result set: column count, the definitions if they follow, their EOF, the
+    /// binary rows, the terminator), or the one reply that came instead.
+    pub async fn execute_packets(&mut self, id: u32) -> std::io::Result<Vec<Vec<u8>>> {
+        let mut payload = id.to_le_bytes().to_vec();
+        payload.push(0);
+        payload.extend_from_slice(&1u32.to_le_bytes());
+        let head = self.command_payload(COM_STMT_EXECUTE, &payload).await?;
+        if !matches!(Reply::parse(&head), Reply::Other(_)) {
+            return Ok(vec![head]);
+        }
+        let mut packets = vec![head];
+        packets.extend(self.read_until_eof().await?);
+        packets.extend(self.read_until_eof().await?);
+        Ok(packets)
+    }
+
     /// Reads the rest of a multi-packet reply up to its terminator (EOF/OK after rows, or ERR).
     /// Returns every packet read, the terminator included.
     pub async fn read_until_eof(&mut self) -> std::io::Result<Vec<Vec<u8>>> {
@@ -364,8 +458,29 @@ fn parse_ok_status(p: &[u8]) -> Option<u16> {
     Some(u16::from_le_bytes([*p.get(i)?, *p.get(i + 1)?]))
 }
 
+/// How a login introduces itself.
+struct Hello {
+    collation: u8,
+    multi_statements: bool,
+    claim_sha2: bool,
+    cache_metadata: bool,
+}
+
+impl Default for Hello {
+    fn default() -> Hello {
+        Hello {
+            collation: 45,
+            multi_statements: true,
+            claim_sha2: false,
+            cache_metadata: false,
+        }
+    }
+}
+
 struct Greeting {
     capabilities: u32,
+    /// MariaDB's extended capabilities (the last 4 of the 10 reserved bytes).
+    mariadb: u32,
     nonce: Vec<u8>,
 }
 
@@ -384,6 +499,8 @@ impl Greeting {
         let caps_high = u16::from_le_bytes([*p.get(i)?, *p.get(i + 1)?]) as u32;
         i += 2;
         let auth_len = *p.get(i)? as usize;
+        let ext = p.get(i + 7..i + 11)?;
+        let mariadb = u32::from_le_bytes([ext[0], ext[1], ext[2], ext[3]]);
         i += 1 + 10;
         let part2_len = auth_len.saturating_sub(8).max(13);
         let part2 = p.get(i..(i + part2_len).min(p.len()))?;
@@ -391,6 +508,7 @@ impl Greeting {
         nonce.extend(part2.iter().take_while(|&&b| b != 0).take(12));
         Some(Greeting {
             capabilities: caps_low | (caps_high << 16),
+            mariadb,
             nonce,
         })
     }

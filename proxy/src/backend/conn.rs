@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use mysql_common::constants::CapabilityFlags;
+use mysql_common::constants::{CapabilityFlags, MariadbCapabilities};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
 use mysql_common::proto::{MyDeserialize, MySerialize};
@@ -17,6 +17,7 @@ use crate::backend::stmt_cache::StmtCache;
 use crate::backend::tls::{self, BackendStream};
 use crate::config::{BackendSpec, BackendTls};
 use crate::error::{Error, Result};
+use crate::wire::Wire;
 use crate::wire::command::{
     COM_INIT_DB, COM_PING, COM_QUERY, COM_RESET_CONNECTION, COM_SET_OPTION,
 };
@@ -58,6 +59,8 @@ const ENABLE_TRACKING: &str = "SET SESSION session_track_system_variables='*', \
 pub struct ServerInfo {
     pub version: Vec<u8>,
     pub capabilities: CapabilityFlags,
+    /// MariaDB's extended capabilities the server offered (none from MySQL).
+    pub mariadb: MariadbCapabilities,
     pub collation: u8,
 }
 
@@ -96,6 +99,15 @@ pub struct BackendConn {
     pub thread_id: u32,
     /// Capabilities negotiated with the backend.
     pub caps: CapabilityFlags,
+    /// MARIADB_CLIENT_CACHE_METADATA is on: column counts carry a "metadata follows" byte
+    /// and an execute leaves out the definitions this connection already sent for the
+    /// statement. Only asked for sessions whose client negotiated it and whose prepared
+    /// statements are the backend's own (quick mode): the server's memory of what it sent
+    /// must be the client's.
+    pub cache_metadata: bool,
+    /// What it was opened for (the pool matches sessions on this, not on what the server
+    /// granted, so that a server without metadata caching does not churn the pool).
+    pub asked: Wire,
     /// The state this connection is in now.
     pub state: SessionState,
     /// Session tracking is on: responses report state changes.
@@ -187,7 +199,7 @@ impl BackendConn {
     /// `wire` is the client's choice of [`wire_capabilities`].
     pub async fn connect(
         spec: &BackendSpec,
-        wire: CapabilityFlags,
+        wire: Wire,
         schema: Option<&str>,
         multi_statements: bool,
         timeout: Duration,
@@ -204,7 +216,7 @@ impl BackendConn {
 
     async fn connect_inner(
         spec: &BackendSpec,
-        wire: CapabilityFlags,
+        wire: Wire,
         schema: Option<&str>,
         multi_statements: bool,
     ) -> Result<BackendConn> {
@@ -222,6 +234,7 @@ impl BackendConn {
         let info = ServerInfo {
             version: hs.server_version_ref().to_vec(),
             capabilities: hs.capabilities(),
+            mariadb: crate::wire::mariadb_caps(hs.capabilities(), hs.mariadb_ext_capabilities()),
             collation: hs.default_collation(),
         };
         let thread_id = hs.connection_id();
@@ -238,7 +251,16 @@ impl BackendConn {
             plugin = AuthPlugin::MysqlNativePassword;
         }
 
-        let mut want = base_capabilities() | (wire & wire_capabilities());
+        let mut want = base_capabilities() | (wire.caps & wire_capabilities());
+        let cache_metadata = wire.cache_metadata
+            && info
+                .mariadb
+                .contains(MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA);
+        if cache_metadata {
+            // A MariaDB client says so by clearing CLIENT_MYSQL: the server then reads the
+            // extended capabilities.
+            want.remove(CapabilityFlags::CLIENT_LONG_PASSWORD);
+        }
         if multi_statements {
             want |=
                 CapabilityFlags::CLIENT_MULTI_STATEMENTS | CapabilityFlags::CLIENT_MULTI_RESULTS;
@@ -269,7 +291,12 @@ impl BackendConn {
             caps,
             None,
             1 << 30,
-        );
+        )
+        .with_mariadb_ext_capabilities(if cache_metadata {
+            MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA
+        } else {
+            MariadbCapabilities::empty()
+        });
         let mut out = Vec::new();
         resp.serialize(&mut out);
         let mut seq = 1u8;
@@ -365,6 +392,11 @@ impl BackendConn {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             thread_id,
             caps,
+            cache_metadata,
+            asked: Wire {
+                caps: wire.caps & wire_capabilities(),
+                cache_metadata: wire.cache_metadata,
+            },
             state: SessionState {
                 schema: schema.map(str::to_string),
                 vars: Default::default(),
@@ -441,8 +473,14 @@ impl BackendConn {
     }
 
     /// Whether `wire` (a client's choice) gives the same response bytes as this connection.
-    pub fn wire_matches(&self, wire: CapabilityFlags) -> bool {
-        (self.caps & wire_capabilities()) == (wire & wire_capabilities())
+    pub fn wire_matches(&self, wire: Wire) -> bool {
+        (self.caps & wire_capabilities()) == (wire.caps & wire_capabilities())
+            && self.asked.cache_metadata == wire.cache_metadata
+    }
+
+    /// A reader for the response to the command just sent, in this connection's framing.
+    pub fn reader(&self, expect: Expect) -> ResponseReader {
+        ResponseReader::new(expect, self.caps).metadata_flag(self.cache_metadata)
     }
 
     /// Sends one command on the proxy's own behalf and reads its response: `Ok` with what it
@@ -475,7 +513,7 @@ impl BackendConn {
         } else {
             Expect::Single
         };
-        let mut reader = ResponseReader::new(expect, self.caps);
+        let mut reader = self.reader(expect);
         while !reader.finished() {
             self.read_packet().await.map_err(io_err)?;
             let p = self.io.packet_payload();
@@ -530,7 +568,7 @@ impl BackendConn {
     ) -> Result<(Vec<String>, Vec<Vec<Option<Vec<u8>>>>)> {
         self.io.write_command(COM_QUERY, sql.as_bytes());
         self.io.flush().await.map_err(io_err)?;
-        let mut reader = ResponseReader::new(Expect::Results { binary: false }, self.caps);
+        let mut reader = self.reader(Expect::Results { binary: false });
         let mut names = Vec::new();
         let mut rows = Vec::new();
         let mut error = None;

@@ -165,7 +165,9 @@ async fn check(conn: &mut Option<BackendConn>, backends: &Backends, s: usize) ->
     let timeout = backends.hosts[server.datahost].health.timeout;
     if conn.as_mut().is_none_or(|c| c.closed_by_server()) {
         let wire = CapabilityFlags::CLIENT_DEPRECATE_EOF | CapabilityFlags::CLIENT_MULTI_RESULTS;
-        *conn = Some(BackendConn::connect(server.pool.spec(), wire, None, false, timeout).await?);
+        *conn = Some(
+            BackendConn::connect(server.pool.spec(), wire.into(), None, false, timeout).await?,
+        );
     }
     let c = conn.as_mut().expect("connected");
     let read_only = c.query_value("SELECT @@read_only").await?;
@@ -353,6 +355,7 @@ mod tests {
         let info = |v: &str| ServerInfo {
             version: v.as_bytes().to_vec(),
             capabilities: CapabilityFlags::empty(),
+            mariadb: Default::default(),
             collation: 45,
         };
         assert_eq!(

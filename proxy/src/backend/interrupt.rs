@@ -53,7 +53,7 @@ pub async fn kill_thread(
 ) -> Result<()> {
     let sql = format!("KILL {word} {thread}");
     let run = async {
-        let mut c = BackendConn::connect(spec, wire, None, false, limit).await?;
+        let mut c = BackendConn::connect(spec, wire.into(), None, false, limit).await?;
         match c.command(COM_QUERY, sql.as_bytes()).await {
             Ok(_) => Ok(()),
             Err(e @ Error::Reply { .. }) => {

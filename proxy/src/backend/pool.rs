@@ -11,20 +11,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mysql_common::constants::CapabilityFlags;
 use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
-use crate::backend::conn::{BackendConn, wire_capabilities};
+use crate::backend::conn::BackendConn;
 use crate::config::{BackendSpec, PoolSettings};
 use crate::error::{Error, Result};
 use crate::observe::metrics::AtomicHistogram;
+use crate::wire::Wire;
 
 /// What a session would like the connection it acquires to look like.
 #[derive(Debug, Clone, Copy)]
 pub struct Wanted<'a> {
-    /// The client's negotiated capabilities (only [`wire_capabilities`] matter).
-    pub wire: CapabilityFlags,
+    /// The client's framing (of its capabilities only [`wire_capabilities`] matter).
+    pub wire: Wire,
     /// The connection this session had last, if any: reusing it avoids replaying state.
     pub prefer: u64,
     pub schema: Option<&'a str>,
@@ -347,7 +347,7 @@ impl BackendPool {
             ));
         }
         let deadline = Instant::now() + self.settings.acquire_timeout;
-        let wire = want.wire & wire_capabilities();
+        let wire = want.wire;
         let taken = {
             let mut s = self.state.lock().unwrap();
             // Waiters whose session went away (cancelled acquire) hold no place.
@@ -491,7 +491,7 @@ impl BackendPool {
 
     /// Closes idle connections unused for `idle_timeout` (keeping `min_size`), and opens
     /// connections up to `min_size`. Runs until the process ends.
-    pub async fn maintain(self: Arc<Self>, default_wire: CapabilityFlags) {
+    pub async fn maintain(self: Arc<Self>, default_wire: Wire) {
         let period = (self.settings.idle_timeout / 4)
             .clamp(Duration::from_millis(200), Duration::from_secs(5));
         loop {

@@ -142,10 +142,11 @@ impl Session {
                 .collect::<Result<Vec<_>>>()?,
         };
         let status = self.status;
+        let wire = self.client_wire();
         let mut w = ResultSetWriter::start(
             &mut self.client,
             reply_seq,
-            self.caps,
+            wire,
             status,
             defs.iter().map(Vec::as_slice),
         );

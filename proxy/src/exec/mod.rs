@@ -755,7 +755,7 @@ impl Session {
             }
             let got = pool
                 .acquire(Wanted {
-                    wire: self.caps,
+                    wire: self.routed_wire(),
                     prefer: 0,
                     schema: Some(&node.database),
                     multi_statements: self.want.multi_statements,
@@ -790,7 +790,7 @@ impl Session {
         let server = self.target_server(routing, dn)?;
         let conn = self.rt.pools[server]
             .acquire(Wanted {
-                wire: self.caps,
+                wire: self.routed_wire(),
                 prefer: 0,
                 schema: Some(&node.database),
                 multi_statements: self.want.multi_statements,
@@ -839,6 +839,7 @@ impl Session {
         reply_seq: u8,
         names: Option<(&logical_names::LogicalNames, DatanodeId)>,
     ) -> Result<Option<Outcome>> {
+        let wire = self.client_wire();
         let h = &mut self.conns.held[i];
         let mut seq = reply_seq;
         // The round trip's time, only when metrics are counted (no clock read otherwise).
@@ -854,7 +855,7 @@ impl Session {
                 relay(
                     &mut h.conn,
                     &mut self.client,
-                    self.caps,
+                    wire,
                     expect,
                     &mut seq,
                     names.map(|(n, dn)| (n, dn, &mut self.renamed)),

@@ -23,7 +23,7 @@ use crate::session::Session;
 use crate::session::relay::Expect;
 use crate::wire::command::{COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE};
 use crate::wire::messages::{eof_payload, read_lenenc, read_lenenc_bytes};
-use crate::wire::response::{self, Event, ResponseReader};
+use crate::wire::response::{self, Event};
 
 /// Shoal's ids start high so that they never look like a backend's (helps reading logs).
 const FIRST_ID: u32 = 1 << 20;
@@ -372,7 +372,7 @@ async fn prepare_once(
 ) -> Result<(u32, Vec<Vec<u8>>)> {
     conn.io.write_command(COM_STMT_PREPARE, sql.as_bytes());
     conn.io.flush().await.map_err(Error::BackendIo)?;
-    let mut reader = ResponseReader::new(response::Expect::Prepare, conn.caps);
+    let mut reader = conn.reader(response::Expect::Prepare);
     let mut defs: Vec<Vec<u8>> = Vec::new();
     let mut id = None;
     let mut error = None;

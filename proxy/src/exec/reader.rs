@@ -35,7 +35,7 @@ pub struct WriteDone {
 /// ERR (the response is then over), `Err(BackendIo)` if the connection broke. A result set in
 /// it is read and dropped.
 pub async fn read_write_result(conn: &mut BackendConn) -> Result<WriteDone> {
-    let mut reader = ResponseReader::new(Expect::Results { binary: false }, conn.caps);
+    let mut reader = conn.reader(Expect::Results { binary: false });
     let mut done = WriteDone::default();
     let mut error = None;
     while !reader.finished() {
@@ -91,7 +91,7 @@ pub enum Row {
 impl ResultStream {
     pub fn new(conn: &BackendConn, binary: bool) -> Self {
         ResultStream {
-            reader: ResponseReader::new(Expect::Results { binary }, conn.caps),
+            reader: conn.reader(Expect::Results { binary }),
         }
     }
 

@@ -212,10 +212,11 @@ impl Session {
         // Header: the visible columns, as the shards' definitions merge, in logical names.
         drop(columns);
         let visible = merger.visible_columns();
+        let wire = self.client_wire();
         let mut out = ResultSetWriter::start(
             &mut self.client,
             reply_seq,
-            self.caps,
+            wire,
             self.status,
             merger.columns()[..visible].iter().map(|c| c.raw.as_slice()),
         );
@@ -481,7 +482,7 @@ impl Session {
         };
         let mut conn = self.rt.pools[server]
             .acquire(Wanted {
-                wire: self.caps,
+                wire: self.routed_wire(),
                 prefer: 0,
                 schema: Some(&node.database),
                 multi_statements: self.want.multi_statements,

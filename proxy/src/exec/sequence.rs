@@ -96,7 +96,7 @@ impl Session {
         }
         let mut conn = pool
             .acquire(Wanted {
-                wire: self.caps,
+                wire: self.routed_wire(),
                 prefer: 0,
                 schema: Some(&node.database),
                 multi_statements: false,

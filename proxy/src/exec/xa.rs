@@ -584,7 +584,7 @@ impl Session {
         };
         let conn = pool
             .acquire(Wanted {
-                wire: self.caps,
+                wire: self.routed_wire(),
                 prefer: 0,
                 schema: None,
                 multi_statements: false,

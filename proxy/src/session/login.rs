@@ -1,6 +1,6 @@
 //! The connection phase with a client, and COM_CHANGE_USER, which repeats it mid-session.
 
-use mysql_common::constants::CapabilityFlags;
+use mysql_common::constants::{CapabilityFlags, MariadbCapabilities};
 use tracing::{debug, info, warn};
 
 use super::{Pins, Session, charset_vars};
@@ -220,6 +220,7 @@ impl Session {
             &self.scramble,
             super::BACKEND_COLLATION,
             capabilities,
+            self.shared.mariadb,
             NATIVE_PLUGIN,
         );
         let mut seq = 0;
@@ -265,6 +266,8 @@ impl Session {
             Err(e) => return self.fail(seq, e).await,
         };
         self.caps = hello.capabilities & capabilities;
+        self.cache_metadata = (hello.mariadb & self.shared.mariadb)
+            .contains(MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA);
         self.throttle().await;
         let (ok, given, seq) = self
             .authenticate(

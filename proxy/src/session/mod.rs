@@ -31,6 +31,7 @@ use crate::backend::state::{SessionState, Vars};
 use crate::error::{Error, Result};
 use crate::exec::connset::ConnSet;
 use crate::out_of_line::cold;
+use crate::wire::Wire;
 use crate::wire::command::*;
 use crate::wire::messages::{err_payload, ok_payload};
 use crate::wire::packet::{PacketStream, is_too_large};
@@ -56,6 +57,8 @@ pub struct Shared {
     pub default_sql_mode: shoal_router::sql::SqlMode,
     /// Capabilities offered to clients: ours, limited to what the backend supports.
     pub capabilities: CapabilityFlags,
+    /// MariaDB's extended capabilities offered to clients (likewise).
+    pub mariadb: mysql_common::constants::MariadbCapabilities,
     pub shutdown: watch::Receiver<bool>,
     /// Set once shutdown starts; sessions check it between commands (a cheap load).
     pub stopping: std::sync::atomic::AtomicBool,
@@ -112,6 +115,8 @@ pub struct Session {
     pub(crate) peer_host: String,
     /// Capabilities negotiated with the client.
     pub(crate) caps: CapabilityFlags,
+    /// The client negotiated MariaDB's metadata caching (MARIADB_CLIENT_CACHE_METADATA).
+    pub(crate) cache_metadata: bool,
     pub(crate) user: String,
     pub(crate) scramble: [u8; 20],
     /// The state the client expects its connection to be in.
@@ -209,6 +214,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         client,
         peer_host,
         caps: CapabilityFlags::empty(),
+        cache_metadata: false,
         user: String::new(),
         scramble: [0; 20],
         want: SessionState::default(),
@@ -494,9 +500,29 @@ impl Session {
         self.client.flush().await.map_err(Error::ClientIo)
     }
 
+    /// The framing of what the client is sent.
+    pub(crate) fn client_wire(&self) -> Wire {
+        Wire {
+            caps: self.caps,
+            cache_metadata: self.cache_metadata,
+        }
+    }
+
+    /// The framing asked of the router's backend connections: the client's without metadata
+    /// caching. Their prepared statements serve every session (`backend::stmt_cache`), so
+    /// what the server remembers having sent is no one client's; and the router renames every
+    /// execute's column definitions, so it needs them. Clients that cache metadata are told
+    /// that the definitions follow (see `relay`).
+    pub(crate) fn routed_wire(&self) -> Wire {
+        self.caps.into()
+    }
+
     fn wanted(&self) -> Wanted<'_> {
         Wanted {
-            wire: self.caps,
+            // The relay's backend connection speaks the client's framing, metadata caching
+            // included: the client's prepared statements are the connection's own (pinned to
+            // it), so what the server remembers having sent is what the client holds.
+            wire: self.client_wire(),
             prefer: self.last_backend,
             schema: self.want.schema.as_deref(),
             multi_statements: self.want.multi_statements,
@@ -1059,6 +1085,7 @@ impl Session {
     /// Returns `None` if the backend broke (the client already got a 2013 error).
     async fn forward(&mut self, expect: Expect, reply_seq: u8) -> Result<Option<Outcome>> {
         self.ready_backend().await?;
+        let wire = self.client_wire();
         let backend = self
             .backend
             .as_mut()
@@ -1077,7 +1104,7 @@ impl Session {
                 relay(
                     backend,
                     &mut self.client,
-                    self.caps,
+                    wire,
                     expect,
                     &mut seq,
                     None,

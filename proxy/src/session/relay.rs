@@ -15,10 +15,11 @@ use crate::backend::state::Tracked;
 use crate::error::{Error, Result};
 use crate::exec::logical_errors::LogicalNames;
 use crate::exec::logical_names::{LogicalNames as ColumnNames, RenameMemo};
+use crate::wire::Wire;
 use crate::wire::messages::{OkInfo, encode_ok, err_payload};
 use crate::wire::packet::PacketStream;
 pub use crate::wire::response::Expect;
-use crate::wire::response::{Event, ResponseReader, protocol_error};
+use crate::wire::response::{Event, protocol_error};
 use shoal_router::topology::DatanodeId;
 
 /// What the response said that the session cares about.
@@ -48,19 +49,24 @@ pub struct Outcome {
 /// id the next packet to the client must carry (for an error after a failure midway). Column
 /// definitions are renamed by `columns` (a datanode's names in logical ones, through the
 /// session's memo of them) and error messages by `errors` when given (with the router; quick
-/// mode relays bytes).
+/// mode relays bytes). A client that negotiated metadata caching gets the "metadata follows"
+/// byte in each column count from a backend connection without it (always 1: the definitions
+/// follow).
 pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     backend: &mut BackendConn,
     client: &mut PacketStream<C>,
-    client_caps: CapabilityFlags,
+    client_wire: Wire,
     expect: Expect,
     seq: &mut u8,
     mut columns: Option<(&ColumnNames, DatanodeId, &mut RenameMemo)>,
     errors: Option<(&LogicalNames, Option<&str>)>,
 ) -> Result<Outcome> {
     let strip = backend.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK)
-        && !client_caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK);
-    let mut reader = ResponseReader::new(expect, backend.caps);
+        && !client_wire
+            .caps
+            .contains(CapabilityFlags::CLIENT_SESSION_TRACK);
+    let add_flag = client_wire.cache_metadata && !backend.cache_metadata;
+    let mut reader = backend.reader(expect);
     let mut out = Outcome::default();
     let mut continuing = false;
     let mut scratch = Vec::new();
@@ -157,7 +163,15 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                     out.rows = 0;
                     out.affected = None;
                     out.had_rows = true;
-                    client.write_raw(backend.io.frame());
+                    if add_flag {
+                        scratch.clear();
+                        scratch.extend_from_slice(p);
+                        scratch.push(1);
+                        let mut s = h.seq;
+                        client.write_packet(&mut s, &scratch);
+                    } else {
+                        client.write_raw(backend.io.frame());
+                    }
                 }
                 Event::PrepareOk { statement_id, .. } => {
                     column = 0;

@@ -1,7 +1,7 @@
 //! Server side of the connection phase: the initial handshake (protocol v10) we send to a
 //! client and the HandshakeResponse41 it answers with.
 
-use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::constants::{CapabilityFlags, MariadbCapabilities, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthSwitchRequest, HandshakePacket, HandshakeResponse};
 use mysql_common::proto::{MyDeserialize, MySerialize};
@@ -36,6 +36,13 @@ pub fn server_capabilities() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_DEPRECATE_EOF
 }
 
+/// MariaDB's extended capabilities the proxy can offer (when the backend offers them too):
+/// metadata caching, which spares every execute of a prepared statement its column
+/// definitions on both legs while they have not changed.
+pub fn mariadb_capabilities() -> MariadbCapabilities {
+    MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA
+}
+
 /// A 20-byte scramble of printable ASCII (clients treat it as a NUL-terminated string).
 pub fn new_scramble() -> [u8; 20] {
     let mut rng = rand::rng();
@@ -46,15 +53,21 @@ pub fn new_scramble() -> [u8; 20] {
     s
 }
 
-/// The initial handshake packet payload, announcing `plugin` (what the scramble is for).
+/// The initial handshake packet payload, announcing `plugin` (what the scramble is for). With
+/// MariaDB capabilities to offer, CLIENT_MYSQL is left out, as a MariaDB server does: that is
+/// what makes clients read them.
 pub fn initial_handshake(
     server_version: &[u8],
     connection_id: u32,
     scramble: &[u8; 20],
     collation: u8,
-    capabilities: CapabilityFlags,
+    mut capabilities: CapabilityFlags,
+    mariadb: MariadbCapabilities,
     plugin: &[u8],
 ) -> Vec<u8> {
+    if !mariadb.is_empty() {
+        capabilities.remove(CapabilityFlags::CLIENT_LONG_PASSWORD);
+    }
     let mut part2 = scramble[8..].to_vec();
     part2.push(0);
     let mut s1 = [0u8; 8];
@@ -69,7 +82,8 @@ pub fn initial_handshake(
         collation,
         StatusFlags::SERVER_STATUS_AUTOCOMMIT,
         Some(plugin),
-    );
+    )
+    .with_mariadb_ext_capabilities(mariadb);
     let mut out = Vec::with_capacity(128);
     packet.serialize(&mut out);
     out
@@ -80,6 +94,9 @@ pub fn initial_handshake(
 pub struct ClientHello {
     /// Capabilities both sides support (client's ∩ ours).
     pub capabilities: CapabilityFlags,
+    /// MariaDB's extended capabilities the client asked for (none unless it cleared
+    /// CLIENT_MYSQL); the session keeps those it was offered.
+    pub mariadb: MariadbCapabilities,
     pub collation: u8,
     pub user: String,
     pub database: Option<String>,
@@ -106,6 +123,7 @@ pub fn parse_handshake_response(payload: &[u8]) -> Result<ClientHello> {
     let capabilities = resp.capabilities() & server_capabilities();
     Ok(ClientHello {
         capabilities,
+        mariadb: super::mariadb_caps(resp.capabilities(), resp.mariadb_ext_capabilities()),
         collation: resp.collation(),
         user: String::from_utf8_lossy(resp.user()).into_owned(),
         database: resp
@@ -149,10 +167,16 @@ mod tests {
             &scramble,
             45,
             server_capabilities(),
+            MariadbCapabilities::empty(),
             NATIVE_PLUGIN,
         );
         let hs = HandshakePacket::deserialize((), &mut ParseBuf(&payload)).unwrap();
         assert_eq!(hs.connection_id(), 42);
+        // Nothing of MariaDB's offered: a MySQL server's greeting, CLIENT_MYSQL set.
+        assert!(
+            hs.capabilities()
+                .contains(CapabilityFlags::CLIENT_LONG_PASSWORD)
+        );
         assert_eq!(hs.nonce(), scramble.to_vec());
         assert_eq!(hs.auth_plugin_name_ref(), Some(NATIVE_PLUGIN));
         assert!(
@@ -205,6 +229,57 @@ mod tests {
                 .capabilities
                 .contains(CapabilityFlags::CLIENT_CONNECT_WITH_DB)
         );
+    }
+
+    #[test]
+    fn mariadb_capabilities_are_offered_as_mariadb_offers_them() {
+        let payload = initial_handshake(
+            b"10.11.6-MariaDB",
+            1,
+            &new_scramble(),
+            45,
+            server_capabilities(),
+            mariadb_capabilities(),
+            NATIVE_PLUGIN,
+        );
+        let hs = HandshakePacket::deserialize((), &mut ParseBuf(&payload)).unwrap();
+        assert!(
+            !hs.capabilities()
+                .contains(CapabilityFlags::CLIENT_LONG_PASSWORD)
+        );
+        assert_eq!(
+            crate::wire::mariadb_caps(hs.capabilities(), hs.mariadb_ext_capabilities()),
+            MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA
+        );
+    }
+
+    #[test]
+    fn a_client_asks_for_mariadb_capabilities_only_without_client_mysql() {
+        let caps = CapabilityFlags::CLIENT_PROTOCOL_41
+            | CapabilityFlags::CLIENT_SECURE_CONNECTION
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH;
+        let hello = |caps| {
+            let resp = HandshakeResponse::new(
+                Some(&b""[..]),
+                (10, 11, 6),
+                Some(&b"app"[..]),
+                None::<&[u8]>,
+                Some(AuthPlugin::MysqlNativePassword),
+                caps,
+                None,
+                1 << 24,
+            )
+            .with_mariadb_ext_capabilities(MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA);
+            let mut payload = Vec::new();
+            resp.serialize(&mut payload);
+            parse_handshake_response(&payload).unwrap().mariadb
+        };
+        assert_eq!(
+            hello(caps),
+            MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA
+        );
+        // With CLIENT_MYSQL set the reserved bytes are MySQL's: not read.
+        assert!(hello(caps | CapabilityFlags::CLIENT_LONG_PASSWORD).is_empty());
     }
 
     #[test]

@@ -126,6 +126,9 @@ pub struct ResponseReader {
     expect: Expect,
     caps: CapabilityFlags,
     deprecate_eof: bool,
+    /// MARIADB_CLIENT_CACHE_METADATA: a column count is followed by a byte saying whether
+    /// the column definitions follow.
+    metadata_flag: bool,
     state: State,
     /// Status flags of the last OK/EOF read so far, and whether an ERR came: what the
     /// response says of the connection's transaction ([`Self::status_after`]).
@@ -148,10 +151,17 @@ impl ResponseReader {
             expect,
             caps,
             deprecate_eof: caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF),
+            metadata_flag: false,
             state,
             status: None,
             error: false,
         }
+    }
+
+    /// The same reader for a connection that negotiated MARIADB_CLIENT_CACHE_METADATA (`on`).
+    pub fn metadata_flag(mut self, on: bool) -> ResponseReader {
+        self.metadata_flag = on;
+        self
     }
 
     /// The connection's status flags after what was read of the response, given `before`,
@@ -351,10 +361,21 @@ impl ResponseReader {
             _ => {
                 let mut b = payload;
                 let n = read_lenenc(&mut b).ok_or_else(|| protocol_error("bad column count"))?;
-                if n == 0 || !b.is_empty() {
+                let follows = match (self.metadata_flag, b) {
+                    (false, []) => true,
+                    (true, [f @ (0 | 1)]) => *f == 1,
+                    _ => return Err(protocol_error("bad column count")),
+                };
+                if n == 0 {
                     return Err(protocol_error("bad column count"));
                 }
-                self.state = State::Columns(n);
+                self.state = if follows {
+                    State::Columns(n)
+                } else if self.deprecate_eof {
+                    State::Rows
+                } else {
+                    State::ColumnsEof
+                };
                 Ok(Event::ColumnCount(n))
             }
         }
@@ -487,7 +508,10 @@ mod tests {
     }
 
     fn run(expect: Expect, deprecate: bool, packets: &[Vec<u8>]) -> Vec<String> {
-        let mut r = ResponseReader::new(expect, caps(deprecate));
+        run_reader(ResponseReader::new(expect, caps(deprecate)), packets)
+    }
+
+    fn run_reader(mut r: ResponseReader, packets: &[Vec<u8>]) -> Vec<String> {
         let mut out = Vec::new();
         for (i, p) in packets.iter().enumerate() {
             assert!(!r.finished(), "finished early, before packet {i}");
@@ -559,6 +583,39 @@ mod tests {
             &result_set(true, 2, 2),
         );
         assert_eq!(got, ["count 2", "col", "col", "row", "row", "done 2 ok"]);
+    }
+
+    #[test]
+    fn metadata_flag_says_whether_definitions_follow() {
+        let binary = Expect::Results { binary: true };
+        for deprecate in [false, true] {
+            let flagged = || ResponseReader::new(binary, caps(deprecate)).metadata_flag(true);
+            // Metadata follows (1): as without the flag.
+            let mut v = result_set(deprecate, 1, AUTOCOMMIT);
+            v[0] = vec![2, 1];
+            let got = run_reader(flagged(), &v);
+            assert_eq!(got.iter().filter(|e| *e == "col").count(), 2);
+            // Skipped (0): straight to the EOF (or the rows under DEPRECATE_EOF).
+            let mut skipped = vec![vec![2, 0]];
+            skipped.extend(v.into_iter().skip(3));
+            let got = run_reader(flagged(), &skipped);
+            assert!(!got.iter().any(|e| e == "col"), "{got:?}");
+            assert_eq!(got.iter().filter(|e| *e == "row").count(), 1);
+            assert_eq!(got[1], if deprecate { "row" } else { "cols-done 2" });
+        }
+        // A cursor opened on an execute whose metadata was skipped ends at the EOF.
+        let got = run_reader(
+            ResponseReader::new(Expect::CursorResults, caps(false)).metadata_flag(true),
+            &[vec![1, 0], eof(AUTOCOMMIT | CURSOR_EXISTS)],
+        );
+        assert_eq!(got, ["count 1", "cols-done 42"]);
+        // The byte is there exactly when the flag was negotiated.
+        let mut r = ResponseReader::new(binary, caps(true));
+        assert!(r.next(&[2, 1]).is_err());
+        let mut r = ResponseReader::new(binary, caps(true)).metadata_flag(true);
+        assert!(r.next(&[2]).is_err());
+        let mut r = ResponseReader::new(binary, caps(true)).metadata_flag(true);
+        assert!(r.next(&[2, 2]).is_err());
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! Result sets the proxy writes itself (answers of its own, merged scatter reads): the column
 //! count, the column definitions, the EOF after them, the rows, and the terminator, framed for
 //! what the client negotiated (CLIENT_DEPRECATE_EOF drops the middle EOF and ends with an OK
-//! whose header is 0xFE).
+//! whose header is 0xFE; MariaDB's metadata caching adds a "metadata follows" byte to the column
+//! count, always 1 here).
 
 use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::Wire;
 use super::messages::{eof_payload, ok_payload, put_lenenc, put_lenenc_bytes};
 use super::packet::PacketStream;
 
@@ -21,16 +23,19 @@ impl ResultSetWriter {
     pub fn start<'d, S: AsyncRead + AsyncWrite + Unpin>(
         out: &mut PacketStream<S>,
         reply_seq: u8,
-        caps: CapabilityFlags,
+        client: Wire,
         status: u16,
         defs: impl ExactSizeIterator<Item = &'d [u8]>,
     ) -> Self {
         let mut w = ResultSetWriter {
             seq: reply_seq,
-            deprecate_eof: caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF),
+            deprecate_eof: client.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF),
         };
-        let mut count = Vec::with_capacity(9);
+        let mut count = Vec::with_capacity(10);
         put_lenenc(&mut count, defs.len() as u64);
+        if client.cache_metadata {
+            count.push(1);
+        }
         out.write_packet(&mut w.seq, &count);
         for d in defs {
             out.write_packet(&mut w.seq, d);
@@ -138,7 +143,7 @@ mod tests {
     }
 
     /// The frames a client reads for a one-column, two-row result set, as (seq, payload).
-    async fn frames(caps: CapabilityFlags) -> Vec<(u8, Vec<u8>)> {
+    async fn frames(client: impl Into<Wire>) -> Vec<(u8, Vec<u8>)> {
         let (a, mut b) = tokio::io::duplex(4096);
         let mut out = PacketStream::new(a, 1 << 24);
         let def = column_definition(
@@ -149,7 +154,7 @@ mod tests {
             ColumnType::MYSQL_TYPE_VAR_STRING,
             ColumnFlags::empty(),
         );
-        let mut w = ResultSetWriter::start(&mut out, 1, caps, 2, [&def[..]].into_iter());
+        let mut w = ResultSetWriter::start(&mut out, 1, client.into(), 2, [&def[..]].into_iter());
         for v in [Some(&b"a"[..]), None] {
             let mut row = Vec::new();
             text_row(&mut row, [v]);
@@ -191,5 +196,14 @@ mod tests {
         let last = &new[4].1;
         assert_eq!(last[0], 0xFE);
         assert_eq!(parse_ok(last, caps).expect("ok").status, 2);
+
+        // MariaDB's metadata caching: the column count says the definitions follow.
+        let cached = frames(Wire {
+            caps,
+            cache_metadata: true,
+        })
+        .await;
+        assert_eq!(cached[0].1, [1, 1]);
+        assert_eq!(&cached[1..], &new[1..]);
     }
 }

@@ -45,7 +45,7 @@ impl Dedicated {
             let (spec, settings) = &routing.hosts[dn.datahost];
             let mut c = BackendConn::connect(
                 spec,
-                wire_capabilities(),
+                wire_capabilities().into(),
                 Some(&dn.database),
                 false,
                 settings.connect_timeout,
