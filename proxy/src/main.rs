@@ -63,10 +63,11 @@ struct Cli {
     /// Threads serving clients (default: one per CPU core).
     #[arg(long)]
     threads: Option<usize>,
-    /// How the threads share the work: `per-core`, each thread its own listener and runtime
-    /// with the sessions it accepted (a statement never wakes another thread), or `shared`,
-    /// one multi-threaded runtime whose workers take any session's work.
-    #[arg(long, value_enum, default_value_t = RuntimeKind::Shared)]
+    /// How the threads share the work: `per-core` (the default), each thread its own listener
+    /// and runtime with the sessions it accepted (a statement never wakes another thread), or
+    /// `shared`, one multi-threaded runtime whose workers take any session's work (measured:
+    /// more CPU per query and less QPS on 2 cores, docs/benchmarks.md).
+    #[arg(long, value_enum, default_value_t = RuntimeKind::PerCore)]
     runtime: RuntimeKind,
     /// Log filter (e.g. `info`, `shoal_proxy=debug`); default from SHOAL_LOG, RUST_LOG, the
     /// config's server.log_level, else info.
