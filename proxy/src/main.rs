@@ -63,8 +63,8 @@ struct Cli {
     /// Threads serving clients (default: one per CPU core).
     #[arg(long)]
     threads: Option<usize>,
-    /// How the threads share the work: `per-core` (the default), each thread its own listener
-    /// and runtime with the sessions it accepted (a statement never wakes another thread), or
+    /// How the threads share the work: `per-core` (the default), each thread its own runtime
+    /// with the sessions given to it (a statement never wakes another thread), or
     /// `shared`, one multi-threaded runtime whose workers take any session's work (measured:
     /// more CPU per query and less QPS on 2 cores, docs/benchmarks.md).
     #[arg(long, value_enum, default_value_t = RuntimeKind::PerCore)]

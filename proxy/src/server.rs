@@ -53,9 +53,9 @@ pub(crate) fn check_backend_tls(config: &ProxyConfig) -> std::io::Result<()> {
 /// A bound, not yet running proxy (binding first lets callers learn the port).
 pub struct Proxy {
     listener: TcpListener,
-    /// The listeners of the other cores (see [`Proxy::bind_per_core`]); none: the caller's
-    /// runtime serves every session.
-    extra: Vec<std::net::TcpListener>,
+    /// Threads serving sessions, each its own runtime (see [`Proxy::bind_per_core`]); 1: the
+    /// caller's runtime serves every session.
+    cores: usize,
     /// `server.admin_listen`, bound with the main listener (a bad address stops the start).
     admin: Option<TcpListener>,
     shared: Arc<Shared>,
@@ -79,10 +79,10 @@ impl Proxy {
         Self::bind_per_core(config, topology, reloader, 1).await
     }
 
-    /// [`Self::bind_with`] for `cores` runtime threads, each with its own listener on the
-    /// address (`SO_REUSEPORT`: the kernel spreads the connections over them) and its own
-    /// single-threaded runtime, which runs its sessions and their backend connections, so that
-    /// no statement wakes another thread (see `crate::cores`). Called on the first core's
+    /// [`Self::bind_with`] for `cores` runtime threads, each with its own single-threaded
+    /// runtime, which runs the sessions given to it and their backend connections, so that no
+    /// statement wakes another thread (see `crate::cores`). The caller's thread is the first
+    /// core: it accepts every client and gives each to the least loaded core. Called on that
     /// runtime, a single-threaded one; [`Self::run`] starts the others.
     pub async fn bind_per_core(
         config: ProxyConfig,
@@ -92,23 +92,7 @@ impl Proxy {
     ) -> std::io::Result<Proxy> {
         let topology = topology.map(Arc::new);
         let cores = cores.max(1);
-        let (listener, extra) = if cores > 1 {
-            let addr = tokio::net::lookup_host(&config.listen)
-                .await?
-                .next()
-                .ok_or_else(|| {
-                    std::io::Error::other(format!("cannot resolve {}", config.listen))
-                })?;
-            let first = reuseport_listener(addr)?;
-            // The port the first one got (the address may ask for any).
-            let addr = first.local_addr()?;
-            let extra = (1..cores)
-                .map(|_| reuseport_listener(addr)?.into_std())
-                .collect::<std::io::Result<Vec<_>>>()?;
-            (first, extra)
-        } else {
-            (TcpListener::bind(&config.listen).await?, Vec::new())
-        };
+        let listener = TcpListener::bind(&config.listen).await?;
         let admin =
             match &config.observe.admin_listen {
                 Some(a) => Some(TcpListener::bind(a).await.map_err(|e| {
@@ -236,7 +220,7 @@ impl Proxy {
         });
         Ok(Proxy {
             listener,
-            extra,
+            cores,
             admin,
             shared,
             shutdown_tx,
@@ -257,7 +241,7 @@ impl Proxy {
     pub async fn run(self) {
         let Proxy {
             listener,
-            extra,
+            cores,
             admin,
             shared,
             shutdown_tx,
@@ -309,20 +293,19 @@ impl Proxy {
         // accept, so a reload changes it for new connections.
         let live = Arc::new(AtomicUsize::new(0));
         let next_id = Arc::new(AtomicU32::new(1));
-        info!(listen = %cfg.listen, backend = %cfg.backend.addr(), cores = extra.len() + 1, "shoal is serving");
-        for (i, extra) in extra.into_iter().enumerate() {
-            let (shared, live, next_id) = (shared.clone(), live.clone(), next_id.clone());
-            crate::cores::spawn(i + 1, move || async move {
-                match TcpListener::from_std(extra) {
-                    Ok(l) => accept_loop(l, shared, live, next_id).await,
-                    Err(e) => error!(error = %e, "cannot register a core's listener"),
-                }
-                // The core's sessions run on after its listener closes, until the main
-                // thread's shutdown wait below ends the process.
-                std::future::pending::<()>().await;
-            });
+        info!(listen = %cfg.listen, backend = %cfg.backend.addr(), cores, "shoal is serving");
+        let mut inboxes = Vec::new();
+        for core in 1..cores {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            inboxes.push(tx);
+            let shared = shared.clone();
+            crate::cores::spawn(core, move || serve_handoffs(rx, shared));
         }
-        accept_loop(listener, shared.clone(), live.clone(), next_id).await;
+        let spread = (cores > 1).then(|| Spread {
+            load: crate::cores::Load::new(cores),
+            inboxes,
+        });
+        accept_loop(listener, shared.clone(), live.clone(), next_id, spread).await;
         let deadline = tokio::time::Instant::now() + shared.runtime.load().config.shutdown_timeout;
         while live.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
             crate::timers::sleep(Duration::from_millis(20)).await;
@@ -338,12 +321,73 @@ impl Proxy {
     }
 }
 
-/// Accepts clients on `listener` until shutdown, each session a task of this thread's runtime.
+/// The other cores, for the accepting one: how many sessions each serves, and where to give
+/// one (core `c`'s inbox is `inboxes[c - 1]`).
+struct Spread {
+    load: crate::cores::Load,
+    inboxes: Vec<tokio::sync::mpsc::UnboundedSender<Handoff>>,
+}
+
+/// A client accepted by core 0 for another core to serve.
+struct Handoff {
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    id: u32,
+    permit: SessionSlot,
+    share: crate::cores::Share,
+}
+
+/// Serves the clients core 0 gives this core, until the process ends (sessions run on after
+/// shutdown closes the inbox, until the main thread's shutdown wait ends the process).
+async fn serve_handoffs(
+    mut inbox: tokio::sync::mpsc::UnboundedReceiver<Handoff>,
+    shared: Arc<Shared>,
+) {
+    while let Some(h) = inbox.recv().await {
+        match TcpStream::from_std(h.stream) {
+            Ok(stream) => spawn_session(
+                stream,
+                h.peer,
+                h.id,
+                shared.clone(),
+                h.permit,
+                Some(h.share),
+            ),
+            Err(e) => error!(error = %e, peer = %h.peer, "cannot register a client with its core"),
+        }
+    }
+    std::future::pending::<()>().await;
+}
+
+/// Runs a session on this thread's runtime; `permit` and `share` count it until it ends.
+fn spawn_session(
+    stream: TcpStream,
+    peer: SocketAddr,
+    id: u32,
+    shared: Arc<Shared>,
+    permit: SessionSlot,
+    share: Option<crate::cores::Share>,
+) {
+    let task = tokio::spawn(session::serve(stream, id, shared));
+    tokio::spawn(async move {
+        if let Err(e) = task.await
+            && e.is_panic()
+        {
+            error!(connection_id = id, %peer, "session panicked: {e}; connection closed");
+        }
+        drop(permit);
+        drop(share);
+    });
+}
+
+/// Accepts clients on `listener` until shutdown, each session a task of this thread's runtime
+/// or, with `spread`, of the core serving the fewest sessions.
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     live: Arc<AtomicUsize>,
     next_id: Arc<AtomicU32>,
+    spread: Option<Spread>,
 ) {
     let mut shutdown = shared.shutdown.clone();
     loop {
@@ -373,16 +417,37 @@ async fn accept_loop(
         let limit = shared.runtime.load().config.max_connections;
         match SessionSlot::take(&live, limit) {
             Some(permit) => {
-                let shared = shared.clone();
-                let task = tokio::spawn(session::serve(stream, id, shared));
-                tokio::spawn(async move {
-                    if let Err(e) = task.await
-                        && e.is_panic()
-                    {
-                        error!(connection_id = id, %peer, "session panicked: {e}; connection closed");
+                let Some(spread) = &spread else {
+                    spawn_session(stream, peer, id, shared.clone(), permit, None);
+                    continue;
+                };
+                let share = spread.load.pick();
+                if share.core == 0 {
+                    spawn_session(stream, peer, id, shared.clone(), permit, Some(share));
+                    continue;
+                }
+                // Leaves this runtime's event loop, to join the other core's.
+                let stream = match stream.into_std() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        warn!(error = %e, %peer, "cannot hand a client to its core");
+                        continue;
                     }
-                    drop(permit);
-                });
+                };
+                let handoff = Handoff {
+                    stream,
+                    peer,
+                    id,
+                    permit,
+                    share,
+                };
+                if let Err(e) = spread.inboxes[handoff.share.core - 1].send(handoff) {
+                    // That core's thread is gone (it failed to start): served here.
+                    let h = e.0;
+                    if let Ok(stream) = TcpStream::from_std(h.stream) {
+                        spawn_session(stream, h.peer, h.id, shared.clone(), h.permit, None);
+                    }
+                }
             }
             None => {
                 if let Some(m) = &shared.observe.metrics {
@@ -393,20 +458,6 @@ async fn accept_loop(
             }
         }
     }
-}
-
-/// A listener on `addr` that other sockets of this process may bind too (`SO_REUSEPORT`), one
-/// per core; registered with the calling thread's runtime.
-fn reuseport_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
-    };
-    socket.set_reuseaddr(true)?;
-    socket.set_reuseport(true)?;
-    socket.bind(addr)?;
-    socket.listen(1024)
 }
 
 /// One served session, counted in `live` until dropped.
