@@ -183,6 +183,50 @@ pub async fn two_servers_and_shoal(
     (cluster, shoal)
 }
 
+/// Shoal over the shared backend's databases `<p>_1`, `<p>_2` (datanodes dn1, dn2) and
+/// `<p>_m` (dnm, the default for unlisted tables), created afresh: logical schema `<p>` for
+/// user `app` (password `app-secret`), rule `by_id` (`mod`), and `tables` (YAML list items,
+/// indented as a schema's tables). Returns the schema's name and the proxy.
+pub async fn shared_backend_layout(
+    backend: &Backend,
+    prefix: &str,
+    tables: &str,
+) -> (String, ShoalProcess) {
+    let p = unique_name(prefix);
+    for db in [format!("{p}_1"), format!("{p}_2"), format!("{p}_m")] {
+        backend.fresh_db(&db).await;
+    }
+    let path = scratch_dir().join(format!("{p}.yaml"));
+    std::fs::write(
+        &path,
+        format!(
+            "users:
+  - {{ name: app, password: app-secret, schemas: [{p}] }}
+datahosts:
+  - name: dh1
+    primary: {{ address: {h}:{port}, user: {u}, password: {pw} }}
+datanodes:
+  - {{ name: dn1, datahost: dh1, database: {p}_1 }}
+  - {{ name: dn2, datahost: dh1, database: {p}_2 }}
+  - {{ name: dnm, datahost: dh1, database: {p}_m }}
+rules:
+  - {{ name: by_id, algorithm: mod }}
+schemas:
+  - name: {p}
+    default_datanode: dnm
+    tables:
+{tables}",
+            h = backend.host,
+            port = backend.port,
+            u = backend.user,
+            pw = backend.password,
+        ),
+    )
+    .expect("write config");
+    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    (p, shoal)
+}
+
 /// A layout over dn1..dn4 (databases `a`, `b` of datahosts `dh0`, `dh1`) with schema `shop`
 /// (its extra keys `schema_keys`, indented as a schema's) holding TPC-C-like tables: each
 /// `(name, shard key)` sharded by one `mod` rule `by_warehouse`, each of `globals` global.

@@ -6,7 +6,7 @@
 
 use mysql_async::prelude::Queryable;
 use shoal_tests::raw::{RawConn, Reply};
-use shoal_tests::{Backend, ShoalProcess, scratch_dir, shared_backend, unique_name};
+use shoal_tests::{ShoalProcess, shared_backend, shared_backend_layout, unique_name};
 
 /// What one connection saw: the executes' packets before and after an ALTER TABLE, and a text
 /// query's column count.
@@ -111,48 +111,15 @@ async fn quick_mode_skips_unchanged_metadata_exactly_as_the_backend_does() {
     assert_eq!(plain.text_count, [2]);
 }
 
-/// A logical schema over two datanodes of the shared backend, `t` sharded by id.
-async fn routed(backend: &Backend) -> (String, ShoalProcess) {
-    let p = unique_name("mdroute");
-    for db in [format!("{p}_1"), format!("{p}_2"), format!("{p}_m")] {
-        backend.fresh_db(&db).await;
-    }
-    let path = scratch_dir().join(format!("{p}.yaml"));
-    std::fs::write(
-        &path,
-        format!(
-            "users:
-  - {{ name: app, password: app-secret, schemas: [{p}] }}
-datahosts:
-  - name: dh1
-    primary: {{ address: {h}:{port}, user: {u}, password: {pw} }}
-datanodes:
-  - {{ name: dn1, datahost: dh1, database: {p}_1 }}
-  - {{ name: dn2, datahost: dh1, database: {p}_2 }}
-  - {{ name: dnm, datahost: dh1, database: {p}_m }}
-rules:
-  - {{ name: by_id, algorithm: mod }}
-schemas:
-  - name: {p}
-    default_datanode: dnm
-    tables:
-      - {{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }}
-",
-            h = backend.host,
-            port = backend.port,
-            u = backend.user,
-            pw = backend.password,
-        ),
-    )
-    .expect("write config");
-    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
-    (p, shoal)
-}
-
 #[tokio::test]
 async fn routed_results_say_their_definitions_follow() {
     let backend = shared_backend();
-    let (schema, shoal) = routed(&backend).await;
+    let (schema, shoal) = shared_backend_layout(
+        &backend,
+        "mdroute",
+        "      - { name: t, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }\n",
+    )
+    .await;
     // The router's backend connections never cache metadata (their statements serve every
     // session): a caching client gets every definition, flagged as following, from merged
     // results and from one datanode's relayed result alike.

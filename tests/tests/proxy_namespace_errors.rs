@@ -6,7 +6,10 @@
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params};
-use shoal_tests::{Backend, ShoalProcess, scratch_dir, server_error, shared_backend, unique_name};
+use shoal_tests::{
+    Backend, ShoalProcess, scratch_dir, server_error, shared_backend, shared_backend_layout,
+    unique_name,
+};
 
 /// Schema `<p>` over datanodes `<p>_1`, `<p>_2` (orders by id mod 2, the global country, ledger
 /// as ledger_0..ledger_3) with unlisted tables on `<p>_m`; `<p>` itself is the reference.
@@ -19,47 +22,18 @@ struct Setup {
 impl Setup {
     async fn start() -> Setup {
         let backend = shared_backend();
-        let p = unique_name("ns");
-        for db in [
-            format!("{p}_1"),
-            format!("{p}_2"),
-            format!("{p}_m"),
-            p.clone(),
-        ] {
-            backend.fresh_db(&db).await;
-        }
-        let path = scratch_dir().join(format!("{p}.yaml"));
-        std::fs::write(
-            &path,
-            format!(
-                "users:
-  - {{ name: app, password: app-secret, schemas: [{p}] }}
-datahosts:
-  - name: dh1
-    primary: {{ address: {h}:{port}, user: {u}, password: {pw} }}
-datanodes:
-  - {{ name: dn1, datahost: dh1, database: {p}_1 }}
-  - {{ name: dn2, datahost: dh1, database: {p}_2 }}
-  - {{ name: dnm, datahost: dh1, database: {p}_m }}
-rules:
-  - {{ name: by_id, algorithm: mod }}
-schemas:
-  - name: {p}
-    default_datanode: dnm
-    tables:
-      - {{ name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }}
-      - {{ name: country, type: global, datanodes: \"dn1, dn2\" }}
-      - {{ name: ledger, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\",
-          tables_per_datanode: 2, physical_name: \"ledger_{{index}}\" }}
+        let (p, shoal) = shared_backend_layout(
+            &backend,
+            "ns",
+            "      - { name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }
+      - { name: country, type: global, datanodes: \"dn1, dn2\" }
+      - { name: ledger, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\",
+          tables_per_datanode: 2, physical_name: \"ledger_{index}\" }
 ",
-                h = backend.host,
-                port = backend.port,
-                u = backend.user,
-                pw = backend.password,
-            ),
         )
-        .expect("write config");
-        let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+        .await;
+        // The unsharded reference, under the logical schema's own name.
+        backend.fresh_db(&p).await;
         Setup {
             schema: p,
             shoal,
