@@ -292,7 +292,6 @@ impl Proxy {
         // Sessions served now; `max_connections` is read from the current snapshot at each
         // accept, so a reload changes it for new connections.
         let live = Arc::new(AtomicUsize::new(0));
-        let next_id = Arc::new(AtomicU32::new(1));
         info!(listen = %cfg.listen, backend = %cfg.backend.addr(), cores, "shoal is serving");
         let mut inboxes = Vec::new();
         for core in 1..cores {
@@ -305,7 +304,7 @@ impl Proxy {
             load: crate::cores::Load::new(cores),
             inboxes,
         });
-        accept_loop(listener, shared.clone(), live.clone(), next_id, spread).await;
+        accept_loop(listener, shared.clone(), live.clone(), spread).await;
         let deadline = tokio::time::Instant::now() + shared.runtime.load().config.shutdown_timeout;
         while live.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
             crate::timers::sleep(Duration::from_millis(20)).await;
@@ -386,9 +385,9 @@ async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     live: Arc<AtomicUsize>,
-    next_id: Arc<AtomicU32>,
     spread: Option<Spread>,
 ) {
+    let next_id = AtomicU32::new(1);
     let mut shutdown = shared.shutdown.clone();
     loop {
         let accepted = tokio::select! {

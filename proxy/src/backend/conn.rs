@@ -105,9 +105,9 @@ pub struct BackendConn {
     /// statements are the backend's own (quick mode): the server's memory of what it sent
     /// must be the client's.
     pub cache_metadata: bool,
-    /// What it was opened for (the pool matches sessions on this, not on what the server
-    /// granted, so that a server without metadata caching does not churn the pool).
-    pub asked: Wire,
+    /// Metadata caching was asked for when it was opened (the pool matches sessions on this,
+    /// not on what the server granted, so that a server without it does not churn the pool).
+    pub cache_metadata_asked: bool,
     /// The state this connection is in now.
     pub state: SessionState,
     /// Session tracking is on: responses report state changes.
@@ -393,10 +393,7 @@ impl BackendConn {
             thread_id,
             caps,
             cache_metadata,
-            asked: Wire {
-                caps: wire.caps & wire_capabilities(),
-                cache_metadata: wire.cache_metadata,
-            },
+            cache_metadata_asked: wire.cache_metadata,
             state: SessionState {
                 schema: schema.map(str::to_string),
                 vars: Default::default(),
@@ -475,7 +472,7 @@ impl BackendConn {
     /// Whether `wire` (a client's choice) gives the same response bytes as this connection.
     pub fn wire_matches(&self, wire: Wire) -> bool {
         (self.caps & wire_capabilities()) == (wire.caps & wire_capabilities())
-            && self.asked.cache_metadata == wire.cache_metadata
+            && self.cache_metadata_asked == wire.cache_metadata
     }
 
     /// A reader for the response to the command just sent, in this connection's framing.
