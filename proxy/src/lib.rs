@@ -17,6 +17,7 @@ pub mod reload;
 pub mod runtime;
 pub mod server;
 pub mod session;
+pub mod thread_policy;
 pub mod timers;
 pub mod wire;
 pub mod xa;

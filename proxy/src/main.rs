@@ -69,6 +69,11 @@ struct Cli {
     /// more CPU per query and less QPS on 2 cores, docs/benchmarks.md).
     #[arg(long, value_enum, default_value_t = RuntimeKind::PerCore)]
     runtime: RuntimeKind,
+    /// Linux scheduling policy of the serving threads: `batch` (the default; a thread woken by
+    /// a packet does not preempt the one running, it relays what arrived meanwhile when it
+    /// runs: less CPU per query on busy cores, measured in docs/benchmarks.md) or `normal`.
+    #[arg(long, value_enum, default_value_t = CpuPolicy::Batch)]
+    cpu_policy: CpuPolicy,
     /// Log filter (e.g. `info`, `shoal_proxy=debug`); default from SHOAL_LOG, RUST_LOG, the
     /// config's server.log_level, else info.
     #[arg(long)]
@@ -105,6 +110,12 @@ struct Cli {
     /// [default: server.digests].
     #[arg(long)]
     no_digests: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum CpuPolicy {
+    Batch,
+    Normal,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -329,12 +340,14 @@ fn main() -> ExitCode {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
     let threads = threads.max(1);
+    shoal_proxy::thread_policy::choose_batch(cli.cpu_policy == CpuPolicy::Batch);
     let (mut builder, cores) = match cli.runtime {
         // The main thread is the first core; `Proxy::run` starts the others.
         RuntimeKind::PerCore => (tokio::runtime::Builder::new_current_thread(), threads),
         RuntimeKind::Shared => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(threads);
+            b.worker_threads(threads)
+                .on_thread_start(shoal_proxy::thread_policy::apply);
             (b, 1)
         }
     };
@@ -345,6 +358,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // This thread serves core 0 (the other cores start from it); the timer thread, started
+    // above, keeps the default policy.
+    shoal_proxy::thread_policy::apply();
     runtime.block_on(async move {
         let proxy = match Proxy::bind_per_core(config, topology, reloader, cores).await {
             Ok(p) => p,
