@@ -10,8 +10,9 @@
 //! are preempted instead of sleeping. A `SCHED_BATCH` thread does not preempt on wakeup: it
 //! runs when the current thread's slice ends, finds the packets that arrived meanwhile and
 //! relays them together. Measured (docs/benchmarks.md): the senders are preempted ~0.1 times
-//! per query instead of 0.5-0.7, Shoal's CPU per query falls by 5-15% closed and up to 22%
-//! paced, below HAProxy's. Its share of the CPU is unchanged (same weight, same nice), and a
+//! per query instead of 0.5-0.7, and Shoal's CPU per query falls in six of the bench's eight
+//! cells (up to 8% closed, 22% paced), below HAProxy's in all. Its share of the CPU is
+//! unchanged (same weight, same nice), and a
 //! thread that wakes on an idle CPU runs at once, so on a host with spare cores nothing
 //! changes. Setting it needs no privilege.
 //!
