@@ -12,9 +12,8 @@
 //! relays them together. Measured (docs/benchmarks.md): the senders are preempted ~0.1 times
 //! per query instead of 0.5-0.7, and Shoal's CPU per query falls in six of the bench's eight
 //! cells (up to 8% closed, 22% paced), below HAProxy's in all. Its share of the CPU is
-//! unchanged (same weight, same nice), and a
-//! thread that wakes on an idle CPU runs at once, so on a host with spare cores nothing
-//! changes. Setting it needs no privilege.
+//! unchanged (same weight, same nice), and a thread that wakes on an idle CPU runs at once,
+//! so on a host with spare cores nothing changes. Setting it needs no privilege.
 //!
 //! Only the serving threads take it; the timer thread keeps the default, so timeouts and
 //! health checks fire on time.
