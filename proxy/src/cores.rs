@@ -38,7 +38,6 @@ where
     let name = format!("shoal-core-{index}");
     let started = std::thread::Builder::new().name(name).spawn(move || {
         CORE.with(|c| c.set(index as u16));
-        crate::thread_policy::apply();
         // No time driver: timers run on their own thread (see `timers`).
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()

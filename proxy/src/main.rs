@@ -340,14 +340,17 @@ fn main() -> ExitCode {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
     let threads = threads.max(1);
-    shoal_proxy::thread_policy::choose_batch(cli.cpu_policy == CpuPolicy::Batch);
+    // Before the runtime and the cores start: they inherit it (see `thread_policy`); the
+    // timer thread, started above, does not.
+    if cli.cpu_policy == CpuPolicy::Batch {
+        shoal_proxy::thread_policy::apply_batch();
+    }
     let (mut builder, cores) = match cli.runtime {
         // The main thread is the first core; `Proxy::run` starts the others.
         RuntimeKind::PerCore => (tokio::runtime::Builder::new_current_thread(), threads),
         RuntimeKind::Shared => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(threads)
-                .on_thread_start(shoal_proxy::thread_policy::apply);
+            b.worker_threads(threads);
             (b, 1)
         }
     };
@@ -358,9 +361,6 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // This thread serves core 0 (the other cores start from it); the timer thread, started
-    // above, keeps the default policy.
-    shoal_proxy::thread_policy::apply();
     runtime.block_on(async move {
         let proxy = match Proxy::bind_per_core(config, topology, reloader, cores).await {
             Ok(p) => p,

@@ -15,26 +15,17 @@
 //! unchanged (same weight, same nice), and a thread that wakes on an idle CPU runs at once,
 //! so on a host with spare cores nothing changes. Setting it needs no privilege.
 //!
-//! Only the serving threads take it; the timer thread keeps the default, so timeouts and
-//! health checks fire on time.
+//! Linux copies a thread's policy to the threads it starts, so `main` calls [`apply_batch`]
+//! once on its own thread (core 0) after starting the timer thread and before building the
+//! runtime: every serving thread started afterwards (the other cores, the shared runtime's
+//! workers) runs batch, and the timer thread keeps the default, so timeouts and health checks
+//! fire on time. A proxy embedded in another program leaves that program's policy alone.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
-static BATCH: AtomicBool = AtomicBool::new(true);
-
-/// Chooses the policy [`apply`] sets; called once at startup, before any serving thread.
-pub fn choose_batch(batch: bool) {
-    BATCH.store(batch, Ordering::Relaxed);
-}
-
-/// Sets the calling thread's policy to the chosen one. A failure is logged and the thread
-/// keeps the default policy: serving does not depend on it.
-pub fn apply() {
-    if !BATCH.load(Ordering::Relaxed) {
-        return;
-    }
+/// Puts the calling thread, and the threads it starts afterwards, under `SCHED_BATCH`. A
+/// failure is logged and the threads keep the default policy: serving does not depend on it.
+pub fn apply_batch() {
     if let Err(e) = set_batch() {
-        tracing::warn!(error = %e, "cannot set SCHED_BATCH on a serving thread; it keeps the default policy");
+        tracing::warn!(error = %e, "cannot set SCHED_BATCH on the serving threads; they keep the default policy");
     }
 }
 
@@ -68,7 +59,7 @@ mod tests {
     #[test]
     fn apply_sets_batch_on_the_calling_thread_only() {
         let (inside, outside) = std::thread::spawn(|| {
-            apply();
+            apply_batch();
             let inside = policy_of_this_thread();
             let outside = std::thread::spawn(policy_of_this_thread).join().unwrap();
             (inside, outside)
@@ -76,8 +67,7 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(inside, libc::SCHED_BATCH);
-        // A thread started afterwards inherits it (as tokio's blocking threads would): the
-        // serving threads are the ones that call `apply`, but what they start runs batch too.
+        // A thread started afterwards inherits it: how the cores and workers get it.
         assert_eq!(outside, libc::SCHED_BATCH);
         assert_eq!(
             policy_of_this_thread(),

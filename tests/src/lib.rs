@@ -183,6 +183,23 @@ pub async fn two_servers_and_shoal(
     (cluster, shoal)
 }
 
+/// The head of a config file over the shared backend: user `app` (password `app-secret`)
+/// allowed `schema`, and datahost `dh1` on the backend; datanodes and schemas follow.
+pub fn app_on_shared_backend(backend: &Backend, schema: &str) -> String {
+    format!(
+        "users:
+  - {{ name: app, password: app-secret, schemas: [{schema}] }}
+datahosts:
+  - name: dh1
+    primary: {{ address: {h}:{port}, user: {u}, password: {pw} }}
+",
+        h = backend.host,
+        port = backend.port,
+        u = backend.user,
+        pw = backend.password,
+    )
+}
+
 /// Shoal over the shared backend's databases `<p>_1`, `<p>_2` (datanodes dn1, dn2) and
 /// `<p>_m` (dnm, the default for unlisted tables), created afresh: logical schema `<p>` for
 /// user `app` (password `app-secret`), rule `by_id` (`mod`), and `tables` (YAML list items,
@@ -200,12 +217,7 @@ pub async fn shared_backend_layout(
     std::fs::write(
         &path,
         format!(
-            "users:
-  - {{ name: app, password: app-secret, schemas: [{p}] }}
-datahosts:
-  - name: dh1
-    primary: {{ address: {h}:{port}, user: {u}, password: {pw} }}
-datanodes:
+            "{head}datanodes:
   - {{ name: dn1, datahost: dh1, database: {p}_1 }}
   - {{ name: dn2, datahost: dh1, database: {p}_2 }}
   - {{ name: dnm, datahost: dh1, database: {p}_m }}
@@ -216,10 +228,7 @@ schemas:
     default_datanode: dnm
     tables:
 {tables}",
-            h = backend.host,
-            port = backend.port,
-            u = backend.user,
-            pw = backend.password,
+            head = app_on_shared_backend(backend, &p),
         ),
     )
     .expect("write config");

@@ -7,8 +7,8 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params};
 use shoal_tests::{
-    Backend, ShoalProcess, scratch_dir, server_error, shared_backend, shared_backend_layout,
-    unique_name,
+    Backend, ShoalProcess, app_on_shared_backend, scratch_dir, server_error, shared_backend,
+    shared_backend_layout, unique_name,
 };
 
 /// Schema `<p>` over datanodes `<p>_1`, `<p>_2` (orders by id mod 2, the global country, ledger
@@ -233,20 +233,12 @@ async fn relayed_errors_name_the_schema_without_the_router() {
     std::fs::write(
         &path,
         format!(
-            "users:
-  - {{ name: app, password: app-secret, schemas: [{p}] }}
-datahosts:
-  - name: dh1
-    primary: {{ address: {h}:{port}, user: {u}, password: {pw} }}
-datanodes:
+            "{head}datanodes:
   - {{ name: dn1, datahost: dh1, database: {physical} }}
 schemas:
   - {{ name: {p}, default_datanode: dn1 }}
 ",
-            h = backend.host,
-            port = backend.port,
-            u = backend.user,
-            pw = backend.password,
+            head = app_on_shared_backend(&backend, &p),
         ),
     )
     .expect("write config");
