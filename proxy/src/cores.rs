@@ -11,8 +11,10 @@
 //! take (a paced point select's average latency 251 ms against HAProxy's 47).
 //!
 //! Pools stay shared between cores (a connection is a server's, whoever opened it); an idle
-//! connection goes preferably to a session of the core that opened it ([`current`]), since
-//! its socket is registered with that core's event loop.
+//! connection goes preferably to a session of the core its socket is registered with
+//! ([`current`]); one taken by a session of another core moves to that core's event loop
+//! (`BackendConn::rehome`: two `epoll_ctl` calls once, rather than the other core's thread
+//! woken to pass on every response).
 
 use std::cell::Cell;
 use std::future::Future;

@@ -605,6 +605,24 @@ impl BackendConn {
         Ok((names, rows))
     }
 
+    /// This connection served from the calling thread's core: its socket moved to this
+    /// core's event loop if it was on another's (see [`BackendStream::rehome`]). An error
+    /// leaves no connection (the socket is closed).
+    pub fn rehome(self) -> std::io::Result<BackendConn> {
+        let here = crate::cores::current();
+        if self.core == here {
+            return Ok(self);
+        }
+        let mut moved = false;
+        let io = self.io.try_map_stream(|s| {
+            let (s, m) = s.rehome()?;
+            moved = m;
+            Ok(s)
+        })?;
+        let core = if moved { here } else { self.core };
+        Ok(BackendConn { io, core, ..self })
+    }
+
     /// Whether the server closed this idle connection (or sent something unasked, e.g. an
     /// error before closing it): then it must not be used.
     pub fn closed_by_server(&mut self) -> bool {

@@ -445,6 +445,15 @@ impl BackendPool {
                     self.closed.fetch_add(1, Ordering::Relaxed);
                     return self.open(&want).await;
                 }
+                // Taken from another core's session: its socket joins this core's loop.
+                let mut c = match c.rehome() {
+                    Ok(c) => c,
+                    Err(e) => {
+                        debug!(error = %e, "replacing idle backend connection that could not move core");
+                        self.closed.fetch_add(1, Ordering::Relaxed);
+                        return self.open(&want).await;
+                    }
+                };
                 if !c.wire_matches(wire) {
                     drop(c);
                     self.closed.fetch_add(1, Ordering::Relaxed);

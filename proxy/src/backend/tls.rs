@@ -26,6 +26,23 @@ pub enum BackendStream {
     Tls(Box<TlsStream<TcpStream>>),
 }
 
+impl BackendStream {
+    /// The connection with its socket registered with the event loop of the calling thread
+    /// (deregistered from the one it was on), and whether it moved. A socket is woken
+    /// through the loop it is registered with: a session on another core would be woken
+    /// through that core's thread for every response. A TLS stream stays where it is
+    /// (tokio-rustls cannot be rebuilt around a moved socket).
+    pub fn rehome(self) -> io::Result<(BackendStream, bool)> {
+        match self {
+            BackendStream::Plain(s) => {
+                let moved = TcpStream::from_std(s.into_std()?)?;
+                Ok((BackendStream::Plain(moved), true))
+            }
+            tls => Ok((tls, false)),
+        }
+    }
+}
+
 impl AsyncRead for BackendStream {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -229,5 +246,68 @@ impl ServerCertVerifier for NoCertCheck {
     }
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    fn loop_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap()
+    }
+
+    /// A socket opened on one core's loop and rehomed on another's is served by the second
+    /// alone: it still reads and writes once the first loop is gone (a socket left registered
+    /// there fails with "the I/O driver has shut down").
+    #[test]
+    fn a_rehomed_socket_no_longer_needs_the_loop_it_was_opened_on() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let first = loop_thread();
+        let opened = first.block_on(TcpStream::connect(addr)).unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        let second = loop_thread();
+        let (mut stream, moved) = second
+            .block_on(async { BackendStream::Plain(opened).rehome() })
+            .unwrap();
+        assert!(moved);
+        drop(first);
+        peer.write_all(b"ping").unwrap();
+        second.block_on(async {
+            let mut got = [0u8; 4];
+            stream.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"ping");
+            stream.write_all(b"pong").await.unwrap();
+        });
+        let mut back = [0u8; 4];
+        std::io::Read::read_exact(&mut peer, &mut back).unwrap();
+        assert_eq!(&back, b"pong");
+    }
+
+    /// The check above can fail: without the move, the same reads fail once the loop the
+    /// socket was opened on is gone.
+    #[test]
+    fn a_socket_left_on_a_gone_loop_fails() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let first = loop_thread();
+        let mut stream = first.block_on(TcpStream::connect(addr)).unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        drop(first);
+        peer.write_all(b"ping").unwrap();
+        let second = loop_thread();
+        let read = second.block_on(async {
+            let mut got = [0u8; 4];
+            stream.read_exact(&mut got).await
+        });
+        assert!(read.is_err());
     }
 }

@@ -98,6 +98,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         (self.stream, unread)
     }
 
+    /// The same framed connection over `f(stream)`, buffers kept: e.g. the socket moved to
+    /// another thread's event loop.
+    pub fn try_map_stream<T>(
+        self,
+        f: impl FnOnce(S) -> io::Result<T>,
+    ) -> io::Result<PacketStream<T>> {
+        Ok(PacketStream {
+            stream: f(self.stream)?,
+            rbuf: self.rbuf,
+            wbuf: self.wbuf,
+            consumed: self.consumed,
+            max_packet: self.max_packet,
+            written: self.written,
+        })
+    }
+
     pub fn get_ref(&self) -> &S {
         &self.stream
     }
