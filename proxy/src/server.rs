@@ -443,8 +443,13 @@ async fn accept_loop(
                 if let Err(e) = spread.inboxes[handoff.share.core - 1].send(handoff) {
                     // That core's thread is gone (it failed to start): served here.
                     let h = e.0;
-                    if let Ok(stream) = TcpStream::from_std(h.stream) {
-                        spawn_session(stream, h.peer, h.id, shared.clone(), h.permit, None);
+                    match TcpStream::from_std(h.stream) {
+                        Ok(stream) => {
+                            spawn_session(stream, h.peer, h.id, shared.clone(), h.permit, None)
+                        }
+                        Err(e) => {
+                            warn!(error = %e, peer = %h.peer, "cannot serve a client: its core is gone")
+                        }
                     }
                 }
             }
