@@ -445,7 +445,13 @@ impl BackendPool {
                     self.closed.fetch_add(1, Ordering::Relaxed);
                     return self.open(&want).await;
                 }
-                // Taken from another core's session: its socket joins this core's loop.
+                if !c.wire_matches(wire) {
+                    drop(c);
+                    self.closed.fetch_add(1, Ordering::Relaxed);
+                    return self.open(&want).await;
+                }
+                // Taken from another core's session: its socket joins this core's loop before its
+                // first round trip here (the ping below, or the session's statement).
                 let mut c = match c.rehome() {
                     Ok(c) => c,
                     Err(e) => {
@@ -454,11 +460,6 @@ impl BackendPool {
                         return self.open(&want).await;
                     }
                 };
-                if !c.wire_matches(wire) {
-                    drop(c);
-                    self.closed.fetch_add(1, Ordering::Relaxed);
-                    return self.open(&want).await;
-                }
                 if c.last_used.elapsed() >= self.settings.validate_after && !c.ping().await {
                     debug!(
                         backend_id = c.id,
