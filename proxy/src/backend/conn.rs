@@ -605,21 +605,17 @@ impl BackendConn {
         Ok((names, rows))
     }
 
-    /// This connection served from the calling thread's core: its socket moved to this
-    /// core's event loop if it was on another's (see [`BackendStream::rehome`]). An error
-    /// leaves no connection (the socket is closed).
+    /// Whether its socket is registered with another core's event loop than the calling
+    /// thread's and can move (see [`Self::rehome`]; a TLS stream cannot).
+    pub fn on_other_core(&self) -> bool {
+        self.core != crate::cores::current() && !self.is_tls()
+    }
+
+    /// This connection with its socket moved to the calling thread's core's event loop (see
+    /// [`BackendStream::rehome`]). An error leaves no connection (the socket is closed).
     pub fn rehome(self) -> std::io::Result<BackendConn> {
-        let here = crate::cores::current();
-        if self.core == here {
-            return Ok(self);
-        }
-        let mut moved = false;
-        let io = self.io.try_map_stream(|s| {
-            let (s, m) = s.rehome()?;
-            moved = m;
-            Ok(s)
-        })?;
-        let core = if moved { here } else { self.core };
+        let io = self.io.try_map_stream(BackendStream::rehome)?;
+        let core = crate::cores::current();
         Ok(BackendConn { io, core, ..self })
     }
 

@@ -442,32 +442,30 @@ impl BackendPool {
                         "replacing idle backend connection closed by the server"
                     );
                     drop(c);
-                    self.closed.fetch_add(1, Ordering::Relaxed);
-                    return self.open(&want).await;
+                    return self.open_in_place(&want).await;
                 }
                 if !c.wire_matches(wire) {
                     drop(c);
-                    self.closed.fetch_add(1, Ordering::Relaxed);
-                    return self.open(&want).await;
+                    return self.open_in_place(&want).await;
                 }
-                // Taken from another core's session: its socket joins this core's loop before its
-                // first round trip here (the ping below, or the session's statement).
-                let mut c = match c.rehome() {
-                    Ok(c) => c,
-                    Err(e) => {
-                        debug!(error = %e, "replacing idle backend connection that could not move core");
-                        self.closed.fetch_add(1, Ordering::Relaxed);
-                        return self.open(&want).await;
-                    }
-                };
+                // Taken from another core's session: its socket joins this core's loop before
+                // its first round trip here (the ping below, or the session's statement).
+                if c.on_other_core() {
+                    c = match c.rehome() {
+                        Ok(c) => c,
+                        Err(e) => {
+                            debug!(error = %e, "replacing idle backend connection that could not move core");
+                            return self.open_in_place(&want).await;
+                        }
+                    };
+                }
                 if c.last_used.elapsed() >= self.settings.validate_after && !c.ping().await {
                     debug!(
                         backend_id = c.id,
                         "replacing idle backend connection that failed ping"
                     );
                     drop(c);
-                    self.closed.fetch_add(1, Ordering::Relaxed);
-                    return self.open(&want).await;
+                    return self.open_in_place(&want).await;
                 }
                 Ok(PooledConn {
                     conn: c,
@@ -495,8 +493,13 @@ impl BackendPool {
         let PooledConn { conn, mut slot } = old;
         slot.held = false;
         drop(conn);
+        self.open_in_place(&want).await
+    }
+
+    /// Counts the connection just closed in a held slot, and opens its replacement there.
+    async fn open_in_place(self: &Arc<Self>, want: &Wanted<'_>) -> Result<PooledConn> {
         self.closed.fetch_add(1, Ordering::Relaxed);
-        self.open(&want).await
+        self.open(want).await
     }
 
     /// Closes idle connections unused for `idle_timeout` (keeping `min_size`), and opens

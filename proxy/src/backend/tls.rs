@@ -28,17 +28,16 @@ pub enum BackendStream {
 
 impl BackendStream {
     /// The connection with its socket registered with the event loop of the calling thread
-    /// (deregistered from the one it was on), and whether it moved. A socket is woken
-    /// through the loop it is registered with: a session on another core would be woken
-    /// through that core's thread for every response. A TLS stream stays where it is
-    /// (tokio-rustls cannot be rebuilt around a moved socket).
-    pub fn rehome(self) -> io::Result<(BackendStream, bool)> {
+    /// (deregistered from the one it was on). A socket is woken through the loop it is
+    /// registered with: a session on another core would be woken through that core's thread
+    /// for every response. A TLS stream is returned as it is (tokio-rustls cannot be rebuilt
+    /// around a moved socket).
+    pub fn rehome(self) -> io::Result<BackendStream> {
         match self {
             BackendStream::Plain(s) => {
-                let moved = TcpStream::from_std(s.into_std()?)?;
-                Ok((BackendStream::Plain(moved), true))
+                Ok(BackendStream::Plain(TcpStream::from_std(s.into_std()?)?))
             }
-            tls => Ok((tls, false)),
+            tls => Ok(tls),
         }
     }
 }
@@ -275,10 +274,10 @@ mod tests {
         let opened = first.block_on(TcpStream::connect(addr)).unwrap();
         let (mut peer, _) = listener.accept().unwrap();
         let second = loop_thread();
-        let (mut stream, moved) = second
+        let mut stream = second
             .block_on(async { BackendStream::Plain(opened).rehome() })
             .unwrap();
-        assert!(moved);
+        assert!(matches!(stream, BackendStream::Plain(_)));
         drop(first);
         peer.write_all(b"ping").unwrap();
         second.block_on(async {
