@@ -10,8 +10,8 @@ use std::process::Command;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder};
 use shoal_bench::cluster::{Cluster, ClusterSpec};
-use shoal_tests::shoal::shoal_bin;
-use shoal_tests::{ShoalProcess, scratch_dir, server_error, unique_name};
+use shoal_tests::shoal::{free_port, shoal_bin};
+use shoal_tests::{ShoalProcess, http_get, scratch_dir, server_error, unique_name};
 
 /// The backend account that MariaDB lets in over TLS only (`REQUIRE SSL`).
 const TLS_USER: &str = "tlsonly";
@@ -63,6 +63,11 @@ async fn tls_backend(certs: &Path) -> Cluster {
 
 /// A config with one datahost whose primary has `tls_lines` (YAML flow-map entries).
 fn config(cluster: &Cluster, tls_lines: &str) -> PathBuf {
+    config_with_pool(cluster, tls_lines, "{}")
+}
+
+/// The same, with `pool` (a YAML flow map) as the datahost's pool settings.
+fn config_with_pool(cluster: &Cluster, tls_lines: &str, pool: &str) -> PathBuf {
     let path = scratch_dir().join(format!("{}.yaml", unique_name("backend-tls")));
     let text = format!(
         "users:
@@ -70,6 +75,7 @@ fn config(cluster: &Cluster, tls_lines: &str) -> PathBuf {
 datahosts:
   - name: dh1
     primary: {{ address: '{addr}', user: {TLS_USER}, password: {TLS_PASSWORD}{tls_lines} }}
+    pool: {pool}
 datanodes:
   - {{ name: dn1, datahost: dh1, database: app }}
 schemas:
@@ -108,6 +114,14 @@ async fn backend_session(shoal: &ShoalProcess) -> Result<(String, String), mysql
     let account: Option<String> = c.query_first("SELECT CURRENT_USER()").await?;
     c.disconnect().await?;
     Ok((version.unwrap_or_default(), account.unwrap_or_default()))
+}
+
+/// The value of `/metrics` series `metric` (no labels asked: one backend server here).
+fn metric(text: &str, metric: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 async fn global_connections(admin: &mut Conn) -> u64 {
@@ -250,4 +264,60 @@ schemas:
         message.contains("does not offer TLS") && message.contains("tls: required"),
         "{message}"
     );
+}
+
+/// A pooled TLS connection taken by a session served on the other core moves to that core's
+/// event loop with its TLS session. With one connection in the pool and two sessions (the
+/// second goes to the core serving fewer, the other one), every hand-off between them is a
+/// move: each statement still runs over TLS on the one connection, and `/metrics` counts the
+/// moves (before, a TLS connection never moved and every response woke the core it was
+/// opened on).
+#[tokio::test]
+async fn a_pooled_tls_connection_moves_to_the_core_of_the_session_that_takes_it() {
+    let cluster = tls_backend(&certs("backend-ca-move")).await;
+    let admin = format!("127.0.0.1:{}", free_port());
+    let config = config_with_pool(
+        &cluster,
+        ", tls: required",
+        "{ max: 1, acquire_timeout: 30s }",
+    );
+    let shoal = ShoalProcess::start(&[
+        "--config".to_string(),
+        config.display().to_string(),
+        "--threads".to_string(),
+        "2".to_string(),
+        "--admin-listen".to_string(),
+        admin.clone(),
+    ]);
+    let tls_version = "SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS \
+                       WHERE VARIABLE_NAME = 'SSL_VERSION'";
+    let mut first = Conn::new(opts(&shoal)).await.expect("first session");
+    let mut second = Conn::new(opts(&shoal)).await.expect("second session");
+    for round in 0..3 {
+        for (name, c) in [("first", &mut first), ("second", &mut second)] {
+            let version: Option<String> = c
+                .query_first(tls_version)
+                .await
+                .unwrap_or_else(|e| panic!("round {round}, {name}: {e}; log:\n{}", shoal.log()));
+            let version = version.unwrap_or_default();
+            assert!(
+                version.starts_with("TLSv1.2") || version.starts_with("TLSv1.3"),
+                "round {round}, {name}: backend session TLS version {version:?}"
+            );
+        }
+    }
+    let (status, metrics) = http_get(&admin, "/metrics").await;
+    assert_eq!(status, 200, "{metrics}");
+    assert_eq!(
+        metric(&metrics, "shoal_pool_opened_total"),
+        1.0,
+        "one connection in the pool served both sessions:\n{metrics}"
+    );
+    // Five hand-offs between the two sessions, each to the other core.
+    assert!(
+        metric(&metrics, "shoal_pool_moved_total") >= 5.0,
+        "moves between cores:\n{metrics}"
+    );
+    first.disconnect().await.expect("disconnect");
+    second.disconnect().await.expect("disconnect");
 }

@@ -180,7 +180,7 @@ async fn start_tls(
     }
     let name = tls::server_name(&spec.host).map_err(|e| protocol(&e))?;
     let stream = tokio_rustls::TlsConnector::from(config)
-        .connect(name, tcp)
+        .connect(name, tls::TlsSocket::new(tcp))
         .await
         .map_err(|e| {
             protocol(&format!(
@@ -606,9 +606,9 @@ impl BackendConn {
     }
 
     /// Whether its socket is registered with another core's event loop than the calling
-    /// thread's and can move (see [`Self::rehome`]; a TLS stream cannot).
+    /// thread's (see [`Self::rehome`]).
     pub fn on_other_core(&self) -> bool {
-        self.core != crate::cores::current() && !self.is_tls()
+        self.core != crate::cores::current()
     }
 
     /// This connection with its socket moved to the calling thread's core's event loop (see

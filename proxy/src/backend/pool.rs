@@ -58,10 +58,11 @@ pub struct BackendPool {
     /// A reload removed this server: no new checkouts, connections closed as they come back
     /// (see `crate::reload`).
     draining: AtomicBool,
-    /// Connections opened and closed since start, and how long queued acquires waited (for
-    /// `/metrics`).
+    /// Connections opened, closed and moved to another core's event loop since start, and how
+    /// long queued acquires waited (for `/metrics`).
     opened: AtomicU64,
     closed: AtomicU64,
+    moved: AtomicU64,
     acquire_wait: AtomicHistogram,
 }
 
@@ -74,6 +75,9 @@ pub struct PoolStats {
     pub waiting: usize,
     pub opened: u64,
     pub closed: u64,
+    /// Idle connections taken by a session of another core than the one they were registered
+    /// with, and moved there.
+    pub moved: u64,
     pub max: usize,
 }
 
@@ -168,6 +172,7 @@ impl BackendPool {
             draining: AtomicBool::new(false),
             opened: AtomicU64::new(0),
             closed: AtomicU64::new(0),
+            moved: AtomicU64::new(0),
             acquire_wait: AtomicHistogram::default(),
         })
     }
@@ -226,6 +231,7 @@ impl BackendPool {
             waiting: s.waiting.len(),
             opened: self.opened.load(Ordering::Relaxed),
             closed: self.closed.load(Ordering::Relaxed),
+            moved: self.moved.load(Ordering::Relaxed),
             max: self.settings.max_size,
         }
     }
@@ -452,7 +458,10 @@ impl BackendPool {
                 // its first round trip here (the ping below, or the session's statement).
                 if c.on_other_core() {
                     c = match c.rehome() {
-                        Ok(c) => c,
+                        Ok(c) => {
+                            self.moved.fetch_add(1, Ordering::Relaxed);
+                            c
+                        }
                         Err(e) => {
                             debug!(error = %e, "replacing idle backend connection that could not move core");
                             return self.open_in_place(&want).await;

@@ -23,21 +23,111 @@ use crate::wire::packet::IdleProbe;
 /// A connection to a backend: plain, or TLS after the SSL request of the handshake.
 pub enum BackendStream {
     Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
+    Tls(Box<TlsStream<TlsSocket>>),
 }
 
 impl BackendStream {
     /// The connection with its socket registered with the event loop of the calling thread
     /// (deregistered from the one it was on). A socket is woken through the loop it is
     /// registered with: a session on another core would be woken through that core's thread
-    /// for every response. A TLS stream is returned as it is (tokio-rustls cannot be rebuilt
-    /// around a moved socket).
+    /// for every response. A TLS stream keeps its session; its socket moves under it.
     pub fn rehome(self) -> io::Result<BackendStream> {
         match self {
-            BackendStream::Plain(s) => {
-                Ok(BackendStream::Plain(TcpStream::from_std(s.into_std()?)?))
+            BackendStream::Plain(s) => Ok(BackendStream::Plain(moved(s)?)),
+            BackendStream::Tls(mut s) => {
+                s.get_mut().0.rehome()?;
+                Ok(BackendStream::Tls(s))
             }
-            tls => Ok(tls),
+        }
+    }
+}
+
+/// `socket` deregistered from its event loop and registered with the calling thread's.
+fn moved(socket: TcpStream) -> io::Result<TcpStream> {
+    TcpStream::from_std(socket.into_std()?)
+}
+
+/// The TCP socket under a TLS stream. tokio-rustls keeps the socket it was given for the life
+/// of the stream (there is no way to rebuild one around another socket), so a move to another
+/// core's event loop happens in here, in place. Empty only after such a move failed: then
+/// every read and write fails, and the pool closes the connection.
+pub struct TlsSocket(Option<TcpStream>);
+
+impl TlsSocket {
+    pub fn new(socket: TcpStream) -> TlsSocket {
+        TlsSocket(Some(socket))
+    }
+
+    fn rehome(&mut self) -> io::Result<()> {
+        let socket = self.0.take().ok_or_else(gone)?;
+        self.0 = Some(moved(socket)?);
+        Ok(())
+    }
+
+    fn socket(&mut self) -> io::Result<Pin<&mut TcpStream>> {
+        self.0.as_mut().map(Pin::new).ok_or_else(gone)
+    }
+}
+
+fn gone() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "the backend socket was lost moving to another core",
+    )
+}
+
+impl AsyncRead for TlsSocket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut().socket() {
+            Ok(s) => s.poll_read(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl AsyncWrite for TlsSocket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut().socket() {
+            Ok(s) => s.poll_write(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    // rustls hands its records over as one vectored write.
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut().socket() {
+            Ok(s) => s.poll_write_vectored(cx, bufs),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut().socket() {
+            Ok(s) => s.poll_flush(cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut().socket() {
+            Ok(s) => s.poll_shutdown(cx),
+            Err(e) => Poll::Ready(Err(e)),
         }
     }
 }
@@ -86,8 +176,11 @@ impl IdleProbe for BackendStream {
             BackendStream::Plain(s) => s.closed_or_spoke(),
             BackendStream::Tls(s) => {
                 let mut cx = Context::from_waker(std::task::Waker::noop());
+                let Some(socket) = s.get_ref().0.0.as_ref() else {
+                    return true;
+                };
                 // Nothing arrived on the socket: the common case, no system call.
-                if s.get_ref().0.poll_read_ready(&mut cx).is_pending() {
+                if socket.poll_read_ready(&mut cx).is_pending() {
                     return false;
                 }
                 // Something did; it may be TLS housekeeping (a TLS 1.3 session ticket), which
@@ -289,6 +382,64 @@ mod tests {
         let mut back = [0u8; 4];
         std::io::Read::read_exact(&mut peer, &mut back).unwrap();
         assert_eq!(&back, b"pong");
+    }
+
+    /// A TLS stream moves too: its socket goes to the second loop under the same TLS session,
+    /// which goes on encrypting and decrypting once the first loop is gone (before, a TLS
+    /// stream stayed where it was and failed here).
+    #[test]
+    fn a_rehomed_tls_stream_keeps_its_session_on_the_new_loop() {
+        let dir = std::env::temp_dir().join(format!("shoal-tls-move-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (_, cert, key) =
+            crate::wire::tls::generate_demo_certs(&["localhost".to_string()]).unwrap();
+        let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+        std::fs::write(&cert_path, cert).unwrap();
+        std::fs::write(&key_path, key).unwrap();
+        let server_config = Arc::new(
+            crate::wire::tls::load_server_config(
+                cert_path.to_str().unwrap(),
+                key_path.to_str().unwrap(),
+            )
+            .unwrap(),
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (tcp, _) = listener.accept().unwrap();
+            let session = rustls::ServerConnection::new(server_config).unwrap();
+            let mut tls = rustls::StreamOwned::new(session, tcp);
+            let mut got = [0u8; 4];
+            std::io::Read::read_exact(&mut tls, &mut got).unwrap();
+            tls.write_all(b"pong").unwrap();
+            tls.flush().unwrap();
+            got
+        });
+        let config = client_config(&BackendTls::Required).unwrap().unwrap();
+        let first = loop_thread();
+        let opened = first
+            .block_on(async {
+                let tcp = TcpStream::connect(addr).await?;
+                tokio_rustls::TlsConnector::from(config)
+                    .connect(server_name("localhost").unwrap(), TlsSocket::new(tcp))
+                    .await
+            })
+            .unwrap();
+        let second = loop_thread();
+        let mut stream = second
+            .block_on(async { BackendStream::Tls(Box::new(opened)).rehome() })
+            .unwrap();
+        drop(first);
+        let back = second.block_on(async {
+            stream.write_all(b"ping").await.unwrap();
+            stream.flush().await.unwrap();
+            let mut back = [0u8; 4];
+            stream.read_exact(&mut back).await.unwrap();
+            back
+        });
+        assert_eq!(&back, b"pong");
+        assert_eq!(&server.join().unwrap(), b"ping");
     }
 
     /// The check above can fail: without the move, the same reads fail once the loop the

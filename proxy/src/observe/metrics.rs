@@ -557,6 +557,15 @@ fn encode_live(sh: &Shared, enc: &mut DescriptorEncoder) -> Result<(), std::fmt:
             .iter()
             .map(|(s, a)| (vec![("server", *a)], C(s.closed))),
     )?;
+    family(
+        enc,
+        "pool_moved",
+        "Idle backend connections taken by a session on another core and moved to its event loop, per server.",
+        MetricType::Counter,
+        stats
+            .iter()
+            .map(|(s, a)| (vec![("server", *a)], C(s.moved))),
+    )?;
     histograms(
         enc,
         "pool_acquire_wait_seconds",
