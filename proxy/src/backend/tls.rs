@@ -64,8 +64,15 @@ impl TlsSocket {
         Ok(())
     }
 
-    fn socket(&mut self) -> io::Result<Pin<&mut TcpStream>> {
-        self.0.as_mut().map(Pin::new).ok_or_else(gone)
+    /// `op` on the socket, or the error of one lost in a move.
+    fn with<T>(
+        self: Pin<&mut Self>,
+        op: impl FnOnce(Pin<&mut TcpStream>) -> Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match self.get_mut().0.as_mut() {
+            Some(s) => op(Pin::new(s)),
+            None => Poll::Ready(Err(gone())),
+        }
     }
 }
 
@@ -82,10 +89,7 @@ impl AsyncRead for TlsSocket {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.get_mut().socket() {
-            Ok(s) => s.poll_read(cx, buf),
-            Err(e) => Poll::Ready(Err(e)),
-        }
+        self.with(|s| s.poll_read(cx, buf))
     }
 }
 
@@ -95,10 +99,7 @@ impl AsyncWrite for TlsSocket {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut().socket() {
-            Ok(s) => s.poll_write(cx, buf),
-            Err(e) => Poll::Ready(Err(e)),
-        }
+        self.with(|s| s.poll_write(cx, buf))
     }
 
     // rustls hands its records over as one vectored write.
@@ -107,10 +108,7 @@ impl AsyncWrite for TlsSocket {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut().socket() {
-            Ok(s) => s.poll_write_vectored(cx, bufs),
-            Err(e) => Poll::Ready(Err(e)),
-        }
+        self.with(|s| s.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -118,17 +116,11 @@ impl AsyncWrite for TlsSocket {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut().socket() {
-            Ok(s) => s.poll_flush(cx),
-            Err(e) => Poll::Ready(Err(e)),
-        }
+        self.with(|s| s.poll_flush(cx))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut().socket() {
-            Ok(s) => s.poll_shutdown(cx),
-            Err(e) => Poll::Ready(Err(e)),
-        }
+        self.with(|s| s.poll_shutdown(cx))
     }
 }
 
