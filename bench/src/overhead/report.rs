@@ -66,6 +66,9 @@ pub struct Pace {
 pub struct Cell {
     pub runs: usize,
     pub qps: f64,
+    /// The lowest and highest QPS of its runs: how far one target's rounds spread, against
+    /// which a ratio of medians is read.
+    pub qps_range: (f64, f64),
     pub events_per_s: f64,
     pub avg_ms: f64,
     pub p95_ms: f64,
@@ -136,6 +139,9 @@ pub fn cells(samples: &[Sample]) -> BTreeMap<Key, Cell> {
             let cell = Cell {
                 runs: runs.len(),
                 qps: pick(&|s| s.stats.qps),
+                qps_range: runs.iter().fold((f64::INFINITY, 0.0), |(lo, hi), s| {
+                    (lo.min(s.stats.qps), hi.max(s.stats.qps))
+                }),
                 events_per_s: pick(&|s| s.events_per_s),
                 avg_ms: pick(&|s| s.stats.avg_ms),
                 p95_ms: pick(&|s| s.stats.p95_ms),
@@ -200,7 +206,10 @@ pub fn ratios(cells: &BTreeMap<Key, Cell>, workloads: &[String], threads: &[u32]
                 let value = s.qps / h.qps;
                 out.push(Ratio {
                     load: Load::Closed,
-                    what: format!("{w} {t} threads: Shoal QPS / HAProxy QPS"),
+                    what: format!(
+                        "{w} {t} threads: Shoal QPS / HAProxy QPS (rounds: Shoal {:.0}-{:.0}, HAProxy {:.0}-{:.0})",
+                        s.qps_range.0, s.qps_range.1, h.qps_range.0, h.qps_range.1
+                    ),
                     value,
                     target: ">= 0.9".into(),
                     met: value >= 0.9,
@@ -456,11 +465,20 @@ mod tests {
             sample("shoal", 1, 850.0, 1.15, Some(0.3)),
             sample("haproxy", 8, 5000.0, 1.6, Some(1.5)),
             sample("shoal", 8, 4000.0, 2.0, Some(2.0)),
+            sample("shoal", 8, 3800.0, 2.0, Some(2.0)),
+            sample("shoal", 8, 4400.0, 2.0, Some(2.0)),
         ];
         let cells = cells(&samples);
         let r = ratios(&cells, &["oltp_point_select".to_string()], &[1, 8]);
         let qps = r.iter().find(|r| r.what.contains("8 threads")).unwrap();
         assert!((qps.value - 0.8).abs() < 1e-9 && !qps.met);
+        // The ratio of medians is shown with each target's spread over its rounds.
+        assert!(
+            qps.what
+                .ends_with("(rounds: Shoal 3800-4400, HAProxy 5000-5000)"),
+            "{}",
+            qps.what
+        );
         let lat = r.iter().find(|r| r.what.contains("latency")).unwrap();
         assert!((lat.value - 1.5).abs() < 1e-6 && !lat.met);
         assert!(r.iter().all(|r| r.load == Load::Closed));
