@@ -302,6 +302,21 @@ pub fn demo_layout_yaml(first: usize) -> String {
     )
 }
 
+/// The value of the series of `metric` whose labels include all of `labels` in `/metrics`
+/// text, summed over the series that match (0 when absent).
+pub fn metric_value(text: &str, metric: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with(['{', ' ']))
+        .filter(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
 /// `GET path` on `addr` (HTTP/1.0, the connection closed by the server): status and body.
 pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -8,24 +8,11 @@ use std::time::{Duration, Instant};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 use shoal_tests::shoal::free_port;
-use shoal_tests::{ShoalProcess, http_get, private_cluster, scratch_dir, text_rows, unique_name};
+use shoal_tests::{
+    ShoalProcess, http_get, metric_value, private_cluster, scratch_dir, text_rows, unique_name,
+};
 
 const PROMETHEUS: &str = "/usr/bin/prometheus";
-
-/// The value of the series of `metric` whose labels include all of `labels` in `/metrics`
-/// text (0 when absent).
-fn metric_value(text: &str, metric: &str, labels: &[(&str, &str)]) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with(['{', ' ']))
-        .filter(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
-        })
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-        .sum()
-}
 
 /// A Prometheus server scraping `target` every second; killed when dropped.
 struct Prometheus {

@@ -11,7 +11,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder};
 use shoal_bench::cluster::{Cluster, ClusterSpec};
 use shoal_tests::shoal::{free_port, shoal_bin};
-use shoal_tests::{ShoalProcess, http_get, scratch_dir, server_error, unique_name};
+use shoal_tests::{ShoalProcess, http_get, metric_value, scratch_dir, server_error, unique_name};
 
 /// The backend account that MariaDB lets in over TLS only (`REQUIRE SSL`).
 const TLS_USER: &str = "tlsonly";
@@ -114,14 +114,6 @@ async fn backend_session(shoal: &ShoalProcess) -> Result<(String, String), mysql
     let account: Option<String> = c.query_first("SELECT CURRENT_USER()").await?;
     c.disconnect().await?;
     Ok((version.unwrap_or_default(), account.unwrap_or_default()))
-}
-
-/// The value of `/metrics` series `metric` (no labels asked: one backend server here).
-fn metric(text: &str, metric: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with(['{', ' ']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 async fn global_connections(admin: &mut Conn) -> u64 {
@@ -309,13 +301,13 @@ async fn a_pooled_tls_connection_moves_to_the_core_of_the_session_that_takes_it(
     let (status, metrics) = http_get(&admin, "/metrics").await;
     assert_eq!(status, 200, "{metrics}");
     assert_eq!(
-        metric(&metrics, "shoal_pool_opened_total"),
+        metric_value(&metrics, "shoal_pool_opened_total", &[]),
         1.0,
         "one connection in the pool served both sessions:\n{metrics}"
     );
     // Five hand-offs between the two sessions, each to the other core.
     assert!(
-        metric(&metrics, "shoal_pool_moved_total") >= 5.0,
+        metric_value(&metrics, "shoal_pool_moved_total", &[]) >= 5.0,
         "moves between cores:\n{metrics}"
     );
     first.disconnect().await.expect("disconnect");

@@ -430,11 +430,6 @@ impl BackendConn {
         self.in_transaction() || self.status & AUTOCOMMIT == 0
     }
 
-    /// Whether this connection is encrypted.
-    pub fn is_tls(&self) -> bool {
-        matches!(self.io.get_ref(), BackendStream::Tls(_))
-    }
-
     async fn enable_tracking(&mut self) -> Result<()> {
         if !self.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK) {
             self.tracking = false;
