@@ -127,6 +127,10 @@ pub struct BackendConn {
     pub limit: Option<crate::backend::interrupt::Limit>,
     /// The core whose event loop its socket is registered with (see `crate::cores`).
     pub core: u16,
+    /// The last error read on it that ends (or may end) the server's transaction here
+    /// ([`super::txn_errors`]), kept until the session's transaction takes it into account
+    /// (`exec::fate`): whoever read the response, the session learns it.
+    pub txn_error: Option<u16>,
 }
 
 const IN_TRANS: u16 = mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS.bits();
@@ -408,6 +412,7 @@ impl BackendConn {
             status,
             limit: None,
             core: crate::cores::current(),
+            txn_error: None,
         };
         conn.enable_tracking().await?;
         Ok(conn)
@@ -416,6 +421,11 @@ impl BackendConn {
     /// Records what a response read with `reader` says of the connection's transaction.
     pub fn note_response(&mut self, reader: &ResponseReader) {
         self.status = reader.status_after(self.status);
+        if let Some(code) = reader.error_code()
+            && super::txn_errors::effect(code).is_some()
+        {
+            self.txn_error = Some(code);
+        }
     }
 
     /// The server said a transaction is open here (or may be: see

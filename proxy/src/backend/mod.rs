@@ -8,3 +8,4 @@ pub mod pool;
 pub mod state;
 pub mod stmt_cache;
 pub mod tls;
+pub mod txn_errors;

@@ -34,7 +34,9 @@ pub struct Held {
 }
 
 impl Held {
-    pub fn new(dn: DatanodeId, server: usize, conn: PooledConn) -> Self {
+    pub fn new(dn: DatanodeId, server: usize, mut conn: PooledConn) -> Self {
+        // What an earlier holder's statements did is not this session's.
+        conn.txn_error = None;
         Held {
             dn,
             server,
@@ -53,6 +55,12 @@ impl Held {
     /// started it: BEGIN, a statement with autocommit off, a multi-statement text).
     pub fn in_trans(&self) -> bool {
         self.conn.transactional()
+    }
+
+    /// It carries part of the session's transaction: losing it loses that part. (Autocommit
+    /// off alone is not a transaction: nothing is lost with a connection that has none open.)
+    pub fn in_session_transaction(&self) -> bool {
+        self.txn_begun || self.xa || self.conn.in_transaction()
     }
 
     /// Whether giving this connection back would lose something the session relies on.
@@ -92,6 +100,12 @@ pub struct ConnSet {
     /// The running statement's deadline (`server.query_timeout`): each connection it touches
     /// is armed with it (see `backend::interrupt`). `None` when the setting is off.
     pub deadline: Option<tokio::time::Instant>,
+    /// The session's transaction can no longer commit: a branch was rolled back by its server
+    /// or lost with its connection ([`super::fate`] ends the rest).
+    pub doom: Option<super::fate::Doom>,
+    /// The transaction was rolled back for `doom` after a statement that succeeded: the
+    /// client has not been told yet, and is at its next statement.
+    pub untold: Option<super::fate::Doom>,
 }
 
 /// Where a statement's connections go.
@@ -140,9 +154,34 @@ impl ConnSet {
         self.held.len() - 1
     }
 
+    /// Removes datanode `dn`'s connection because it broke or is left in an unknown state (it
+    /// is closed when dropped): if it carried part of the session's transaction, the
+    /// transaction is doomed (see [`super::fate`]).
     pub fn remove(&mut self, dn: DatanodeId) -> Option<Held> {
         let i = self.position(dn)?;
-        Some(self.held.remove(i))
+        Some(self.take(i))
+    }
+
+    /// [`Self::remove`] by index.
+    pub fn take(&mut self, i: usize) -> Held {
+        let h = self.held.remove(i);
+        if h.in_session_transaction() && self.doom.is_none() {
+            self.doom = Some(super::fate::Doom::lost(h.dn));
+        }
+        h
+    }
+
+    /// Removes held connection `i` to give it back (or reset it): nothing of the transaction
+    /// is on it, or the transaction is being ended.
+    pub fn release_slot(&mut self, i: usize) -> Held {
+        self.held.remove(i)
+    }
+
+    /// [`Self::release_slot`] by datanode, the connection dropped (closed).
+    pub fn release_slot_of(&mut self, dn: DatanodeId) {
+        if let Some(i) = self.position(dn) {
+            self.held.remove(i);
+        }
     }
 
     /// The session's last write on `datahost`, if it wrote there.

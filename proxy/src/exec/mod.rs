@@ -21,6 +21,7 @@ pub mod connset;
 pub use prepared::Statements;
 pub(crate) use replica::BACKEND_COLUMNS;
 mod datanode_union;
+mod fate;
 mod gtid_position;
 mod keymove;
 mod local;
@@ -129,6 +130,9 @@ impl Session {
         reply_seq: u8,
     ) -> Result<()> {
         self.conns.statement += 1;
+        if self.conns.untold.is_some() {
+            self.tell_doom(cmd)?;
+        }
         self.conns.want = Want::Primary;
         self.conns.writing = false;
         self.conns.maybe_writes = true;
@@ -220,6 +224,10 @@ impl Session {
             }
             other => Err(Error::unknown_command(other)),
         };
+        if self.conns.doom.is_some() || self.conns.held.iter().any(|h| h.conn.txn_error.is_some()) {
+            let told = result.is_err() || self.mark.error.is_some();
+            cold(self.settle_fate(told)).await;
+        }
         // Connections the pools want back are released by the command loop before the next
         // read (`release_wanted`), not here as well.
         self.settle_admission();
@@ -560,10 +568,12 @@ impl Session {
         dn: DatanodeId,
         how: Use,
     ) -> Result<usize> {
+        // Nothing more runs in a transaction a lost branch has doomed.
+        self.check_doom()?;
         if let Some(i) = self.conns.position(dn)
             && self.conns.held[i].conn.closed_by_server()
         {
-            let h = self.conns.held.remove(i);
+            let h = self.conns.take(i);
             self.rt.backends.servers[h.server].health.note_error();
             if h.table_locks {
                 // Its locks are gone: the session's others go too, rather than the session
@@ -621,7 +631,7 @@ impl Session {
                 let server = self.target_server(routing, dn)?;
                 chosen = Some(server);
                 if server != self.conns.held[i].server {
-                    let h = self.conns.held.remove(i);
+                    let h = self.conns.release_slot(i);
                     if self.rt.backends.servers[h.server].health.is_up() {
                         h.conn.release();
                     }
@@ -708,7 +718,7 @@ impl Session {
                 message: format!("datanode {}: {message}", node.name),
             }),
             Err(e) => {
-                let h = self.conns.held.remove(i);
+                let h = self.conns.take(i);
                 if kept && matches!(e, Error::BackendIo(_)) {
                     // It died unseen (its server killed as the statement came): it held
                     // nothing, so a fresh connection replaces it, once (a read goes elsewhere).
@@ -902,7 +912,7 @@ impl Session {
             }
             Err(Error::ClientIo(e)) => {
                 // The backend may be mid-response: it cannot be reused.
-                self.conns.held.remove(i);
+                self.conns.take(i);
                 Err(Error::ClientIo(e))
             }
             Err(e) => Err(e),
@@ -922,7 +932,7 @@ impl Session {
         dn: Option<DatanodeId>,
     ) -> Result<Option<Outcome>> {
         debug!(error = %e, "backend failed during a command");
-        let h = self.conns.held.remove(i);
+        let h = self.conns.take(i);
         self.rt.backends.servers[h.server].health.note_error();
         let answer = if crate::backend::interrupt::is_timeout(&e) {
             // The statement's time is up: not retried elsewhere; said as it stands.
@@ -1009,7 +1019,7 @@ impl Session {
                 i += 1;
                 continue;
             }
-            let mut h = self.conns.held.remove(i);
+            let mut h = self.conns.release_slot(i);
             if h.xa {
                 // An open XA branch: closing the connection rolls it back (a reset would not
                 // end it cleanly).
@@ -1062,7 +1072,7 @@ impl Session {
         while i < self.conns.held.len() {
             let h = &self.conns.held[i];
             if h.used_in != statement && !h.pinned() {
-                self.conns.held.remove(i).conn.release();
+                self.conns.release_slot(i).conn.release();
             } else {
                 i += 1;
             }

@@ -515,11 +515,9 @@ impl Session {
             self.conns.failed_read = Some(h.server);
         }
         let in_txn = self.txn_begin.is_some();
+        // A branch lost with its connection dooms the transaction: `fate` ends the rest.
         for t in targets {
             self.conns.remove(t.datanode);
-        }
-        if in_txn {
-            self.txn_begin = None;
         }
         if timed_out {
             // A read over the datanodes: nothing it did outlives its connections.

@@ -352,6 +352,17 @@ impl Session {
     /// ROLLBACK. A commit that fails after another datanode committed is a distinct error
     /// naming both groups; it is never reported as success.
     pub(crate) async fn end_transaction(&mut self, commit: bool) -> Result<()> {
+        let result = self.end_branches(commit).await;
+        // Whatever ended during the ending is part of this outcome, not a fate of its own.
+        self.conns.doom = None;
+        for h in &mut self.conns.held {
+            h.conn.txn_error = None;
+        }
+        result
+    }
+
+    /// [`Self::end_transaction`]'s work on every branch.
+    async fn end_branches(&mut self, commit: bool) -> Result<()> {
         let word = if commit { "COMMIT" } else { "ROLLBACK" };
         self.disarm_held();
         self.forget_savepoints();

@@ -29,6 +29,12 @@ use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 use crate::xa::{Fault, Xid, fault_point, log};
 
+/// ER_ERROR_DURING_COMMIT: a commit that is decided but not yet done everywhere.
+const PARTIAL_COMMIT: (u16, [u8; 5]) = (1180, *b"HY000");
+
+/// XAER_NOTA: no branch of that xid on the server.
+const XAER_NOTA: u16 = 1397;
+
 /// ER_XA_RBROLLBACK: the transaction was rolled back.
 const XA_RBROLLBACK: (u16, [u8; 5]) = (1402, *b"XA100");
 
@@ -512,6 +518,11 @@ impl Session {
             }
         }
         fault_point(Fault::AfterDecision);
+        if crate::xa::fault() == Some(Fault::LoseCommit)
+            && let Some(b) = branches.iter().find(|b| b.wrote)
+        {
+            self.conns.release_slot_of(b.dn);
+        }
         let steps: Vec<_> = branches
             .iter()
             .map(|b| {
@@ -524,17 +535,26 @@ impl Session {
             })
             .collect();
         let results = self.pipeline(&steps).await;
+        let mut pending = Vec::new();
         for (b, r) in branches.iter().zip(results) {
             if let Some(e) = r.into_iter().find_map(|x| x.err()) {
-                if b.wrote {
-                    // Committed all the same: recovery commits the branch (the decision
-                    // says commit). Its connection is closed so that the branch is free.
-                    warn!(gtrid, datanode = %names(b.dn), error = %e, "XA COMMIT failed after the decision: recovery commits the branch");
-                    self.conns.remove(b.dn);
-                    self.shared.xa.orphan(gtrid);
-                } else {
+                // Its connection is closed so that the branch is free (a prepared branch
+                // outlives its connection).
+                self.conns.release_slot_of(b.dn);
+                if !b.wrote {
                     debug!(datanode = %names(b.dn), error = %e, "a read-only XA branch failed to end");
-                    self.conns.remove(b.dn);
+                    continue;
+                }
+                // Committed all the same (the decision says commit), but not yet visible
+                // there: finished now on a connection of its own, before the client is told
+                // (it would read its own commit back stale otherwise).
+                match self.commit_prepared(routing, b, gtrid).await {
+                    Ok(()) => {}
+                    Err(again) => {
+                        warn!(gtrid, datanode = %names(b.dn), error = %e, again = %again, "XA COMMIT failed after the decision: recovery commits the branch");
+                        self.shared.xa.orphan(gtrid);
+                        pending.push(format!("{} ({again})", names(b.dn)));
+                    }
                 }
             }
         }
@@ -543,7 +563,70 @@ impl Session {
             .stats
             .two_phase
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(())
+        if pending.is_empty() {
+            return Ok(());
+        }
+        Err(Error::reply(
+            PARTIAL_COMMIT.0,
+            &PARTIAL_COMMIT.1,
+            format!(
+                "COMMIT is decided and took effect on every datanode but {}, whose part is \
+                 prepared and will be committed by recovery once it can be reached: do not \
+                 run the transaction again",
+                pending.join(", ")
+            ),
+        ))
+    }
+
+    /// `XA COMMIT` of prepared branch `b` (of `gtrid`) on a new connection to its datahost's
+    /// primary, within the pool's connect timeout. XAER_NOTA (1397) is what a server answers
+    /// both for a branch no longer prepared (the first `XA COMMIT` took effect before its
+    /// answer was lost: nothing else ends a branch whose decision is commit) and for one still
+    /// attached to the connection that prepared it (its close not yet seen by the server):
+    /// `XA RECOVER` tells them apart, and the second is tried again.
+    async fn commit_prepared(&mut self, routing: &Routing, b: &Branch, gtrid: &str) -> Result<()> {
+        let node = &routing.topology.datanodes[b.dn];
+        let server = self.rt.backends.primary(node.datahost);
+        let pool = self.rt.pools[server].clone();
+        let limit = self.rt.pool.settings().connect_timeout;
+        let wire = self.routed_wire();
+        let id = Xid::branch(gtrid, &node.name);
+        let sql = format!("XA COMMIT {}", b.xid);
+        let run = async {
+            let mut conn = pool
+                .acquire(Wanted {
+                    wire,
+                    prefer: 0,
+                    schema: None,
+                    multi_statements: false,
+                })
+                .await?;
+            loop {
+                match conn.command(COM_QUERY, sql.as_bytes()).await {
+                    Ok(_) => break,
+                    Err(e) if e.as_reply().is_some_and(|(c, _, _)| c == XAER_NOTA) => {
+                        if !still_prepared(&mut conn, &id).await? {
+                            break;
+                        }
+                        crate::timers::sleep(std::time::Duration::from_millis(20)).await;
+                    }
+                    // A branch that changed nothing is prepared read-only: its commit ends
+                    // it with XA_RBROLLBACK, there being nothing to commit (nothing else
+                    // rolls back a branch whose decision is commit).
+                    Err(e) if e.as_reply().is_some_and(|(c, _, _)| c == XA_RBROLLBACK.0) => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            conn.release();
+            Ok(())
+        };
+        match crate::timers::timeout(limit, run).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::backend_unreachable(
+                &pool.spec().addr(),
+                "XA COMMIT timed out",
+            )),
+        }
     }
 
     /// `XA ROLLBACK` on branches already ended (some prepared).
@@ -625,6 +708,17 @@ impl Session {
             Err(e) => Err(Decision::Unknown(e.to_string())),
         }
     }
+}
+
+/// Whether `XA RECOVER` on `conn` lists branch `id` as prepared.
+async fn still_prepared(conn: &mut crate::backend::pool::PooledConn, id: &Xid) -> Result<bool> {
+    let rows = conn.query_rows("XA RECOVER").await?;
+    let format = crate::xa::FORMAT_ID.to_string();
+    let data: Vec<u8> = [id.gtrid.as_slice(), id.bqual.as_slice()].concat();
+    Ok(rows.iter().any(|r| {
+        r.first().and_then(|v| v.as_deref()) == Some(format.as_bytes())
+            && r.get(3).and_then(|v| v.as_deref()) == Some(data.as_slice())
+    }))
 }
 
 /// Why the decision was not (surely) written.

@@ -133,7 +133,8 @@ pub struct ResponseReader {
     /// Status flags of the last OK/EOF read so far, and whether an ERR came: what the
     /// response says of the connection's transaction ([`Self::status_after`]).
     status: Option<u16>,
-    error: bool,
+    /// The code of the ERR that ended the response, if one did.
+    error: Option<u16>,
 }
 
 impl ResponseReader {
@@ -154,7 +155,7 @@ impl ResponseReader {
             metadata_flag: false,
             state,
             status: None,
-            error: false,
+            error: None,
         }
     }
 
@@ -171,11 +172,16 @@ impl ResponseReader {
     /// AUTOCOMMIT are meaningful across commands.
     pub fn status_after(&self, before: u16) -> u16 {
         let base = self.status.unwrap_or(before);
-        if self.error && base & AUTOCOMMIT == 0 {
+        if self.error.is_some() && base & AUTOCOMMIT == 0 {
             base | IN_TRANS
         } else {
             base
         }
+    }
+
+    /// The code of the ERR the response ended with, if any.
+    pub fn error_code(&self) -> Option<u16> {
+        self.error
     }
 
     /// Whether the response is complete: the next packet belongs to the next command.
@@ -197,7 +203,7 @@ impl ResponseReader {
             Event::ResultDone { status, .. }
             | Event::ColumnsDone { status }
             | Event::ParamsDone { status } => self.status = Some(*status),
-            Event::Err { .. } => self.error = true,
+            Event::Err { code, .. } => self.error = Some(*code),
             _ => {}
         }
         Ok(ev)

@@ -28,13 +28,17 @@ const GTRID_PREFIX: &str = "shoal-";
 const XID_PART_MAX: usize = 64;
 
 /// The test hook `SHOAL_FAULT` (read once at start; inert unless set): the process aborts at
-/// that point of a two-phase commit, as a `kill -9` would stop it.
+/// that point of a two-phase commit, as a `kill -9` would stop it, or (`LoseCommit`) a
+/// connection is lost there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// `xa-after-prepare`: every branch is prepared, no decision is written.
     AfterPrepare,
     /// `xa-after-decision`: the commit decision is written, no branch is committed.
     AfterDecision,
+    /// `xa-lose-commit`: after the decision, the first written branch's connection is closed
+    /// before its `XA COMMIT` is sent (the process goes on).
+    LoseCommit,
 }
 
 /// The fault the process was started with, if any.
@@ -43,6 +47,7 @@ pub fn fault() -> Option<Fault> {
     *FAULT.get_or_init(|| match std::env::var("SHOAL_FAULT").ok()?.as_str() {
         "xa-after-prepare" => Some(Fault::AfterPrepare),
         "xa-after-decision" => Some(Fault::AfterDecision),
+        "xa-lose-commit" => Some(Fault::LoseCommit),
         other => {
             tracing::warn!(fault = other, "SHOAL_FAULT names no known fault: ignored");
             None

@@ -224,6 +224,27 @@ pub fn reads_current_database(sql: &str, toks: &[Token]) -> bool {
     false
 }
 
+/// Whether the statement may call a stored function: a word before `(` that is neither a
+/// reserved word nor a known built-in (the same list), or a quoted name. A stored function
+/// may write, so a statement calling one is no plain read: it goes to the primary, and its
+/// XA branch counts as written. `DATABASE()` and `SCHEMA()` are built-ins that cannot be
+/// stored functions' names; unknown words only cost a replica read or a prepare, never a
+/// write on a replica or a branch committed without its prepare.
+pub fn may_call_stored_function(sql: &str, toks: &[Token]) -> bool {
+    toks.iter().enumerate().any(|(i, t)| {
+        called_at(sql, toks, i)
+            && match t.kind {
+                TokKind::QuotedIdent => true,
+                TokKind::Word => {
+                    let w = t.text(sql).to_ascii_uppercase();
+                    BEFORE_PAREN.binary_search(&w.as_str()).is_err()
+                        && !["DATABASE", "SCHEMA"].contains(&w.as_str())
+                }
+                _ => false,
+            }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,6 +273,27 @@ mod tests {
             "SELECT c FROM t WHERE c = 'NEXT VALUE FOR s' /* f(x) */",
         ] {
             assert!(!reads(sql), "{sql}");
+        }
+    }
+
+    #[test]
+    fn stored_function_calls_are_told_from_built_ins() {
+        let calls = |sql: &str| may_call_stored_function(sql, &tokenize(sql).unwrap());
+        for sql in [
+            "SELECT f(c) FROM t WHERE id = 5",
+            "SELECT shop.debit(5)",
+            "SELECT `concat`(c) FROM t",
+            "SELECT c FROM t WHERE id = my_func (5)",
+        ] {
+            assert!(calls(sql), "{sql}");
+        }
+        for sql in [
+            "SELECT c FROM t WHERE id = 5",
+            "SELECT COUNT(*), SUM(k), CONCAT(c, 'f(x)') FROM t WHERE id IN (1, 2)",
+            "SELECT DATABASE(), schema()",
+            "SELECT c FROM t WHERE c = 'g(1)' /* h(2) */",
+        ] {
+            assert!(!calls(sql), "{sql}");
         }
     }
 

@@ -177,6 +177,15 @@ fn hint_of(sql: &str) -> Option<bool> {
 
 /// Why a SELECT must read on the primary, if it must.
 fn primary_only_read(sql: &str, toks: &[Token]) -> Option<PrimaryWhy> {
+    if let Some(why) = effect_read(sql, toks) {
+        return Some(why);
+    }
+    super::current_db::may_call_stored_function(sql, toks)
+        .then_some(PrimaryWhy::SideEffect("a stored function"))
+}
+
+/// [`primary_only_read`] but for stored functions.
+fn effect_read(sql: &str, toks: &[Token]) -> Option<PrimaryWhy> {
     for (i, t) in toks.iter().enumerate() {
         let next = toks.get(i + 1);
         match t.kind {
