@@ -131,7 +131,20 @@ pub struct BackendConn {
     /// ([`super::txn_errors`]), kept until the session's transaction takes it into account
     /// (`exec::fate`): whoever read the response, the session learns it.
     pub txn_error: Option<u16>,
+    /// Set by the cross-server deadlock detector before it KILLs this connection's statement
+    /// (`KILL QUERY`): the server's 1317 is then the 1213 MariaDB gives a deadlock victim,
+    /// and the session's transaction ends as after one ([`Self::deadlock_victim_error`]).
+    pub deadlock_victim: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// ER_LOCK_DEADLOCK, as MariaDB words it.
+pub const DEADLOCK: (u16, [u8; 5], &str) = (
+    1213,
+    *b"40001",
+    "Deadlock found when trying to get lock; try restarting transaction",
+);
+
+use super::interrupt::QUERY_INTERRUPTED;
 
 const IN_TRANS: u16 = mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS.bits();
 const AUTOCOMMIT: u16 = mysql_common::constants::StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
@@ -413,6 +426,7 @@ impl BackendConn {
             limit: None,
             core: crate::cores::current(),
             txn_error: None,
+            deadlock_victim: Default::default(),
         };
         conn.enable_tracking().await?;
         Ok(conn)
@@ -421,11 +435,28 @@ impl BackendConn {
     /// Records what a response read with `reader` says of the connection's transaction.
     pub fn note_response(&mut self, reader: &ResponseReader) {
         self.status = reader.status_after(self.status);
-        if let Some(code) = reader.error_code()
-            && super::txn_errors::effect(code).is_some()
+        let Some(mut code) = reader.error_code() else {
+            return;
+        };
+        if code == QUERY_INTERRUPTED
+            && self
+                .deadlock_victim
+                .swap(false, std::sync::atomic::Ordering::Relaxed)
         {
+            code = DEADLOCK.0;
+        }
+        if super::txn_errors::effect(code).is_some() {
             self.txn_error = Some(code);
         }
+    }
+
+    /// Whether error `code`, read now, ends a statement the deadlock detector interrupted:
+    /// the client is then given [`DEADLOCK`] instead.
+    pub fn deadlock_victim_error(&self, code: u16) -> bool {
+        code == QUERY_INTERRUPTED
+            && self
+                .deadlock_victim
+                .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The server said a transaction is open here (or may be: see

@@ -39,7 +39,7 @@ pub const TIMED_OUT: (u16, [u8; 5], &str) = (
 );
 
 /// ER_QUERY_INTERRUPTED: how the server ends a statement `KILL QUERY` interrupted.
-const QUERY_INTERRUPTED: u16 = 1317;
+pub const QUERY_INTERRUPTED: u16 = 1317;
 
 /// Runs `KILL {word} {thread}` (`word` is `QUERY` or `CONNECTION`) on a connection of its own
 /// to `spec`'s server, all within `limit`. `Ok` once the server answered: an error answer

@@ -10,6 +10,10 @@ use crate::wire::response::{Event, Expect, ResponseReader, protocol_error};
 /// A shard's ERR as an error; the end of a statement Shoal interrupted at `query_timeout` as
 /// MariaDB's own limit says it.
 fn reply(conn: &BackendConn, code: u16, state: [u8; 5], message: &[u8]) -> Error {
+    if conn.deadlock_victim_error(code) {
+        let (code, state, message) = crate::backend::conn::DEADLOCK;
+        return Error::reply(code, &state, message);
+    }
     if conn.timed_out(code) {
         let (code, state, message) = crate::backend::interrupt::TIMED_OUT;
         return Error::reply(code, &state, message);

@@ -18,13 +18,22 @@ use crate::backend::pool::{BackendPool, PooledConn};
 use crate::error::{Error, Result};
 use crate::exec::connset::Held;
 
+/// One backend connection a session holds, as others see it: its pool (the pool itself, not
+/// an index: indexes are per configuration snapshot, and the killer may be on another one),
+/// its server thread id, and its deadlock-victim mark (`BackendConn::deadlock_victim`).
+#[derive(Clone)]
+pub struct Published {
+    pub pool: Arc<BackendPool>,
+    pub thread: u32,
+    pub victim: Arc<AtomicBool>,
+}
+
 /// What other sessions may see of one session.
 #[derive(Default)]
 pub struct SessionHandle {
     pub user: Mutex<String>,
-    /// (pool, backend thread id) of the connections held now. The pool itself, not an index:
-    /// indexes are per configuration snapshot, and the killer may be on another one.
-    pub backends: Mutex<Vec<(Arc<BackendPool>, u32)>>,
+    /// The backend connections held now.
+    pub backends: Mutex<Vec<Published>>,
     /// Set by `KILL CONNECTION` from another session: the session ends before its next command
     /// (at once if it waits for one: the killer nudges it).
     pub killed: AtomicBool,
@@ -141,7 +150,16 @@ pub(crate) fn publish(
     shown.extend(current().map(key));
     let mut published = handle.backends.lock().unwrap_or_else(|p| p.into_inner());
     published.clear();
-    published.extend(current().map(|(p, t)| (p.clone(), t)));
+    published.extend(
+        backend
+            .into_iter()
+            .chain(held.iter().map(|h| &h.conn))
+            .map(|c| Published {
+                pool: c.pool().clone(),
+                thread: c.thread_id,
+                victim: c.deadlock_victim.clone(),
+            }),
+    );
 }
 
 impl Session {
@@ -203,7 +221,7 @@ impl Session {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let word = if query_only { "QUERY" } else { "CONNECTION" };
-        for (pool, thread) in backends {
+        for Published { pool, thread, .. } in backends {
             let limit = pool.settings().connect_timeout;
             let wire = self.caps & wire_capabilities();
             if let Err(e) = kill_thread(pool.spec(), wire, word, thread, limit).await {

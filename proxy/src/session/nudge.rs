@@ -103,7 +103,7 @@ fn wants_nudge(h: &SessionHandle, now_ms: u64, admission_waits: bool) -> bool {
         return true;
     }
     let held = h.backends.lock().unwrap_or_else(|p| p.into_inner());
-    !held.is_empty() && (admission_waits || held.iter().any(|(pool, _)| pool.reclaim_requested()))
+    !held.is_empty() && (admission_waits || held.iter().any(|b| b.pool.reclaim_requested()))
 }
 
 #[cfg(test)]

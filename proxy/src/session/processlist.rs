@@ -134,7 +134,7 @@ pub fn row(id: u32, h: &SessionHandle, now_ms: u64) -> Vec<Option<String>> {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .iter()
-        .map(|(pool, thread)| format!("{} thread {thread}", pool.spec().addr()))
+        .map(|b| format!("{} thread {}", b.pool.spec().addr(), b.thread))
         .collect::<Vec<_>>()
         .join(", ");
     vec![

@@ -83,6 +83,14 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
             continuing = h.continues();
             let p = backend.io.frame_payload();
             match reader.next(p)? {
+                Event::Err { code, .. } if !continuing && backend.deadlock_victim_error(code) => {
+                    // The deadlock detector's KILL: said as a deadlock on one server is.
+                    let (code, state, message) = crate::backend::conn::DEADLOCK;
+                    let mut s = h.seq;
+                    client.write_packet(&mut s, &err_payload(code, &state, message));
+                    out.error = true;
+                    out.error_code = Some(code);
+                }
                 Event::Err { code, .. } if !continuing && backend.timed_out(code) => {
                     // Shoal's KILL at `query_timeout`: said as MariaDB's own limit says it.
                     let (code, state, message) = TIMED_OUT;
