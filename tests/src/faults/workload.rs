@@ -35,9 +35,37 @@ pub enum Kind {
     Insert,
     MultiInsert,
     Transfer,
+    /// A transfer that locks both accounts first (`SELECT ... FOR UPDATE`, in a random
+    /// order: deadlocks on one server and across servers), by a client that answers 1213 as
+    /// its [`Reaction`] says.
+    LockingTransfer,
     Upsert,
     PointRead,
     SumRead,
+}
+
+/// How a locking transfer's client answers a deadlock (1213): what clients do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reaction {
+    Rollback,
+    /// Retries at once with BEGIN (on one MariaDB the transaction is gone already).
+    Begin,
+    /// Sends COMMIT all the same.
+    Commit,
+    /// Nothing: an autocommit=0 client (no BEGIN) goes on with its next transfer.
+    Nothing,
+}
+
+impl Reaction {
+    /// Writer `w`'s reaction: the four in turn.
+    pub fn of(w: usize) -> Reaction {
+        [
+            Reaction::Rollback,
+            Reaction::Begin,
+            Reaction::Commit,
+            Reaction::Nothing,
+        ][w % 4]
+    }
 }
 
 impl Kind {
@@ -49,6 +77,7 @@ impl Kind {
             Kind::Insert => "insert",
             Kind::MultiInsert => "multi-insert",
             Kind::Transfer => "transfer",
+            Kind::LockingTransfer => "locking transfer",
             Kind::Upsert => "global upsert",
             Kind::PointRead => "point read",
             Kind::SumRead => "scatter sum",
@@ -140,6 +169,8 @@ pub struct Mix {
     pub inserters: usize,
     pub multi_inserters: usize,
     pub transferrers: usize,
+    /// Locking transfers ([`Kind::LockingTransfer`]), their reactions in turn.
+    pub lockers: usize,
     pub upserters: usize,
     pub point_readers: usize,
     pub sum_readers: usize,
@@ -151,6 +182,7 @@ impl Default for Mix {
             inserters: 2,
             multi_inserters: 2,
             transferrers: 4,
+            lockers: 0,
             upserters: 2,
             point_readers: 1,
             sum_readers: 1,
@@ -224,6 +256,7 @@ impl Workload {
             (Kind::Insert, mix.inserters),
             (Kind::MultiInsert, mix.multi_inserters),
             (Kind::Transfer, mix.transferrers),
+            (Kind::LockingTransfer, mix.lockers),
             (Kind::Upsert, mix.upserters),
             (Kind::PointRead, mix.point_readers),
             (Kind::SumRead, mix.sum_readers),
@@ -267,11 +300,15 @@ async fn run_task(ctx: Arc<Ctx>, kind: Kind, w: usize) -> TaskLog {
     let mut failures: BTreeMap<String, u64> = BTreeMap::new();
     let mut conn: Option<Conn> = None;
     let mut seq = 0u64;
+    // A locking transfer's BEGIN was sent already (by the Begin reaction).
+    let mut begun = false;
+    let reaction = Reaction::of(w);
     while !ctx.stop.load(Ordering::Relaxed) {
         let c = match conn.as_mut() {
             Some(c) => c,
             None => {
-                match tokio::time::timeout(CONNECT_LIMIT, Conn::new(ctx.opts.clone())).await {
+                begun = false;
+                match tokio::time::timeout(CONNECT_LIMIT, connect(&ctx, kind, reaction)).await {
                     Ok(Ok(c)) => conn = Some(c),
                     Ok(Err(e)) => {
                         *failures.entry(connect_error(&e)).or_default() += 1;
@@ -285,7 +322,21 @@ async fn run_task(ctx: Arc<Ctx>, kind: Kind, w: usize) -> TaskLog {
         seq += 1;
         let what = plan(&ctx, kind, w, seq);
         let start = ctx.now();
-        let r = match tokio::time::timeout(OP_LIMIT, execute(&ctx, c, &what, w, seq)).await {
+        let run = async {
+            match &what {
+                What::Transfer {
+                    xfer,
+                    from,
+                    to,
+                    delta,
+                } if kind == Kind::LockingTransfer => {
+                    let t = (*xfer, *from, *to, *delta);
+                    locking_transfer(&ctx, c, t, reaction, &mut begun).await
+                }
+                _ => execute(&ctx, c, &what, w, seq).await,
+            }
+        };
+        let r = match tokio::time::timeout(OP_LIMIT, run).await {
             Ok(r) => r,
             // Whether it committed is unknown: count it as answered at the commit point.
             Err(_) => Err((Seen::Hung, true)),
@@ -330,6 +381,27 @@ fn plan(ctx: &Ctx, kind: Kind, w: usize, seq: u64) -> What {
             to: a[1][rng.random_range(0..a[1].len())],
             delta: rng.random_range(-20i64..=20),
         },
+        Kind::LockingTransfer => {
+            // Any two of the first three accounts of each server: on one datanode, one
+            // server or both, and few enough that transfers collide (and deadlock) often.
+            let all: Vec<u64> = a[0]
+                .iter()
+                .take(3)
+                .chain(a[1].iter().take(3))
+                .copied()
+                .collect();
+            let from = all[rng.random_range(0..all.len())];
+            let mut to = from;
+            while to == from {
+                to = all[rng.random_range(0..all.len())];
+            }
+            What::Transfer {
+                xfer: op,
+                from,
+                to,
+                delta: rng.random_range(-20i64..=20),
+            }
+        }
         Kind::Upsert => What::Upsert {
             key: upsert_key(w, (seq as usize) % KEYS_PER_UPSERTER),
             op,
@@ -416,6 +488,80 @@ async fn transfer(ctx: &Ctx, c: &mut Conn, xfer: u64, from: u64, to: u64, delta:
                 // return an error that drops the connection.
                 if c.query_drop("ROLLBACK").await.is_err() {
                     return Err((Seen::Lost, false));
+                }
+            }
+            return Err((seen, false));
+        }
+    }
+    ctx.committing.notify_waiters();
+    commit_point(c.query_drop("COMMIT").await)
+}
+
+/// A connection for a task: a locking transferrer waits for a lock at most 5 s (a cycle
+/// across servers that Shoal did not break ends with 1205, not a hang), and the `Nothing`
+/// one runs with autocommit off.
+async fn connect(ctx: &Ctx, kind: Kind, reaction: Reaction) -> Result<Conn, mysql_async::Error> {
+    let mut c = Conn::new(ctx.opts.clone()).await?;
+    if kind == Kind::LockingTransfer {
+        c.query_drop("SET SESSION innodb_lock_wait_timeout = 5")
+            .await?;
+        if reaction == Reaction::Nothing {
+            c.query_drop("SET autocommit = 0").await?;
+        }
+    }
+    Ok(c)
+}
+
+/// Locks both accounts in a random order, moves `delta` from `to` to `from` and logs each
+/// leg beside its account. A 1213 (or the 1402 of a transaction rolled back under it) is
+/// answered as `reaction` says; any other error with ROLLBACK.
+async fn locking_transfer(
+    ctx: &Ctx,
+    c: &mut Conn,
+    (xfer, from, to, delta): (u64, u64, u64, i64),
+    reaction: Reaction,
+    begun: &mut bool,
+) -> OpResult {
+    let (first, second) = if rand::random::<bool>() {
+        (from, to)
+    } else {
+        (to, from)
+    };
+    let mut steps = Vec::new();
+    if reaction != Reaction::Nothing && !std::mem::take(begun) {
+        steps.push("BEGIN".to_string());
+    }
+    steps.extend([
+        format!("SELECT balance FROM account WHERE id = {first} FOR UPDATE"),
+        format!("SELECT balance FROM account WHERE id = {second} FOR UPDATE"),
+        format!("UPDATE account SET balance = balance + {delta} WHERE id = {from}"),
+        format!("INSERT INTO leg (xfer, account, delta) VALUES ({xfer}, {from}, {delta})"),
+        format!(
+            "UPDATE account SET balance = balance + {} WHERE id = {to}",
+            -delta
+        ),
+        format!(
+            "INSERT INTO leg (xfer, account, delta) VALUES ({xfer}, {to}, {})",
+            -delta
+        ),
+    ]);
+    for sql in &steps {
+        if let Err(e) = c.query_drop(sql).await {
+            let seen = classify(&e);
+            let ended = matches!(seen, Seen::Server(1213 | 1402));
+            let answer = match (seen.clone(), reaction) {
+                (Seen::Lost, _) => None,
+                (_, Reaction::Rollback) => Some("ROLLBACK"),
+                (_, _) if !ended => Some("ROLLBACK"),
+                (_, Reaction::Begin) => Some("BEGIN"),
+                (_, Reaction::Commit) => Some("COMMIT"),
+                (_, Reaction::Nothing) => None,
+            };
+            if let Some(answer) = answer {
+                match c.query_drop(answer).await {
+                    Ok(()) => *begun = answer == "BEGIN",
+                    // Its session's end decides the transaction: the connection is dropped.
+                    Err(_) => return Err((Seen::Lost, false)),
                 }
             }
             return Err((seen, false));
