@@ -254,6 +254,19 @@ impl Router {
             };
         }
         let kind = classify_tokens(sql, toks);
+        // A text of several statements runs whole where its first would go: right only when
+        // the rest needs no routing of its own (system variables set one after another, which
+        // the session trackers report). DML is read whole by the planner, which refuses more
+        // than one statement; DDL may hold a stored program's body, whose `;` are its own.
+        if !kind.is_dml()
+            && !matches!(kind, StatementKind::Ddl(_))
+            && several_statements(sql, toks)
+            && !only_system_variable_sets(sql, toks)
+        {
+            return RoutePlan::Refuse(refuse(
+                "several statements in one query string here (split them)",
+            ));
+        }
         if let Some(e) = namespace::reaches_host(sql, toks) {
             return RoutePlan::Refuse(e);
         }
@@ -855,4 +868,33 @@ mod tests {
             }
         }
     }
+}
+
+/// Whether `toks` hold more than one statement (a `;` with a token after it).
+fn several_statements(sql: &str, toks: &[Token]) -> bool {
+    toks.iter()
+        .position(|t| t.is_punct(sql, ";"))
+        .is_some_and(|i| toks[i + 1..].iter().any(|t| !t.is_punct(sql, ";")))
+}
+
+/// Whether every statement of `toks` is a `SET` of system variables only (no user variable,
+/// no subquery).
+fn only_system_variable_sets(sql: &str, toks: &[Token]) -> bool {
+    use crate::sql::lex::TokKind;
+    let mut at_start = true;
+    for t in toks {
+        if t.is_punct(sql, ";") {
+            at_start = true;
+            continue;
+        }
+        if at_start && !t.is_kw(sql, "SET") {
+            return false;
+        }
+        at_start = false;
+        if (t.kind == TokKind::Variable && !t.text(sql).starts_with("@@")) || t.is_kw(sql, "SELECT")
+        {
+            return false;
+        }
+    }
+    true
 }
