@@ -134,7 +134,7 @@ impl Backends {
         }
         if s == host.primary() {
             return !self.reads_leave_primary(server.datahost)
-                && self.blocked(server.datahost).is_none();
+                && self.primary_decided(server.datahost);
         }
         server.health.replica_ok(host.health.max_replication_lag) || self.serves_for_lost_primary(s)
     }
@@ -287,6 +287,12 @@ impl Backends {
         for dh in 0..self.hosts.len() {
             self.decide_primary(dh);
         }
+    }
+
+    /// Whether datahost `dh`'s primary may be used (when up): not two writable servers, and
+    /// the primary does not replicate.
+    pub fn primary_decided(&self, dh: usize) -> bool {
+        self.blocked(dh).is_none()
     }
 
     /// Why datahost `dh`'s primary cannot be used although it is up, if it cannot.
