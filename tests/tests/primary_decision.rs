@@ -45,7 +45,7 @@ async fn start() -> (Cluster, ShoalProcess, PathBuf) {
     let mut c = client(&shoal).await;
     // The first checks done: both servers' state known.
     wait_backends(&mut c, &shoal, "the first checks never finished", |rows| {
-        rows.iter().all(|r| r.state == "up") && rows.iter().any(|r| r.lag.is_some())
+        rows.iter().all(|r| r.state == "up" && r.lag.is_some())
     })
     .await;
     (cluster, shoal, config)

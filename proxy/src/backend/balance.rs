@@ -341,9 +341,13 @@ impl Backends {
             }
             _ => {}
         }
-        host.retired[s - host.servers[0]]
-            .load(Ordering::Relaxed)
-            .then_some("up, former primary: not the primary again until a reload")
+        // Said of a replica that does not serve reads: one that does shows that first.
+        let retired = host.retired[s - host.servers[0]].load(Ordering::Relaxed);
+        (retired
+            && !self.servers[s]
+                .health
+                .replica_ok(host.health.max_replication_lag))
+        .then_some("up, former primary: not the primary again until a reload")
     }
 
     /// The role of server `s` now.
