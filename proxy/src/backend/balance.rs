@@ -319,8 +319,9 @@ impl Backends {
             ),
             Blocked::Replicates(p) => format!(
                 "datanode {datanode}: the primary {} of datahost {} replicates from another \
-                 server (SHOW SLAVE STATUS): a server that replicates is never written to as a \
-                 primary; statements that need the primary fail until it is one again",
+                 server (SHOW SLAVE STATUS has a row): a server that replicates is never \
+                 written to as a primary (a promoted server needs RESET SLAVE ALL); statements \
+                 that need the primary fail until it is one",
                 self.servers[p].address, host.name
             ),
         };
