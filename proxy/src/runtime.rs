@@ -46,8 +46,8 @@ impl Runtime {
     }
 
     /// Builds the pools and servers of `config`. Servers of `old` whose endpoint, credentials,
-    /// TLS and pool settings are unchanged keep their pool (and its connections), their health
-    /// and, for a datahost's current primary, a followed failover.
+    /// TLS and pool settings are unchanged keep their pool (and its connections) and their
+    /// health, on which each datahost's primary is decided again.
     pub fn build(
         mut config: ProxyConfig,
         topology: Option<Arc<Topology>>,
@@ -115,8 +115,10 @@ impl Runtime {
     }
 }
 
-/// Gives the servers kept from `old` (same pool) their health, and each datahost whose current
-/// primary is kept that primary (a followed failover survives the reload).
+/// Gives the servers kept from `old` (same pool) their health; then each datahost's primary
+/// is decided on it, starting from the one the configuration names: the reloaded topology is
+/// the operator's word, and a failover followed before it is followed again at once when the
+/// evidence still holds ([`Backends::decide_primary`]).
 fn carry_over(new: &mut Backends, old: &Backends) {
     let old_index =
         |pool: &Arc<BackendPool>| old.servers.iter().position(|s| Arc::ptr_eq(&s.pool, pool));
@@ -125,19 +127,7 @@ fn carry_over(new: &mut Backends, old: &Backends) {
             s.health = old.servers[k].health.clone();
         }
     }
-    for dh in 0..new.hosts.len() {
-        let Some(oh) = old.hosts.iter().position(|h| h.name == new.hosts[dh].name) else {
-            continue;
-        };
-        let old_primary = &old.servers[old.primary(oh)].pool;
-        if let Some(&s) = new.hosts[dh]
-            .servers
-            .iter()
-            .find(|&&s| Arc::ptr_eq(&new.servers[s].pool, old_primary))
-        {
-            new.set_primary(dh, s);
-        }
-    }
+    new.decide_primaries();
 }
 
 /// Executable comments are gated by the backend's version, as the backend gates them.

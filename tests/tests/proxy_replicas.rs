@@ -1009,9 +1009,11 @@ async fn writes_follow_an_external_failover_to_the_writable_replica() {
     let (code, _, msg) = server_error(c.query_drop("INSERT INTO items VALUES (701, 'x')").await);
     assert_eq!(code, 1429, "{msg}");
     assert!(msg.contains("datanode dn1"), "{msg}");
-    // The failover tool's part: the replica stops replicating and becomes writable.
+    // The failover tool's part: the replica stops replicating, drops its replication
+    // connection (a server that has one is never a primary) and becomes writable.
     let mut r = admin(&cluster, 1).await;
     r.query_drop("STOP SLAVE").await.unwrap();
+    r.query_drop("RESET SLAVE ALL").await.unwrap();
     r.query_drop("SET GLOBAL read_only = 0").await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

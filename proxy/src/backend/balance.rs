@@ -1,18 +1,20 @@
 //! The servers behind each datahost (its primary and replicas, one pool each) and which one a
 //! statement gets: the current primary for anything that must run there, a server of the read
-//! set for reads, as the datahost's `balance` mode says. Health comes from [`super::health`].
+//! set for reads, as the datahost's `balance` mode says. Health comes from [`super::health`];
+//! which server is the primary is decided here ([`Backends::decide_primary`]), never guessed.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use rand::Rng;
 use shoal_router::config::{
     Balance, DatahostDef, HealthConfig, ReadWhenPrimaryDown, ReadYourWrites,
 };
-use tracing::info;
+use tracing::{info, warn};
 
 use super::health::Health;
 use super::pool::BackendPool;
+use crate::error::Error;
 
 /// One server (primary or replica) of a datahost.
 pub struct Server {
@@ -34,8 +36,16 @@ pub struct Host {
     pub read_your_writes: ReadYourWrites,
     pub health: HealthConfig,
     pub read_when_primary_down: ReadWhenPrimaryDown,
-    /// The server writes go to now (moves when failover is followed).
+    /// The server writes go to now: the configured primary, or the server an external failover
+    /// was followed to ([`Backends::decide_primary`]).
     primary: AtomicUsize,
+    /// Two servers that both look like the primary (up, writable, replicating from nobody):
+    /// `(a + 1) << 32 | (b + 1)`, 0 when there are not two. Statements that need the primary
+    /// fail while it lasts ([`Backends::primary_refusal`]).
+    split: AtomicU64,
+    /// Per server (as `servers`): a primary an external failover was followed away from. It is
+    /// not the primary again until a reload (the operator's topology) says so.
+    retired: Vec<AtomicBool>,
     /// Round-robin position.
     next: AtomicUsize,
 }
@@ -87,6 +97,10 @@ impl Backends {
                 health: def.health.clone(),
                 read_when_primary_down: def.read_when_primary_down,
                 primary: AtomicUsize::new(first),
+                split: AtomicU64::new(0),
+                retired: (first..servers.len())
+                    .map(|_| AtomicBool::new(false))
+                    .collect(),
                 next: AtomicUsize::new(0),
             });
         }
@@ -119,7 +133,8 @@ impl Backends {
             return false;
         }
         if s == host.primary() {
-            return !self.reads_leave_primary(server.datahost);
+            return !self.reads_leave_primary(server.datahost)
+                && self.primary_decided(server.datahost);
         }
         server.health.replica_ok(host.health.max_replication_lag) || self.serves_for_lost_primary(s)
     }
@@ -196,41 +211,144 @@ impl Backends {
         })
     }
 
-    /// Failover following, after a check of a server of `dh`: when the primary is down (or its
-    /// last check failed) or read-only, a replica that is up and writable becomes the primary.
-    /// Shoal never makes a server writable itself.
-    pub fn follow_failover(&self, dh: usize) {
+    /// Decides datahost `dh`'s primary from what the checks found (after each check of one of
+    /// its servers, and when a reload builds the datahost). Shoal never makes a server writable
+    /// itself, and never guesses:
+    /// - a server with a replication connection (running or not) is never a primary, whatever
+    ///   its `read_only`;
+    /// - two servers up, writable and replicating from nobody make the statements that need the
+    ///   primary fail, naming both ([`Self::primary_refusal`]), instead of picking one;
+    /// - the primary moves (an external failover is followed) only on positive evidence: the
+    ///   primary is down (`down_after` failed checks, not one missed check), read-only, or
+    ///   replicates; and exactly one other server is up, writable and replicates from nobody,
+    ///   its last check good, and it was not a primary moved away from (until a reload).
+    pub fn decide_primary(&self, dh: usize) {
         let host = &self.hosts[dh];
         let p = host.primary();
-        let ph = &self.servers[p].health;
-        let primary_gone = !ph.is_up() || !ph.last_ok() || ph.read_only() == Some(true);
-        if !primary_gone {
+        let mut claims = host
+            .servers
+            .iter()
+            .copied()
+            .filter(|&s| self.servers[s].health.claims_primary());
+        let (first, second) = (claims.next(), claims.next());
+        let split = match (first, second) {
+            // The current primary first, when it is one of the two.
+            (Some(a), Some(b)) if b == p => pack(b, a),
+            (Some(a), Some(b)) => pack(a, b),
+            _ => 0,
+        };
+        let was = host.split.swap(split, Ordering::Relaxed);
+        if let Some((a, b)) = unpack(split)
+            && was != split
+        {
+            warn!(
+                datahost = %host.name,
+                a = %self.servers[a].address,
+                b = %self.servers[b].address,
+                "two servers are writable and replicate from nobody: statements that need the \
+                 primary fail until one of them is read-only, replicates or is down"
+            );
+        } else if was != 0 && split == 0 {
+            info!(datahost = %host.name, "one primary again: statements that need it run");
+        }
+        if split != 0 {
             return;
         }
-        let Some(&next) = host.servers.iter().find(|&&s| {
+        let ph = &self.servers[p].health;
+        let primary_gone =
+            !ph.is_up() || ph.read_only() == Some(true) || ph.replicates() == Some(true);
+        let Some(next) = first.filter(|&s| {
             s != p
                 && self.servers[s].health.last_ok()
-                && self.servers[s].health.read_only() == Some(false)
+                && !host.retired[s - host.servers[0]].load(Ordering::Relaxed)
         }) else {
             return;
         };
-        if host
-            .primary
-            .compare_exchange(p, next, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
+        if primary_gone
+            && host
+                .primary
+                .compare_exchange(p, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
         {
+            host.retired[p - host.servers[0]].store(true, Ordering::Relaxed);
             info!(
                 datahost = %host.name,
                 old = %self.servers[p].address,
                 new = %self.servers[next].address,
-                "following failover: a writable replica is the datahost's primary now"
+                "following failover: the old primary is down, read-only or replicates, and \
+                 the new one is writable and replicates from nobody"
             );
         }
     }
 
-    /// Carries a followed failover over a reload: datahost `dh`'s primary is server `s`.
-    pub fn set_primary(&self, dh: usize, s: usize) {
-        self.hosts[dh].primary.store(s, Ordering::Relaxed);
+    /// [`Self::decide_primary`] for every datahost (a reload's snapshot, on the health its
+    /// servers kept).
+    pub fn decide_primaries(&self) {
+        for dh in 0..self.hosts.len() {
+            self.decide_primary(dh);
+        }
+    }
+
+    /// Whether datahost `dh`'s primary may be used (when up): not two writable servers, and
+    /// the primary does not replicate.
+    pub fn primary_decided(&self, dh: usize) -> bool {
+        self.blocked(dh).is_none()
+    }
+
+    /// Why datahost `dh`'s primary cannot be used although it is up, if it cannot.
+    fn blocked(&self, dh: usize) -> Option<Blocked> {
+        let host = &self.hosts[dh];
+        if let Some((a, b)) = unpack(host.split.load(Ordering::Relaxed)) {
+            return Some(Blocked::TwoWritable(a, b));
+        }
+        let p = host.primary();
+        (self.servers[p].health.replicates() == Some(true)).then_some(Blocked::Replicates(p))
+    }
+
+    /// The error of a statement on datanode `datanode` that needs datahost `dh`'s primary,
+    /// when the primary cannot be decided ([`Self::decide_primary`]): 1429, naming the
+    /// servers. `None`: the primary is [`Self::primary`].
+    pub fn primary_refusal(&self, dh: usize, datanode: &str) -> Option<Error> {
+        let host = &self.hosts[dh];
+        let message = match self.blocked(dh)? {
+            Blocked::TwoWritable(a, b) => format!(
+                "datanode {datanode}: datahost {} has two writable servers that replicate from \
+                 nobody, {} and {}; Shoal does not pick one: statements that need the primary \
+                 fail until one of them is read-only, replicates or is down",
+                host.name, self.servers[a].address, self.servers[b].address
+            ),
+            Blocked::Replicates(p) => format!(
+                "datanode {datanode}: the primary {} of datahost {} replicates from another \
+                 server (SHOW SLAVE STATUS has a row): a server that replicates is never \
+                 written to as a primary (a promoted server needs RESET SLAVE ALL); statements \
+                 that need the primary fail until it is one",
+                self.servers[p].address, host.name
+            ),
+        };
+        Some(Error::reply(1429, b"HY000", message))
+    }
+
+    /// What `SHOW SHOAL BACKENDS` says of server `s` (up) because of the primary's decision,
+    /// if anything.
+    pub fn decision_state(&self, s: usize) -> Option<&'static str> {
+        let dh = self.servers[s].datahost;
+        let host = &self.hosts[dh];
+        match self.blocked(dh) {
+            Some(Blocked::TwoWritable(a, b)) if s == a || s == b => {
+                return Some("up, writable like another server: writes refused");
+            }
+            Some(Blocked::Replicates(p)) if s == p => {
+                return Some("up, replicates: not written to as the primary");
+            }
+            _ => {}
+        }
+        // Said of a replica that does not serve reads: one that does shows that first.
+        let retired = host.retired[s - host.servers[0]].load(Ordering::Relaxed);
+        (retired
+            && !self.servers[s]
+                .health
+                .replica_ok(host.health.max_replication_lag))
+        .then_some("up, former primary: not the primary again until a reload")
     }
 
     /// The role of server `s` now.
@@ -240,5 +358,170 @@ impl Backends {
         } else {
             "replica"
         }
+    }
+}
+
+/// Why a datahost's primary is not used although it is up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Blocked {
+    /// Two servers look like the primary (writable, replicating from nobody).
+    TwoWritable(usize, usize),
+    /// The primary replicates from another server.
+    Replicates(usize),
+}
+
+fn pack(a: usize, b: usize) -> u64 {
+    ((a as u64 + 1) << 32) | (b as u64 + 1)
+}
+
+fn unpack(split: u64) -> Option<(usize, usize)> {
+    (split != 0).then(|| {
+        (
+            (split >> 32) as usize - 1,
+            (split & 0xffff_ffff) as usize - 1,
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BackendSpec, PoolSettings};
+    use shoal_router::config::HostEndpoint;
+
+    /// One datahost: the primary `127.0.0.1:1` and replicas `127.0.0.1:2`, `:3`... (never
+    /// connected to: the health is set by hand).
+    fn host(servers: u16) -> Backends {
+        let endpoint = |port: u16| HostEndpoint {
+            address: format!("127.0.0.1:{port}"),
+            user: "u".into(),
+            password: String::new(),
+            weight: None,
+            tls: Default::default(),
+            tls_ca: None,
+        };
+        let def = DatahostDef {
+            name: "dh".into(),
+            primary: endpoint(1),
+            replicas: (2..=servers).map(endpoint).collect(),
+            pool: Default::default(),
+            balance: Default::default(),
+            read_your_writes: Default::default(),
+            health: Default::default(),
+            read_when_primary_down: Default::default(),
+        };
+        Backends::new(&[def], |_, j| {
+            let spec = BackendSpec {
+                host: "127.0.0.1".into(),
+                port: 1 + j as u16,
+                user: "u".into(),
+                password: String::new(),
+                database: None,
+                tls: Default::default(),
+            };
+            BackendPool::new(spec, PoolSettings::default())
+        })
+    }
+
+    /// (up, read_only, replicates) of each server, then a decision.
+    fn checked(b: &Backends, states: &[(bool, bool, bool)]) {
+        for (s, &(up, ro, repl)) in states.iter().enumerate() {
+            b.servers[s].health.set_checked(up, ro, repl);
+        }
+        b.decide_primary(0);
+    }
+
+    const PRIMARY: (bool, bool, bool) = (true, false, false);
+    /// A replica at MariaDB's default `read_only=0`.
+    const WRITABLE_REPLICA: (bool, bool, bool) = (true, false, true);
+
+    /// The issue's failure: the primary stalls (down, its last state writable) while its
+    /// replica is writable: the replica still replicates, so it is never the primary.
+    #[test]
+    fn a_stalled_primary_is_not_replaced_by_a_writable_replica() {
+        let b = host(2);
+        checked(&b, &[PRIMARY, WRITABLE_REPLICA]);
+        assert_eq!(b.primary(0), 0);
+        assert!(b.primary_refusal(0, "dn1").is_none());
+        checked(&b, &[(false, false, false), WRITABLE_REPLICA]);
+        assert_eq!(b.primary(0), 0);
+        checked(&b, &[(false, true, false), WRITABLE_REPLICA]);
+        assert_eq!(b.primary(0), 0, "read-only, but no server may take over");
+        checked(&b, &[PRIMARY, WRITABLE_REPLICA]);
+        assert_eq!(b.primary(0), 0);
+        assert_eq!(b.role(1), "replica");
+    }
+
+    /// An external failover (the replica detached and writable, the old primary read-only or
+    /// down) is followed; the old primary, back writable, is not written to again: both
+    /// writable make statements fail naming both, and it is never followed back to.
+    #[test]
+    fn an_external_failover_is_followed_and_the_old_primary_is_retired() {
+        let b = host(2);
+        checked(&b, &[(true, true, false), (true, false, false)]);
+        assert_eq!(b.primary(0), 1);
+        assert_eq!(b.role(0), "replica");
+        assert!(b.primary_refusal(0, "dn1").is_none());
+        assert!(
+            b.decision_state(0)
+                .is_some_and(|s| s.contains("former primary"))
+        );
+        // The old primary comes back writable, replicating from nobody.
+        checked(&b, &[PRIMARY, PRIMARY]);
+        assert_eq!(b.primary(0), 1);
+        let e = b.primary_refusal(0, "dn1").expect("two writable servers");
+        let text = e.to_string();
+        assert!(
+            text.contains("127.0.0.1:1") && text.contains("127.0.0.1:2") && text.contains("dn1"),
+            "{text}"
+        );
+        assert!(matches!(e, Error::Reply { code: 1429, .. }), "{e:?}");
+        assert!(
+            !b.readable(1),
+            "no reads on either while the primary is undecided"
+        );
+        // The new primary goes down: the retired one is not followed back to.
+        checked(&b, &[PRIMARY, (false, false, false)]);
+        assert_eq!(b.primary(0), 1);
+        assert!(b.primary_refusal(0, "dn1").is_none());
+    }
+
+    #[test]
+    fn a_killed_primary_is_left_for_the_detached_replica() {
+        let b = host(3);
+        checked(
+            &b,
+            &[
+                (false, false, false),
+                WRITABLE_REPLICA,
+                (true, false, false),
+            ],
+        );
+        assert_eq!(b.primary(0), 2);
+        assert_eq!(b.role(1), "replica");
+    }
+
+    /// A primary with a replication connection is never written to: its statements fail,
+    /// until a detached writable server takes over.
+    #[test]
+    fn a_primary_that_replicates_is_refused_then_left() {
+        let b = host(2);
+        checked(&b, &[WRITABLE_REPLICA, (true, true, true)]);
+        assert_eq!(b.primary(0), 0);
+        let e = b.primary_refusal(0, "dn1").expect("the primary replicates");
+        assert!(e.to_string().contains("replicates"), "{e}");
+        checked(&b, &[WRITABLE_REPLICA, PRIMARY]);
+        assert_eq!(b.primary(0), 1);
+        assert!(b.primary_refusal(0, "dn1").is_none());
+    }
+
+    /// A server replicating from nobody is not a replica: it takes no reads.
+    #[test]
+    fn a_detached_server_takes_no_reads() {
+        let b = host(2);
+        checked(&b, &[PRIMARY, (true, true, false)]);
+        assert!(!b.readable(1));
+        checked(&b, &[PRIMARY, (true, true, true)]);
+        assert!(b.readable(1));
     }
 }

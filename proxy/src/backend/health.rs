@@ -1,8 +1,8 @@
 //! The health monitor: one task per server checks it every `heartbeat` on a connection of its
 //! own (`SELECT @@read_only`, and `SHOW SLAVE STATUS` for replication and lag). A server is
 //! down after `down_after` failed checks in a row and up again after `up_after` good ones;
-//! going down discards its pooled connections. After each check the datahost follows an
-//! external failover (see [`Backends::follow_failover`]).
+//! going down discards its pooled connections. After each check the datahost's primary is
+//! decided again from what the checks found (see [`Backends::decide_primary`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
@@ -35,6 +35,8 @@ pub struct Health {
     unreachable_since_ms: AtomicU64,
     /// 0 unknown, 1 writable, 2 read-only.
     read_only: AtomicU8,
+    /// 0 unknown, 1 no replication connection, 2 one is configured (running or not).
+    source: AtomicU8,
     errors: AtomicU64,
     /// Unix time of the last check, in milliseconds (0 = never).
     last_check_ms: AtomicU64,
@@ -52,6 +54,7 @@ impl Default for Health {
             last_known_lag: AtomicI64::new(-1),
             unreachable_since_ms: AtomicU64::new(0),
             read_only: AtomicU8::new(0),
+            source: AtomicU8::new(0),
             errors: AtomicU64::new(0),
             last_check_ms: AtomicU64::new(0),
         }
@@ -74,6 +77,23 @@ impl Health {
             2 => Some(true),
             _ => None,
         }
+    }
+
+    /// `Some(true)`: the server has a replication connection (`SHOW SLAVE STATUS` has a row,
+    /// its threads running or not), so it is never a primary; `Some(false)`: none; `None`: not
+    /// checked yet.
+    pub fn replicates(&self) -> Option<bool> {
+        match self.source.load(Ordering::Relaxed) {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Whether the server looks like a primary: up, writable, replicating from nobody (as its
+    /// last good check found).
+    pub fn claims_primary(&self) -> bool {
+        self.is_up() && self.read_only() == Some(false) && self.replicates() == Some(false)
     }
 
     /// Replication lag in seconds, if known.
@@ -124,9 +144,27 @@ impl Health {
         }
     }
 
-    /// Whether a replica may take reads: replicating, and its lag known and within `max`.
+    /// Whether a replica may take reads: it has a replication connection whose threads run,
+    /// and its lag is known and within `max`. A server replicating from nobody is not a
+    /// replica, whatever its role: its data follows no primary.
     pub fn replica_ok(&self, max: Duration) -> bool {
-        self.replicating.load(Ordering::Relaxed) && self.lag().is_some_and(|l| l <= max.as_secs())
+        self.replicates() == Some(true)
+            && self.replicating.load(Ordering::Relaxed)
+            && self.lag().is_some_and(|l| l <= max.as_secs())
+    }
+
+    /// Sets what a good check would have found (the decision tests of `balance`).
+    #[cfg(test)]
+    pub(crate) fn set_checked(&self, up: bool, read_only: bool, replicates: bool) {
+        self.up.store(up, Ordering::Relaxed);
+        self.last_ok.store(up, Ordering::Relaxed);
+        self.read_only
+            .store(if read_only { 2 } else { 1 }, Ordering::Relaxed);
+        self.source
+            .store(if replicates { 2 } else { 1 }, Ordering::Relaxed);
+        self.replicating.store(true, Ordering::Relaxed);
+        self.lag
+            .store(if replicates { 0 } else { -1 }, Ordering::Relaxed);
     }
 
     /// A statement failed to reach this server (counted; the monitor decides up/down).
@@ -243,6 +281,10 @@ pub async fn monitor(backends: Arc<Backends>, s: usize) {
                     Some(r) => (r.running, r.source_lost, r.lag.unwrap_or(-1)),
                     None => (true, false, 0),
                 };
+                let source = if st.replica.is_some() { 2 } else { 1 };
+                if h.source.swap(source, Ordering::Relaxed) == 3 - source {
+                    info!(server = %server.address, datahost = %host.name, replicates = st.replica.is_some(), "replication connection {}", if st.replica.is_some() { "configured" } else { "removed" });
+                }
                 let was_running = h.replicating.swap(running, Ordering::Relaxed);
                 h.source_lost.store(source_lost, Ordering::Relaxed);
                 let old_lag = h.lag.swap(lag, Ordering::Relaxed);
@@ -284,7 +326,7 @@ pub async fn monitor(backends: Arc<Backends>, s: usize) {
                 }
             }
         }
-        backends.follow_failover(server.datahost);
+        backends.decide_primary(server.datahost);
     }
 }
 

@@ -161,6 +161,9 @@ impl Session {
                 return Ok(s);
             }
         }
+        if let Some(e) = backends.primary_refusal(dh, &node.name) {
+            return Err(e);
+        }
         if !backends.servers[primary].health.is_up() {
             return Err(primary_down(
                 &node.name,
@@ -319,6 +322,8 @@ impl Session {
                 let for_lost_primary = b.serves_for_lost_primary(i);
                 let state = if !h.is_up() {
                     "down"
+                } else if let Some(decided) = b.decision_state(i) {
+                    decided
                 } else if for_lost_primary {
                     "up, serving reads while the primary is down"
                 } else if i != host.primary() && !h.replica_ok(host.health.max_replication_lag) {

@@ -129,7 +129,17 @@ async fn not_ready(shared: &Shared) -> Option<String> {
         .enumerate()
         .filter_map(|(dh, h)| {
             let s = &b.servers[b.primary(dh)];
-            (!s.health.is_up()).then(|| format!("datahost {} primary {} down", h.name, s.address))
+            if !s.health.is_up() {
+                return Some(format!("datahost {} primary {} down", h.name, s.address));
+            }
+            // Up, but not decided: two writable servers, or a primary that replicates.
+            (!b.primary_decided(dh)).then(|| {
+                format!(
+                    "datahost {} has no primary decided (two writable servers, or the primary \
+                     replicates)",
+                    h.name
+                )
+            })
         })
         .collect();
     (!down.is_empty()).then(|| down.join("; "))

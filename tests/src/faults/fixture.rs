@@ -92,6 +92,12 @@ impl Fixture {
             "the accounts must be spread over both servers: {on_server:?}"
         );
         cluster.sync_replicas().await.unwrap();
+        if settings.writable_replicas {
+            for r in REPLICA_OF {
+                let mut c = admin(&cluster, r).await;
+                c.query_drop("SET GLOBAL read_only = 0").await.unwrap();
+            }
+        }
         Fixture {
             cluster,
             shoal,

@@ -44,6 +44,9 @@ pub struct Settings {
     pub query_timeout: Option<Duration>,
     /// `read_when_primary_down: replicas` on every datahost.
     pub reads_from_replicas_when_primary_down: bool,
+    /// The replicas at MariaDB's default `read_only=0` (the launcher starts them read-only):
+    /// nothing but Shoal's own decision keeps writes off them (issue 45).
+    pub writable_replicas: bool,
 }
 
 impl Settings {
@@ -54,6 +57,7 @@ impl Settings {
         transactions_key: false,
         query_timeout: None,
         reads_from_replicas_when_primary_down: false,
+        writable_replicas: false,
     };
 
     /// What issue 25 asks for: xa (the default, written anyway), a query timeout shorter
@@ -63,6 +67,7 @@ impl Settings {
         transactions_key: true,
         query_timeout: Some(Duration::from_secs(2)),
         reads_from_replicas_when_primary_down: true,
+        writable_replicas: false,
     };
 
     /// `base`, with `SHOAL_FAULTS_TRANSACTIONS=xa|best_effort` overriding its mode (and so
