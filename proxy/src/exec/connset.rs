@@ -106,6 +106,9 @@ pub struct ConnSet {
     /// The transaction was rolled back for `doom` after a statement that succeeded: the
     /// client has not been told yet, and is at its next statement.
     pub untold: Option<super::fate::Doom>,
+    /// The running statement is not the last of its multi-statement text: the last packet of
+    /// its response says more results follow ([`super::multi`]).
+    pub more_results: bool,
 }
 
 /// Where a statement's connections go.

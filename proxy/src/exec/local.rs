@@ -141,7 +141,7 @@ impl Session {
                 .map(|d| parse_column(d))
                 .collect::<Result<Vec<_>>>()?,
         };
-        let status = self.status;
+        let status = self.reply_status();
         let wire = self.client_wire();
         let mut w = ResultSetWriter::start(
             &mut self.client,

@@ -28,6 +28,7 @@ mod local;
 pub mod logical_errors;
 pub mod logical_names;
 mod metadata;
+mod multi;
 pub(crate) mod prepared;
 mod reader;
 mod replica;
@@ -129,15 +130,10 @@ impl Session {
         cmd: u8,
         reply_seq: u8,
     ) -> Result<()> {
-        self.conns.statement += 1;
         if self.conns.untold.is_some() {
             self.tell_doom(cmd)?;
         }
-        self.conns.want = Want::Primary;
-        self.conns.writing = false;
-        self.conns.maybe_writes = true;
-        self.conns.no_branch = false;
-        self.conns.avoid = None;
+        self.begin_statement();
         // Off: no clock read.
         self.conns.deadline = self
             .rt
@@ -146,15 +142,18 @@ impl Session {
             .map(|t| tokio::time::Instant::now() + t);
         let result = match cmd {
             COM_PING => self.send_ok(reply_seq).await,
-            COM_QUERY => {
-                let ddl = changes_schema(&self.client.packet_payload()[1..]);
-                let r = self.query_routed(routing, reply_seq).await;
-                if ddl {
-                    // After it ran (or failed part-way): the catalog is built again.
-                    routing.catalog.changed();
+            COM_QUERY => match self.statements_of_text(routing) {
+                Some(ranges) => cold(self.run_multi(routing, ranges, reply_seq)).await,
+                None => {
+                    let ddl = changes_schema(&self.client.packet_payload()[1..]);
+                    let r = self.query_routed(routing, reply_seq).await;
+                    if ddl {
+                        // After it ran (or failed part-way): the catalog is built again.
+                        routing.catalog.changed();
+                    }
+                    r
                 }
-                r
-            }
+            },
             COM_INIT_DB => {
                 let db = String::from_utf8_lossy(&self.client.packet_payload()[1..]).into_owned();
                 cold(self.use_logical(&db, reply_seq)).await
@@ -238,6 +237,16 @@ impl Session {
             return result;
         }
         result.map_err(|e| routing.error_names.error(e, self.logical.as_deref()))
+    }
+
+    /// Resets what the connection set knows of the running statement, before each one.
+    fn begin_statement(&mut self) {
+        self.conns.statement += 1;
+        self.conns.want = Want::Primary;
+        self.conns.writing = false;
+        self.conns.maybe_writes = true;
+        self.conns.no_branch = false;
+        self.conns.avoid = None;
     }
 
     /// Ends the running statement's time limit (between statements nothing runs: resets
@@ -860,6 +869,7 @@ impl Session {
             .routing
             .as_ref()
             .map(|r| (&r.error_names, self.logical.as_deref()));
+        let more = self.conns.more_results;
         let result = match h.conn.io.flush().await {
             Ok(()) => {
                 relay(
@@ -870,6 +880,7 @@ impl Session {
                     &mut seq,
                     names.map(|(n, dn)| (n, dn, &mut self.renamed)),
                     errors,
+                    more,
                 )
                 .await
             }

@@ -213,11 +213,12 @@ impl Session {
         drop(columns);
         let visible = merger.visible_columns();
         let wire = self.client_wire();
+        let status = self.reply_status();
         let mut out = ResultSetWriter::start(
             &mut self.client,
             reply_seq,
             wire,
-            self.status,
+            status,
             merger.columns()[..visible].iter().map(|c| c.raw.as_slice()),
         );
         let mut sent = 0u64;
@@ -320,7 +321,8 @@ impl Session {
         if self.conns.held.iter().any(|h| h.conn.in_transaction()) {
             self.status |= super::IN_TRANS;
         }
-        out.finish(&mut self.client, self.status);
+        let status = self.reply_status();
+        out.finish(&mut self.client, status);
         self.diag.known = true;
         self.diag.row_count = -1;
         self.diag.found_rows = sent;

@@ -276,7 +276,7 @@ impl Session {
         last_insert_id: u64,
         warnings: u16,
     ) -> Result<()> {
-        let mut status = self.status;
+        let mut status = self.reply_status();
         if self.txn_begin.is_none() && !self.conns.in_transaction() {
             status &= !super::IN_TRANS;
         }

@@ -495,7 +495,7 @@ impl Session {
 
     pub(crate) async fn send_ok(&mut self, seq: u8) -> Result<()> {
         let mut s = seq;
-        let p = ok_payload(self.status);
+        let p = ok_payload(self.reply_status());
         self.client.write_packet(&mut s, &p);
         self.client.flush().await.map_err(Error::ClientIo)
     }
@@ -1109,6 +1109,7 @@ impl Session {
                     &mut seq,
                     None,
                     names,
+                    false,
                 )
                 .await
             }

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::exec::logical_errors::LogicalNames;
 use crate::exec::logical_names::{LogicalNames as ColumnNames, RenameMemo};
 use crate::wire::Wire;
-use crate::wire::messages::{OkInfo, encode_ok, err_payload};
+use crate::wire::messages::{OkInfo, encode_ok, err_payload, set_more_results};
 use crate::wire::packet::PacketStream;
 pub use crate::wire::response::Expect;
 use crate::wire::response::{Event, protocol_error};
@@ -51,7 +51,9 @@ pub struct Outcome {
 /// session's memo of them) and error messages by `errors` when given (with the router; quick
 /// mode relays bytes). A client that negotiated metadata caching gets the "metadata follows"
 /// byte in each column count from a backend connection without it (always 1: the definitions
-/// follow).
+/// follow). `more`: the response is not the last of a multi-statement text, so its last
+/// packet says more results follow.
+#[allow(clippy::too_many_arguments)]
 pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     backend: &mut BackendConn,
     client: &mut PacketStream<C>,
@@ -60,12 +62,16 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     seq: &mut u8,
     mut columns: Option<(&ColumnNames, DatanodeId, &mut RenameMemo)>,
     errors: Option<(&LogicalNames, Option<&str>)>,
+    more: bool,
 ) -> Result<Outcome> {
     let strip = backend.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK)
         && !client_wire
             .caps
             .contains(CapabilityFlags::CLIENT_SESSION_TRACK);
     let add_flag = client_wire.cache_metadata && !backend.cache_metadata;
+    // The backend numbers its response from 1; the client's numbering may start later (a
+    // statement after others of a multi-statement text): frames are renumbered by `shift`.
+    let shift = seq.wrapping_sub(1);
     let mut reader = backend.reader(expect);
     let mut out = Outcome::default();
     let mut continuing = false;
@@ -73,12 +79,13 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     // Position of the next column definition in its result (or prepare response).
     let mut column = 0;
     loop {
-        let h = backend.read_frame().await.map_err(Error::BackendIo)?;
+        let mut h = backend.read_frame().await.map_err(Error::BackendIo)?;
+        h.seq = h.seq.wrapping_add(shift);
         *seq = h.seq.wrapping_add(1);
         if continuing {
             // The rest of a packet of 16 MiB or more (a big row): bytes only.
             continuing = h.continues();
-            client.write_raw(backend.io.frame());
+            forward_raw(client, backend.io.frame(), shift);
         } else {
             continuing = h.continues();
             let p = backend.io.frame_payload();
@@ -114,7 +121,7 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                             let mut s = h.seq;
                             client.write_packet(&mut s, &err_payload(code, &state, &m));
                         }
-                        _ => client.write_raw(backend.io.frame()),
+                        _ => forward_raw(client, backend.io.frame(), shift),
                     }
                     out.error = true;
                     out.error_code = Some(code);
@@ -123,24 +130,26 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                     if expect != Expect::Single {
                         out.affected = Some(ok.affected_rows);
                     }
+                    let more = more && reader.finished();
                     forward_ok(
                         &ok,
                         p[0],
                         backend,
                         client,
-                        strip,
+                        (strip, more),
                         h.seq,
                         &mut out,
                         &mut scratch,
                     )?;
                 }
                 Event::ResultDone { ok: Some(ok), .. } => {
+                    let more = more && reader.finished();
                     forward_ok(
                         &ok,
                         p[0],
                         backend,
                         client,
-                        strip,
+                        (strip, more),
                         h.seq,
                         &mut out,
                         &mut scratch,
@@ -148,10 +157,20 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                 }
                 Event::ResultDone {
                     status, ok: None, ..
+                } if more && reader.finished() => {
+                    out.status = Some(status);
+                    scratch.clear();
+                    scratch.extend_from_slice(p);
+                    set_more_results(&mut scratch);
+                    let mut s = h.seq;
+                    client.write_packet(&mut s, &scratch);
+                }
+                Event::ResultDone {
+                    status, ok: None, ..
                 }
                 | Event::ColumnsDone { status } => {
                     out.status = Some(status);
-                    client.write_raw(backend.io.frame());
+                    forward_raw(client, backend.io.frame(), shift);
                 }
                 Event::Row(_) => {
                     // The rows already buffered behind this one go in the same copy.
@@ -162,9 +181,9 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                     };
                     out.rows += 1 + more;
                     if let Some(last) = last {
-                        *seq = last.wrapping_add(1);
+                        *seq = last.wrapping_add(shift).wrapping_add(1);
                     }
-                    client.write_raw(backend.io.frame());
+                    forward_raw(client, backend.io.frame(), shift);
                 }
                 Event::ColumnCount(_) => {
                     column = 0;
@@ -178,13 +197,13 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                         let mut s = h.seq;
                         client.write_packet(&mut s, &scratch);
                     } else {
-                        client.write_raw(backend.io.frame());
+                        forward_raw(client, backend.io.frame(), shift);
                     }
                 }
                 Event::PrepareOk { statement_id, .. } => {
                     column = 0;
                     out.prepared = Some(statement_id);
-                    client.write_raw(backend.io.frame());
+                    forward_raw(client, backend.io.frame(), shift);
                 }
                 Event::ColumnDef(d) => {
                     let renamed = match &mut columns {
@@ -197,11 +216,11 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                             let mut s = h.seq;
                             client.write_packet(&mut s, def);
                         }
-                        None => client.write_raw(backend.io.frame()),
+                        None => forward_raw(client, backend.io.frame(), shift),
                     }
                 }
                 Event::ParamDef(_) | Event::ParamsDone { .. } | Event::Other(_) => {
-                    client.write_raw(backend.io.frame())
+                    forward_raw(client, backend.io.frame(), shift)
                 }
             }
         }
@@ -220,14 +239,15 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Forwards an OK packet (header 0x00, or 0xFE ending a result set), recording its status and
-/// session-state block; rewritten without the state block for clients that do not track it.
+/// session-state block; rewritten without the state block for clients that do not track it
+/// (`strip`), and with SERVER_MORE_RESULTS_EXISTS when more results follow (`more`).
 #[allow(clippy::too_many_arguments)]
 fn forward_ok<C: AsyncRead + AsyncWrite + Unpin>(
     ok: &OkInfo<'_>,
     header: u8,
     backend: &BackendConn,
     client: &mut PacketStream<C>,
-    strip: bool,
+    (strip, more): (bool, bool),
     frame_seq: u8,
     out: &mut Outcome,
     scratch: &mut Vec<u8>,
@@ -243,10 +263,42 @@ fn forward_ok<C: AsyncRead + AsyncWrite + Unpin>(
     if strip && (has_state || !ok.info.is_empty()) {
         scratch.clear();
         encode_ok(scratch, header, ok);
+        if more {
+            set_more_results(scratch);
+        }
+        let mut s = frame_seq;
+        client.write_packet(&mut s, scratch);
+    } else if more {
+        scratch.clear();
+        scratch.extend_from_slice(backend.io.frame_payload());
+        set_more_results(scratch);
         let mut s = frame_seq;
         client.write_packet(&mut s, scratch);
     } else {
-        client.write_raw(backend.io.frame());
+        forward_raw(
+            client,
+            backend.io.frame(),
+            frame_seq.wrapping_sub(backend_seq(backend)),
+        );
     }
     Ok(())
+}
+
+/// The sequence id the backend gave the frame last read.
+fn backend_seq(backend: &BackendConn) -> u8 {
+    backend.io.frame().get(3).copied().unwrap_or(0)
+}
+
+/// Forwards raw frames, their sequence ids moved by `shift` (0: as they are).
+fn forward_raw<C: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut PacketStream<C>,
+    bytes: &[u8],
+    shift: u8,
+) {
+    if shift == 0 {
+        client.write_raw(bytes);
+    } else {
+        let mut seq = bytes.get(3).copied().unwrap_or(0).wrapping_add(shift);
+        client.write_raw_reseq(bytes, &mut seq);
+    }
 }

@@ -131,6 +131,31 @@ pub fn parse_ok(payload: &[u8], caps: CapabilityFlags) -> Option<OkInfo<'_>> {
     })
 }
 
+/// Sets SERVER_MORE_RESULTS_EXISTS in the status of an OK (header 0x00, or 0xFE with the
+/// OK's layout) or EOF packet `payload`, in place: a response that is not the last of a
+/// multi-statement text says more follow. `false` if it is neither.
+pub fn set_more_results(payload: &mut [u8]) -> bool {
+    const MORE: u16 = StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
+    let at = match payload.first() {
+        // EOF: header, warnings, status.
+        Some(0xFE) if payload.len() < 9 => 3,
+        Some(0x00 | 0xFE) => {
+            let mut rest = &payload[1..];
+            if read_lenenc(&mut rest).is_none() || read_lenenc(&mut rest).is_none() {
+                return false;
+            }
+            payload.len() - rest.len()
+        }
+        _ => return false,
+    };
+    let Some(b) = payload.get_mut(at..at + 2) else {
+        return false;
+    };
+    let status = u16::from_le_bytes([b[0], b[1]]) | MORE;
+    b.copy_from_slice(&status.to_le_bytes());
+    true
+}
+
 /// Encodes an OK payload (header byte 0x00 or 0xFE); the same bytes suit clients with or
 /// without CLIENT_SESSION_TRACK.
 /// Session-state info is never included: the proxy only forwards the backend's own.

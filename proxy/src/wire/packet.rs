@@ -66,6 +66,9 @@ pub struct PacketStream<S> {
     max_packet: usize,
     /// Bytes written out since [`Self::take_written`] last asked (for metrics).
     written: u64,
+    /// The sequence id after the last frame written, kept while tracked
+    /// ([`Self::track_seq`]): the responses to a multi-statement text continue one numbering.
+    next_seq: Option<u8>,
 }
 
 fn eof() -> io::Error {
@@ -89,6 +92,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             consumed: 0,
             max_packet,
             written: 0,
+            next_seq: None,
         }
     }
 
@@ -111,6 +115,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             consumed: self.consumed,
             max_packet: self.max_packet,
             written: self.written,
+            next_seq: self.next_seq,
         })
     }
 
@@ -301,6 +306,31 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     /// first frame and is advanced past the last one.
     pub fn write_packet(&mut self, seq: &mut u8, payload: &[u8]) {
         write_frames(&mut self.wbuf, seq, payload);
+        if let Some(next) = &mut self.next_seq {
+            *next = *seq;
+        }
+    }
+
+    /// Starts (`true`) or stops keeping the sequence id after the last frame written.
+    pub fn track_seq(&mut self, on: bool) {
+        self.next_seq = on.then_some(0);
+    }
+
+    /// The sequence id after the last frame written since tracking started.
+    pub fn next_seq(&self) -> Option<u8> {
+        self.next_seq
+    }
+
+    /// Makes `payload` the packet last read, as if the peer had sent it alone (sequence id 0);
+    /// what was read after it stays unread. The statements of a multi-statement text each run
+    /// as the command they would be on their own.
+    pub fn replace_packet(&mut self, payload: &[u8]) {
+        let rest = self.rbuf.split_off(self.consumed);
+        self.rbuf.clear();
+        let mut seq = 0;
+        write_frames(&mut self.rbuf, &mut seq, payload);
+        self.consumed = self.rbuf.len();
+        self.rbuf.extend_from_slice(&rest);
     }
 
     /// Appends a command (`cmd` then `arg`) as the first packet of its exchange, framed
@@ -312,6 +342,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
     /// Appends raw bytes (already framed), e.g. a frame forwarded from the other side.
     pub fn write_raw(&mut self, bytes: &[u8]) {
         self.wbuf.extend_from_slice(bytes);
+        if self.next_seq.is_some() {
+            let mut pos = 0;
+            while let Some(h) = header_at(bytes, pos) {
+                self.next_seq = Some(h.seq.wrapping_add(1));
+                pos += 4 + h.len;
+            }
+        }
     }
 
     /// Appends raw frames, giving them consecutive sequence ids from `seq`.
@@ -323,6 +360,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             self.wbuf[pos + 3] = *seq;
             *seq = seq.wrapping_add(1);
             pos += 4 + h.len;
+        }
+        if let Some(next) = &mut self.next_seq {
+            *next = *seq;
         }
     }
 

@@ -623,6 +623,35 @@ fn parse_error(detail: &str) -> RouterError {
     )
 }
 
+/// Whether `toks` hold more than one statement (a `;` with a token after it).
+fn several_statements(sql: &str, toks: &[Token]) -> bool {
+    toks.iter()
+        .position(|t| t.is_punct(sql, ";"))
+        .is_some_and(|i| toks[i + 1..].iter().any(|t| !t.is_punct(sql, ";")))
+}
+
+/// Whether every statement of `toks` is a `SET` of system variables only (no user variable,
+/// no subquery).
+fn only_system_variable_sets(sql: &str, toks: &[Token]) -> bool {
+    use crate::sql::lex::TokKind;
+    let mut at_start = true;
+    for t in toks {
+        if t.is_punct(sql, ";") {
+            at_start = true;
+            continue;
+        }
+        if at_start && !t.is_kw(sql, "SET") {
+            return false;
+        }
+        at_start = false;
+        if (t.kind == TokKind::Variable && !t.text(sql).starts_with("@@")) || t.is_kw(sql, "SELECT")
+        {
+            return false;
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     /// `t` sharded by `id` (mod) over two datanodes of schema `s`.
@@ -868,33 +897,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Whether `toks` hold more than one statement (a `;` with a token after it).
-fn several_statements(sql: &str, toks: &[Token]) -> bool {
-    toks.iter()
-        .position(|t| t.is_punct(sql, ";"))
-        .is_some_and(|i| toks[i + 1..].iter().any(|t| !t.is_punct(sql, ";")))
-}
-
-/// Whether every statement of `toks` is a `SET` of system variables only (no user variable,
-/// no subquery).
-fn only_system_variable_sets(sql: &str, toks: &[Token]) -> bool {
-    use crate::sql::lex::TokKind;
-    let mut at_start = true;
-    for t in toks {
-        if t.is_punct(sql, ";") {
-            at_start = true;
-            continue;
-        }
-        if at_start && !t.is_kw(sql, "SET") {
-            return false;
-        }
-        at_start = false;
-        if (t.kind == TokKind::Variable && !t.text(sql).starts_with("@@")) || t.is_kw(sql, "SELECT")
-        {
-            return false;
-        }
-    }
-    true
 }
