@@ -14,17 +14,18 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use shoal_tests::faults::check::{
-    FaultEvent, Report, compare, prepared_xids, replica_diffs, snapshot, wait_no_prepared,
-    wait_resolved,
+    FaultEvent, Report, compare, replica_diffs, snapshot, wait_no_prepared,
 };
 use shoal_tests::faults::fixture::{Fixture, REPLICA_OF, admin};
+use shoal_tests::faults::inject::{
+    kill_and_restart, kill_shoal_during_a_commit, restored_event, stop_and_continue,
+};
 use shoal_tests::faults::workload::{Mix, Workload};
 use shoal_tests::faults::{Atomicity, Settings};
 
 /// Load before the fault and after it is over.
 const BEFORE: Duration = Duration::from_secs(3);
 const AFTER: Duration = Duration::from_secs(3);
-const RESOLVE_LIMIT: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Copy, Debug)]
 enum Fault {
@@ -150,39 +151,12 @@ async fn scenario(name: &str, fault: Fault) {
 }
 
 async fn inject(fx: &mut Fixture, load: &Workload, fault: Fault) -> Vec<FaultEvent> {
+    let two = Duration::from_secs(2);
     match fault {
         Fault::None => Vec::new(),
-        Fault::KillShoal => {
-            let signalled = tokio::time::timeout(Duration::from_secs(10), load.committing()).await;
-            assert!(signalled.is_ok(), "no transfer reached COMMIT within 10 s");
-            let pause = rand::random_range(0..1500u64);
-            std::thread::sleep(Duration::from_micros(pause));
-            let at = load.now();
-            fx.shoal.signal(libc::SIGKILL);
-            let status = fx.shoal.wait_exit(Duration::from_secs(10));
-            assert!(status.is_some(), "shoal survived SIGKILL");
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let left = prepared_xids(&fx.cluster).await;
-            tokio::task::block_in_place(|| fx.shoal.restart());
-            let restored = load.now();
-            vec![FaultEvent {
-                what: format!("kill -9 of Shoal {pause} us after a COMMIT was sent"),
-                at,
-                restored,
-                prepared_at_restore: left.len(),
-                resolved_after: wait_resolved(&fx.cluster, &left, RESOLVE_LIMIT).await,
-            }]
-        }
+        Fault::KillShoal => vec![kill_shoal_during_a_commit(fx, load).await],
         Fault::KillPrimary => {
-            let at = load.now();
-            tokio::task::block_in_place(|| fx.cluster.kill(1));
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            fx.cluster
-                .restart(1)
-                .await
-                .unwrap_or_else(|e| panic!("restart primary p1: {e}"));
-            let restored = load.now();
-            vec![restored_event(fx, "kill -9 of primary p1".into(), at, restored).await]
+            vec![kill_and_restart(fx, load, 1, two, "kill -9 of primary p1").await]
         }
         Fault::StallPrimaryWritableReplicas => {
             for r in REPLICA_OF {
@@ -193,15 +167,8 @@ async fn inject(fx: &mut Fixture, load: &Workload, fault: Fault) -> Vec<FaultEve
                     .unwrap();
             }
             // Long enough for the monitor to see the replicas writable.
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            let pid = fx.cluster.instances()[1].pid as libc::pid_t;
-            let at = load.now();
-            // SAFETY: kill(2) on the pid of a server this test's cluster started.
-            unsafe { libc::kill(pid, libc::SIGSTOP) };
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            unsafe { libc::kill(pid, libc::SIGCONT) };
-            let restored = load.now();
-            vec![restored_event(fx, "SIGSTOP of primary p1 for 2 s".into(), at, restored).await]
+            tokio::time::sleep(two).await;
+            vec![stop_and_continue(fx, load, 1, two, "SIGSTOP of primary p1 for 2 s").await]
         }
         Fault::ReplicaStoppedAndWritable => {
             let r = REPLICA_OF[0];
@@ -209,37 +176,12 @@ async fn inject(fx: &mut Fixture, load: &Workload, fault: Fault) -> Vec<FaultEve
             let mut c = admin(&fx.cluster, r).await;
             c.query_drop("STOP SLAVE").await.unwrap();
             c.query_drop("SET GLOBAL read_only = 0").await.unwrap();
-            tokio::time::sleep(Duration::from_secs(2)).await;
+            tokio::time::sleep(two).await;
             c.query_drop("SET GLOBAL read_only = 1").await.unwrap();
             c.query_drop("START SLAVE").await.unwrap();
             let restored = load.now();
-            vec![
-                restored_event(
-                    fx,
-                    "replica p0r0 stopped and writable for 2 s".into(),
-                    at,
-                    restored,
-                )
-                .await,
-            ]
+            let what = "replica p0r0 stopped and writable for 2 s".to_string();
+            vec![restored_event(fx, what, at, restored).await]
         }
-    }
-}
-
-/// The event of a fault whose server is back at `restored`: XA transactions prepared then
-/// and how long until they are all resolved.
-async fn restored_event(
-    fx: &Fixture,
-    what: String,
-    at: Duration,
-    restored: Duration,
-) -> FaultEvent {
-    let left = prepared_xids(&fx.cluster).await;
-    FaultEvent {
-        what,
-        at,
-        restored,
-        prepared_at_restore: left.len(),
-        resolved_after: wait_resolved(&fx.cluster, &left, RESOLVE_LIMIT).await,
     }
 }

@@ -16,6 +16,9 @@ use shoal_tests::faults::check::{
     wait_resolved,
 };
 use shoal_tests::faults::fixture::{Fixture, REPLICA_OF, admin};
+use shoal_tests::faults::inject::{
+    RESOLVE_LIMIT, kill_and_restart, kill_shoal_during_a_commit, stop_and_continue,
+};
 use shoal_tests::faults::workload::{Mix, Workload};
 use shoal_tests::faults::{Atomicity, Settings};
 
@@ -25,8 +28,6 @@ const SETTINGS: Settings = Settings::ISSUE_25;
 /// Load before the first fault and after the last one is restored.
 const BEFORE: Duration = Duration::from_secs(3);
 const AFTER: Duration = Duration::from_secs(4);
-/// How long XA transactions prepared at a restore may take to be resolved.
-const RESOLVE_LIMIT: Duration = Duration::from_secs(60);
 /// How long a killed server stays down before its restart.
 const DOWN: Duration = Duration::from_secs(2);
 
@@ -137,36 +138,17 @@ async fn scenario_with(name: &str, fault: Fault, settings: Settings) {
 
 async fn inject(fx: &mut Fixture, load: &Workload, fault: Fault) -> Vec<FaultEvent> {
     match fault {
-        Fault::KillPrimary => vec![kill_and_restart(fx, load, 1, "kill -9 of primary p1").await],
+        Fault::KillPrimary => {
+            vec![kill_and_restart(fx, load, 1, DOWN, "kill -9 of primary p1").await]
+        }
         Fault::KillReplica => {
             // The restart starts replication again (`Cluster::restart`).
-            vec![kill_and_restart(fx, load, REPLICA_OF[0], "kill -9 of replica p0r0").await]
+            vec![kill_and_restart(fx, load, REPLICA_OF[0], DOWN, "kill -9 of replica p0r0").await]
         }
         Fault::KillShoalDuringCommits => {
             let mut events = Vec::new();
             for _ in 0..3 {
-                let signalled =
-                    tokio::time::timeout(Duration::from_secs(10), load.committing()).await;
-                assert!(signalled.is_ok(), "no transfer reached COMMIT within 10 s");
-                // Somewhere inside the commit: the client's COMMIT is on its way to Shoal.
-                let pause = rand::random_range(0..1500u64);
-                std::thread::sleep(Duration::from_micros(pause));
-                let at = load.now();
-                fx.shoal.signal(libc::SIGKILL);
-                let status = fx.shoal.wait_exit(Duration::from_secs(10));
-                assert!(status.is_some(), "shoal survived SIGKILL");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                // With Shoal dead, what is prepared now is exactly what it left behind.
-                let left = prepared_xids(&fx.cluster).await;
-                tokio::task::block_in_place(|| fx.shoal.restart());
-                let restored = load.now();
-                events.push(FaultEvent {
-                    what: format!("kill -9 of Shoal {pause} us after a COMMIT was sent"),
-                    at,
-                    restored,
-                    prepared_at_restore: left.len(),
-                    resolved_after: wait_resolved(&fx.cluster, &left, RESOLVE_LIMIT).await,
-                });
+                events.push(kill_shoal_during_a_commit(fx, load).await);
                 tokio::time::sleep(Duration::from_millis(1500)).await;
             }
             events
@@ -197,53 +179,9 @@ async fn inject(fx: &mut Fixture, load: &Workload, fault: Fault) -> Vec<FaultEve
                 .settings
                 .query_timeout
                 .map_or(Duration::from_secs(5), |t| t + Duration::from_secs(3));
-            let pid = fx.cluster.instances()[1].pid as libc::pid_t;
-            let at = load.now();
-            // SAFETY: kill(2) on the pid of a server this test's cluster started.
-            unsafe { libc::kill(pid, libc::SIGSTOP) };
-            tokio::time::sleep(stall).await;
-            unsafe { libc::kill(pid, libc::SIGCONT) };
-            let restored = load.now();
-            vec![
-                restored_event(
-                    fx,
-                    format!("SIGSTOP of primary p1 for {:.1}s", stall.as_secs_f64()),
-                    at,
-                    restored,
-                )
-                .await,
-            ]
+            let what = format!("SIGSTOP of primary p1 for {:.1}s", stall.as_secs_f64());
+            vec![stop_and_continue(fx, load, 1, stall, &what).await]
         }
-    }
-}
-
-async fn kill_and_restart(fx: &mut Fixture, load: &Workload, i: usize, what: &str) -> FaultEvent {
-    let at = load.now();
-    tokio::task::block_in_place(|| fx.cluster.kill(i));
-    tokio::time::sleep(DOWN).await;
-    fx.cluster
-        .restart(i)
-        .await
-        .unwrap_or_else(|e| panic!("restart instance {i}: {e}"));
-    let restored = load.now();
-    restored_event(fx, what.to_string(), at, restored).await
-}
-
-/// The event of a fault whose server is back at `restored`: XA transactions prepared then
-/// (left behind by the fault, or in flight) and how long until they are all resolved.
-async fn restored_event(
-    fx: &Fixture,
-    what: String,
-    at: Duration,
-    restored: Duration,
-) -> FaultEvent {
-    let left = prepared_xids(&fx.cluster).await;
-    FaultEvent {
-        what,
-        at,
-        restored,
-        prepared_at_restore: left.len(),
-        resolved_after: wait_resolved(&fx.cluster, &left, RESOLVE_LIMIT).await,
     }
 }
 

@@ -31,13 +31,23 @@ struct Setup {
 
 impl Setup {
     async fn start(transactions: &str, fault: Option<&str>) -> Setup {
-        let cluster = Cluster::start(shoal_bench::cluster::ClusterSpec {
+        Setup::start_with(transactions, fault, &[]).await
+    }
+
+    /// [`Setup::start`] with `server_options` in every MariaDB's config.
+    async fn start_with(
+        transactions: &str,
+        fault: Option<&str>,
+        server_options: &[String],
+    ) -> Setup {
+        let spec = shoal_bench::cluster::ClusterSpec {
             primaries: 2,
             databases: DBS.iter().map(|d| d.to_string()).collect(),
             ..Default::default()
-        })
-        .await
-        .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
+        };
+        let cluster = Cluster::start_with_options(spec, server_options)
+            .await
+            .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
         let layout = shoal_tests::demo_layout_yaml(1).replace(
             "  - name: shop\n",
             &format!("  - name: shop\n    transactions: {transactions}\n"),
@@ -403,11 +413,9 @@ async fn a_commit_lost_after_the_decision_is_finished_before_the_client_is_answe
     s.shoal.terminate();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lock_wait_timeout_ends_the_statement_only_as_on_one_mariadb() {
-    // At MariaDB's default (innodb_rollback_on_timeout off) 1205 rolls back the statement
-    // only: the transaction stays open on every datanode and its COMMIT commits the rest.
-    let s = Setup::start("xa", None).await;
+/// A 1205 on dn3 after a debit on dn1, then a credit on dn4 and COMMIT: the amounts of rows
+/// 1 (the debit), 2 (the statement that timed out) and 4 (the credit) afterwards.
+async fn after_a_lock_wait_timeout(s: &Setup) -> (i64, i64, i64) {
     let mut holder = s.client().await;
     holder.query_drop("BEGIN").await.unwrap();
     holder
@@ -434,6 +442,29 @@ async fn a_lock_wait_timeout_ends_the_statement_only_as_on_one_mariadb() {
     c.query_drop("COMMIT").await.unwrap();
     let amounts = s.amounts().await;
     let of = |id: i64| amounts.iter().find(|(i, _)| *i == id).unwrap().1;
-    assert_eq!((of(1), of(2), of(4)), (90, 100, 110), "{amounts:?}");
+    (of(1), of(2), of(4))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_wait_timeout_ends_the_statement_only_as_on_one_mariadb() {
+    // At MariaDB's default (innodb_rollback_on_timeout off) 1205 rolls back the statement
+    // only: the transaction stays open on every datanode and its COMMIT commits the rest.
+    let s = Setup::start("xa", None).await;
+    assert_eq!(after_a_lock_wait_timeout(&s).await, (90, 100, 110));
+    s.shoal.terminate();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_wait_timeout_that_rolls_back_the_transaction_ends_every_branch() {
+    // With innodb_rollback_on_timeout=ON a 1205 rolls back the whole transaction on its server
+    // (Shoal asks the server, @@in_transaction, rather than guessing its settings): every
+    // branch is rolled back, the COMMIT after it commits nothing, the next statement (the
+    // credit) runs on its own.
+    let s = Setup::start_with("xa", None, &["innodb-rollback-on-timeout=ON".to_string()]).await;
+    assert_eq!(
+        after_a_lock_wait_timeout(&s).await,
+        (100, 100, 110),
+        "the debit before a 1205 that rolled back its transaction was committed"
+    );
     s.shoal.terminate();
 }

@@ -11,6 +11,7 @@
 
 pub mod check;
 pub mod fixture;
+pub mod inject;
 pub mod workload;
 
 use std::time::Duration;
