@@ -151,6 +151,16 @@ pub fn start_tasks(shared: &Shared, rt: &Runtime, old: Option<&Runtime>) {
         monitors.push(tokio::spawn(health::monitor(rt.backends.clone(), s)).abort_handle());
     }
     if let Some(old) = old {
+        // XA branches prepared on a removed server are still their transactions': recovery
+        // keeps asking it until it holds none.
+        let listed: Vec<String> = rt.pools.iter().map(|p| p.spec().addr()).collect();
+        let removed = old
+            .pools
+            .iter()
+            .filter(|p| !had(p, rt))
+            .map(|p| p.spec().clone())
+            .collect();
+        shared.xa.retire(removed, &listed);
         for pool in old.pools.iter().filter(|p| !had(p, rt)) {
             let closed = pool.drain();
             info!(server = %pool.spec().addr(), idle_closed = closed, "server removed by the reload: its pool drains (connections in use close when given back)");

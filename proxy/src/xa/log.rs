@@ -61,23 +61,41 @@ pub async fn record_commit(conn: &mut BackendConn, gtrid: &str, datanodes: &str)
 }
 
 /// The decision for `gtrid`, as recovery takes it: the row if there is one, else a rollback
-/// tombstone written now (so that its coordinator, if still alive, cannot commit any more).
-pub async fn decide_for_recovery(conn: &mut BackendConn, gtrid: &[u8]) -> Result<Outcome> {
+/// tombstone written now (so that its coordinator, if still alive, cannot commit any more);
+/// with the datanodes a commit decision names.
+pub async fn decide_for_recovery(
+    conn: &mut BackendConn,
+    gtrid: &[u8],
+) -> Result<(Outcome, Vec<String>)> {
     let g = hex(gtrid);
     let insert = format!(
         "INSERT IGNORE INTO shoal_xa.decisions (gtrid, outcome) VALUES (X'{g}', 'rollback')"
     );
     conn.command(COM_QUERY, insert.as_bytes()).await?;
-    let select = format!("SELECT outcome FROM shoal_xa.decisions WHERE gtrid = X'{g}'");
+    let select = format!("SELECT outcome, datanodes FROM shoal_xa.decisions WHERE gtrid = X'{g}'");
     let rows = conn.query_rows(&select).await?;
-    match rows.first().and_then(|r| r.first()).cloned().flatten() {
-        Some(v) if v == b"commit" => Ok(Outcome::Commit),
-        Some(_) => Ok(Outcome::Rollback),
-        None => Err(Error::reply(
+    let Some(row) = rows.first() else {
+        return Err(Error::reply(
             1399,
             b"XAE07",
             "the XA decision row vanished while recovery read it",
-        )),
+        ));
+    };
+    let named = row
+        .get(1)
+        .cloned()
+        .flatten()
+        .map(|d| {
+            String::from_utf8_lossy(&d)
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    match row.first().cloned().flatten() {
+        Some(v) if v == b"commit" => Ok((Outcome::Commit, named)),
+        _ => Ok((Outcome::Rollback, named)),
     }
 }
 

@@ -4,7 +4,8 @@
 //! ([`crate::exec`]'s `xa` module): every written branch is prepared, then a decision row is
 //! written to the log ([`log`]), then every branch is committed. A coordinator that dies after
 //! preparing leaves prepared branches on the backends (MariaDB keeps them across a disconnect
-//! and a restart); [`recovery`] finds them with `XA RECOVER` and finishes them as the log says:
+//! and a restart); [`recovery`] finds them with `XA RECOVER` on every server Shoal knows and
+//! finishes them as the log says:
 //! committed where a commit row exists, rolled back otherwise ("presumed abort"), after first
 //! writing a rollback row so that a coordinator still alive can no longer decide to commit.
 
@@ -87,6 +88,13 @@ pub struct Xa {
     /// The log's table is known to exist (created at most once per process; `CREATE ... IF
     /// NOT EXISTS` is binlogged even when there is nothing to create).
     pub log_ready: std::sync::atomic::AtomicBool,
+    /// Servers a reload removed: recovery asks them until they hold nothing of ours (a
+    /// branch prepared there before the reload is still the transaction's).
+    retired: Mutex<Vec<crate::config::BackendSpec>>,
+    /// Per transaction recovery is finishing: the branches (bquals) it finished so far, so
+    /// that a later scan does not take them for missing ones; forgotten once nothing of the
+    /// transaction is prepared anywhere.
+    pub(crate) finished: Mutex<std::collections::HashMap<Vec<u8>, HashSet<Vec<u8>>>>,
 }
 
 /// Counters since the process started.
@@ -103,8 +111,12 @@ pub struct Stats {
     pub recovered_commit: AtomicU64,
     /// Branches recovery rolled back (no commit decision).
     pub recovered_rollback: AtomicU64,
-    /// Prepared branches of ours the last recovery scan left (too young, or failed).
+    /// Prepared branches of ours the last recovery scan left (too young, failed, or copies
+    /// on a replica left to replication).
     pub in_doubt: AtomicU64,
+    /// Datanodes a commit decision named that recovery found prepared on no server when it
+    /// finished the transaction (committed by the coordinator before it stopped, or lost).
+    pub missing_branches: AtomicU64,
     /// The last recovery scan: when it ended (ms since the epoch) and its error, if any.
     pub last_run: Mutex<Option<(u64, Option<String>)>>,
 }
@@ -127,7 +139,37 @@ impl Xa {
             stats: Stats::default(),
             orphans: Mutex::new(HashSet::new()),
             log_ready: Default::default(),
+            retired: Mutex::new(Vec::new()),
+            finished: Mutex::default(),
         }
+    }
+
+    /// Hands servers a reload removed to recovery, and takes back the ones the new
+    /// configuration lists again (`listed`: every server address it has).
+    pub fn retire(&self, removed: Vec<crate::config::BackendSpec>, listed: &[String]) {
+        let mut r = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        r.retain(|s| !listed.contains(&s.addr()));
+        for spec in removed {
+            if !listed.contains(&spec.addr()) && !r.iter().any(|s| s.addr() == spec.addr()) {
+                r.push(spec);
+            }
+        }
+    }
+
+    /// The servers a reload removed that may still hold branches of ours.
+    pub fn retired(&self) -> Vec<crate::config::BackendSpec> {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Recovery found nothing of ours on retired server `spec`: it is not asked again.
+    fn forget_retired(&self, spec: &crate::config::BackendSpec) {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|s| s.addr() != spec.addr());
     }
 
     /// A gtrid no other transaction of any Shoal process has: its start time (which recovery
@@ -171,19 +213,21 @@ impl Xa {
             n(&s.recovered_commit),
             n(&s.recovered_rollback),
             n(&s.in_doubt),
+            n(&s.missing_branches),
             at,
             error,
         ]]
     }
 
     /// The column names of [`Self::rows`].
-    pub const COLUMNS: [&'static str; 8] = [
+    pub const COLUMNS: [&'static str; 9] = [
         "committed_one_phase",
         "committed_two_phase",
         "rolled_back",
         "recovered_commit",
         "recovered_rollback",
         "in_doubt",
+        "missing_branches",
         "last_recovery",
         "last_recovery_error",
     ];
