@@ -153,7 +153,13 @@ async fn recovery_finishes_branches_on_every_server_and_keeps_their_decision() {
     let path = shoal_tests::scratch_dir()
         .join(format!("{}.yaml", shoal_tests::unique_name("xa-recovery")));
     std::fs::write(&path, text).expect("write config");
-    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let admin = format!("127.0.0.1:{}", shoal_tests::shoal::free_port());
+    let shoal = ShoalProcess::start(&[
+        "--config".to_string(),
+        path.display().to_string(),
+        "--admin-listen".to_string(),
+        admin.clone(),
+    ]);
     // Recovery creates the decision log at its first scan.
     let log = &cluster;
     wait_for(
@@ -238,6 +244,13 @@ async fn recovery_finishes_branches_on_every_server_and_keeps_their_decision() {
             .contains("XA commit decision names branches prepared on no server"),
         "{}",
         shoal.log()
+    );
+    let (status, metrics) = shoal_tests::http_get(&admin, "/metrics").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        shoal_tests::metric_value(&metrics, "shoal_xa_missing_branches_total", &[]),
+        1.0,
+        "{metrics}"
     );
     // Nothing of it is prepared anywhere any more: the decision is collected.
     let p0 = &cluster;
