@@ -4,7 +4,8 @@
 //! primary: an old primary after a failover, say). Prepared branches with Shoal's formatID and
 //! a commit decision are left on p1 and p2 as a coordinator that died would leave them.
 //! Recovery must finish both, keep the decision row while p2 (stopped with SIGSTOP) cannot be
-//! asked, not stall on p2, and report the branch the decision names that exists nowhere.
+//! asked, not stall on p2, kill the connection still holding a branch it must finish, and
+//! report the branch the decision names that exists nowhere.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -188,30 +189,49 @@ async fn recovery_finishes_branches_on_every_server_and_keeps_their_decision() {
         // Disconnected: the branches stay prepared, as a dead coordinator leaves them.
         c.disconnect().await.ok();
     }
+    // Another transaction's branch on p1, still held by a live connection of Shoal's backend
+    // account (a coordinator stuck after its decision): XA COMMIT from elsewhere says 1397
+    // until that connection is gone.
+    let held = format!("shoal-{ms:x}-0000dead-2");
+    let mut holder = Conn::new(cluster.opts(1, None)).await.expect("p1");
+    prepare_branch(&mut holder, &held, "dn2", 3).await;
     {
         let mut c = Conn::new(cluster.opts(0, None)).await.expect("p0");
         c.query_drop(format!(
             "INSERT INTO shoal_xa.decisions (gtrid, outcome, datanodes) VALUES \
-             (X'{}', 'commit', 'dn1,dn2,dn3')",
-            hex(&gtrid)
+             (X'{}', 'commit', 'dn1,dn2,dn3'), (X'{}', 'commit', 'dn2')",
+            hex(&gtrid),
+            hex(&held)
         ))
         .await
-        .expect("the commit decision");
+        .expect("the commit decisions");
     }
     // p2 stops answering (within the grace: recovery has not touched the branches yet).
     let stopped = Stopped::new(cluster.instances()[2].pid);
-    // Recovery does not stall on p2: p1's branch is committed.
+    // Recovery does not stall on p2: p1's branches are committed, the held one after its
+    // holder's connection was killed.
     let c1 = &cluster;
     wait_for(
-        "p1's branch committed",
+        "p1's branches committed",
         &shoal,
         Duration::from_secs(60),
         || async move {
             let mut c = Conn::new(c1.opts(1, None)).await.expect("p1");
-            prepared(&mut c).await.is_empty() && ids(&mut c).await == vec![1]
+            prepared(&mut c).await.is_empty() && ids(&mut c).await == vec![1, 3]
         },
     )
     .await;
+    assert!(
+        holder.query_drop("SELECT 1").await.is_err(),
+        "the holder's connection should have been killed"
+    );
+    assert!(
+        shoal
+            .log()
+            .contains("killed a backend connection holding a prepared XA branch"),
+        "{}",
+        shoal.log()
+    );
     // While p2 cannot be asked, the decision stays: several scans and the grace later.
     tokio::time::sleep(Duration::from_secs(8)).await;
     let mut p0 = Conn::new(cluster.opts(0, None)).await.expect("p0");
@@ -235,7 +255,7 @@ async fn recovery_finishes_branches_on_every_server_and_keeps_their_decision() {
         },
     )
     .await;
-    assert_eq!(xa_stat(&shoal, "recovered_commit").await, 2);
+    assert_eq!(xa_stat(&shoal, "recovered_commit").await, 3);
     // dn1, named by the decision, had no branch anywhere: reported.
     assert_eq!(xa_stat(&shoal, "missing_branches").await, 1);
     assert!(

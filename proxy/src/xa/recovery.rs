@@ -143,7 +143,17 @@ impl Target {
             .run("SHOW SLAVE STATUS", async |c| {
                 c.query_named_row("SHOW SLAVE STATUS").await
             })
-            .await?;
+            .await;
+        let status = match status {
+            Ok(s) => s,
+            // Refused (no SLAVE MONITOR right): taken as replicating, so that its branches
+            // are finished only if it is a primary.
+            Err(e) if e.as_reply().is_some_and(|(c, _, _)| c != UNREACHABLE) => {
+                warn!(server = %self.address(), error = %e, "cannot read the replication status: XA branches here are finished only while it is a datahost's primary");
+                return Ok((ours, true));
+            }
+            Err(e) => return Err(e),
+        };
         let replicates = status.is_some_and(|row| {
             row.iter().any(|(n, v)| {
                 (n.eq_ignore_ascii_case("Master_Host") || n.eq_ignore_ascii_case("Source_Host"))
@@ -311,7 +321,18 @@ async fn scan(
                 continue;
             }
             let sql = format!("XA {word} {}", x.sql());
-            match t.execute(&sql).await {
+            let mut r = t.execute(&sql).await;
+            if r.as_ref().is_err_and(|e| is_held(e)) {
+                // Listed by XA RECOVER, yet "unknown" to XA COMMIT: a live connection still
+                // holds it (a coordinator stuck, or one whose end the server has not seen).
+                // Its connection is killed (the branch survives, detached) and it is tried
+                // again.
+                if kill_holders(t, xa.recovery_grace).await > 0 {
+                    crate::timers::sleep(HOLDER_GONE).await;
+                    r = t.execute(&sql).await;
+                }
+            }
+            match r {
                 Ok(_) => {
                     done.push(format!(
                         "{}@{}",
@@ -398,6 +419,109 @@ fn report_missing(xa: &super::Xa, gtrid: &[u8], named: &[String], branches: &[(u
     error!(gtrid = %String::from_utf8_lossy(gtrid), missing = %missing.join(","), "XA commit decision names branches prepared on no server: committed by their coordinator before it stopped, or lost (check these datanodes for the transaction's rows)");
 }
 
+/// How long a killed holder's thread gets to end (and leave its branch detached) before the
+/// branch is tried again; if it is not enough, the next scan tries again.
+const HOLDER_GONE: Duration = Duration::from_millis(500);
+
+/// The code of [`Error::backend_unreachable`].
+const UNREACHABLE: u16 = 1429;
+
+/// ER_XAER_NOTA: `XA COMMIT`/`ROLLBACK` of a branch another live connection holds (or that
+/// is gone).
+const XAER_NOTA: u16 = 1397;
+
+fn is_held(e: &Error) -> bool {
+    e.as_reply().is_some_and(|(c, _, _)| c == XAER_NOTA)
+}
+
+/// Kills the connections of Shoal's backend account on `t` that hold a prepared transaction
+/// older than `grace` (InnoDB's status names them; the server does not say which xid a
+/// connection holds, but every one of ours so old is a branch its coordinator did not
+/// finish); returns how many were killed. Killing one loses nothing: a prepared branch
+/// survives its connection, detached, and recovery finishes it as the log says.
+async fn kill_holders(t: &mut Target, grace: Duration) -> usize {
+    let status = t
+        .run("SHOW ENGINE INNODB STATUS", async |c| {
+            c.query_rows("SHOW ENGINE INNODB STATUS").await
+        })
+        .await;
+    let text = match status {
+        Ok(rows) => rows
+            .first()
+            .and_then(|r| r.get(2).cloned().flatten())
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+            .unwrap_or_default(),
+        Err(e) => {
+            warn!(server = %t.address(), error = %e, "cannot read which connections hold prepared XA branches");
+            return 0;
+        }
+    };
+    let user = t.spec.user.clone();
+    let own = t.conn.as_ref().map(|c| u64::from(c.thread_id));
+    let mut killed = 0;
+    for h in prepared_holders(&text) {
+        if h.user != user || h.age < grace || Some(h.thread) == own {
+            continue;
+        }
+        let sql = format!("KILL CONNECTION {}", h.thread);
+        match t.execute(&sql).await {
+            Ok(()) => {
+                warn!(server = %t.address(), thread = h.thread, prepared_for = ?h.age, "killed a backend connection holding a prepared XA branch recovery must finish");
+                killed += 1;
+            }
+            Err(e) => {
+                warn!(server = %t.address(), thread = h.thread, error = %e, "could not kill a backend connection holding a prepared XA branch")
+            }
+        }
+    }
+    killed
+}
+
+/// A connection holding a prepared transaction, from InnoDB's status.
+#[derive(Debug, PartialEq, Eq)]
+struct Holder {
+    thread: u64,
+    user: String,
+    age: Duration,
+}
+
+/// The connections holding prepared transactions in `SHOW ENGINE INNODB STATUS`'s text:
+/// blocks `---TRANSACTION <id>, ACTIVE (PREPARED) <n> sec` whose thread line reads
+/// `MariaDB thread id <t>, OS thread handle <h>, query id <q> <host> <user> ...` (MySQL:
+/// `MySQL thread id`). A detached branch has no thread line.
+fn prepared_holders(text: &str) -> Vec<Holder> {
+    let mut out = Vec::new();
+    for block in text.split("---TRANSACTION ").skip(1) {
+        let mut lines = block.lines();
+        let head = lines.next().unwrap_or("");
+        let Some(age) = head
+            .split_once("(PREPARED) ")
+            .and_then(|(_, r)| r.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let Some(line) = lines.find(|l| l.contains(" thread id ")) else {
+            continue;
+        };
+        let thread = line
+            .split_once(" thread id ")
+            .and_then(|(_, r)| r.split(',').next())
+            .and_then(|n| n.trim().parse().ok());
+        let user = line
+            .split_once("query id ")
+            .map(|(_, r)| r.split_whitespace().nth(2).unwrap_or("").to_string());
+        if let (Some(thread), Some(user)) = (thread, user) {
+            out.push(Holder {
+                thread,
+                user,
+                age: Duration::from_secs(age),
+            });
+        }
+    }
+    out
+}
+
 /// Creates the decision log's table once per process.
 async fn ensure_log(xa: &super::Xa, conn: &mut PooledConn) -> Result<()> {
     if !xa.log_ready.load(Ordering::Relaxed) {
@@ -440,6 +564,30 @@ mod tests {
             .iter()
             .map(|s| Some(s.as_bytes().to_vec()))
             .collect()
+    }
+
+    #[test]
+    fn finds_the_connections_holding_prepared_transactions() {
+        let text = "LIST OF TRANSACTIONS FOR EACH SESSION:\n\
+            ---TRANSACTION 21, ACTIVE 1 sec\n\
+            1 lock struct(s), heap size 1128, 0 row lock(s), undo log entries 1\n\
+            MariaDB thread id 12, OS thread handle 1400, query id 43 127.0.0.1 shoal User sleep\n\
+            ---TRANSACTION 20, ACTIVE (PREPARED) 15 sec\n\
+            1 lock struct(s), heap size 1128, 0 row lock(s), undo log entries 1\n\
+            MariaDB thread id 11, OS thread handle 1401, query id 40 127.0.0.1 shoal User sleep\n\
+            select sleep(8)\n\
+            ---TRANSACTION 19, ACTIVE (PREPARED) 30 sec\n\
+            1 lock struct(s), heap size 1128, 0 row lock(s), undo log entries 1\n\
+            ---TRANSACTION (0x7f54c39c0b80), not started\n\
+            --------\n";
+        assert_eq!(
+            prepared_holders(text),
+            vec![Holder {
+                thread: 11,
+                user: "shoal".into(),
+                age: Duration::from_secs(15)
+            }]
+        );
     }
 
     #[test]
