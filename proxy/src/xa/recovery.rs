@@ -322,7 +322,7 @@ async fn scan(
             }
             let sql = format!("XA {word} {}", x.sql());
             let mut r = t.execute(&sql).await;
-            if r.as_ref().is_err_and(|e| is_held(e)) {
+            if r.as_ref().is_err_and(is_held) {
                 // Listed by XA RECOVER, yet "unknown" to XA COMMIT: a live connection still
                 // holds it (a coordinator stuck, or one whose end the server has not seen).
                 // Its connection is killed (the branch survives, detached) and it is tried
