@@ -224,14 +224,9 @@ pub fn check(
     }
     // The XA decision log has its own connections to its datahost's primary, opened at start.
     let xa_log = |t: &Topology| {
-        let i = t
-            .server
-            .xa
-            .log_datahost
-            .as_deref()
-            .and_then(|n| t.datahosts.iter().position(|d| d.name == n))
-            .unwrap_or(0);
-        t.datahosts.get(i).map(|d| endpoint_key(&d.primary))
+        t.datahosts
+            .get(crate::xa::log_datahost(t))
+            .map(|d| endpoint_key(&d.primary))
     };
     if old_cfg.routing.is_some() && xa_log(old) != xa_log(new) {
         return Err(format!(

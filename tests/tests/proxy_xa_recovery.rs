@@ -286,3 +286,83 @@ async fn recovery_finishes_branches_on_every_server_and_keeps_their_decision() {
     )
     .await;
 }
+
+/// `shoal --check` output (stdout and stderr) and whether it succeeded.
+fn check(path: &std::path::Path) -> (bool, String) {
+    let out = std::process::Command::new(shoal_tests::shoal::shoal_bin())
+        .args(["--check", "--config"])
+        .arg(path)
+        .output()
+        .expect("run shoal --check");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The decision log's server keeps a committed decision through a crash only when it flushes
+/// each commit (`innodb_flush_log_at_trx_commit = 1`, `sync_binlog = 1` with the binary log
+/// on) or waits for a semi-synchronous replica: `shoal --check` and the start warn otherwise
+/// (the launcher's servers trade durability for speed: 2 and 0), and stop warning once the
+/// server is made durable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_and_start_warn_when_the_decision_log_server_can_lose_a_decision() {
+    let cluster = Cluster::start(ClusterSpec {
+        primaries: 1,
+        databases: vec!["a".into(), "b".into()],
+        ..ClusterSpec::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
+    let (u, pw) = (cluster.user(), cluster.password());
+    let text = format!(
+        "users:\n  - {{ name: app, password: app-secret, schemas: [shop] }}\n\
+         datahosts:\n  - name: dh0\n    primary: {{ address: \"{}\", user: {u}, password: {pw} }}\n\
+         datanodes:\n  - {{ name: dn1, datahost: dh0, database: a }}\n  \
+         - {{ name: dn2, datahost: dh0, database: b }}\n\
+         schemas:\n  - name: shop\n    transactions: xa\n    default_datanode: dn1\n    \
+         tables:\n      - {{ name: t, type: global, datanodes: \"dn1, dn2\" }}\n",
+        cluster.instances()[0].addr()
+    );
+    let path = shoal_tests::scratch_dir().join(format!(
+        "{}.yaml",
+        shoal_tests::unique_name("xa-durability")
+    ));
+    std::fs::write(&path, text).expect("write config");
+
+    let (ok, out) = check(&path);
+    assert!(ok, "--check refused a valid file:\n{out}");
+    for want in [
+        "warning: the XA decision log's server",
+        "innodb_flush_log_at_trx_commit = 2",
+        "sync_binlog = 0",
+    ] {
+        assert!(out.contains(want), "--check should say {want}:\n{out}");
+    }
+    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let s = &shoal;
+    wait_for(
+        "the start's warning",
+        s,
+        Duration::from_secs(30),
+        || async move {
+            s.log()
+                .contains("the XA decision log's server can lose a committed decision")
+        },
+    )
+    .await;
+
+    let mut p0 = Conn::new(cluster.opts(0, None)).await.expect("p0");
+    p0.query_drop("SET GLOBAL innodb_flush_log_at_trx_commit = 1, sync_binlog = 1")
+        .await
+        .expect("durable settings");
+    let (ok, out) = check(&path);
+    assert!(
+        ok && !out.contains("warning:"),
+        "a durable log server got a warning:\n{out}"
+    );
+}

@@ -9,6 +9,7 @@
 //! committed where a commit row exists, rolled back otherwise ("presumed abort"), after first
 //! writing a rollback row so that a coordinator still alive can no longer decide to commit.
 
+pub mod durability;
 pub mod log;
 pub mod recovery;
 
@@ -27,6 +28,16 @@ const GTRID_PREFIX: &str = "shoal-";
 
 /// MariaDB's limit on each of gtrid and bqual.
 const XID_PART_MAX: usize = 64;
+
+/// The datahost whose primary holds the decision log: `server.xa.log_datahost`, else the first.
+pub fn log_datahost(t: &shoal_router::topology::Topology) -> usize {
+    t.server
+        .xa
+        .log_datahost
+        .as_deref()
+        .and_then(|n| t.datahosts.iter().position(|d| d.name == n))
+        .unwrap_or(0)
+}
 
 /// The test hook `SHOAL_FAULT` (read once at start; inert unless set): the process aborts at
 /// that point of a two-phase commit, as a `kill -9` would stop it.

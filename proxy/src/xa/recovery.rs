@@ -55,6 +55,21 @@ pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn run(shared: Arc<Shared>) {
     let xa = shared.xa.clone();
     let mut shutdown = shared.shutdown.clone();
+    if let Some(pool) = &xa.log_pool {
+        let spec = pool.spec().clone();
+        tokio::spawn(async move {
+            match super::durability::check(&spec).await {
+                Ok(found) => {
+                    for w in found {
+                        warn!(server = %spec.addr(), "the XA decision log's server can lose a committed decision: {w} (or use semi-synchronous replication; see docs/operations.md)");
+                    }
+                }
+                Err(e) => {
+                    warn!(server = %spec.addr(), error = %e, "cannot read the XA decision log server's durability settings")
+                }
+            }
+        });
+    }
     let mut previous: HashSet<Vec<u8>> = HashSet::new();
     let mut first = true;
     loop {
