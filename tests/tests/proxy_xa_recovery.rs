@@ -366,3 +366,106 @@ async fn check_and_start_warn_when_the_decision_log_server_can_lose_a_decision()
         "a durable log server got a warning:\n{out}"
     );
 }
+
+/// A server a reload removes keeps the prepared branches it held: recovery keeps asking it
+/// (until it holds nothing of Shoal's) and commits the branch as the decision says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_branch_on_a_server_removed_by_a_reload_is_still_finished() {
+    let cluster = Cluster::start(ClusterSpec {
+        primaries: 3,
+        databases: vec!["a".into(), "b".into()],
+        ..ClusterSpec::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
+    let mut p2 = Conn::new(cluster.opts(2, None)).await.expect("p2");
+    p2.query_drop("CREATE TABLE a.t (id INT PRIMARY KEY)")
+        .await
+        .expect("create");
+    let addr = |i: usize| cluster.instances()[i].addr();
+    let (u, pw) = (cluster.user(), cluster.password());
+    let text = |replica: bool| {
+        let replicas = if replica {
+            format!(
+                "    replicas:\n      - {{ address: \"{}\", user: {u}, password: {pw} }}\n",
+                addr(2)
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "server:\n  xa: {{ recovery_interval: 1s, recovery_grace: 3s }}\n\
+             users:\n  - {{ name: app, password: app-secret, schemas: [shop], admin: true }}\n\
+             datahosts:\n  - name: dh0\n    primary: {{ address: \"{}\", user: {u}, password: {pw} }}\n  \
+             - name: dh1\n    primary: {{ address: \"{}\", user: {u}, password: {pw} }}\n    \
+             health: {{ heartbeat: 1h }}\n{replicas}\
+             datanodes:\n  - {{ name: dn1, datahost: dh0, database: a }}\n  \
+             - {{ name: dn2, datahost: dh1, database: a }}\n\
+             schemas:\n  - name: shop\n    transactions: xa\n    default_datanode: dn1\n    \
+             tables:\n      - {{ name: t, type: global, datanodes: \"dn1, dn2\" }}\n",
+            addr(0),
+            addr(1)
+        )
+    };
+    let path =
+        shoal_tests::scratch_dir().join(format!("{}.yaml", shoal_tests::unique_name("xa-retired")));
+    std::fs::write(&path, text(true)).expect("write config");
+    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let log = &cluster;
+    wait_for(
+        "the decision log",
+        &shoal,
+        Duration::from_secs(30),
+        || async move {
+            let mut c = Conn::new(log.opts(0, None)).await.expect("p0");
+            c.query_drop("SELECT 1 FROM shoal_xa.decisions LIMIT 1")
+                .await
+                .is_ok()
+        },
+    )
+    .await;
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let gtrid = format!("shoal-{ms:x}-0000beef-1");
+    prepare_branch(&mut p2, &gtrid, "dn2", 7).await;
+    p2.disconnect().await.ok();
+    let mut p0 = Conn::new(cluster.opts(0, None)).await.expect("p0");
+    p0.query_drop(format!(
+        "INSERT INTO shoal_xa.decisions (gtrid, outcome, datanodes) VALUES \
+         (X'{}', 'commit', 'dn2')",
+        hex(&gtrid)
+    ))
+    .await
+    .expect("the commit decision");
+    // Within the grace (recovery has not touched the branch yet), p2 leaves the file.
+    std::fs::write(&path, text(false)).expect("write config");
+    let mut c = Conn::new(shoal.opts_as("app", "app-secret", Some("shop")))
+        .await
+        .expect("connect through shoal");
+    let rows: Vec<(String, String)> = c.query("RELOAD SHOAL CONFIG").await.expect("RELOAD");
+    assert!(
+        rows.contains(&("change".into(), format!("server removed: dh1 {}", addr(2)))),
+        "{rows:?}"
+    );
+    let c2 = &cluster;
+    wait_for(
+        "the removed server's branch committed",
+        &shoal,
+        Duration::from_secs(60),
+        || async move {
+            let mut c = Conn::new(c2.opts(2, None)).await.expect("p2");
+            prepared(&mut c).await.is_empty() && ids(&mut c).await == vec![7]
+        },
+    )
+    .await;
+    let s = &shoal;
+    wait_for(
+        "recovery to stop asking the removed server",
+        s,
+        Duration::from_secs(30),
+        || async move { s.log().contains("recovery stops asking it") },
+    )
+    .await;
+}

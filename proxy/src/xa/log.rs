@@ -42,10 +42,26 @@ fn missing_table(e: &Error) -> bool {
     matches!(e.as_reply(), Some((1146 | 1049, _, _)))
 }
 
+/// How long writing a decision may take: past it the connection is given up (an I/O error:
+/// the caller drops it) and the decision is unknown, which recovery settles; a log server that
+/// stopped answering does not hold a committing session forever.
+pub const DECISION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Writes the commit decision of `gtrid` (branches on `datanodes`). `Err` with
 /// [`DUP_ENTRY`]: recovery decided first (rollback). Any other error: the decision may or may
-/// not be written (an I/O error) or is not (a server error).
+/// not be written (an I/O error, or no answer within [`DECISION_TIMEOUT`]: the connection must
+/// not be reused) or is not (a server error).
 pub async fn record_commit(conn: &mut BackendConn, gtrid: &str, datanodes: &str) -> Result<()> {
+    match crate::timers::timeout(DECISION_TIMEOUT, write_commit(conn, gtrid, datanodes)).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::BackendIo(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("the XA decision log did not answer in {DECISION_TIMEOUT:?}"),
+        ))),
+    }
+}
+
+async fn write_commit(conn: &mut BackendConn, gtrid: &str, datanodes: &str) -> Result<()> {
     let sql = format!(
         "INSERT INTO shoal_xa.decisions (gtrid, outcome, datanodes) VALUES (X'{}', 'commit', X'{}')",
         hex(gtrid.as_bytes()),
