@@ -469,3 +469,86 @@ async fn a_branch_on_a_server_removed_by_a_reload_is_still_finished() {
     )
     .await;
 }
+
+/// A datahost's primary that stops answering (SIGSTOP: connections open, nothing answered)
+/// does not stall recovery: each of its statements has a time limit, the other primary's
+/// branch is committed, and the decision is kept while the stopped server cannot be asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_that_stops_answering_does_not_stall_recovery() {
+    let cluster = Cluster::start(ClusterSpec {
+        primaries: 2,
+        databases: vec!["a".into()],
+        ..ClusterSpec::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
+    let mut p0 = Conn::new(cluster.opts(0, None)).await.expect("p0");
+    p0.query_drop("CREATE TABLE a.t (id INT PRIMARY KEY)")
+        .await
+        .expect("create");
+    let addr = |i: usize| cluster.instances()[i].addr();
+    let (u, pw) = (cluster.user(), cluster.password());
+    let text = format!(
+        "server:\n  xa: {{ recovery_interval: 1s, recovery_grace: 3s }}\n\
+         users:\n  - {{ name: app, password: app-secret, schemas: [shop] }}\n\
+         datahosts:\n  - name: dh0\n    primary: {{ address: \"{}\", user: {u}, password: {pw} }}\n  \
+         - name: dh1\n    primary: {{ address: \"{}\", user: {u}, password: {pw} }}\n    \
+         health: {{ heartbeat: 1h }}\n\
+         datanodes:\n  - {{ name: dn1, datahost: dh0, database: a }}\n  \
+         - {{ name: dn2, datahost: dh1, database: a }}\n\
+         schemas:\n  - name: shop\n    transactions: xa\n    default_datanode: dn1\n    \
+         tables:\n      - {{ name: t, type: global, datanodes: \"dn1, dn2\" }}\n",
+        addr(0),
+        addr(1)
+    );
+    let path =
+        shoal_tests::scratch_dir().join(format!("{}.yaml", shoal_tests::unique_name("xa-stall")));
+    std::fs::write(&path, text).expect("write config");
+    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let log = &cluster;
+    wait_for(
+        "the decision log",
+        &shoal,
+        Duration::from_secs(30),
+        || async move {
+            let mut c = Conn::new(log.opts(0, None)).await.expect("p0");
+            c.query_drop("SELECT 1 FROM shoal_xa.decisions LIMIT 1")
+                .await
+                .is_ok()
+        },
+    )
+    .await;
+    // Recovery has asked p1 at least once (its connection may be kept for the next scan).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let gtrid = format!("shoal-{ms:x}-0000f00d-1");
+    prepare_branch(&mut p0, &gtrid, "dn1", 5).await;
+    p0.disconnect().await.ok();
+    let mut p0 = Conn::new(cluster.opts(0, None)).await.expect("p0");
+    p0.query_drop(format!(
+        "INSERT INTO shoal_xa.decisions (gtrid, outcome, datanodes) VALUES \
+         (X'{}', 'commit', 'dn1,dn2')",
+        hex(&gtrid)
+    ))
+    .await
+    .expect("the commit decision");
+    p0.disconnect().await.ok();
+    let _stopped = Stopped::new(cluster.instances()[1].pid);
+    let c0 = &cluster;
+    wait_for(
+        "p0's branch committed while p1 is stopped",
+        &shoal,
+        Duration::from_secs(90),
+        || async move {
+            let mut c = Conn::new(c0.opts(0, None)).await.expect("p0");
+            prepared(&mut c).await.is_empty() && ids(&mut c).await == vec![5]
+        },
+    )
+    .await;
+    // p1 (perhaps holding dn2's branch) cannot be asked: the decision stays.
+    let mut c = Conn::new(cluster.opts(0, None)).await.expect("p0");
+    assert_eq!(decision_rows(&mut c, &gtrid).await, 1, "{}", shoal.log());
+}
