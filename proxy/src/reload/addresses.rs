@@ -245,11 +245,7 @@ async fn ask(spec: &BackendSpec) -> crate::error::Result<(Identity, Option<Sourc
         port: v(2),
         datadir: v(3),
     };
-    let status_query = if c.info.is_mysql() && c.info.version_number().is_some_and(|v| v >= 80022) {
-        "SHOW REPLICA STATUS"
-    } else {
-        "SHOW SLAVE STATUS"
-    };
+    let status_query = crate::xa::recovery::replica_status_query(&c.info);
     let source = c.query_named_row(status_query).await?.and_then(|row| {
         let get = |names: [&str; 2]| {
             row.iter()

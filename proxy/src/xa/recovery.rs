@@ -156,7 +156,7 @@ impl Target {
         let ours = rows.iter().filter_map(|r| our_xid(r)).collect();
         let status = self
             .run("SHOW SLAVE STATUS", async |c| {
-                c.query_named_row("SHOW SLAVE STATUS").await
+                c.query_named_row(replica_status_query(&c.info)).await
             })
             .await;
         let status = match status {
@@ -437,6 +437,16 @@ fn report_missing(xa: &super::Xa, gtrid: &[u8], named: &[String], branches: &[(u
 /// How long a killed holder's thread gets to end (and leave its branch detached) before the
 /// branch is tried again; if it is not enough, the next scan tries again.
 const HOLDER_GONE: Duration = Duration::from_millis(500);
+
+/// The statement that shows a server's replication source: MySQL 8.4 removed `SHOW SLAVE
+/// STATUS` (8.0.22 added `SHOW REPLICA STATUS`); MariaDB keeps it in every version.
+pub(crate) fn replica_status_query(info: &crate::backend::conn::ServerInfo) -> &'static str {
+    if info.is_mysql() && info.version_number().is_some_and(|v| v >= 80022) {
+        "SHOW REPLICA STATUS"
+    } else {
+        "SHOW SLAVE STATUS"
+    }
+}
 
 /// The code of [`Error::backend_unreachable`].
 const UNREACHABLE: u16 = 1429;
