@@ -23,6 +23,9 @@ use tokio::sync::Notify;
 /// The formatID of every XA transaction Shoal starts ("SH"): recovery touches no other.
 pub const FORMAT_ID: u32 = 0x5348;
 
+/// How long recovery keeps asking a server a reload removed that does not answer.
+pub const RETIRED_GIVE_UP: Duration = Duration::from_secs(3600);
+
 /// What a gtrid starts with; the rest is `<start ms, hex>-<process, hex>-<counter, hex>`.
 const GTRID_PREFIX: &str = "shoal-";
 
@@ -102,6 +105,8 @@ pub struct Xa {
     /// Servers a reload removed: recovery asks them until they hold nothing of ours (a
     /// branch prepared there before the reload is still the transaction's).
     retired: Mutex<Vec<crate::config::BackendSpec>>,
+    /// Since when each retired server (by address) has not answered.
+    retired_unreachable: Mutex<std::collections::HashMap<String, std::time::Instant>>,
     /// Per transaction recovery is finishing: the branches (bquals) it finished so far, so
     /// that a later scan does not take them for missing ones; forgotten once nothing of the
     /// transaction is prepared anywhere.
@@ -151,6 +156,7 @@ impl Xa {
             orphans: Mutex::new(HashSet::new()),
             log_ready: Default::default(),
             retired: Mutex::new(Vec::new()),
+            retired_unreachable: Mutex::default(),
             finished: Mutex::default(),
         }
     }
@@ -173,6 +179,30 @@ impl Xa {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Retired server `spec` could not be asked (`failed`) or answered: after
+    /// [`RETIRED_GIVE_UP`] without an answer it is forgotten (`true`), so that a server
+    /// decommissioned for good does not keep the decision log from being cleaned forever.
+    fn retired_unanswered(&self, spec: &crate::config::BackendSpec, failed: bool) -> bool {
+        let mut since = self
+            .retired_unreachable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if !failed {
+            since.remove(&spec.addr());
+            return false;
+        }
+        let first = *since
+            .entry(spec.addr())
+            .or_insert_with(std::time::Instant::now);
+        if first.elapsed() < RETIRED_GIVE_UP {
+            return false;
+        }
+        since.remove(&spec.addr());
+        drop(since);
+        self.forget_retired(spec);
+        true
     }
 
     /// Recovery found nothing of ours on retired server `spec`: it is not asked again.
@@ -306,6 +336,33 @@ mod tests {
         let t = gtrid_time(a.as_bytes()).expect("time");
         assert!(t >= before && t <= now_ms(), "{a}");
         assert_eq!(gtrid_time(b"other-123"), None);
+    }
+
+    #[test]
+    fn removed_servers_are_asked_until_listed_again_or_empty() {
+        let spec = |port: u16| crate::config::BackendSpec {
+            host: "127.0.0.1".into(),
+            port,
+            user: "u".into(),
+            password: String::new(),
+            database: None,
+            tls: Default::default(),
+        };
+        let xa = Xa::new(0, None, Duration::from_secs(1), Duration::from_secs(1));
+        // 3307 is still listed (its pool was replaced, e.g. new credentials): not retired.
+        xa.retire(vec![spec(3306), spec(3307)], &["127.0.0.1:3307".into()]);
+        assert_eq!(xa.retired(), vec![spec(3306)]);
+        // Removed twice: kept once.
+        xa.retire(vec![spec(3306)], &[]);
+        assert_eq!(xa.retired(), vec![spec(3306)]);
+        // Listed again by a later reload: its pool asks it.
+        xa.retire(vec![], &["127.0.0.1:3306".into()]);
+        assert!(xa.retired().is_empty());
+        xa.retire(vec![spec(3308)], &[]);
+        assert!(!xa.retired_unanswered(&spec(3308), true));
+        assert_eq!(xa.retired().len(), 1);
+        xa.forget_retired(&spec(3308));
+        assert!(xa.retired().is_empty());
     }
 
     #[test]

@@ -280,7 +280,12 @@ async fn scan(
     let mut replicates = vec![false; targets.len()];
     let mut first_error: Option<Error> = None;
     for (i, t) in targets.iter_mut().enumerate() {
-        match t.list().await {
+        let listed = t.list().await;
+        if t.retired && xa.retired_unanswered(&t.spec, listed.is_err()) {
+            error!(server = %t.address(), "a server removed by a reload has not answered XA RECOVER for an hour: recovery stops asking it; XA branches prepared there, if any, must be finished by hand (XA RECOVER on it)");
+            continue;
+        }
+        match listed {
             Ok((xids, r)) => {
                 replicates[i] = r;
                 if t.retired && xids.is_empty() {
