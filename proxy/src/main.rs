@@ -179,6 +179,49 @@ fn gen_cert(dir: &std::path::Path, names: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `--check`'s look at the XA decision log's server (schemas with `transactions: xa` only):
+/// a warning for each setting that can lose a committed decision (see
+/// `shoal_proxy::xa::durability`). A server that cannot be asked is a note, not a failure:
+/// the file is valid either way.
+fn check_xa_log(topo: &Topology) {
+    let xa = topo
+        .schemas
+        .values()
+        .any(|s| s.transactions == shoal_router::config::Transactions::Xa);
+    let Ok(cfg) = config_file::proxy_config(topo, None) else {
+        return;
+    };
+    let (Some(routing), true) = (&cfg.routing, xa) else {
+        return;
+    };
+    let Some((spec, _)) = routing.hosts.get(shoal_proxy::xa::log_datahost(topo)) else {
+        return;
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(_) => return,
+    };
+    match runtime.block_on(shoal_proxy::xa::durability::check(spec)) {
+        Ok(found) => {
+            for w in found {
+                println!(
+                    "warning: the XA decision log's server {} can lose a committed decision: {w} \
+                     (or use semi-synchronous replication; see docs/operations.md)",
+                    spec.addr()
+                );
+            }
+        }
+        Err(e) => println!(
+            "note: the XA decision log's server {} could not be asked for its durability \
+             settings: {e}",
+            spec.addr()
+        ),
+    }
+}
+
 fn init_logging(flag: Option<&str>, from_config: Option<&str>) {
     let filter = flag
         .map(str::to_string)
@@ -301,6 +344,7 @@ fn main() -> ExitCode {
             Ok(topo) => {
                 println!("{}: OK", path.display());
                 print!("{}", config_file::describe(&topo));
+                check_xa_log(&topo);
                 ExitCode::SUCCESS
             }
             Err(e) => {

@@ -5,7 +5,8 @@
 //! nothing: the whole reload is refused (a partial reload would leave a configuration nobody
 //! wrote), the reason logged and returned to the RELOAD statement.
 //!
-//! Allowed live: users and passwords, weights, balance, replicas, pool and health settings,
+//! Allowed live: users and passwords, weights, balance, replicas (a server new to a datahost
+//! only if it shows it holds the datahost's data: see [`addresses`]), pool and health settings,
 //! limits (`max_connections`, timeouts, `max_allowed_packet`), new datahosts, datanodes,
 //! schemas and tables. Refused: anything that would move rows (an existing table's rule,
 //! shard key, shard list or kind; a datanode's datahost or database; a schema's default
@@ -77,7 +78,7 @@ pub async fn reload(shared: &Shared) -> Result<ReloadSummary> {
                 .into(),
         ));
     };
-    let result = reload_from(shared, reloader);
+    let result = reload_from(shared, reloader).await;
     match &result {
         Ok(s) => info!(
             version = s.version,
@@ -92,13 +93,16 @@ pub async fn reload(shared: &Shared) -> Result<ReloadSummary> {
     result
 }
 
-fn reload_from(shared: &Shared, reloader: &Reloader) -> Result<ReloadSummary> {
+async fn reload_from(shared: &Shared, reloader: &Reloader) -> Result<ReloadSummary> {
     let (config, topology) =
         (reloader.load)().map_err(|e| failed(format!("reload failed: {e}")))?;
     crate::server::check_backend_tls(&config).map_err(|e| failed(format!("reload failed: {e}")))?;
     let old = shared.runtime.load_full();
     if let Some(old_topo) = &old.topology {
         check(&old.config, old_topo, &config, &topology)
+            .map_err(|why| failed(format!("reload refused: {why}")))?;
+        addresses::check(&old.config, old_topo, &config, &topology)
+            .await
             .map_err(|why| failed(format!("reload refused: {why}")))?;
     }
     let changes = old
@@ -147,6 +151,16 @@ pub fn start_tasks(shared: &Shared, rt: &Runtime, old: Option<&Runtime>) {
         monitors.push(tokio::spawn(health::monitor(rt.backends.clone(), s)).abort_handle());
     }
     if let Some(old) = old {
+        // XA branches prepared on a removed server are still their transactions': recovery
+        // keeps asking it until it holds none.
+        let listed: Vec<String> = rt.pools.iter().map(|p| p.spec().addr()).collect();
+        let removed = old
+            .pools
+            .iter()
+            .filter(|p| !had(p, rt))
+            .map(|p| p.spec().clone())
+            .collect();
+        shared.xa.retire(removed, &listed);
         for pool in old.pools.iter().filter(|p| !had(p, rt)) {
             let closed = pool.drain();
             info!(server = %pool.spec().addr(), idle_closed = closed, "server removed by the reload: its pool drains (connections in use close when given back)");
@@ -210,14 +224,9 @@ pub fn check(
     }
     // The XA decision log has its own connections to its datahost's primary, opened at start.
     let xa_log = |t: &Topology| {
-        let i = t
-            .server
-            .xa
-            .log_datahost
-            .as_deref()
-            .and_then(|n| t.datahosts.iter().position(|d| d.name == n))
-            .unwrap_or(0);
-        t.datahosts.get(i).map(|d| endpoint_key(&d.primary))
+        t.datahosts
+            .get(crate::xa::log_datahost(t))
+            .map(|d| endpoint_key(&d.primary))
     };
     if old_cfg.routing.is_some() && xa_log(old) != xa_log(new) {
         return Err(format!(
@@ -675,6 +684,8 @@ fn unix_time(t: SystemTime) -> String {
     t.duration_since(UNIX_EPOCH)
         .map_or_else(|_| "0".into(), |d| format!("{:.3}", d.as_secs_f64()))
 }
+
+pub mod addresses;
 
 #[cfg(test)]
 mod tests;

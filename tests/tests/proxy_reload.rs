@@ -700,3 +700,166 @@ async fn a_relayed_one_datanode_file_reloads_users() {
     );
     assert_eq!(config_version(&mut c).await, 2);
 }
+
+/// Three datahosts (dh1..dh3 on primaries 0..2, each primary with one replica), each with one
+/// datanode of `t`, sharded by `id` over them; `primaries` says which primary each datahost
+/// uses and `replicas` its replicas (instance indexes).
+fn three_datahosts(cluster: &Cluster, primaries: [usize; 3], replicas: [&[usize]; 3]) -> String {
+    let (u, pw) = (cluster.user(), cluster.password());
+    let mut text = format!(
+        "users:\n  - {{ name: app, password: app-secret, schemas: [{DB}], admin: true }}\n\
+         datahosts:\n"
+    );
+    for k in 0..3 {
+        text.push_str(&format!(
+            "  - name: dh{}\n    primary: {{ address: \"{}\", user: {u}, password: {pw} }}\n    \
+             health: {{ heartbeat: 1h }}\n",
+            k + 1,
+            addr(cluster, primaries[k])
+        ));
+        if !replicas[k].is_empty() {
+            text.push_str("    replicas:\n");
+            for r in replicas[k] {
+                text.push_str(&format!(
+                    "      - {{ address: \"{}\", user: {u}, password: {pw} }}\n",
+                    addr(cluster, *r)
+                ));
+            }
+        }
+    }
+    text.push_str(&format!(
+        "datanodes:\n  - {{ name: dn1, datahost: dh1, database: {DB} }}\n  \
+         - {{ name: dn2, datahost: dh2, database: {DB} }}\n  \
+         - {{ name: dn3, datahost: dh3, database: {DB} }}\n\
+         rules:\n  - {{ name: by_id, algorithm: mod }}\n\
+         schemas:\n  - name: {DB}\n    default_datanode: dn1\n    tables:\n      \
+         - {{ name: t, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2, dn3\" }}\n"
+    ));
+    text
+}
+
+/// Issue 45 (4): a reload never points a datahost at another server's data. Two datahosts'
+/// primary addresses swapped, or a replica address naming a server that does not replicate
+/// from the datahost's servers, is refused by RELOAD and by SIGHUP, naming the datahost and
+/// the key; the running configuration keeps serving and rows land where they did. Adding a
+/// real replica (it replicates from the primary) and removing it are accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reload_never_points_a_datahost_at_another_servers_data() {
+    let cluster = Cluster::start(ClusterSpec {
+        primaries: 3,
+        replicas_per_primary: 1,
+        databases: vec![DB.to_string()],
+        ..ClusterSpec::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
+    let idx = |r: &shoal_bench::cluster::Instance| {
+        cluster
+            .instances()
+            .iter()
+            .position(|i| i.port == r.port)
+            .expect("instance")
+    };
+    let replica_of: Vec<usize> = (0..3).map(|p| idx(cluster.replicas_of(p)[0])).collect();
+    for p in 0..3 {
+        let mut c = Conn::new(cluster.opts(p, Some(DB))).await.expect("primary");
+        c.query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
+            .await
+            .expect("create t");
+        c.disconnect().await.ok();
+    }
+    let path: PathBuf = scratch_dir().join(format!("{}.yaml", unique_name("reload-addr")));
+    write(
+        &path,
+        &three_datahosts(&cluster, [0, 1, 2], [&[], &[], &[]]),
+    );
+    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let mut c = app(&shoal).await;
+    for id in 1..=9 {
+        c.query_drop(format!("INSERT INTO t (id) VALUES ({id})"))
+            .await
+            .expect("insert");
+    }
+
+    let refused = [
+        // dh2 and dh3 swap primaries: each would get the other's rows.
+        (
+            three_datahosts(&cluster, [0, 2, 1], [&[], &[], &[]]),
+            "datahosts.dh2.primary",
+        ),
+        // A replica "typo" naming dh3's replica: dh2's reads would return dh3's rows.
+        (
+            three_datahosts(&cluster, [0, 1, 2], [&[], &[replica_of[2]], &[]]),
+            "datahosts.dh2.replicas.1",
+        ),
+    ];
+    let mut refusals = 0;
+    for (text, key) in refused {
+        write(&path, &text);
+        let err = c
+            .query_drop("RELOAD SHOAL CONFIG")
+            .await
+            .expect_err("the reload must be refused");
+        let mysql_async::Error::Server(e) = err else {
+            panic!("not a server error: {err:?}");
+        };
+        assert_eq!(e.code, 1105, "{e:?}");
+        assert!(
+            e.message
+                .contains("reload refused: datahost dh2's server changed")
+                && e.message.contains(key),
+            "{} should name dh2 and {key}",
+            e.message
+        );
+        // SIGHUP with the same file: refused too.
+        shoal.signal(libc::SIGHUP);
+        refusals += 2;
+        let s = &shoal;
+        wait_until("the SIGHUP's refusal in the log", s, move || async move {
+            s.log().matches("configuration not reloaded").count() >= refusals
+        })
+        .await;
+        assert_eq!(config_version(&mut c).await, 1);
+    }
+    // The running configuration still serves, and rows land where they did: each primary
+    // holds ids of one residue mod 3, all 18 are found.
+    for id in 10..=18 {
+        c.query_drop(format!("INSERT INTO t (id) VALUES ({id})"))
+            .await
+            .expect("insert after the refused reloads");
+    }
+    let mut found = Vec::new();
+    for p in 0..3 {
+        let mut b = Conn::new(cluster.opts(p, Some(DB))).await.expect("primary");
+        let ids: Vec<u32> = b.query("SELECT id FROM t ORDER BY id").await.expect("ids");
+        assert!(
+            !ids.is_empty() && ids.iter().all(|i| i % 3 == ids[0] % 3),
+            "primary {p} holds {ids:?}"
+        );
+        found.extend(ids);
+    }
+    found.sort_unstable();
+    assert_eq!(found, (1..=18).collect::<Vec<u32>>());
+
+    // dh2's real replica (it replicates from dh2's primary): added, then removed.
+    let r = addr(&cluster, replica_of[1]);
+    write(
+        &path,
+        &three_datahosts(&cluster, [0, 1, 2], [&[], &[replica_of[1]], &[]]),
+    );
+    let rows: Vec<(String, String)> = c.query("RELOAD SHOAL CONFIG").await.expect("add");
+    assert!(
+        rows.contains(&("change".into(), format!("server added: dh2 {r}"))),
+        "{rows:?}"
+    );
+    write(
+        &path,
+        &three_datahosts(&cluster, [0, 1, 2], [&[], &[], &[]]),
+    );
+    let rows: Vec<(String, String)> = c.query("RELOAD SHOAL CONFIG").await.expect("remove");
+    assert!(
+        rows.contains(&("change".into(), format!("server removed: dh2 {r}"))),
+        "{rows:?}"
+    );
+    assert_eq!(config_version(&mut c).await, 3);
+}

@@ -640,6 +640,14 @@ fn encode_live(sh: &Shared, enc: &mut DescriptorEncoder) -> Result<(), std::fmt:
         MetricType::Gauge,
         [(vec![], G(x.in_doubt.load(Relaxed) as i64))],
     )?;
+    family(
+        enc,
+        "xa_missing_branches",
+        "Datanodes a commit decision named that XA recovery found prepared on no server \
+         (committed by their coordinator before it stopped, or lost: see the error log).",
+        MetricType::Counter,
+        [(vec![], C(x.missing_branches.load(Relaxed)))],
+    )?;
     if let Some(r) = &rt.config.routing {
         let c = r.router.cache_stats();
         family(

@@ -42,10 +42,26 @@ fn missing_table(e: &Error) -> bool {
     matches!(e.as_reply(), Some((1146 | 1049, _, _)))
 }
 
+/// How long writing a decision may take: past it the connection is given up (an I/O error:
+/// the caller drops it) and the decision is unknown, which recovery settles; a log server that
+/// stopped answering does not hold a committing session forever.
+pub const DECISION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Writes the commit decision of `gtrid` (branches on `datanodes`). `Err` with
 /// [`DUP_ENTRY`]: recovery decided first (rollback). Any other error: the decision may or may
-/// not be written (an I/O error) or is not (a server error).
+/// not be written (an I/O error, or no answer within [`DECISION_TIMEOUT`]: the connection must
+/// not be reused) or is not (a server error).
 pub async fn record_commit(conn: &mut BackendConn, gtrid: &str, datanodes: &str) -> Result<()> {
+    match crate::timers::timeout(DECISION_TIMEOUT, write_commit(conn, gtrid, datanodes)).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::BackendIo(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("the XA decision log did not answer in {DECISION_TIMEOUT:?}"),
+        ))),
+    }
+}
+
+async fn write_commit(conn: &mut BackendConn, gtrid: &str, datanodes: &str) -> Result<()> {
     let sql = format!(
         "INSERT INTO shoal_xa.decisions (gtrid, outcome, datanodes) VALUES (X'{}', 'commit', X'{}')",
         hex(gtrid.as_bytes()),
@@ -61,23 +77,41 @@ pub async fn record_commit(conn: &mut BackendConn, gtrid: &str, datanodes: &str)
 }
 
 /// The decision for `gtrid`, as recovery takes it: the row if there is one, else a rollback
-/// tombstone written now (so that its coordinator, if still alive, cannot commit any more).
-pub async fn decide_for_recovery(conn: &mut BackendConn, gtrid: &[u8]) -> Result<Outcome> {
+/// tombstone written now (so that its coordinator, if still alive, cannot commit any more);
+/// with the datanodes a commit decision names.
+pub async fn decide_for_recovery(
+    conn: &mut BackendConn,
+    gtrid: &[u8],
+) -> Result<(Outcome, Vec<String>)> {
     let g = hex(gtrid);
     let insert = format!(
         "INSERT IGNORE INTO shoal_xa.decisions (gtrid, outcome) VALUES (X'{g}', 'rollback')"
     );
     conn.command(COM_QUERY, insert.as_bytes()).await?;
-    let select = format!("SELECT outcome FROM shoal_xa.decisions WHERE gtrid = X'{g}'");
+    let select = format!("SELECT outcome, datanodes FROM shoal_xa.decisions WHERE gtrid = X'{g}'");
     let rows = conn.query_rows(&select).await?;
-    match rows.first().and_then(|r| r.first()).cloned().flatten() {
-        Some(v) if v == b"commit" => Ok(Outcome::Commit),
-        Some(_) => Ok(Outcome::Rollback),
-        None => Err(Error::reply(
+    let Some(row) = rows.first() else {
+        return Err(Error::reply(
             1399,
             b"XAE07",
             "the XA decision row vanished while recovery read it",
-        )),
+        ));
+    };
+    let named = row
+        .get(1)
+        .cloned()
+        .flatten()
+        .map(|d| {
+            String::from_utf8_lossy(&d)
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    match row.first().cloned().flatten() {
+        Some(v) if v == b"commit" => Ok((Outcome::Commit, named)),
+        _ => Ok((Outcome::Rollback, named)),
     }
 }
 

@@ -4,10 +4,12 @@
 //! ([`crate::exec`]'s `xa` module): every written branch is prepared, then a decision row is
 //! written to the log ([`log`]), then every branch is committed. A coordinator that dies after
 //! preparing leaves prepared branches on the backends (MariaDB keeps them across a disconnect
-//! and a restart); [`recovery`] finds them with `XA RECOVER` and finishes them as the log says:
+//! and a restart); [`recovery`] finds them with `XA RECOVER` on every server Shoal knows and
+//! finishes them as the log says:
 //! committed where a commit row exists, rolled back otherwise ("presumed abort"), after first
 //! writing a rollback row so that a coordinator still alive can no longer decide to commit.
 
+pub mod durability;
 pub mod log;
 pub mod recovery;
 
@@ -21,11 +23,24 @@ use tokio::sync::Notify;
 /// The formatID of every XA transaction Shoal starts ("SH"): recovery touches no other.
 pub const FORMAT_ID: u32 = 0x5348;
 
+/// How long recovery keeps asking a server a reload removed that does not answer.
+pub const RETIRED_GIVE_UP: Duration = Duration::from_secs(3600);
+
 /// What a gtrid starts with; the rest is `<start ms, hex>-<process, hex>-<counter, hex>`.
 const GTRID_PREFIX: &str = "shoal-";
 
 /// MariaDB's limit on each of gtrid and bqual.
 const XID_PART_MAX: usize = 64;
+
+/// The datahost whose primary holds the decision log: `server.xa.log_datahost`, else the first.
+pub fn log_datahost(t: &shoal_router::topology::Topology) -> usize {
+    t.server
+        .xa
+        .log_datahost
+        .as_deref()
+        .and_then(|n| t.datahosts.iter().position(|d| d.name == n))
+        .unwrap_or(0)
+}
 
 /// The test hook `SHOAL_FAULT` (read once at start; inert unless set): the process aborts at
 /// that point of a two-phase commit, as a `kill -9` would stop it, or (`LoseCommit`) a
@@ -92,6 +107,15 @@ pub struct Xa {
     /// The log's table is known to exist (created at most once per process; `CREATE ... IF
     /// NOT EXISTS` is binlogged even when there is nothing to create).
     pub log_ready: std::sync::atomic::AtomicBool,
+    /// Servers a reload removed: recovery asks them until they hold nothing of ours (a
+    /// branch prepared there before the reload is still the transaction's).
+    retired: Mutex<Vec<crate::config::BackendSpec>>,
+    /// Since when each retired server (by address) has not answered.
+    retired_unreachable: Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// Per transaction recovery is finishing: the branches (bquals) it finished so far, so
+    /// that a later scan does not take them for missing ones; forgotten once nothing of the
+    /// transaction is prepared anywhere.
+    pub(crate) finished: Mutex<std::collections::HashMap<Vec<u8>, HashSet<Vec<u8>>>>,
 }
 
 /// Counters since the process started.
@@ -108,8 +132,12 @@ pub struct Stats {
     pub recovered_commit: AtomicU64,
     /// Branches recovery rolled back (no commit decision).
     pub recovered_rollback: AtomicU64,
-    /// Prepared branches of ours the last recovery scan left (too young, or failed).
+    /// Prepared branches of ours the last recovery scan left (too young, failed, or copies
+    /// on a replica left to replication).
     pub in_doubt: AtomicU64,
+    /// Datanodes a commit decision named that recovery found prepared on no server when it
+    /// finished the transaction (committed by the coordinator before it stopped, or lost).
+    pub missing_branches: AtomicU64,
     /// The last recovery scan: when it ended (ms since the epoch) and its error, if any.
     pub last_run: Mutex<Option<(u64, Option<String>)>>,
 }
@@ -132,7 +160,62 @@ impl Xa {
             stats: Stats::default(),
             orphans: Mutex::new(HashSet::new()),
             log_ready: Default::default(),
+            retired: Mutex::new(Vec::new()),
+            retired_unreachable: Mutex::default(),
+            finished: Mutex::default(),
         }
+    }
+
+    /// Hands servers a reload removed to recovery, and takes back the ones the new
+    /// configuration lists again (`listed`: every server address it has).
+    pub fn retire(&self, removed: Vec<crate::config::BackendSpec>, listed: &[String]) {
+        let mut r = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        r.retain(|s| !listed.contains(&s.addr()));
+        for spec in removed {
+            if !listed.contains(&spec.addr()) && !r.iter().any(|s| s.addr() == spec.addr()) {
+                r.push(spec);
+            }
+        }
+    }
+
+    /// The servers a reload removed that may still hold branches of ours.
+    pub fn retired(&self) -> Vec<crate::config::BackendSpec> {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Retired server `spec` could not be asked (`failed`) or answered: after
+    /// [`RETIRED_GIVE_UP`] without an answer it is forgotten (`true`), so that a server
+    /// decommissioned for good does not keep the decision log from being cleaned forever.
+    fn retired_unanswered(&self, spec: &crate::config::BackendSpec, failed: bool) -> bool {
+        let mut since = self
+            .retired_unreachable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if !failed {
+            since.remove(&spec.addr());
+            return false;
+        }
+        let first = *since
+            .entry(spec.addr())
+            .or_insert_with(std::time::Instant::now);
+        if first.elapsed() < RETIRED_GIVE_UP {
+            return false;
+        }
+        since.remove(&spec.addr());
+        drop(since);
+        self.forget_retired(spec);
+        true
+    }
+
+    /// Recovery found nothing of ours on retired server `spec`: it is not asked again.
+    fn forget_retired(&self, spec: &crate::config::BackendSpec) {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|s| s.addr() != spec.addr());
     }
 
     /// A gtrid no other transaction of any Shoal process has: its start time (which recovery
@@ -176,19 +259,21 @@ impl Xa {
             n(&s.recovered_commit),
             n(&s.recovered_rollback),
             n(&s.in_doubt),
+            n(&s.missing_branches),
             at,
             error,
         ]]
     }
 
     /// The column names of [`Self::rows`].
-    pub const COLUMNS: [&'static str; 8] = [
+    pub const COLUMNS: [&'static str; 9] = [
         "committed_one_phase",
         "committed_two_phase",
         "rolled_back",
         "recovered_commit",
         "recovered_rollback",
         "in_doubt",
+        "missing_branches",
         "last_recovery",
         "last_recovery_error",
     ];
@@ -256,6 +341,33 @@ mod tests {
         let t = gtrid_time(a.as_bytes()).expect("time");
         assert!(t >= before && t <= now_ms(), "{a}");
         assert_eq!(gtrid_time(b"other-123"), None);
+    }
+
+    #[test]
+    fn removed_servers_are_asked_until_listed_again_or_empty() {
+        let spec = |port: u16| crate::config::BackendSpec {
+            host: "127.0.0.1".into(),
+            port,
+            user: "u".into(),
+            password: String::new(),
+            database: None,
+            tls: Default::default(),
+        };
+        let xa = Xa::new(0, None, Duration::from_secs(1), Duration::from_secs(1));
+        // 3307 is still listed (its pool was replaced, e.g. new credentials): not retired.
+        xa.retire(vec![spec(3306), spec(3307)], &["127.0.0.1:3307".into()]);
+        assert_eq!(xa.retired(), vec![spec(3306)]);
+        // Removed twice: kept once.
+        xa.retire(vec![spec(3306)], &[]);
+        assert_eq!(xa.retired(), vec![spec(3306)]);
+        // Listed again by a later reload: its pool asks it.
+        xa.retire(vec![], &["127.0.0.1:3306".into()]);
+        assert!(xa.retired().is_empty());
+        xa.retire(vec![spec(3308)], &[]);
+        assert!(!xa.retired_unanswered(&spec(3308), true));
+        assert_eq!(xa.retired().len(), 1);
+        xa.forget_retired(&spec(3308));
+        assert!(xa.retired().is_empty());
     }
 
     #[test]
