@@ -69,9 +69,12 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
             .caps
             .contains(CapabilityFlags::CLIENT_SESSION_TRACK);
     let add_flag = client_wire.cache_metadata && !backend.cache_metadata;
-    // The backend numbers its response from 1; the client's numbering may start later (a
-    // statement after others of a multi-statement text): frames are renumbered by `shift`.
-    let shift = seq.wrapping_sub(1);
+    // The response must carry the client's numbering, from `*seq`; the backend numbers it
+    // after the command it was sent (the client's own frames, or Shoal's): a statement after
+    // others of a multi-statement text starts later, so its frames are renumbered by `shift`
+    // (learnt from the first frame; 0 in the common case).
+    let start = *seq;
+    let mut shift: Option<u8> = None;
     let mut reader = backend.reader(expect);
     let mut out = Outcome::default();
     let mut continuing = false;
@@ -80,6 +83,7 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     let mut column = 0;
     loop {
         let mut h = backend.read_frame().await.map_err(Error::BackendIo)?;
+        let shift = *shift.get_or_insert(start.wrapping_sub(h.seq));
         h.seq = h.seq.wrapping_add(shift);
         *seq = h.seq.wrapping_add(1);
         if continuing {
