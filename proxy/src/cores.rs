@@ -15,11 +15,20 @@
 //! ([`current`]); one taken by a session of another core moves to that core's event loop
 //! (`BackendConn::rehome`: two `epoll_ctl` calls once, rather than the other core's thread
 //! woken to pass on every response).
+//!
+//! Every thread that serves sessions (each core, the first included, and the shared runtime's
+//! workers with `--runtime shared`) has the same stack, [`STACK_SIZE`]: what reading the
+//! deepest statement Shoal accepts takes, with room to spare (see
+//! `shoal_router::sql::depth`). Which core a client lands on never decides whether its
+//! statement is read or aborts the process.
 
 use std::cell::Cell;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The stack of every serving thread (see the module's comment).
+pub const STACK_SIZE: usize = shoal_router::sql::depth::STACK_SIZE;
 
 thread_local! {
     static CORE: Cell<u16> = const { Cell::new(0) };
@@ -37,8 +46,7 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = ()>,
 {
-    let name = format!("shoal-core-{index}");
-    let started = std::thread::Builder::new().name(name).spawn(move || {
+    let started = serving_thread(index).spawn(move || {
         CORE.with(|c| c.set(index as u16));
         // No time driver: timers run on their own thread (see `timers`).
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -50,6 +58,13 @@ where
     if let Err(e) = started {
         tracing::error!(error = %e, core = index, "cannot start a core's thread");
     }
+}
+
+/// The builder of serving thread `index`: its name and [`STACK_SIZE`].
+pub fn serving_thread(index: usize) -> std::thread::Builder {
+    std::thread::Builder::new()
+        .name(format!("shoal-core-{index}"))
+        .stack_size(STACK_SIZE)
 }
 
 /// Sessions being served per core.

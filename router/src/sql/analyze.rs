@@ -11,6 +11,7 @@ use sqlparser::ast::{
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Location;
 
+use super::depth::{self, PARSER_RECURSION_LIMIT, TooDeep};
 use super::dialect::MariaDbDialect;
 use super::lex::{LineIndex, TokKind, Token, glued, unquote_string};
 use super::mode::SqlMode;
@@ -24,6 +25,8 @@ pub enum AnalyzeError {
     Parse(String),
     /// More than one statement in the text.
     MultipleStatements,
+    /// Nested deeper than Shoal reads (see [`super::depth`]).
+    TooDeep(TooDeep),
     /// Parsed, but not a DML statement we describe.
     NotDml,
 }
@@ -38,6 +41,7 @@ pub struct Source<'a> {
     /// `(offset in parse, token index)` of every rendered token, by offset.
     parse_starts: Vec<(u32, u32)>,
     lines: LineIndex,
+    pipes_as_concat: bool,
 }
 
 impl<'a> Source<'a> {
@@ -57,6 +61,7 @@ impl<'a> Source<'a> {
             parse,
             parse_starts,
             lines,
+            pipes_as_concat: mode.pipes_as_concat(),
         }
     }
 
@@ -180,7 +185,10 @@ fn is_infix_mod(sql: &str, toks: &[Token], i: usize) -> bool {
 
 /// Parse and describe one DML statement.
 pub fn analyze(src: &Source) -> Result<Dml, AnalyzeError> {
+    // Before the tree exists: every step below recurses through it.
+    depth::check(src.sql, src.toks, src.pipes_as_concat).map_err(AnalyzeError::TooDeep)?;
     let mut stmts = Parser::new(&MariaDbDialect::default())
+        .with_recursion_limit(PARSER_RECURSION_LIMIT)
         .try_with_sql(&src.parse)
         .and_then(|mut p| p.parse_statements())
         .map_err(|e| AnalyzeError::Parse(e.to_string()))?;
