@@ -148,3 +148,15 @@ fn long_or_chains_are_read_and_routed() {
     assert_eq!(code(&plans[2]), Some(1064));
     assert!(matches!(&plans[3], RoutePlan::Scatter { .. }));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+    /// The `nested_expressions` fuzz target's stable twin: generated deep statements are read
+    /// or refused as too deep on the serving stack, never refused as a syntax error.
+    #[test]
+    fn generated_nested_statements_are_read_or_refused_as_too_deep(
+        data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..8)
+    ) {
+        shoal_router::fuzzing::route_nested(&data);
+    }
+}
