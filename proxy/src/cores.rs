@@ -107,6 +107,27 @@ impl Drop for Share {
 mod tests {
     use super::*;
 
+    /// A panic in one session's task ends that task alone: the core's runtime, and every other
+    /// session it serves, go on (tokio catches a task's panic; a core's runtime must keep it so).
+    #[test]
+    fn a_panicking_session_leaves_the_others_of_its_core_served() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        spawn(7, move || async move {
+            let (go, wait) = tokio::sync::oneshot::channel::<()>();
+            let other = tokio::spawn(async move {
+                let _ = wait.await;
+                tx.send(current()).expect("the test waits");
+            });
+            let crashed = tokio::spawn(async { panic!("one session's bug") });
+            assert!(crashed.await.is_err_and(|e| e.is_panic()));
+            go.send(()).expect("the other session waits");
+            other.await.expect("the other session ends normally");
+            std::future::pending::<()>().await;
+        });
+        let served = rx.recv_timeout(std::time::Duration::from_secs(30));
+        assert_eq!(served, Ok(7), "the other session of core 7 was served");
+    }
+
     #[test]
     fn sessions_go_to_the_least_loaded_core() {
         let load = Load::new(2);
