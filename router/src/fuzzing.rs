@@ -99,6 +99,18 @@ pub fn route_nested(data: &[u8]) {
         .expect("the statement is read within the serving stack, without a panic");
 }
 
+/// Routes a statement of [`nested_statement`] on the calling thread: read, or refused as too
+/// deep (1436, 1473), never as a syntax error.
+pub fn route_nested_on_this_thread(sql: &str) {
+    if let crate::plan::RoutePlan::Refuse(e) = fixture().1.route(Some("shop"), sql, &[]) {
+        assert_ne!(
+            e.code(),
+            1064,
+            "valid SQL refused as a syntax error: {e:?}\n{sql:.300}"
+        );
+    }
+}
+
 /// A valid SELECT over `orders` whose WHERE is built by `data`: each pair of bytes wraps the
 /// expression so far in a construct (parentheses, NOT, unary minus, a call, a subquery, a
 /// CASE, IS NULL, IN) or chains it (`+`, `OR`, `AND`, `UNION ALL`), repeated up to 4,096 times.

@@ -615,10 +615,10 @@ fn too_deep(d: TooDeep) -> RouterError {
                 "Too high level of nesting for select ({n} SELECTs nested, at most {MAX_SELECT_NESTING})"
             ),
         ),
-        TooDeep::Expression(n) => RouterError::with(
+        TooDeep::Expression(_) => RouterError::with(
             codes::ER_STACK_OVERRUN_NEED_MORE,
             format!(
-                "Thread stack overrun: the statement nests {n} levels deep or more, Shoal reads at most {MAX_DEPTH}"
+                "Thread stack overrun: the statement nests deeper than Shoal reads (at most {MAX_DEPTH} levels)"
             ),
         ),
     }

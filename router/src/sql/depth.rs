@@ -45,12 +45,34 @@ pub const MAX_SELECT_NESTING: usize = 64;
 /// levels are not ours: a subquery takes several), never what refuses a statement.
 pub const PARSER_RECURSION_LIMIT: usize = 8 * MAX_DEPTH;
 
-/// The stack a thread needs to read any statement within [`MAX_DEPTH`], with room to spare:
-/// measured in a debug build (the larger frames), the deepest accepted statements take at most
-/// 32 MiB (31,990 nested parentheses or unary minuses), 8 MiB or less for the other kinds; a
-/// test reads each of them on a thread of half this size. Reserved, not used: a thread's
-/// memory grows only with the depth it reads.
+/// The stack a thread needs to read any statement within [`MAX_DEPTH`], with room to spare.
+/// sqlparser's own recursion grows onto stack segments of its own when the thread's runs low
+/// (see [`PARSER_STACK_RESERVE`]); what must fit here is the rest: the analysis, the rendering
+/// and the drop of the tree. Measured in a debug build (the larger frames), the deepest
+/// accepted statements take at most 32 MiB (31,990 nested parentheses or unary minuses); tests
+/// read them, and generated combinations of every kind, on a thread of half this size.
+/// Reserved, not used: a thread's memory grows only with the depth it reads.
 pub const STACK_SIZE: usize = 64 << 20;
+
+/// sqlparser's parser moves to a new stack segment (heap-allocated, its `recursive-protection`)
+/// when less than this is left: what it drops on an error path inside its recursion (a partly
+/// read tree, at most [`MAX_DEPTH`] deep) is dropped within this much stack. Its default, 128
+/// KiB, would leave a few hundred levels: a deep tree dropped there overflowed the thread.
+pub const PARSER_STACK_RESERVE: usize = STACK_SIZE / 4;
+
+/// The size of the parser's new stack segments: reserved address space, used as deep as it
+/// reads.
+pub const PARSER_STACK_SEGMENT: usize = STACK_SIZE;
+
+/// Sets sqlparser's stack growth to [`PARSER_STACK_RESERVE`] and [`PARSER_STACK_SEGMENT`]
+/// (process-wide, once; sqlparser is its only user).
+pub(crate) fn size_parser_stack() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        recursive::set_minimum_stack_size(PARSER_STACK_RESERVE);
+        recursive::set_stack_allocation_size(PARSER_STACK_SEGMENT);
+    });
+}
 
 /// Why a statement is not read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

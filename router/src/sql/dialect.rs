@@ -22,8 +22,11 @@
 //! its drop) would recurse through (see [`super::depth`]).
 
 use std::any::TypeId;
+use std::cell::Cell;
 
-use sqlparser::ast::{BinaryOperator, Expr, Statement};
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{BinaryOperator, Expr, Query, Statement, Visit, Visitor};
 use sqlparser::dialect::{BindPlaceholderStyle, Dialect, MySqlDialect};
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
@@ -40,6 +43,17 @@ pub(crate) const LEFT_DEEP_TERMS: usize = 32;
 #[derive(Debug, Default)]
 pub(crate) struct MariaDbDialect {
     my: MySqlDialect,
+    /// A statement refused as too deep to read (a deep term before a long chain): the parser
+    /// may swallow the error it was given on a path that tries another reading, so the
+    /// refusal is also kept here, for [`Self::refused_too_deep`].
+    too_deep: Cell<bool>,
+}
+
+impl MariaDbDialect {
+    /// This parse met a statement too deep to read (whatever the parser made of it after).
+    pub(crate) fn refused_too_deep(&self) -> bool {
+        self.too_deep.get()
+    }
 }
 
 impl Dialect for MariaDbDialect {
@@ -108,13 +122,22 @@ impl Dialect for MariaDbDialect {
         precedence: u8,
     ) -> Option<Result<Expr, ParserError>> {
         if let Some((keyword, op)) = logical_operator(&parser.peek_token_ref().token) {
-            return Some(parse_logical_chain(
-                parser,
-                expr.clone(),
-                keyword,
-                op,
-                precedence,
-            ));
+            // The chain is built here from its first term, which the hook only borrows: a
+            // shallow one is copied; a deep one is left to sqlparser one operator at a time,
+            // unless a long chain follows it (left-deep it would be too deep to read).
+            if shallow(expr) {
+                return Some(parse_logical_chain(
+                    parser,
+                    expr.clone(),
+                    keyword,
+                    op,
+                    precedence,
+                ));
+            }
+            if long_chain_follows(parser, keyword, precedence) {
+                self.too_deep.set(true);
+                return Some(Err(ParserError::RecursionLimitExceeded));
+            }
         }
         self.my.parse_infix(parser, expr, precedence)
     }
@@ -212,6 +235,56 @@ fn logical_operator(token: &Token) -> Option<(Keyword, BinaryOperator)> {
         },
         _ => None,
     }
+}
+
+/// At most [`SHALLOW`] expressions and queries deep: copied in a few frames of stack.
+fn shallow(e: &Expr) -> bool {
+    struct Depth(usize);
+    impl Visitor for Depth {
+        type Break = ();
+        fn pre_visit_expr(&mut self, _: &Expr) -> ControlFlow<()> {
+            self.0 += 1;
+            if self.0 > SHALLOW {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+        fn post_visit_expr(&mut self, _: &Expr) -> ControlFlow<()> {
+            self.0 -= 1;
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_query(&mut self, _: &Query) -> ControlFlow<()> {
+            self.0 += 4;
+            if self.0 > SHALLOW {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+        fn post_visit_query(&mut self, _: &Query) -> ControlFlow<()> {
+            self.0 -= 4;
+            ControlFlow::Continue(())
+        }
+    }
+    e.visit(&mut Depth(0)).is_continue()
+}
+
+const SHALLOW: usize = 64;
+
+/// Whether [`LEFT_DEEP_TERMS`] more terms joined by `keyword` follow (the parser left where
+/// it was either way).
+fn long_chain_follows(parser: &mut Parser, keyword: Keyword, precedence: u8) -> bool {
+    let counted = parser.try_parse(|p| {
+        let mut n = 0;
+        while n < LEFT_DEEP_TERMS && p.parse_keyword(keyword) {
+            p.parse_subexpr(precedence)?;
+            n += 1;
+        }
+        // Always back to where it started.
+        Err::<(), _>(ParserError::ParserError(n.to_string()))
+    });
+    matches!(counted, Err(ParserError::ParserError(n)) if n == LEFT_DEEP_TERMS.to_string())
 }
 
 /// `first op b op c ...`: every term of the chain at this precedence, as sqlparser's own loop
