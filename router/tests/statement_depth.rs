@@ -160,3 +160,17 @@ proptest::proptest! {
         shoal_router::fuzzing::route_nested(&data);
     }
 }
+
+#[test]
+fn explain_route_of_a_bomb_is_answered_or_refused() {
+    let plans = route_on_half_stack(vec![
+        format!("EXPLAIN ROUTE {}", or_chain(100_000)),
+        format!(
+            "EXPLAIN ROUTE SELECT id FROM t WHERE id = {}",
+            nested("(", "1", ")", MAX_DEPTH + 1)
+        ),
+    ]);
+    for p in plans {
+        assert!(matches!(p, RoutePlan::Local(_)), "{:?}", code(&p));
+    }
+}

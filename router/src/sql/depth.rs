@@ -249,3 +249,77 @@ fn close(open: &mut Vec<Group>, selects: &mut usize, case_end: bool) {
     let parent = open.last_mut().expect("checked above");
     parent.nested = parent.nested.max(g.deepest + 1);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::lex::tokenize;
+
+    fn depth_of(sql: &str) -> Result<(), TooDeep> {
+        check(sql, &tokenize(sql).expect("tokens"), false)
+    }
+
+    fn repeat(s: &str, n: usize) -> String {
+        s.repeat(n)
+    }
+
+    #[test]
+    fn long_lists_and_logical_chains_are_not_deep() {
+        let or = vec!["id = 1"; 200_000].join(" OR ");
+        assert_eq!(depth_of(&format!("SELECT 1 FROM t WHERE {or}")), Ok(()));
+        let when = repeat("WHEN id = 1 THEN 2 ", 100_000);
+        assert_eq!(depth_of(&format!("SELECT CASE {when} END")), Ok(()));
+        let list = vec!["1"; 200_000].join(", ");
+        assert_eq!(
+            depth_of(&format!("SELECT 1 FROM t WHERE id IN ({list})")),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn nesting_and_operator_chains_are_counted() {
+        let deep = |n| format!("SELECT {}1{}", repeat("(", n), repeat(")", n));
+        assert_eq!(depth_of(&deep(MAX_DEPTH - 2)), Ok(()));
+        assert!(matches!(
+            depth_of(&deep(MAX_DEPTH + 1)),
+            Err(TooDeep::Expression(_))
+        ));
+        let plus = format!("SELECT {}", vec!["1"; MAX_DEPTH + 2].join(" + "));
+        assert!(matches!(depth_of(&plus), Err(TooDeep::Expression(_))));
+        // Nested CASEs add up; a CASE's branches do not.
+        let cases = format!(
+            "SELECT {}1{}",
+            repeat("CASE WHEN 1 THEN ", MAX_DEPTH),
+            repeat(" END", MAX_DEPTH)
+        );
+        assert!(matches!(depth_of(&cases), Err(TooDeep::Expression(_))));
+        let unions = vec!["SELECT 1"; MAX_SET_OPERATIONS + 2].join(" UNION ALL ");
+        assert!(matches!(depth_of(&unions), Err(TooDeep::Expression(_))));
+    }
+
+    #[test]
+    fn selects_nested_past_mariadbs_limit_are_refused_as_mariadb_does() {
+        let nested = |n| format!("SELECT {}1{}", repeat("(SELECT ", n), repeat(")", n));
+        assert_eq!(depth_of(&nested(MAX_SELECT_NESTING - 1)), Ok(()));
+        assert_eq!(
+            depth_of(&nested(MAX_SELECT_NESTING)),
+            Err(TooDeep::Selects(MAX_SELECT_NESTING + 1))
+        );
+        // Side by side, not nested.
+        let siblings = vec!["(SELECT 1)"; 200].join(" + ");
+        assert_eq!(depth_of(&format!("SELECT {siblings}")), Ok(()));
+    }
+
+    #[test]
+    fn unbalanced_text_is_measured_without_panicking() {
+        for sql in [
+            "SELECT ))))",
+            "SELECT ((((",
+            "SELECT END END",
+            "SELECT CASE WHEN (1 END)",
+            ")",
+        ] {
+            assert_eq!(depth_of(sql), Ok(()), "{sql}");
+        }
+    }
+}
