@@ -291,9 +291,19 @@ async fn reference(backend: &Backend) -> (String, Conn) {
 
 #[tokio::test]
 async fn ten_thousand_term_or_on_every_thread_at_once_is_answered() {
+    ten_thousand_term_or(&[]).await;
+}
+
+/// The shared runtime's workers have the cores' stack too.
+#[tokio::test]
+async fn ten_thousand_term_or_with_the_shared_runtime_is_answered() {
+    ten_thousand_term_or(&["--runtime", "shared"]).await;
+}
+
+async fn ten_thousand_term_or(extra: &[&str]) {
     let backend = shared_backend();
     let (_db, mut direct) = reference(&backend).await;
-    let (schema, mut shoal) = routed(&backend).await;
+    let (schema, mut shoal) = routed_with(&backend, extra).await;
     let opts = shoal.opts_as("app", "app-secret", Some(&schema));
     let sql = format!(
         "SELECT id FROM orders WHERE {}",
@@ -315,6 +325,11 @@ async fn ten_thousand_term_or_on_every_thread_at_once_is_answered() {
 /// Shoal over the shared backend, `orders` and `bulk` sharded by `id` over two datanodes, with
 /// `THREADS` serving threads; the tables created and `orders` filled through it.
 async fn routed(backend: &Backend) -> (String, ShoalProcess) {
+    routed_with(backend, &[]).await
+}
+
+/// [`routed`], with `extra` flags.
+async fn routed_with(backend: &Backend, extra: &[&str]) -> (String, ShoalProcess) {
     let p = unique_name("bombs");
     for db in [format!("{p}_1"), format!("{p}_2"), format!("{p}_m")] {
         backend.fresh_db(&db).await;
@@ -340,12 +355,14 @@ schemas:
         ),
     )
     .expect("write config");
-    let shoal = ShoalProcess::start(&[
+    let mut args = vec![
         "--config".to_string(),
         path.display().to_string(),
         "--threads".to_string(),
         THREADS.to_string(),
-    ]);
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let shoal = ShoalProcess::start(&args);
     let mut c = Conn::new(shoal.opts_as("app", "app-secret", Some(&p)))
         .await
         .unwrap();
