@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(client_command handshake_response packet_framer router backend_response merge_values config)
+[ ${#targets[@]} -eq 0 ] && targets=(client_command handshake_response packet_framer router nested_expressions backend_response merge_values config)
 logs=${FUZZ_LOGS:-/tmp/shoal-fuzz}
 mkdir -p "$logs"
 for t in "${targets[@]}"; do

@@ -15,11 +15,20 @@
 //! ([`current`]); one taken by a session of another core moves to that core's event loop
 //! (`BackendConn::rehome`: two `epoll_ctl` calls once, rather than the other core's thread
 //! woken to pass on every response).
+//!
+//! Every thread that serves sessions (each core, the first included, and the shared runtime's
+//! workers with `--runtime shared`) has the same stack, [`STACK_SIZE`]: what reading the
+//! deepest statement Shoal accepts takes, with room to spare (see
+//! `shoal_router::sql::depth`). Which core a client lands on never decides whether its
+//! statement is read or aborts the process.
 
 use std::cell::Cell;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The stack of every serving thread (see the module's comment).
+pub const STACK_SIZE: usize = shoal_router::sql::depth::STACK_SIZE;
 
 thread_local! {
     static CORE: Cell<u16> = const { Cell::new(0) };
@@ -37,8 +46,7 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = ()>,
 {
-    let name = format!("shoal-core-{index}");
-    let started = std::thread::Builder::new().name(name).spawn(move || {
+    let started = serving_thread(index).spawn(move || {
         CORE.with(|c| c.set(index as u16));
         // No time driver: timers run on their own thread (see `timers`).
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -50,6 +58,13 @@ where
     if let Err(e) = started {
         tracing::error!(error = %e, core = index, "cannot start a core's thread");
     }
+}
+
+/// The builder of serving thread `index`: its name and [`STACK_SIZE`].
+pub fn serving_thread(index: usize) -> std::thread::Builder {
+    std::thread::Builder::new()
+        .name(format!("shoal-core-{index}"))
+        .stack_size(STACK_SIZE)
 }
 
 /// Sessions being served per core.
@@ -91,6 +106,27 @@ impl Drop for Share {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A panic in one session's task ends that task alone: the core's runtime, and every other
+    /// session it serves, go on (tokio catches a task's panic; a core's runtime must keep it so).
+    #[test]
+    fn a_panicking_session_leaves_the_others_of_its_core_served() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        spawn(7, move || async move {
+            let (go, wait) = tokio::sync::oneshot::channel::<()>();
+            let other = tokio::spawn(async move {
+                let _ = wait.await;
+                tx.send(current()).expect("the test waits");
+            });
+            let crashed = tokio::spawn(async { panic!("one session's bug") });
+            assert!(crashed.await.is_err_and(|e| e.is_panic()));
+            go.send(()).expect("the other session waits");
+            other.await.expect("the other session ends normally");
+            std::future::pending::<()>().await;
+        });
+        let served = rx.recv_timeout(std::time::Duration::from_secs(30));
+        assert_eq!(served, Ok(7), "the other session of core 7 was served");
+    }
 
     #[test]
     fn sessions_go_to_the_least_loaded_core() {

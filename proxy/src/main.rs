@@ -390,7 +390,7 @@ fn main() -> ExitCode {
         shoal_proxy::thread_policy::apply_batch();
     }
     let (mut builder, cores) = match cli.runtime {
-        // The main thread is the first core; `Proxy::run` starts the others.
+        // The first core's thread runs this runtime; `Proxy::run` starts the others.
         RuntimeKind::PerCore => (tokio::runtime::Builder::new_current_thread(), threads),
         RuntimeKind::Shared => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
@@ -398,6 +398,9 @@ fn main() -> ExitCode {
             (b, 1)
         }
     };
+    // Every thread the runtime starts (the shared runtime's workers) serves with the stack of
+    // the cores (see `cores`).
+    builder.thread_stack_size(shoal_proxy::cores::STACK_SIZE);
     let runtime = match builder.enable_io().build() {
         Ok(r) => r,
         Err(e) => {
@@ -405,15 +408,26 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async move {
-        let proxy = match Proxy::bind_per_core(config, topology, reloader, cores).await {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("shoal: cannot listen: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        proxy.run().await;
-        ExitCode::SUCCESS
-    })
+    // Not on the main thread, whose stack is whatever `ulimit -s` gave the process: on a
+    // thread of the cores' stack size, like every other serving thread.
+    let serve = move || {
+        runtime.block_on(async move {
+            let proxy = match Proxy::bind_per_core(config, topology, reloader, cores).await {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("shoal: cannot listen: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            proxy.run().await;
+            ExitCode::SUCCESS
+        })
+    };
+    match shoal_proxy::cores::serving_thread(0).spawn(serve) {
+        Ok(core0) => core0.join().unwrap_or(ExitCode::FAILURE),
+        Err(e) => {
+            eprintln!("shoal: cannot start the first core's thread: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

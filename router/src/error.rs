@@ -16,6 +16,10 @@ pub mod codes {
     pub const ER_NOT_SUPPORTED_YET: (u16, &str) = (1235, "42000");
     /// ER_PARSE_ERROR: SQL the parser does not accept.
     pub const ER_PARSE_ERROR: (u16, &str) = (1064, "42000");
+    /// ER_STACK_OVERRUN_NEED_MORE: MariaDB's answer to a statement nested too deep for its stack.
+    pub const ER_STACK_OVERRUN_NEED_MORE: (u16, &str) = (1436, "HY000");
+    /// ER_TOO_HIGH_LEVEL_OF_NESTING_FOR_SELECT.
+    pub const ER_TOO_HIGH_LEVEL_OF_NESTING_FOR_SELECT: (u16, &str) = (1473, "HY000");
     /// ER_NO_SUCH_TABLE.
     pub const ER_NO_SUCH_TABLE: (u16, &str) = (1146, "42S02");
     /// ER_BAD_DB_ERROR: unknown database (logical schema).

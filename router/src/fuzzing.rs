@@ -75,3 +75,90 @@ pub fn route_text(data: &[u8]) {
     assert_eq!(cold, cached, "a warm cache changed the plan of {sql:?}");
     assert_eq!(cold, again, "the cache changed the plan of {sql:?}");
 }
+
+/// Entry point of the `nested_expressions` fuzz target: `data` drives a generator of valid
+/// statements nested and chained as deep as the bytes ask (see [`nested_statement`]), each
+/// routed on a thread of the serving threads' stack (`sql::depth::STACK_SIZE`). Nothing may
+/// overflow that stack or panic, and valid SQL is never refused as a syntax error: it is
+/// read, or refused as too deep (1436, 1473).
+pub fn route_nested(data: &[u8]) {
+    let sql = nested_statement(data);
+    std::thread::Builder::new()
+        .stack_size(crate::sql::depth::STACK_SIZE)
+        .spawn(move || {
+            if let crate::plan::RoutePlan::Refuse(e) = fixture().1.route(Some("shop"), &sql, &[]) {
+                assert_ne!(
+                    e.code(),
+                    1064,
+                    "valid SQL refused as a syntax error: {e:?}\n{sql:.300}"
+                );
+            }
+        })
+        .expect("a thread")
+        .join()
+        .expect("the statement is read within the serving stack, without a panic");
+}
+
+/// Routes a statement of [`nested_statement`] on the calling thread: read, or refused as too
+/// deep (1436, 1473), never as a syntax error.
+pub fn route_nested_on_this_thread(sql: &str) {
+    if let crate::plan::RoutePlan::Refuse(e) = fixture().1.route(Some("shop"), sql, &[]) {
+        assert_ne!(
+            e.code(),
+            1064,
+            "valid SQL refused as a syntax error: {e:?}\n{sql:.300}"
+        );
+    }
+}
+
+/// A valid SELECT over `orders` whose WHERE is built by `data`: each pair of bytes wraps the
+/// expression so far in a construct (parentheses, NOT, unary minus, a call, a subquery, a
+/// CASE, IS NULL, IN) or chains it (`+`, `OR`, `AND`, `UNION ALL`), repeated up to 4,096 times.
+pub fn nested_statement(data: &[u8]) -> String {
+    // The expression is `prefix` (its pieces in reverse) + `id = 1` + `suffix`: wrapping adds
+    // a piece on each side, chaining appends, so building stays linear.
+    let mut prefix: Vec<&str> = Vec::new();
+    let mut suffix = String::new();
+    let mut unions = 0usize;
+    for pair in data.chunks(2) {
+        let (op, times) = (
+            pair[0] % 13,
+            1 + usize::from(*pair.get(1).unwrap_or(&0)) * 16,
+        );
+        for i in 0..times {
+            if suffix.len() + prefix.len() * 16 > 1 << 22 {
+                break;
+            }
+            let (open, close) = match op {
+                0 => ("(", ")".to_string()),
+                1 => ("NOT ", String::new()),
+                2 => ("- ", String::new()),
+                3 => ("abs(", ")".to_string()),
+                4 => ("id = (SELECT ", ")".to_string()),
+                5 => ("CASE WHEN ", " THEN 1 ELSE 0 END".to_string()),
+                6 => ("", format!(" + {i}")),
+                7 => ("", format!(" OR id = {i}")),
+                8 => ("", format!(" AND id <> {i}")),
+                9 => ("(", ") IS NULL".to_string()),
+                10 => ("id IN (", format!(", {i})")),
+                11 => ("", format!(" XOR id = {i}")),
+                _ => {
+                    unions += 1;
+                    ("", String::new())
+                }
+            };
+            if !open.is_empty() {
+                prefix.push(open);
+            }
+            suffix.push_str(&close);
+        }
+    }
+    let mut sql = String::from("SELECT id FROM orders WHERE ");
+    sql.extend(prefix.iter().rev().copied());
+    sql.push_str("id = 1");
+    sql.push_str(&suffix);
+    for _ in 0..unions.min(4096) {
+        sql.push_str(" UNION ALL SELECT id FROM orders WHERE id = 1");
+    }
+    sql
+}

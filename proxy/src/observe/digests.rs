@@ -19,6 +19,11 @@ use super::Statement;
 
 pub const MAX_DIGESTS: usize = 10_000;
 
+/// A digest's text is kept up to this many bytes (then ` ...`): a statement may be as long as
+/// max_allowed_packet (a 100,000-term OR is megabytes), and 10,000 such would hold gigabytes.
+/// The digest itself is the hash of the whole shape.
+pub const MAX_TEXT: usize = 4096;
+
 /// The key of the `(other)` entry.
 const OTHER: u64 = 0;
 
@@ -125,6 +130,7 @@ impl Digests {
                         .ok()
                         .map(|toks| normalize::digest_text(t, &toks))
                 })
+                .map(cut)
                 .unwrap_or_default();
             (key, text, schema.to_string(), s.user.to_string())
         };
@@ -255,6 +261,19 @@ thread_local! {
     static TOKENS: std::cell::RefCell<Vec<Token>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// `text` cut at [`MAX_TEXT`] bytes (on a character boundary).
+fn cut(mut text: String) -> String {
+    if text.len() > MAX_TEXT {
+        let mut end = MAX_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str(" ...");
+    }
+    text
+}
+
 /// The digest of a statement the relay path did not tokenize (quick mode).
 fn text_digest(text: &[u8]) -> Option<u64> {
     let t = std::str::from_utf8(text).ok()?;
@@ -286,6 +305,24 @@ mod tests {
             bytes_in: 0,
             bytes_out: 0,
         }
+    }
+
+    #[test]
+    fn a_statement_bomb_keeps_a_bounded_text_and_one_digest() {
+        let d = Digests::default();
+        let or = |n: usize| {
+            let terms: Vec<String> = (0..100_000).map(|i| format!("id = {}", i + n)).collect();
+            // (Past the first literals, the shape keeps them: see `normalize::MAX_SLOTS`.)
+            format!("SELECT * FROM t WHERE {}", terms.join(" OR "))
+        };
+        d.record(&stmt(&or(0), 1));
+        d.record(&stmt(&or(0), 1));
+        let top = d.top();
+        assert_eq!(top.len(), 1, "one statement, one digest");
+        assert_eq!(top[0].count, 2);
+        assert!(top[0].text.len() <= MAX_TEXT + 4, "{}", top[0].text.len());
+        assert!(top[0].text.starts_with("SELECT * FROM t WHERE id = ?i OR "));
+        assert!(top[0].text.ends_with(" ..."));
     }
 
     #[test]

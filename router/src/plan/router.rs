@@ -15,6 +15,7 @@ use crate::error::{RouterError, codes};
 use crate::sql::StatementKind;
 use crate::sql::analyze::{self, AnalyzeError, Source};
 use crate::sql::classify::classify_tokens;
+use crate::sql::depth::{MAX_DEPTH, MAX_SELECT_NESTING, TooDeep};
 use crate::sql::lex::{TokKind, Token, tokenize_with};
 use crate::sql::normalize;
 use crate::sql::{DEFAULT_SERVER_VERSION, SqlMode};
@@ -496,6 +497,8 @@ impl Router {
             // The parser's message quotes the text where it stopped, literals included: kept,
             // it would answer another statement of the same shape with this one's values.
             Err(AnalyzeError::Parse(m)) => (refused(parse_error(&m)), false),
+            // Not kept: the key of such a statement is as long as the statement.
+            Err(AnalyzeError::TooDeep(d)) => (refused(too_deep(d)), false),
             Err(AnalyzeError::MultipleStatements) => (
                 refused(refuse(
                     "several statements in one query string here (split them)",
@@ -614,6 +617,24 @@ fn pins_match(t: &Template, sql: &str, toks: &[Token], slot_tokens: &[u32]) -> b
             .and_then(|&ti| toks.get(ti as usize))
             .is_some_and(|tok| tok.text(sql) == text)
     })
+}
+
+/// MariaDB's errors for a statement too complex to read, worded for Shoal's limits.
+fn too_deep(d: TooDeep) -> RouterError {
+    match d {
+        TooDeep::Selects(n) => RouterError::with(
+            codes::ER_TOO_HIGH_LEVEL_OF_NESTING_FOR_SELECT,
+            format!(
+                "Too high level of nesting for select ({n} SELECTs nested, at most {MAX_SELECT_NESTING})"
+            ),
+        ),
+        TooDeep::Expression(_) => RouterError::with(
+            codes::ER_STACK_OVERRUN_NEED_MORE,
+            format!(
+                "Thread stack overrun: the statement nests deeper than Shoal reads (at most {MAX_DEPTH} levels)"
+            ),
+        ),
+    }
 }
 
 fn parse_error(detail: &str) -> RouterError {

@@ -8,9 +8,10 @@ use sqlparser::ast::{
     ObjectName, ObjectNamePart, Query, Select, SetExpr, Statement, TableFactor, TableWithJoins,
     UnaryOperator, Visit, Visitor,
 };
-use sqlparser::parser::Parser;
+use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::Location;
 
+use super::depth::{self, PARSER_RECURSION_LIMIT, TooDeep};
 use super::dialect::MariaDbDialect;
 use super::lex::{LineIndex, TokKind, Token, glued, unquote_string};
 use super::mode::SqlMode;
@@ -24,6 +25,8 @@ pub enum AnalyzeError {
     Parse(String),
     /// More than one statement in the text.
     MultipleStatements,
+    /// Nested deeper than Shoal reads (see [`super::depth`]).
+    TooDeep(TooDeep),
     /// Parsed, but not a DML statement we describe.
     NotDml,
 }
@@ -38,6 +41,7 @@ pub struct Source<'a> {
     /// `(offset in parse, token index)` of every rendered token, by offset.
     parse_starts: Vec<(u32, u32)>,
     lines: LineIndex,
+    pipes_as_concat: bool,
 }
 
 impl<'a> Source<'a> {
@@ -57,6 +61,7 @@ impl<'a> Source<'a> {
             parse,
             parse_starts,
             lines,
+            pipes_as_concat: mode.pipes_as_concat(),
         }
     }
 
@@ -180,15 +185,37 @@ fn is_infix_mod(sql: &str, toks: &[Token], i: usize) -> bool {
 
 /// Parse and describe one DML statement.
 pub fn analyze(src: &Source) -> Result<Dml, AnalyzeError> {
-    let mut stmts = Parser::new(&MariaDbDialect::default())
+    // Before the tree exists: every step below recurses through it.
+    depth::check(src.sql, src.toks, src.pipes_as_concat).map_err(AnalyzeError::TooDeep)?;
+    depth::size_parser_stack();
+    let dialect = MariaDbDialect::default();
+    let parsed = Parser::new(&dialect)
+        .with_recursion_limit(PARSER_RECURSION_LIMIT)
         .try_with_sql(&src.parse)
-        .and_then(|mut p| p.parse_statements())
-        .map_err(|e| AnalyzeError::Parse(e.to_string()))?;
+        .and_then(|mut p| p.parse_statements());
+    let too_deep = AnalyzeError::TooDeep(TooDeep::Expression(depth::MAX_DEPTH + 1));
+    if dialect.refused_too_deep() {
+        return Err(too_deep);
+    }
+    let mut stmts = parsed.map_err(|e| match e {
+        // Past the backstop (see `depth`).
+        ParserError::RecursionLimitExceeded => too_deep,
+        e => AnalyzeError::Parse(e.to_string()),
+    })?;
     if stmts.len() > 1 {
         return Err(AnalyzeError::MultipleStatements);
     }
     let stmt = stmts.pop().ok_or(AnalyzeError::NotDml)?;
     describe(src, &stmt)
+}
+
+/// `e` without its enclosing parentheses, however many (a loop: each level would otherwise be
+/// a recursion of the reading below, see [`super::depth`]).
+fn unnest(mut e: &Expr) -> &Expr {
+    while let Expr::Nested(inner) = e {
+        e = inner;
+    }
+    e
 }
 
 fn describe(src: &Source, stmt: &Statement) -> Result<Dml, AnalyzeError> {
@@ -434,7 +461,7 @@ fn col_of_name(n: &ObjectName) -> ColRef {
 }
 
 fn col_of(e: &Expr) -> Option<ColRef> {
-    match e {
+    match unnest(e) {
         Expr::Identifier(i) => Some(ColRef {
             schema: None,
             table: None,
@@ -616,7 +643,7 @@ impl<'a> Collector<'a> {
     }
 
     fn conjunct_equalities(&mut self, e: &Expr) {
-        match e {
+        match unnest(e) {
             Expr::BinaryOp {
                 left,
                 op: BinaryOperator::And,
@@ -1020,7 +1047,7 @@ impl Builder<'_> {
     }
 
     fn value(&self, e: &Expr) -> Option<ValueRef> {
-        match e {
+        match unnest(e) {
             Expr::Value(v) => {
                 let lit = match &v.value {
                     sp::Value::Null => return Some(ValueRef::Const(Literal::Null)),
@@ -1066,7 +1093,7 @@ impl Builder<'_> {
     }
 
     fn pred(&mut self, e: &Expr) -> Pred {
-        match e {
+        match unnest(e) {
             Expr::Nested(e) => self.pred(e),
             Expr::BinaryOp {
                 left,
@@ -1250,7 +1277,7 @@ impl Builder<'_> {
     }
 
     fn having(&mut self, e: &Expr) -> HavingExpr {
-        match e {
+        match unnest(e) {
             Expr::Nested(e) => self.having(e),
             Expr::BinaryOp {
                 left,
@@ -1337,7 +1364,7 @@ impl Builder<'_> {
         {
             return Some(HavingOperand::Value(v));
         }
-        match e {
+        match unnest(e) {
             Expr::Function(f) if agg_func(f).is_some() => {
                 Some(HavingOperand::Key(self.key_expr(e)))
             }

@@ -14,10 +14,19 @@
 //! planner reads no predicate under a `NOT` or `!` (they prune nothing), so the only thing that
 //! matters for routing is where the operand of `NOT`/`!` ends relative to `AND`/`XOR`/`OR`,
 //! and that is the same in every reading: at the next of those three.
+//!
+//! A long `AND`, `OR` or `XOR` chain (query builders write `id = 0 OR id = 1 OR ...` with
+//! thousands of terms) is built as a balanced tree rather than sqlparser's left-deep one: the
+//! three are associative, so the reading is the same, and a 100,000-term chain is 17 levels
+//! deep instead of 100,000, which every later walk of the tree (the analysis, its rendering,
+//! its drop) would recurse through (see [`super::depth`]).
 
 use std::any::TypeId;
+use std::cell::Cell;
 
-use sqlparser::ast::{Expr, Statement};
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{BinaryOperator, Expr, Query, Statement, Visit, Visitor};
 use sqlparser::dialect::{BindPlaceholderStyle, Dialect, MySqlDialect};
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
@@ -26,9 +35,25 @@ use sqlparser::tokenizer::Token;
 /// Between sqlparser's `OR` (5) and `AND` (10).
 const XOR_PRECEDENCE: u8 = 7;
 
+/// A logical chain of up to this many terms is built left-deep, exactly as sqlparser builds
+/// it (every statement the tests and golden files read keeps its tree); a longer one is
+/// balanced. Counted by [`super::depth`] as this many levels at most.
+pub(crate) const LEFT_DEEP_TERMS: usize = 32;
+
 #[derive(Debug, Default)]
 pub(crate) struct MariaDbDialect {
     my: MySqlDialect,
+    /// A statement refused as too deep to read (a deep term before a long chain): the parser
+    /// may swallow the error it was given on a path that tries another reading, so the
+    /// refusal is also kept here, for [`Self::refused_too_deep`].
+    too_deep: Cell<bool>,
+}
+
+impl MariaDbDialect {
+    /// This parse met a statement too deep to read (whatever the parser made of it after).
+    pub(crate) fn refused_too_deep(&self) -> bool {
+        self.too_deep.get()
+    }
 }
 
 impl Dialect for MariaDbDialect {
@@ -96,6 +121,24 @@ impl Dialect for MariaDbDialect {
         expr: &Expr,
         precedence: u8,
     ) -> Option<Result<Expr, ParserError>> {
+        if let Some((keyword, op)) = logical_operator(&parser.peek_token_ref().token) {
+            // The chain is built here from its first term, which the hook only borrows: a
+            // shallow one is copied; a deep one is left to sqlparser one operator at a time,
+            // unless a long chain follows it (left-deep it would be too deep to read).
+            if shallow(expr) {
+                return Some(parse_logical_chain(
+                    parser,
+                    expr.clone(),
+                    keyword,
+                    op,
+                    precedence,
+                ));
+            }
+            if long_chain_follows(parser, keyword, precedence) {
+                self.too_deep.set(true);
+                return Some(Err(ParserError::RecursionLimitExceeded));
+            }
+        }
         self.my.parse_infix(parser, expr, precedence)
     }
     fn parse_statement(&self, parser: &mut Parser) -> Option<Result<Statement, ParserError>> {
@@ -178,5 +221,108 @@ impl Dialect for MariaDbDialect {
     }
     fn supports_left_associative_joins_without_parens(&self) -> bool {
         self.my.supports_left_associative_joins_without_parens()
+    }
+}
+
+/// `AND`, `OR`, `XOR` (`&&` and `||` reach the parser written as `AND` and `OR`).
+fn logical_operator(token: &Token) -> Option<(Keyword, BinaryOperator)> {
+    match token {
+        Token::Word(w) => match w.keyword {
+            Keyword::AND => Some((Keyword::AND, BinaryOperator::And)),
+            Keyword::OR => Some((Keyword::OR, BinaryOperator::Or)),
+            Keyword::XOR => Some((Keyword::XOR, BinaryOperator::Xor)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// At most [`SHALLOW`] expressions and queries deep: copied in a few frames of stack.
+fn shallow(e: &Expr) -> bool {
+    struct Depth(usize);
+    impl Visitor for Depth {
+        type Break = ();
+        fn pre_visit_expr(&mut self, _: &Expr) -> ControlFlow<()> {
+            self.0 += 1;
+            if self.0 > SHALLOW {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+        fn post_visit_expr(&mut self, _: &Expr) -> ControlFlow<()> {
+            self.0 -= 1;
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_query(&mut self, _: &Query) -> ControlFlow<()> {
+            self.0 += 4;
+            if self.0 > SHALLOW {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+        fn post_visit_query(&mut self, _: &Query) -> ControlFlow<()> {
+            self.0 -= 4;
+            ControlFlow::Continue(())
+        }
+    }
+    e.visit(&mut Depth(0)).is_continue()
+}
+
+const SHALLOW: usize = 64;
+
+/// Whether [`LEFT_DEEP_TERMS`] more terms joined by `keyword` follow (the parser left where
+/// it was either way).
+fn long_chain_follows(parser: &mut Parser, keyword: Keyword, precedence: u8) -> bool {
+    let counted = parser.try_parse(|p| {
+        let mut n = 0;
+        while n < LEFT_DEEP_TERMS && p.parse_keyword(keyword) {
+            p.parse_subexpr(precedence)?;
+            n += 1;
+        }
+        // Always back to where it started.
+        Err::<(), _>(ParserError::ParserError(n.to_string()))
+    });
+    matches!(counted, Err(ParserError::ParserError(n)) if n == LEFT_DEEP_TERMS.to_string())
+}
+
+/// `first op b op c ...`: every term of the chain at this precedence, as sqlparser's own loop
+/// would read them one by one (each right operand stops at the next operator of this
+/// precedence or lower), but gathered, so that a long chain is built balanced.
+fn parse_logical_chain(
+    parser: &mut Parser,
+    first: Expr,
+    keyword: Keyword,
+    op: BinaryOperator,
+    precedence: u8,
+) -> Result<Expr, ParserError> {
+    let mut terms = vec![first];
+    while parser.parse_keyword(keyword) {
+        terms.push(parser.parse_subexpr(precedence)?);
+    }
+    Ok(if terms.len() <= LEFT_DEEP_TERMS {
+        let mut terms = terms.into_iter();
+        let first = terms.next().expect("the chain's first term");
+        terms.fold(first, |left, right| binary(left, op.clone(), right))
+    } else {
+        balanced(terms, &op)
+    })
+}
+
+/// The terms joined by `op` in a tree of depth log2(terms) (the order of the terms kept).
+fn balanced(mut terms: Vec<Expr>, op: &BinaryOperator) -> Expr {
+    if terms.len() == 1 {
+        return terms.pop().expect("one term");
+    }
+    let right = terms.split_off(terms.len() / 2);
+    binary(balanced(terms, op), op.clone(), balanced(right, op))
+}
+
+fn binary(left: Expr, op: BinaryOperator, right: Expr) -> Expr {
+    Expr::BinaryOp {
+        left: Box::new(left),
+        op,
+        right: Box::new(right),
     }
 }
