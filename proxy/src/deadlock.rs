@@ -13,7 +13,9 @@
 //! and runs `KILL QUERY` for it; the server ends the statement with 1317, which the session's
 //! readers answer as MariaDB's 1213, and `exec::fate` rolls back every branch.
 //!
-//! Costs: nothing but a scan of the session registry per tick while no statement waits; one
+//! Costs: nothing but a scan of the session registry per tick while no statement waits (and
+//! then the next tick is when the oldest running statement would reach the threshold: at
+//! most `wait_threshold` apart, so a cycle is seen as soon as its first wait is that old); one
 //! connection per server is kept only while some statement has waited past the threshold.
 //! A cycle within one server never lasts (InnoDB breaks it at once); one that does (with
 //! `innodb_deadlock_detect=OFF`, or two branches of one session on one server) is broken too.
@@ -42,12 +44,19 @@ const LOCK_WAITS: &str = "SELECT t.trx_mysql_thread_id, UNIX_TIMESTAMP(t.trx_sta
      LEFT JOIN information_schema.INNODB_LOCK_WAITS w ON w.requesting_trx_id = t.trx_id \
      LEFT JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id";
 
+/// One row of [`LOCK_WAITS`]: (thread, `trx_started` in Unix seconds, blocking thread).
+type TrxRow = (u32, Option<u64>, Option<u32>);
+
 /// How long a server may take to connect and answer (or to run the KILL).
 const SERVER_LIMIT: Duration = Duration::from_secs(2);
 
 /// How often the settings are read again while the detector is off (a reload may switch it
-/// on).
+/// on), or while nothing waits.
 const OFF_RECHECK: Duration = Duration::from_secs(1);
+
+/// The shortest wait between looks while no statement waits (the oldest running one may be a
+/// millisecond from the threshold: no wake-up per millisecond).
+const QUIET_FLOOR: Duration = Duration::from_millis(10);
 
 /// A running session as the tick saw it.
 struct Running {
@@ -84,8 +93,14 @@ pub async fn run(shared: Arc<Shared>) {
             d.conns.clear();
             OFF_RECHECK
         } else {
-            d.tick(&shared, threshold).await;
-            interval
+            match d.tick(&shared, threshold).await {
+                // Statements wait: the next look in `interval`.
+                None => interval,
+                // None does: the next look is when the oldest running statement would reach
+                // the threshold (two a second with nothing running, at the default
+                // threshold), at most a second on, so that a reload's settings count soon.
+                Some(quiet) => quiet.clamp(QUIET_FLOOR, OFF_RECHECK),
+            }
         };
         tokio::select! {
             _ = crate::timers::sleep(wait) => {}
@@ -108,17 +123,24 @@ fn settings(shared: &Shared) -> (Duration, Duration) {
 }
 
 /// The running sessions, when one of them has run at least `threshold` (`now_ms` on the
-/// sessions' clock); otherwise `None`, having copied nothing.
-fn running_sessions(shared: &Shared, now_ms: u64, threshold: Duration) -> Option<Vec<Running>> {
+/// sessions' clock). Otherwise, having copied nothing, how soon one can have: no statement
+/// running now crosses the threshold before the oldest does, and none started later crosses
+/// it sooner than `threshold` from now.
+fn running_sessions(
+    shared: &Shared,
+    now_ms: u64,
+    threshold: Duration,
+) -> std::result::Result<Vec<Running>, Duration> {
     let threshold_ms = u64::try_from(threshold.as_millis()).unwrap_or(u64::MAX);
-    let mut waits = false;
+    let mut oldest = now_ms;
     shared.sessions.for_each(|h| {
         if let Some(since) = statement_since(h) {
-            waits |= now_ms.saturating_sub(since) >= threshold_ms;
+            oldest = oldest.min(since);
         }
     });
-    if !waits {
-        return None;
+    let waited = now_ms.saturating_sub(oldest);
+    if waited < threshold_ms {
+        return Err(Duration::from_millis(threshold_ms - waited));
     }
     let mut running = Vec::new();
     for (id, h) in shared.sessions.all() {
@@ -134,7 +156,7 @@ fn running_sessions(shared: &Shared, now_ms: u64, threshold: Duration) -> Option
             });
         }
     }
-    Some(running)
+    Ok(running)
 }
 
 /// When the session's running statement started, if one runs.
@@ -160,12 +182,7 @@ impl Graph {
     /// Adds one server's rows (thread, started, blocking thread); `session` maps a thread of
     /// this server to the Shoal session holding it (other threads are not Shoal's, or belong
     /// to sessions that run nothing: neither can be in a cycle of waiting sessions).
-    fn add_server(
-        &mut self,
-        addr: &str,
-        rows: &[(u32, Option<u64>, Option<u32>)],
-        session: impl Fn(u32) -> Option<u32>,
-    ) {
+    fn add_server(&mut self, addr: &str, rows: &[TrxRow], session: impl Fn(u32) -> Option<u32>) {
         for &(thread, started, blocker) in rows {
             let Some(s) = session(thread) else {
                 continue;
@@ -249,13 +266,17 @@ impl Graph {
 }
 
 impl Detector {
-    async fn tick(&mut self, shared: &Shared, threshold: Duration) {
+    /// One look; returns how long nothing needs to be looked at, when no statement waits.
+    async fn tick(&mut self, shared: &Shared, threshold: Duration) -> Option<Duration> {
         let now_ms = ms_since(shared.started, Instant::now());
         self.forget_victims(shared);
-        let Some(running) = running_sessions(shared, now_ms, threshold) else {
-            // Nothing waits: hold no connection.
-            self.conns.clear();
-            return;
+        let running = match running_sessions(shared, now_ms, threshold) {
+            Ok(running) => running,
+            Err(quiet) => {
+                // Nothing waits: hold no connection.
+                self.conns.clear();
+                return Some(quiet);
+            }
         };
         // (server address, thread) -> session; and one spec per server to reach it.
         let mut owner: HashMap<(String, u32), u32> = HashMap::new();
@@ -269,20 +290,29 @@ impl Detector {
         }
         self.conns.retain(|addr, _| servers.contains_key(addr));
         let mut graph = Graph::default();
+        let mut failed = false;
         for (addr, spec) in &servers {
             match self.lock_waits(addr, spec).await {
                 Ok(rows) => {
                     graph.add_server(addr, &rows, |t| owner.get(&(addr.clone(), t)).copied());
                 }
+                // A cycle through this server is not seen; others still are.
                 Err(e) => {
+                    failed = true;
                     if !std::mem::replace(&mut self.warned, true) {
-                        warn!(server = %addr, error = %e, "the deadlock detector cannot read the server's lock waits (the backend account needs the PROCESS privilege)");
+                        let why = if e.as_reply().is_some_and(|(code, ..)| code == 1227) {
+                            "the backend account needs the PROCESS privilege to read INNODB_TRX"
+                        } else {
+                            "retried at every tick while statements wait"
+                        };
+                        warn!(server = %addr, error = %e, "the deadlock detector cannot read the server's lock waits: {why}");
                     }
-                    return;
                 }
             }
         }
-        self.warned = false;
+        if !failed {
+            self.warned = false;
+        }
         while let Some(cycle) = graph.cycle() {
             let victim = graph.youngest(&cycle);
             let wait = graph.wait_of(victim).map(|(a, t)| (a.to_string(), t));
@@ -293,6 +323,7 @@ impl Detector {
             self.break_cycle(shared, &running, &cycle, victim, &addr, thread)
                 .await;
         }
+        None
     }
 
     /// Ends `victim`'s statement waiting on `thread` at `addr`, unless a member of `cycle`
@@ -369,11 +400,13 @@ impl Detector {
         if let Some(m) = &shared.observe.metrics {
             m.deadlocks_broken.fetch_add(1, Ordering::Relaxed);
         }
+        let waited_ms = ms_since(shared.started, Instant::now()).saturating_sub(r.since_ms);
         info!(
             sessions = ?cycle,
             victim,
             server = %addr,
             thread,
+            waited_ms,
             "deadlock across servers: the youngest transaction is rolled back (1213)"
         );
     }
@@ -406,11 +439,7 @@ impl Detector {
 
     /// Every transaction on the server at `addr` and what it waits for, through the
     /// detector's connection to it (opened if need be; dropped on an error).
-    async fn lock_waits(
-        &mut self,
-        addr: &str,
-        spec: &BackendSpec,
-    ) -> Result<Vec<(u32, Option<u64>, Option<u32>)>> {
+    async fn lock_waits(&mut self, addr: &str, spec: &BackendSpec) -> Result<Vec<TrxRow>> {
         let read = async {
             if self
                 .conns
@@ -443,8 +472,8 @@ impl Detector {
     }
 }
 
-/// One row of [`LOCK_WAITS`]: (thread, started, blocking thread).
-fn parse_row(r: &[Option<Vec<u8>>]) -> Option<(u32, Option<u64>, Option<u32>)> {
+/// Reads one row of [`LOCK_WAITS`].
+fn parse_row(r: &[Option<Vec<u8>>]) -> Option<TrxRow> {
     fn num<T: std::str::FromStr>(v: Option<&Option<Vec<u8>>>) -> Option<T> {
         std::str::from_utf8(v?.as_deref()?).ok()?.parse().ok()
     }
@@ -455,7 +484,7 @@ fn parse_row(r: &[Option<Vec<u8>>]) -> Option<(u32, Option<u64>, Option<u32>)> {
 mod tests {
     use super::*;
 
-    fn graph(servers: &[(&str, &[(u32, Option<u64>, Option<u32>)])]) -> Graph {
+    fn graph(servers: &[(&str, &[TrxRow])]) -> Graph {
         // Thread t belongs to session t / 10 on every server.
         let mut g = Graph::default();
         for (addr, rows) in servers {

@@ -344,6 +344,21 @@ async fn detection_latency() {
         percentile(&times, 0.99),
         times.last().unwrap()
     );
+    // How long the victim's statement had waited when the detector broke the cycle, from
+    // Shoal's log (A's wait is 100 ms older than the cycle), for the slowest of the last ones.
+    let mut waited: Vec<u64> = s
+        .shoal
+        .log()
+        .lines()
+        .filter_map(|l| l.split("waited_ms=").nth(1))
+        .filter_map(|v| v.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .collect();
+    waited.sort_unstable();
+    println!(
+        "the victim's wait when broken (ms), last {} cycles: {:?}",
+        waited.len(),
+        waited.iter().rev().take(5).collect::<Vec<_>>()
+    );
     assert_eq!(s.broken().await, 100.0);
     s.shoal.terminate();
 }
