@@ -69,7 +69,8 @@ struct Running {
 /// A session the detector KILLed, until its statement is over.
 struct Victim {
     since_ms: u64,
-    mark: Arc<AtomicBool>,
+    /// The marks of its connections that were KILLed.
+    marks: Vec<Arc<AtomicBool>>,
 }
 
 /// The detector's state between ticks.
@@ -250,12 +251,19 @@ impl Graph {
             .expect("a cycle has members")
     }
 
-    /// Where `session` waits: (server address, its waiting thread) of its first edge.
-    fn wait_of(&self, session: u32) -> Option<(&str, u32)> {
-        self.edges
+    /// Where `session` waits: (server address, its waiting thread), on every server where
+    /// it does (a statement over several datanodes may wait on more than one; a KILL on one
+    /// server would leave it waiting on the others).
+    fn waits_of(&self, session: u32) -> Vec<(String, u32)> {
+        let mut w: Vec<(String, u32)> = self
+            .edges
             .iter()
-            .find(|(a, ..)| *a == session)
-            .map(|(_, _, addr, t)| (addr.as_str(), *t))
+            .filter(|(a, ..)| *a == session)
+            .map(|(_, _, addr, t)| (addr.clone(), *t))
+            .collect();
+        w.sort_unstable();
+        w.dedup();
+        w
     }
 
     /// Takes `session` out of the graph (its cycle is being broken).
@@ -315,28 +323,24 @@ impl Detector {
         }
         while let Some(cycle) = graph.cycle() {
             let victim = graph.youngest(&cycle);
-            let wait = graph.wait_of(victim).map(|(a, t)| (a.to_string(), t));
+            let waits = graph.waits_of(victim);
             graph.remove(victim);
-            let Some((addr, thread)) = wait else {
-                continue;
-            };
-            self.break_cycle(shared, &running, &cycle, victim, &addr, thread)
+            self.break_cycle(shared, &running, &cycle, victim, &waits)
                 .await;
         }
         None
     }
 
-    /// Ends `victim`'s statement waiting on `thread` at `addr`, unless a member of `cycle`
-    /// has moved on since the tick saw it (the cycle may be gone) or the victim was already
-    /// chosen for this statement.
+    /// Ends `victim`'s statement waiting on `waits` (server address, thread), unless a member
+    /// of `cycle` has moved on since the tick saw it (the cycle may be gone) or the victim was
+    /// already chosen for this statement.
     async fn break_cycle(
         &mut self,
         shared: &Shared,
         running: &[Running],
         cycle: &[u32],
         victim: u32,
-        addr: &str,
-        thread: u32,
+        waits: &[(String, u32)],
     ) {
         let seen = |id: u32| running.iter().find(|r| r.id == id);
         let live: HashMap<u32, Option<u64>> = shared
@@ -362,21 +366,50 @@ impl Detector {
         {
             return;
         }
-        let Some(conn) = r
-            .backends
-            .iter()
-            .find(|b| b.thread == thread && b.pool.spec().addr() == addr)
-        else {
+        let mut marks = Vec::new();
+        for (addr, thread) in waits {
+            let Some(conn) = r
+                .backends
+                .iter()
+                .find(|b| b.thread == *thread && b.pool.spec().addr() == *addr)
+            else {
+                continue;
+            };
+            // Marked before the KILL: the statement's answer may come at once.
+            conn.victim.store(true, Ordering::Relaxed);
+            if self.kill(addr, *thread).await {
+                marks.push(conn.victim.clone());
+            } else {
+                conn.victim.store(false, Ordering::Relaxed);
+            }
+        }
+        if marks.is_empty() {
+            // Nothing was KILLed: tried again at the next tick.
             return;
-        };
-        conn.victim.store(true, Ordering::Relaxed);
+        }
         self.victims.insert(
             victim,
             Victim {
                 since_ms: r.since_ms,
-                mark: conn.victim.clone(),
+                marks,
             },
         );
+        if let Some(m) = &shared.observe.metrics {
+            m.deadlocks_broken.fetch_add(1, Ordering::Relaxed);
+        }
+        let waited_ms = ms_since(shared.started, Instant::now()).saturating_sub(r.since_ms);
+        info!(
+            sessions = ?cycle,
+            victim,
+            waits = ?waits,
+            waited_ms,
+            "deadlock across servers: the youngest transaction is rolled back (1213)"
+        );
+    }
+
+    /// `KILL QUERY thread` on the server at `addr`, through the detector's connection there;
+    /// whether the server answered.
+    async fn kill(&mut self, addr: &str, thread: u32) -> bool {
         let sql = format!("KILL QUERY {thread}");
         let killed = match self.conns.get_mut(addr) {
             Some(c) => {
@@ -385,30 +418,19 @@ impl Detector {
             None => Ok(Err(Error::backend_unreachable(addr, "no connection"))),
         };
         match killed {
-            Ok(Ok(_)) | Ok(Err(Error::Reply { .. })) => {}
+            // An error answer (the thread is gone: its statement ended) counts.
+            Ok(Ok(_)) | Ok(Err(Error::Reply { .. })) => true,
             Ok(Err(e)) => {
                 self.conns.remove(addr);
-                warn!(server = %addr, thread, error = %e, "the deadlock detector cannot KILL its victim");
-                return;
+                warn!(server = %addr, thread, error = %e, "the deadlock detector cannot KILL its victim's statement");
+                false
             }
             Err(_) => {
                 self.conns.remove(addr);
                 warn!(server = %addr, thread, "the deadlock detector's KILL timed out");
-                return;
+                false
             }
         }
-        if let Some(m) = &shared.observe.metrics {
-            m.deadlocks_broken.fetch_add(1, Ordering::Relaxed);
-        }
-        let waited_ms = ms_since(shared.started, Instant::now()).saturating_sub(r.since_ms);
-        info!(
-            sessions = ?cycle,
-            victim,
-            server = %addr,
-            thread,
-            waited_ms,
-            "deadlock across servers: the youngest transaction is rolled back (1213)"
-        );
     }
 
     /// Drops the victims whose statement is over. A mark the server's answer did not take
@@ -427,7 +449,9 @@ impl Detector {
         self.victims.retain(|id, v| match live.get(id) {
             Some(Some(since)) if *since == v.since_ms => true,
             Some(None) => {
-                v.mark.store(false, Ordering::Relaxed);
+                for m in &v.marks {
+                    m.store(false, Ordering::Relaxed);
+                }
                 false
             }
             // Another statement runs (the mark may be what its KILLed answer needs: left to
@@ -505,7 +529,7 @@ mod tests {
         assert_eq!(cycle.len(), 2);
         assert_eq!(g.started[&2], 105);
         assert_eq!(g.youngest(&cycle), 2);
-        assert_eq!(g.wait_of(2), Some(("s1", 22)));
+        assert_eq!(g.waits_of(2), vec![("s1".to_string(), 22)]);
     }
 
     #[test]

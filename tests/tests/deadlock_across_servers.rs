@@ -133,16 +133,19 @@ fn lock(id: i64, user: i64) -> String {
 }
 
 /// Opens A's and B's transactions: A debits user 1 (id 3, dn2, server 0) and locks user 4's
-/// row (id 1, dn1, server 0); B debits user 3 (id 4, dn4, server 1) and locks user 2's row
-/// (id 2, dn3, server 1).
-async fn open_pair(s: &Setup) -> (Part, Part) {
-    let mut a = s.client().await;
+/// row (id 1, dn1, server 0); `gap` later B debits user 3 (id 4, dn4, server 1) and locks user
+/// 2's row (id 2, dn3, server 1).
+async fn open_pair(s: &Setup, gap: Duration) -> (Part, Part) {
+    // B connects first: its session id is the smaller, so that only the start times make it
+    // the youngest (ties go to the larger id).
     let mut b = s.client().await;
+    let mut a = s.client().await;
     a.query_drop("BEGIN").await.unwrap();
     a.query_drop("UPDATE orders SET amount = amount - 10 WHERE user_id = 1")
         .await
         .unwrap();
     a.query_drop(lock(1, 4)).await.unwrap();
+    tokio::time::sleep(gap).await;
     b.query_drop("BEGIN").await.unwrap();
     b.query_drop("UPDATE orders SET amount = amount - 10 WHERE user_id = 3")
         .await
@@ -204,8 +207,14 @@ async fn provoke_cycle(a: Part, b: Part) -> (Part, Part, Duration) {
 
 async fn cycle_across_servers(transactions: &str) {
     let s = Setup::start(transactions, "").await;
-    let (a, b) = open_pair(&s).await;
+    // B's transaction starts over a second after A's (the servers' `trx_started` has whole
+    // seconds): B is the youngest, the one ended.
+    let (a, b) = open_pair(&s, Duration::from_millis(1100)).await;
     let (mut victim, mut winner, _) = provoke_cycle(a, b).await;
+    assert_eq!(
+        victim.own_row, 4,
+        "{transactions}: the older transaction (A) was ended instead of the youngest"
+    );
     // The victim's transaction is over: its COMMIT commits nothing of it.
     victim.conn.query_drop("COMMIT").await.unwrap();
     winner
@@ -330,7 +339,7 @@ async fn detection_latency() {
     let s = Setup::start("xa", "").await;
     let mut times = Vec::new();
     for _ in 0..100 {
-        let (a, b) = open_pair(&s).await;
+        let (a, b) = open_pair(&s, Duration::ZERO).await;
         let (mut victim, mut winner, took) = provoke_cycle(a, b).await;
         victim.conn.query_drop("ROLLBACK").await.unwrap();
         winner.conn.query_drop("ROLLBACK").await.unwrap();
