@@ -7,6 +7,7 @@ pub mod backend;
 pub mod config;
 pub mod config_file;
 pub mod cores;
+pub mod deadlock;
 pub mod error;
 pub mod exec;
 pub mod fuzzing;

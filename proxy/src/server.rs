@@ -253,6 +253,9 @@ impl Proxy {
             tokio::spawn(crate::observe::http::serve(admin, shared.clone()));
         }
         tokio::spawn(crate::session::nudge::sweep(shared.clone()));
+        // Lock cycles across servers (it reads `server.deadlock_check` at every tick: off
+        // costs a wake-up a second).
+        tokio::spawn(crate::deadlock::run(shared.clone()));
         // Recovery of XA transactions left prepared (by this process before a crash, or by
         // another): only where some schema commits through XA.
         if cfg.routing.as_ref().is_some_and(|r| {

@@ -609,3 +609,26 @@ fn transactions_is_a_schema_option_and_xa_settings_are_checked() {
         &["unknown field `log_host`"],
     );
 }
+
+#[test]
+fn deadlock_check_defaults_and_limits() {
+    let t = Topology::build(&Config::from_yaml_str(BASE).unwrap()).unwrap();
+    assert_eq!(t.server.deadlock_check.interval.as_millis(), 200);
+    assert_eq!(t.server.deadlock_check.wait_threshold.as_millis(), 500);
+    let text =
+        BASE.to_string() + "server:\n  deadlock_check: { interval: 0, wait_threshold: 2s }\n";
+    let t = Topology::build(&Config::from_yaml_str(&text).unwrap()).unwrap();
+    assert!(t.server.deadlock_check.interval.is_zero());
+    assert_eq!(t.server.deadlock_check.wait_threshold.as_secs(), 2);
+    let users = "users:\n";
+    check(
+        users,
+        "server:\n  deadlock_check: { interval: 2h }\nusers:\n",
+        &["server.deadlock_check.interval", "at most 1 hour"],
+    );
+    check(
+        users,
+        "server:\n  deadlock_check: { threshold: 1s }\nusers:\n",
+        &["unknown field `threshold`"],
+    );
+}

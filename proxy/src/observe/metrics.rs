@@ -128,6 +128,8 @@ pub struct Metrics {
     errors: Vec<AtomicU64>,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
+    /// Lock cycles across servers the deadlock detector broke (`crate::deadlock`).
+    pub deadlocks_broken: AtomicU64,
     /// Every histogram whose labels a configuration gave, by its labels: what [`Slots`] of
     /// each snapshot point into, and what a scrape writes out.
     series: Mutex<Series>,
@@ -174,6 +176,7 @@ impl Default for Metrics {
             errors: (0..=ERROR_CODES.len()).map(|_| AtomicU64::new(0)).collect(),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
+            deadlocks_broken: AtomicU64::new(0),
             series: Default::default(),
         }
     }
@@ -499,6 +502,13 @@ fn encode_counters(m: &Metrics, enc: &mut DescriptorEncoder) -> Result<(), std::
         "Bytes sent to clients.",
         MetricType::Counter,
         [(vec![], C(m.bytes_out.load(Relaxed)))],
+    )?;
+    family(
+        enc,
+        "deadlocks_broken",
+        "Lock cycles across servers the deadlock detector broke (a transaction ended with 1213).",
+        MetricType::Counter,
+        [(vec![], C(m.deadlocks_broken.load(Relaxed)))],
     )?;
     Ok(())
 }

@@ -98,6 +98,10 @@ pub struct ServerConfig {
     /// XA transactions over datanodes: where decisions are logged, how recovery runs.
     #[serde(default)]
     pub xa: XaConfig,
+    /// Lock cycles across servers (which no one server sees whole): how often they are looked
+    /// for, and after how long a wait.
+    #[serde(default)]
+    pub deadlock_check: DeadlockCheckConfig,
     /// `host:port` of the admin HTTP listener (`/metrics`, `/health`, `/ready`); off without.
     #[serde(default)]
     pub admin_listen: Option<String>,
@@ -162,6 +166,36 @@ fn default_xa_recovery_grace() -> Duration {
     Duration::from_secs(30)
 }
 
+/// `server.deadlock_check:` a session's statement running longer than `wait_threshold` makes
+/// Shoal read the servers' lock waits, every `interval`, and end the youngest transaction of a
+/// cycle of sessions waiting for each other across servers with 1213.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DeadlockCheckConfig {
+    /// How often running statements are looked at (`0` turns the detector off).
+    #[serde(default = "default_deadlock_interval", with = "de::duration")]
+    pub interval: Duration,
+    /// The servers are asked for their lock waits only while some statement has run this long.
+    #[serde(default = "default_deadlock_wait_threshold", with = "de::duration")]
+    pub wait_threshold: Duration,
+}
+
+impl Default for DeadlockCheckConfig {
+    fn default() -> Self {
+        DeadlockCheckConfig {
+            interval: default_deadlock_interval(),
+            wait_threshold: default_deadlock_wait_threshold(),
+        }
+    }
+}
+
+fn default_deadlock_interval() -> Duration {
+    Duration::from_millis(200)
+}
+fn default_deadlock_wait_threshold() -> Duration {
+    Duration::from_millis(500)
+}
+
 /// `server.tls:` certificate and key (PEM files) offered to clients.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -197,6 +231,7 @@ impl Default for ServerConfig {
             tls: None,
             rsa: None,
             xa: XaConfig::default(),
+            deadlock_check: DeadlockCheckConfig::default(),
             admin_listen: None,
             metrics: true,
             digests: true,

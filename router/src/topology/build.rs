@@ -20,6 +20,8 @@ const DEFAULT_SEQUENCE_STEP: u64 = 1000;
 const MAX_SEQUENCE_STEP: u64 = 1_000_000;
 /// The longest `server.query_timeout` (a deadline this far away is as good as none).
 const MAX_QUERY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
+/// A detector that looks less often than this would not be one.
+const MAX_DEADLOCK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 pub(super) struct Builder<'a> {
     cfg: &'a Config,
@@ -141,6 +143,19 @@ impl<'a> Builder<'a> {
             return Err(err(
                 "server.query_timeout",
                 "must be at most 1 year (0 turns it off)",
+            ));
+        }
+        let d = &s.deadlock_check;
+        if d.interval > MAX_DEADLOCK_INTERVAL {
+            return Err(err(
+                "server.deadlock_check.interval",
+                "must be at most 1 hour (0 turns the detector off)",
+            ));
+        }
+        if d.wait_threshold > MAX_QUERY_TIMEOUT {
+            return Err(err(
+                "server.deadlock_check.wait_threshold",
+                "must be at most 1 year",
             ));
         }
         if let Some(a) = &s.admin_listen
