@@ -90,6 +90,11 @@ impl Session {
         // A fresh segment, large enough for this statement's rows (consecutive ids).
         let k = fill.step.max(n);
         let node = &routing.topology.datanodes[fill.datanode];
+        // A segment is taken on the primary only when one is decided (never from one of two
+        // writable servers).
+        if let Some(e) = self.rt.backends.primary_refusal(node.datahost, &node.name) {
+            return Err(e);
+        }
         let pool = self.rt.pools[self.rt.backends.primary(node.datahost)].clone();
         if pool.is_full() {
             self.release_stale();
