@@ -90,3 +90,68 @@ async fn multi_statement_texts_answer_as_one_mariadb() {
     let n: Option<i64> = s.query_first("SELECT COUNT(*) FROM orders").await.unwrap();
     assert_eq!(n, Some(5));
 }
+
+/// The cost of a Connector/J-style batch: 1,000 UPDATEs by key in one string, through Shoal
+/// against 1,000 single statements through Shoal and against the same string sent directly.
+/// Prints the figures (run with `--run-ignored only --no-capture`); asserts only the answers.
+#[tokio::test]
+#[ignore = "a measurement, not a check"]
+async fn measure_a_batch_of_1000_updates() {
+    let backend = shared_backend();
+    let (schema, shoal) = shared_backend_layout(
+        &backend,
+        "batch",
+        "      - { name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }\n",
+    )
+    .await;
+    let direct_db = unique_name("batch_direct");
+    backend.fresh_db(&direct_db).await;
+    let mut s = Conn::new(shoal.opts_as("app", "app-secret", Some(&schema)))
+        .await
+        .unwrap();
+    let mut d = backend.conn(Some(&direct_db)).await;
+    let values: Vec<String> = (1..=1000).map(|id| format!("({id}, 0)")).collect();
+    for c in [&mut s, &mut d] {
+        c.query_drop("CREATE TABLE orders (id INT PRIMARY KEY, v INT)")
+            .await
+            .unwrap();
+        c.query_drop(format!(
+            "INSERT INTO orders (id, v) VALUES {}",
+            values.join(", ")
+        ))
+        .await
+        .unwrap();
+    }
+    let updates: Vec<String> = (1..=1000)
+        .map(|id| format!("UPDATE orders SET v = v + 1 WHERE id = {id}"))
+        .collect();
+    let batch = updates.join(";");
+    let rounds = 5;
+    let mut figures = Vec::new();
+    for (what, on_shoal, one_string) in [
+        ("direct, one string", false, true),
+        ("shoal, one string", true, true),
+        ("shoal, 1,000 statements", true, false),
+    ] {
+        let c = if on_shoal { &mut s } else { &mut d };
+        let t = std::time::Instant::now();
+        for _ in 0..rounds {
+            if one_string {
+                let mut r = c.query_iter(batch.as_str()).await.unwrap();
+                while !r.is_empty() {
+                    let _: Vec<Row> = r.collect().await.unwrap();
+                }
+            } else {
+                for u in &updates {
+                    c.query_drop(u.as_str()).await.unwrap();
+                }
+            }
+        }
+        figures.push((what, t.elapsed() / rounds));
+    }
+    for (what, per) in &figures {
+        println!("1,000 UPDATEs by key, {what}: {per:?} per batch");
+    }
+    let n: Option<i64> = s.query_first("SELECT SUM(v) FROM orders").await.unwrap();
+    assert_eq!(n, Some(2 * rounds as i64 * 1000));
+}
