@@ -361,7 +361,13 @@ impl Session {
             params: Default::default(),
             qualified: true,
         };
-        let (defs, rows) = self.small_answer(routing, &t).await?;
+        // A read of the catalog, whatever the client's statement: never counted as a write of
+        // its transaction (under WITH CONSISTENT SNAPSHOT and XA, writes stay on one datanode,
+        // and a refresh reads every datanode).
+        let writes = std::mem::replace(&mut self.conns.maybe_writes, false);
+        let r = self.small_answer(routing, &t).await;
+        self.conns.maybe_writes = writes;
+        let (defs, rows) = r?;
         Ok((column_names(&defs), rows))
     }
 }

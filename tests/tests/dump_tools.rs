@@ -1,0 +1,194 @@
+//! What dump tools send through a sharded Shoal (issue 46, parts 3 and 4).
+//!
+//! - An INSERT / REPLACE without a column list (mydumper's ``INSERT INTO `t` VALUES``, and
+//!   common in hand-written SQL) lands each row on its shard: the column order comes from the
+//!   table's definition, kept current through DDL through Shoal and read again when the rows'
+//!   width differs from it.
+//! - A catalog refresh inside `START TRANSACTION WITH CONSISTENT SNAPSHOT` is a read, never a
+//!   write of the transaction (a transaction started so writes to one datanode only).
+//!
+//! mydumper and myloader themselves: tests/tests/mydumper.rs.
+
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
+use shoal_bench::cluster::{Cluster, ClusterSpec};
+use shoal_tests::{APP_USER, ShoalProcess, text_rows};
+
+const ORDERS: &str = "CREATE TABLE orders (id INT PRIMARY KEY, user_id INT NOT NULL, \
+                      note VARCHAR(40)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+const ORDER_ITEM: &str =
+    "CREATE TABLE order_item (id INT PRIMARY KEY, user_id INT NOT NULL, qty INT) ENGINE=InnoDB";
+
+/// A Shoal over the demo layout whose datanodes use databases `first` and `second`.
+fn start_shoal(cluster: &Cluster, first: &str, second: &str) -> ShoalProcess {
+    let layout = shoal_tests::demo_layout_yaml(1)
+        .replace("database: a }", &format!("database: {first} }}"))
+        .replace("database: b }", &format!("database: {second} }}"));
+    let path = shoal_tests::cluster_config(cluster, APP_USER, &layout, "dumptools");
+    ShoalProcess::start(&["--config".to_string(), path.display().to_string()])
+}
+
+async fn start(databases: &[&str]) -> Cluster {
+    Cluster::start(ClusterSpec {
+        primaries: 2,
+        databases: databases.iter().map(|d| d.to_string()).collect(),
+        ..ClusterSpec::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"))
+}
+
+async fn client(shoal: &ShoalProcess) -> Conn {
+    match Conn::new(shoal.opts_as("app", "app-secret", Some("shop"))).await {
+        Ok(c) => c,
+        Err(e) => panic!("connect through shoal: {e}\n{}", shoal.log()),
+    }
+}
+
+async fn exec(c: &mut Conn, sql: &str, shoal: &ShoalProcess) {
+    c.query_drop(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}\n{}", shoal.log()));
+}
+
+/// The rows of `orders` whose user_id is `user`, read with a routed (single-shard) SELECT:
+/// a row stored on another shard is not found.
+async fn routed(c: &mut Conn, table: &str, user: i64) -> Vec<Vec<Option<String>>> {
+    text_rows(
+        c,
+        &format!("SELECT * FROM {table} WHERE user_id = {user} ORDER BY id"),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_insert_without_a_column_list_lands_on_its_shard() {
+    let cluster = start(&["a", "b"]).await;
+    let shoal = start_shoal(&cluster, "a", "b");
+    let mut c = client(&shoal).await;
+    for ddl in [ORDERS, ORDER_ITEM] {
+        exec(&mut c, ddl, &shoal).await;
+    }
+    let r = c
+        .query_drop(
+            "INSERT INTO `orders` VALUES (1, 1, 'a'), (2, 2, 'b(,'), (3, 3, NULL), (4, 4, 'd')",
+        )
+        .await;
+    assert!(r.is_ok(), "{r:?}\n{}", shoal.log());
+    assert_eq!(c.affected_rows(), 4);
+    exec(
+        &mut c,
+        "REPLACE INTO order_item VALUES (10, 1, 5), (11, 2, 6), (12, 3, 7)",
+        &shoal,
+    )
+    .await;
+    exec(&mut c, "INSERT shop.orders VALUE (5, 5, 'e')", &shoal).await;
+    for user in 1..=5i64 {
+        let got = routed(&mut c, "orders", user).await;
+        assert_eq!(got.len(), 1, "orders of user {user}: {got:?}");
+        assert_eq!(got[0][0].as_deref(), Some(user.to_string().as_str()));
+    }
+    assert_eq!(
+        routed(&mut c, "order_item", 3).await,
+        vec![vec![Some("12".into()), Some("3".into()), Some("7".into())]]
+    );
+    let all = text_rows(&mut c, "SELECT COUNT(*) FROM orders").await;
+    assert_eq!(all, vec![vec![Some("5".into())]]);
+
+    // DDL through Shoal: the new column is part of the list at once; an INVISIBLE one is not,
+    // as on one server.
+    exec(&mut c, "ALTER TABLE orders ADD COLUMN extra INT", &shoal).await;
+    exec(&mut c, "INSERT INTO orders VALUES (6, 6, 'f', 60)", &shoal).await;
+    exec(
+        &mut c,
+        "ALTER TABLE orders ADD COLUMN hidden INT INVISIBLE DEFAULT 9",
+        &shoal,
+    )
+    .await;
+    exec(&mut c, "INSERT INTO orders VALUES (7, 7, 'g', 70)", &shoal).await;
+    // DDL on the datanodes behind Shoal's back: rows of another width read the order again.
+    for server in 0..2 {
+        for db in ["a", "b"] {
+            let mut b = Conn::new(cluster.opts(server, Some(db))).await.unwrap();
+            b.query_drop("ALTER TABLE orders ADD COLUMN more INT")
+                .await
+                .unwrap();
+        }
+    }
+    exec(
+        &mut c,
+        "INSERT INTO orders VALUES (8, 8, 'h', 80, 800)",
+        &shoal,
+    )
+    .await;
+    assert_eq!(
+        routed(&mut c, "orders", 8).await,
+        vec![vec![
+            Some("8".into()),
+            Some("8".into()),
+            Some("h".into()),
+            Some("80".into()),
+            Some("800".into())
+        ]]
+    );
+    assert_eq!(
+        text_rows(&mut c, "SELECT hidden FROM orders WHERE user_id = 7").await,
+        vec![vec![Some("9".into())]]
+    );
+    // A wrong width is the backend's error, as on one server.
+    let err = c
+        .query_drop("INSERT INTO orders VALUES (9, 9)")
+        .await
+        .expect_err("two values for five columns");
+    assert!(err.to_string().contains("1136"), "{err}");
+    let err = c
+        .query_drop("INSERT INTO orders VALUES (9, 9, 'i', 90, 900), (10, 10)")
+        .await
+        .expect_err("two values for five columns in row 2");
+    assert!(err.to_string().contains("at row 2"), "{err}");
+    assert_eq!(
+        text_rows(&mut c, "SELECT COUNT(*) FROM orders").await,
+        vec![vec![Some("8".into())]]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_refresh_is_no_write_of_a_consistent_snapshot() {
+    let cluster = start(&["a", "b"]).await;
+    let shoal = start_shoal(&cluster, "a", "b");
+    let mut c = client(&shoal).await;
+    exec(&mut c, ORDERS, &shoal).await;
+    exec(
+        &mut c,
+        "INSERT INTO orders (id, user_id, note) VALUES (1, 1, 'a'), (2, 2, 'b')",
+        &shoal,
+    )
+    .await;
+    let mut other = client(&shoal).await;
+    for round in 0..2 {
+        exec(
+            &mut c,
+            "START TRANSACTION /*!40108 WITH CONSISTENT SNAPSHOT */",
+            &shoal,
+        )
+        .await;
+        // DDL through Shoal makes the catalog's rows stale: the next catalog read refreshes
+        // them from every datanode, inside the client's transaction.
+        exec(
+            &mut other,
+            &format!("CREATE TABLE country{round} (code CHAR(2) PRIMARY KEY)"),
+            &shoal,
+        )
+        .await;
+        let status: Vec<mysql_async::Row> = c
+            .query("SHOW TABLE STATUS")
+            .await
+            .unwrap_or_else(|e| panic!("SHOW TABLE STATUS: {e}\n{}", shoal.log()));
+        let names: Vec<String> = status.iter().map(|r| r.get(0).unwrap()).collect();
+        assert!(names.contains(&"orders".to_string()), "{names:?}");
+        assert!(names.contains(&format!("country{round}")), "{names:?}");
+        let rows = text_rows(&mut c, "SELECT id FROM orders ORDER BY id").await;
+        assert_eq!(rows.len(), 2);
+        exec(&mut c, "COMMIT", &shoal).await;
+    }
+}
