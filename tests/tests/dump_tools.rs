@@ -192,3 +192,163 @@ async fn a_catalog_refresh_is_no_write_of_a_consistent_snapshot() {
         exec(&mut c, "COMMIT", &shoal).await;
     }
 }
+
+/// What tools ask of the server around a dump: `SHOW PROCESSLIST` lists the user's own Shoal
+/// sessions (every session for an admin) in MariaDB's columns; `SHOW MASTER STATUS` and
+/// `SHOW [ALL] SLAVE[S] STATUS` answer as a server without binlog or replication does, with
+/// no rows; `FLUSH TABLES WITH READ LOCK` makes other sessions' writes wait until `UNLOCK
+/// TABLES`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_statements_of_dump_tools_are_answered() {
+    let cluster = start(&["a", "b"]).await;
+    let users = format!(
+        "{APP_USER}  - {{ name: other, password: other-secret, schemas: [shop] }}\n  \
+         - {{ name: boss, password: boss-secret, schemas: [shop], admin: true }}\n"
+    );
+    let layout = shoal_tests::demo_layout_yaml(1);
+    let path = shoal_tests::cluster_config(&cluster, &users, &layout, "dumpshow");
+    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let mut c = client(&shoal).await;
+    let mut c2 = client(&shoal).await;
+    let mut other = Conn::new(shoal.opts_as("other", "other-secret", Some("shop")))
+        .await
+        .unwrap();
+    let mut boss = Conn::new(shoal.opts_as("boss", "boss-secret", Some("shop")))
+        .await
+        .unwrap();
+    exec(&mut c, ORDERS, &shoal).await;
+    c2.query_drop("SELECT 1").await.unwrap();
+
+    let list: Vec<mysql_async::Row> = c
+        .query("SHOW PROCESSLIST")
+        .await
+        .unwrap_or_else(|e| panic!("SHOW PROCESSLIST: {e}\n{}", shoal.log()));
+    let names: Vec<String> = list[0]
+        .columns_ref()
+        .iter()
+        .map(|c| c.name_str().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "Id", "User", "Host", "db", "Command", "Time", "State", "Info", "Progress"
+        ]
+    );
+    let users_of = |rows: &[mysql_async::Row]| -> Vec<String> {
+        rows.iter()
+            .map(|r| r.get::<String, _>(1).unwrap())
+            .collect()
+    };
+    assert_eq!(users_of(&list), ["app", "app"], "{list:?}");
+    let me: u32 = c.id();
+    let mine = list
+        .iter()
+        .find(|r| r.get::<u32, _>(0) == Some(me))
+        .expect("the session itself is listed");
+    assert_eq!(mine.get::<String, _>(4).as_deref(), Some("Query"));
+    assert_eq!(
+        mine.get::<String, _>(7).as_deref(),
+        Some("SHOW PROCESSLIST")
+    );
+    assert_eq!(mine.get::<String, _>(3).as_deref(), Some("shop"));
+    let full: Vec<mysql_async::Row> = other.query("SHOW FULL PROCESSLIST").await.unwrap();
+    assert_eq!(users_of(&full), ["other"]);
+    let all: Vec<mysql_async::Row> = boss.query("SHOW PROCESSLIST").await.unwrap();
+    let mut seen = users_of(&all);
+    seen.sort();
+    assert_eq!(seen, ["app", "app", "boss", "other"]);
+
+    for (sql, first_column) in [
+        ("SHOW MASTER STATUS", "File"),
+        ("SHOW BINLOG STATUS", "File"),
+        ("SHOW SLAVE STATUS", "Slave_IO_State"),
+        ("SHOW REPLICA STATUS", "Slave_IO_State"),
+        ("SHOW ALL SLAVES STATUS", "Connection_name"),
+        ("SHOW ALL REPLICAS STATUS", "Connection_name"),
+    ] {
+        let mut r = c
+            .query_iter(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}\n{}", shoal.log()));
+        let cols: Vec<String> = r
+            .columns_ref()
+            .iter()
+            .map(|c| c.name_str().into_owned())
+            .collect();
+        let rows: Vec<mysql_async::Row> = r.collect().await.unwrap();
+        assert_eq!(
+            cols.first().map(String::as_str),
+            Some(first_column),
+            "{sql}"
+        );
+        assert!(rows.is_empty(), "{sql}: {rows:?}");
+        // The columns of the datanodes' own server (which has a binlog: its rows are not
+        // the logical schema's).
+        let mut b = Conn::new(cluster.opts(0, None)).await.unwrap();
+        let r = b.query_iter(sql).await.unwrap();
+        let server: Vec<String> = r
+            .columns_ref()
+            .iter()
+            .map(|c| c.name_str().into_owned())
+            .collect();
+        drop(r);
+        assert_eq!(cols, server, "{sql}");
+    }
+
+    // FLUSH TABLES WITH READ LOCK: another session's write waits for UNLOCK TABLES.
+    exec(
+        &mut c2,
+        "INSERT INTO orders (id, user_id, note) VALUES (1, 1, 'a')",
+        &shoal,
+    )
+    .await;
+    exec(&mut c, "FLUSH TABLES WITH READ LOCK", &shoal).await;
+    assert_eq!(
+        text_rows(&mut c, "SELECT id FROM orders").await,
+        vec![vec![Some("1".into())]]
+    );
+    let write = tokio::spawn(async move {
+        c2.query_drop("INSERT INTO orders (id, user_id, note) VALUES (2, 2, 'b')")
+            .await
+            .map(|_| c2)
+    });
+    // The write waits for the lock on its datanode's server (seen in that server's own
+    // processlist), and has not ended.
+    shoal_tests::within(
+        std::time::Duration::from_secs(30),
+        "the other session's INSERT waiting for the read lock",
+        async {
+            loop {
+                assert!(!write.is_finished(), "the write ended under the read lock");
+                let mut waiting = 0;
+                for server in 0..2 {
+                    let mut b = Conn::new(cluster.opts(server, None)).await.unwrap();
+                    let n: Option<u64> = b
+                        .query_first(
+                            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE \
+                             STATE LIKE 'Waiting for table metadata lock' AND INFO LIKE 'INSERT%'",
+                        )
+                        .await
+                        .unwrap();
+                    waiting += n.unwrap_or(0);
+                }
+                if waiting > 0 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        },
+    )
+    .await;
+    let err = c
+        .query_drop("INSERT INTO orders (id, user_id, note) VALUES (3, 3, 'c')")
+        .await
+        .expect_err("a write under the session's own read lock");
+    assert!(err.to_string().contains("READ lock"), "{err}");
+    exec(&mut c, "UNLOCK TABLES", &shoal).await;
+    let _c2 = write.await.unwrap().expect("the write after UNLOCK TABLES");
+    assert_eq!(
+        text_rows(&mut c, "SELECT id FROM orders ORDER BY id").await,
+        vec![vec![Some("1".into())], vec![Some("2".into())]]
+    );
+}

@@ -36,6 +36,7 @@ mod replica;
 mod savepoint;
 mod scatter;
 pub mod sequence;
+mod server_show;
 mod statement_time;
 mod table_locks;
 mod txn;
