@@ -352,3 +352,46 @@ async fn the_server_statements_of_dump_tools_are_answered() {
         vec![vec![Some("1".into())], vec![Some("2".into())]]
     );
 }
+
+/// `INSERT ... SET` leaving out the shard key of a table with a `sequence`: the key comes from
+/// the sequence, as it does for an INSERT with a column list; an INSERT without a column list
+/// into the same table names every column, the key included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insert_set_takes_the_shard_key_from_the_sequence() {
+    let cluster = start(&["a", "b"]).await;
+    let layout = format!(
+        "{}      - {{ name: events, type: sharded, shard_key: id, rule: by_user, \
+         datanodes: \"dn1, dn2, dn3, dn4\", sequence: {{ datanode: dn1, step: 5 }} }}\n",
+        shoal_tests::demo_layout_yaml(1)
+    );
+    let path = shoal_tests::cluster_config(&cluster, APP_USER, &layout, "seqset");
+    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let mut c = client(&shoal).await;
+    exec(
+        &mut c,
+        "CREATE TABLE events (id BIGINT PRIMARY KEY, note VARCHAR(20))",
+        &shoal,
+    )
+    .await;
+    let mut ids = Vec::new();
+    for note in ["a", "b", "c"] {
+        let r = c
+            .query_drop(format!("INSERT INTO events SET note = '{note}'"))
+            .await;
+        assert!(r.is_ok(), "{r:?}\n{}", shoal.log());
+        let id = c.last_insert_id().expect("the sequence's id");
+        ids.push(id);
+        // A read routed by the key finds the row on its shard.
+        let got: Option<String> = c
+            .query_first(format!("SELECT note FROM events WHERE id = {id}"))
+            .await
+            .unwrap();
+        assert_eq!(got.as_deref(), Some(note));
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    exec(&mut c, "INSERT INTO events VALUES (1000, 'd')", &shoal).await;
+    assert_eq!(
+        text_rows(&mut c, "SELECT note FROM events WHERE id = 1000").await,
+        vec![vec![Some("d".into())]]
+    );
+}
