@@ -131,6 +131,26 @@ async fn an_insert_without_a_column_list_lands_on_its_shard() {
             Some("800".into())
         ]]
     );
+    // A prepared INSERT without a column list: each execute routed by its own key.
+    for (id, note) in [(10, "j"), (11, "k")] {
+        let r = c
+            .exec_drop(
+                "INSERT INTO orders VALUES (?, ?, ?, ?, ?)",
+                (id, id, note, id * 10, id * 100),
+            )
+            .await;
+        assert!(r.is_ok(), "{r:?}\n{}", shoal.log());
+        assert_eq!(
+            routed(&mut c, "orders", id).await,
+            vec![vec![
+                Some(id.to_string()),
+                Some(id.to_string()),
+                Some(note.to_string()),
+                Some((id * 10).to_string()),
+                Some((id * 100).to_string())
+            ]]
+        );
+    }
     assert_eq!(
         text_rows(&mut c, "SELECT hidden FROM orders WHERE user_id = 7").await,
         vec![vec![Some("9".into())]]
@@ -148,7 +168,7 @@ async fn an_insert_without_a_column_list_lands_on_its_shard() {
     assert!(err.to_string().contains("at row 2"), "{err}");
     assert_eq!(
         text_rows(&mut c, "SELECT COUNT(*) FROM orders").await,
-        vec![vec![Some("8".into())]]
+        vec![vec![Some("10".into())]]
     );
 }
 

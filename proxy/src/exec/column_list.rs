@@ -36,21 +36,7 @@ impl Session {
             let p = self.client.packet_payload();
             String::from_utf8_lossy(&p[1..]).into_owned()
         };
-        let cached = routing.catalog.table_columns(&fill.schema, &fill.table);
-        let columns = match cached {
-            // Rows of another width than the cached order: the table may have changed
-            // behind Shoal's back.
-            Some(c) if fill.wrong_row(c.len()).is_none() => c,
-            _ => self.read_columns(routing, &fill).await?,
-        };
-        if let Some(row) = fill.wrong_row(columns.len()) {
-            // As one server answers (the planner would refuse rows of unequal widths).
-            return Err(Error::reply(
-                WRONG_VALUE_COUNT,
-                b"21S01",
-                format!("Column count doesn't match value count at row {row}"),
-            ));
-        }
+        let columns = self.column_order(routing, &fill).await?;
         let text = fill.apply(&sql, &columns);
         let targets = match routing.router.route(self.logical.as_deref(), &text, &[]) {
             RoutePlan::Single(t) => vec![t],
@@ -72,6 +58,31 @@ impl Session {
                 .forget_table_columns(&fill.schema, &fill.table);
         }
         r
+    }
+
+    /// The column order `fill`'s table has, cached or read; MariaDB's 1136 when a row of the
+    /// statement has another number of values.
+    pub(super) async fn column_order(
+        &mut self,
+        routing: &Routing,
+        fill: &ColumnListFill,
+    ) -> Result<Arc<Vec<String>>> {
+        let cached = routing.catalog.table_columns(&fill.schema, &fill.table);
+        let columns = match cached {
+            // Rows of another width than the cached order: the table may have changed
+            // behind Shoal's back.
+            Some(c) if fill.wrong_row(c.len()).is_none() => c,
+            _ => self.read_columns(routing, fill).await?,
+        };
+        if let Some(row) = fill.wrong_row(columns.len()) {
+            // As one server answers (the planner would refuse rows of unequal widths).
+            return Err(Error::reply(
+                WRONG_VALUE_COUNT,
+                b"21S01",
+                format!("Column count doesn't match value count at row {row}"),
+            ));
+        }
+        Ok(columns)
     }
 
     /// The table's column order, read from its first physical table, and cached.
