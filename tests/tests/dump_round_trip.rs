@@ -8,9 +8,8 @@
 //! second Shoal over empty datanode databases, which must put every row on its shard: each
 //! datanode's physical tables end up as those of the first configuration.
 //!
-//! `--complete-insert`: Shoal routes an INSERT into a sharded table by its column list (an
-//! INSERT without one is refused, see docs/sql-support.md), so a dump meant to be loaded back
-//! through Shoal names its columns.
+//! `--complete-insert`: the INSERTs name their columns. Without it, Shoal completes each INSERT
+//! with the table's column list (docs/sql-support.md; tests/tests/mydumper.rs loads such INSERTs).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -17,6 +17,7 @@
 pub mod admission;
 pub mod catalog;
 pub mod collations;
+mod column_list;
 pub mod connset;
 pub use prepared::Statements;
 pub(crate) use replica::BACKEND_COLUMNS;
@@ -35,6 +36,7 @@ mod replica;
 mod savepoint;
 mod scatter;
 pub mod sequence;
+mod server_show;
 mod statement_time;
 mod table_locks;
 mod txn;
@@ -449,8 +451,24 @@ impl Session {
                         )
                     })
                 };
-                match fill {
-                    Some(fill) => cold(self.insert_with_sequence(routing, fill, reply_seq)).await,
+                if let Some(fill) = fill {
+                    return cold(self.insert_with_sequence(routing, fill, reply_seq)).await;
+                }
+                // Or an INSERT without a column list into a sharded table.
+                let columns = {
+                    let p = self.client.packet_payload();
+                    std::str::from_utf8(&p[1..]).ok().and_then(|sql| {
+                        shoal_router::plan::column_list::column_list_fill(
+                            &routing.topology,
+                            self.logical.as_deref(),
+                            sql,
+                        )
+                    })
+                };
+                match columns {
+                    Some(fill) => {
+                        cold(self.insert_with_column_list(routing, fill, reply_seq)).await
+                    }
                     None => Err(self.refuse(&e)),
                 }
             }

@@ -489,6 +489,29 @@ impl Session {
             };
             sql.to_string()
         };
+        // An INSERT without a column list into a sharded table is prepared with the table's
+        // list spliced in (`column_list.rs`): each execute then plans like any INSERT with
+        // one. The order is the table's at PREPARE.
+        let head = sql.trim_start().get(..7).unwrap_or_default();
+        let sql = match (head
+            .get(..6)
+            .is_some_and(|h| h.eq_ignore_ascii_case("insert"))
+            || head.eq_ignore_ascii_case("replace"))
+        .then(|| {
+            shoal_router::plan::column_list::column_list_fill(
+                &routing.topology,
+                self.logical.as_deref(),
+                &sql,
+            )
+        })
+        .flatten()
+        {
+            Some(fill) => {
+                let columns = self.column_order(routing, &fill).await?;
+                fill.apply(&sql, &columns)
+            }
+            None => sql,
+        };
         // `?` counted on the tokens the session's server would read (sql_mode, versioned
         // comments), the same tokens the router plans with.
         let mut toks = Vec::new();

@@ -123,6 +123,29 @@ pub(super) fn parse_lock_tables(sql: &str, toks: &[Token]) -> Option<(Vec<LockIt
     (i == toks.len()).then_some((items, tail))
 }
 
+/// `FLUSH [NO_WRITE_TO_BINLOG | LOCAL] TABLE[S] WITH READ LOCK [;]`, read on the tokens.
+pub(super) fn is_flush_tables_with_read_lock(sql: &str, toks: &[Token]) -> bool {
+    let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(sql, w));
+    if !is(0, "FLUSH") {
+        return false;
+    }
+    let mut i = 1;
+    if is(i, "NO_WRITE_TO_BINLOG") || is(i, "LOCAL") {
+        i += 1;
+    }
+    if !(is(i, "TABLES") || is(i, "TABLE")) || !is(i + 1, "WITH") || !is(i + 2, "READ") {
+        return false;
+    }
+    if !is(i + 3, "LOCK") {
+        return false;
+    }
+    i += 4;
+    if toks.get(i).is_some_and(|t| t.is_punct(sql, ";")) {
+        i += 1;
+    }
+    i == toks.len()
+}
+
 /// The error for a statement that needs datanode `dn` while the session's locks are elsewhere.
 pub(super) fn not_locked(routing: &Routing, dn: DatanodeId) -> Error {
     Error::reply(
@@ -219,6 +242,19 @@ impl Session {
             self.end_transaction(true).await?;
         }
         self.unlock_tables().await?;
+        self.lock_on_datanodes(routing, per_dn, &tail).await?;
+        self.table_locks_read = items.iter().all(|i| i.mode.starts_with("READ"));
+        self.send_ok(reply_seq).await
+    }
+
+    /// Takes `per_dn`'s locks (`LOCK TABLES <list><tail>` on each datanode, in datanode
+    /// order), or none of them.
+    async fn lock_on_datanodes(
+        &mut self,
+        routing: &Routing,
+        per_dn: BTreeMap<DatanodeId, Vec<String>>,
+        tail: &str,
+    ) -> Result<()> {
         if per_dn.len() > 1 {
             self.admit(routing).await?;
         }
@@ -250,8 +286,134 @@ impl Session {
             locked.push(dn);
         }
         self.table_locks = locked;
-        self.table_locks_read = items.iter().all(|i| i.mode.starts_with("READ"));
+        Ok(())
+    }
+
+    /// FLUSH TABLES WITH READ LOCK: a READ lock on every physical table of the logical schemas
+    /// the user may use (all of them for a user not limited to some), taken as LOCK TABLES
+    /// takes its locks (same order, none or all), released by UNLOCK TABLES. Writes through
+    /// other sessions wait, as under a global read lock; this session reads the locked tables
+    /// only (1100 otherwise), as under LOCK TABLES, and START TRANSACTION releases the locks.
+    pub(super) async fn flush_tables_with_read_lock(
+        &mut self,
+        routing: &Routing,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let allowed = self
+            .rt
+            .config
+            .user(&self.user)
+            .and_then(|u| u.schemas.clone());
+        let schemas: Vec<_> = routing
+            .topology
+            .schemas
+            .values()
+            .filter(|ls| {
+                allowed
+                    .as_ref()
+                    .is_none_or(|a| a.iter().any(|s| s.eq_ignore_ascii_case(&ls.name)))
+            })
+            .collect();
+        if self.txn_begin.is_some() || self.conns.in_transaction() {
+            self.end_transaction(true).await?;
+        }
+        self.unlock_tables().await?;
+        // (datanode, physical table) -> the logical table it is a shard of, for every
+        // configured table; datanodes that are a schema's default hold its unlisted tables.
+        let mut owned: BTreeMap<(DatanodeId, String), String> = BTreeMap::new();
+        let mut defaults: Vec<DatanodeId> = Vec::new();
+        for ls in &schemas {
+            for t in ls.tables.values() {
+                let places: Vec<(DatanodeId, String)> = match t {
+                    TableDef::Sharded(t) => t
+                        .shards
+                        .iter()
+                        .map(|s| (s.datanode, s.physical_table.clone()))
+                        .collect(),
+                    TableDef::Child(t) => t
+                        .shards
+                        .iter()
+                        .map(|s| (s.datanode, s.physical_table.clone()))
+                        .collect(),
+                    TableDef::Global(t) => {
+                        t.datanodes.iter().map(|&d| (d, t.name.clone())).collect()
+                    }
+                };
+                for (dn, p) in places {
+                    owned.insert((dn, p.to_lowercase()), t.name().to_string());
+                }
+            }
+            defaults.extend(ls.default_datanode);
+        }
+        let mut nodes: Vec<DatanodeId> = owned
+            .keys()
+            .map(|(d, _)| *d)
+            .chain(defaults.iter().copied())
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let mut per_dn: BTreeMap<DatanodeId, Vec<String>> = BTreeMap::new();
+        for dn in nodes {
+            // The tables that exist there (a configured table not created yet locks nothing).
+            let db = routing.topology.datanodes[dn].database.clone();
+            let existing = self.base_tables(routing, dn, &db).await?;
+            let shards_here = |logical: &str| {
+                owned
+                    .iter()
+                    .filter(|((d, _), l)| *d == dn && l.as_str() == logical)
+                    .count()
+            };
+            for table in existing {
+                let name = format!("{}.{}", quote_ident(&db), quote_ident(&table));
+                let list = per_dn.entry(dn).or_default();
+                match owned.get(&(dn, table.to_lowercase())) {
+                    Some(logical) => {
+                        list.push(format!("{name} READ"));
+                        // As LOCK TABLES does: reads name a lone physical table of another
+                        // name with the logical name as its alias.
+                        if !logical.eq_ignore_ascii_case(&table) && shards_here(logical) == 1 {
+                            list.push(format!("{name} AS {} READ", quote_ident(logical)));
+                        }
+                    }
+                    None if defaults.contains(&dn) => list.push(format!("{name} READ")),
+                    None => {}
+                }
+            }
+        }
+        per_dn.retain(|_, l| !l.is_empty());
+        self.lock_on_datanodes(routing, per_dn, "").await?;
+        self.table_locks_read = true;
         self.send_ok(reply_seq).await
+    }
+
+    /// The base tables of database `db` on datanode `dn` (read on the session's connection
+    /// there, before any lock is taken).
+    async fn base_tables(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+        db: &str,
+    ) -> Result<Vec<String>> {
+        let t = shoal_router::plan::Target {
+            datanode: dn,
+            sql: format!(
+                "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{}' \
+                 AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME",
+                db.replace('\\', "\\\\").replace('\'', "''")
+            )
+            .into(),
+            params: Default::default(),
+            qualified: true,
+        };
+        let writes = std::mem::replace(&mut self.conns.maybe_writes, false);
+        let r = self.small_answer(routing, &t).await;
+        self.conns.maybe_writes = writes;
+        Ok(r?
+            .1
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+            .collect())
     }
 
     /// Releases the session's table locks on every datanode (UNLOCK TABLES, and the implicit
@@ -302,6 +464,26 @@ mod tests {
             table: table.into(),
             alias: alias.map(str::to_string),
             mode: mode.into(),
+        }
+    }
+
+    #[test]
+    fn reads_flush_tables_with_read_lock() {
+        let ftwrl = |sql: &str| is_flush_tables_with_read_lock(sql, &tokenize(sql).unwrap());
+        for sql in [
+            "FLUSH TABLES WITH READ LOCK",
+            "flush /*!40101 LOCAL */ tables with read lock;",
+            "FLUSH NO_WRITE_TO_BINLOG TABLE WITH READ LOCK",
+        ] {
+            assert!(ftwrl(sql), "{sql}");
+        }
+        for sql in [
+            "FLUSH TABLES",
+            "FLUSH TABLES t WITH READ LOCK",
+            "FLUSH TABLES WITH READ LOCK AND DISABLE CHECKPOINT",
+            "FLUSH PRIVILEGES",
+        ] {
+            assert!(!ftwrl(sql), "{sql}");
         }
     }
 

@@ -212,10 +212,20 @@ impl Session {
             K::Prepare | K::Execute | K::Deallocate => {
                 Err(unsupported("SQL-level PREPARE/EXECUTE"))
             }
-            K::Flush => Err(unsupported(
-                "FLUSH (also FLUSH TABLES WITH READ LOCK, which mariadb-dump --master-data and \
-                 --lock-all-tables send: use --single-transaction or the default LOCK TABLES)",
-            )),
+            K::Flush => {
+                let ftwrl = {
+                    let (sql, toks) = words(self);
+                    super::table_locks::is_flush_tables_with_read_lock(&sql, &toks)
+                };
+                if !ftwrl {
+                    return Err(unsupported(
+                        "FLUSH other than FLUSH TABLES WITH READ LOCK (which locks the tables of \
+                         the logical schemas)",
+                    ));
+                }
+                self.conns.no_branch = true;
+                self.flush_tables_with_read_lock(routing, reply_seq).await
+            }
             K::Show
                 if {
                     let (sql, toks) = words(self);
@@ -223,6 +233,14 @@ impl Session {
                 } =>
             {
                 self.run_anywhere(routing, prepared, reply_seq).await
+            }
+            K::Show
+                if let Some(what) = {
+                    let (sql, toks) = words(self);
+                    super::server_show::parse(&sql, &toks)
+                } =>
+            {
+                self.answer_server_show(what, reply_seq).await
             }
             other => Err(unsupported(&format!("the statement {other:?}"))),
         }
@@ -446,8 +464,9 @@ impl Session {
 
 /// `SHOW` statements about the server rather than the session's data or last statement
 /// (status, variables, engines, collations, character sets, plugins): the server of one
-/// datanode answers them, as a client connected to it directly would see. SHOW WARNINGS,
-/// PROCESSLIST and the rest stay refused: their answer would be one backend connection's.
+/// datanode answers them, as a client connected to it directly would see. SHOW PROCESSLIST
+/// and the replication status are Shoal's own (`server_show`); SHOW WARNINGS and the rest
+/// stay refused: their answer would be one backend connection's.
 fn server_level_show(sql: &str, toks: &[Token]) -> bool {
     let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(sql, w));
     if !is(0, "SHOW") {

@@ -8,6 +8,7 @@
 //! is an opcode plus shard-key expressions).
 
 mod cache;
+pub mod column_list;
 mod ddl;
 mod eval;
 mod explain;

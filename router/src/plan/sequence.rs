@@ -20,16 +20,24 @@ pub struct SequenceFill {
     /// Rows of the INSERT: ids needed.
     pub rows: usize,
     key: String,
-    /// Byte offsets just after the column list's `(` and after each row's `(`.
+    /// Byte offsets just after the column list's `(` and after each row's `(`; for
+    /// `INSERT ... SET`, just after `SET` (and no rows).
     columns_at: usize,
     rows_at: Vec<usize>,
+    set_form: bool,
 }
 
 impl SequenceFill {
     /// The statement with the shard key column first in the column list and `first`,
     /// `first + 1`, ... as its values, row by row (consecutive, as MySQL's auto-increment
     /// numbers a multi-row INSERT).
+    /// `INSERT ... SET`: `` `key` = first`` as the first assignment.
     pub fn apply(&self, sql: &str, first: u64) -> String {
+        if self.set_form {
+            let key = self.key.replace('`', "``");
+            let (head, tail) = sql.split_at(self.columns_at);
+            return format!("{head} `{key}` = {first},{tail}");
+        }
         let mut out = String::with_capacity(sql.len() + self.rows * 22 + self.key.len() + 4);
         let mut edits: Vec<(usize, String)> = Vec::with_capacity(self.rows + 1);
         edits.push((
@@ -51,9 +59,10 @@ impl SequenceFill {
     }
 }
 
-/// The fill `sql` needs, when it is an `INSERT|REPLACE INTO t (cols) VALUES (...), ...` into a
-/// sharded table with a sequence whose column list leaves out the shard key. `None` for
-/// anything else (which the planner then routes or refuses as usual).
+/// The fill `sql` needs, when it is an `INSERT|REPLACE INTO t (cols) VALUES (...), ...` or
+/// `INSERT|REPLACE INTO t SET c = v, ...` into a sharded table with a sequence that leaves out
+/// the shard key. `None` for anything else (which the planner then routes or refuses as
+/// usual).
 pub fn sequence_fill(topo: &Topology, current: Option<&str>, sql: &str) -> Option<SequenceFill> {
     let mut toks: Vec<Token> = Vec::new();
     tokenize_into(sql, &mut toks).ok()?;
@@ -63,7 +72,7 @@ pub fn sequence_fill(topo: &Topology, current: Option<&str>, sql: &str) -> Optio
         return None;
     }
     let ins = dml.insert.as_ref()?;
-    if ins.set_form || ins.from_select || ins.columns.is_empty() || ins.rows.is_empty() {
+    if ins.from_select || ins.columns.is_empty() || (!ins.set_form && ins.rows.is_empty()) {
         return None;
     }
     let target = dml.tables.iter().find(|t| t.top_level)?;
@@ -85,6 +94,24 @@ pub fn sequence_fill(topo: &Topology, current: Option<&str>, sql: &str) -> Optio
         (tok.kind == TokKind::Punct && tok.text(sql) == "(").then_some(tok.end as usize)
     };
     let name_tok = target.name_tok?;
+    if ins.set_form {
+        // `t SET`: not `t PARTITION (p0) SET`.
+        let set = toks.get(name_tok as usize + 1)?;
+        if set.kind != TokKind::Word || !set.is_kw(sql, "SET") {
+            return None;
+        }
+        return Some(SequenceFill {
+            schema: ls.name.clone(),
+            table: t.name.clone(),
+            datanode: seq.datanode,
+            step: seq.step,
+            rows: 1,
+            key: t.shard_key.clone(),
+            columns_at: set.end as usize,
+            rows_at: Vec::new(),
+            set_form: true,
+        });
+    }
     let columns_at = open_at(name_tok + 1)?;
     // The `(` must open the column list (not `PARTITION (p0)` or anything else).
     let first_col = toks.get(name_tok as usize + 2)?;
@@ -110,6 +137,7 @@ pub fn sequence_fill(topo: &Topology, current: Option<&str>, sql: &str) -> Optio
         key: t.shard_key.clone(),
         columns_at,
         rows_at,
+        set_form: false,
     })
 }
 
@@ -160,12 +188,25 @@ schemas:
     }
 
     #[test]
+    fn fills_the_key_of_insert_set() {
+        let topo = topo();
+        let sql = "INSERT INTO orders SET name = 'a', qty = 2 ON DUPLICATE KEY UPDATE qty = 3";
+        let f = sequence_fill(&topo, Some("shop"), sql).unwrap();
+        assert_eq!(f.rows, 1);
+        assert_eq!(
+            f.apply(sql, 51),
+            "INSERT INTO orders SET `id` = 51, name = 'a', qty = 2 ON DUPLICATE KEY UPDATE qty = 3"
+        );
+    }
+
+    #[test]
     fn anything_else_is_left_to_the_planner() {
         let topo = topo();
         for sql in [
             "INSERT INTO orders (id, name) VALUES (1, 'a')",
             "INSERT INTO orders VALUES (1, 'a')",
-            "INSERT INTO orders SET name = 'a'",
+            "INSERT INTO orders SET id = 3, name = 'a'",
+            "INSERT INTO orders PARTITION (p0) SET name = 'a'",
             "INSERT INTO orders (name) SELECT name FROM items",
             "INSERT INTO items (name) VALUES ('a')",
             "UPDATE orders SET name = 'a'",

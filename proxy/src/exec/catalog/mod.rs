@@ -45,6 +45,9 @@ pub const CACHE_AGE: Duration = Duration::from_secs(3);
 /// Prefix of the temporary tables' names.
 const TEMP_PREFIX: &str = "shoal_catalog_";
 
+/// A table's column order and the generation it was read in.
+type ColumnOrder = (u64, Arc<Vec<String>>);
+
 struct Built {
     generation: u64,
     at: Instant,
@@ -61,12 +64,45 @@ pub struct Catalog {
     /// The schema lists users are limited to; a list's index names its temporary tables.
     filters: std::sync::Mutex<Vec<Option<Vec<String>>>>,
     conn: tokio::sync::Mutex<conn::Dedicated>,
+    /// Column order of sharded tables, for INSERTs without a column list (`exec::column_list`):
+    /// (logical schema, table) -> the generation it was read in, the names. One entry per
+    /// configured table at most.
+    columns: std::sync::Mutex<HashMap<(String, String), ColumnOrder>>,
 }
 
 impl Catalog {
     /// DDL went through Shoal: built rows are stale.
     pub fn changed(&self) {
         self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The column order read for `schema.table` since the last DDL through Shoal.
+    pub(crate) fn table_columns(&self, schema: &str, table: &str) -> Option<Arc<Vec<String>>> {
+        let cols = self.columns.lock().unwrap_or_else(|p| p.into_inner());
+        let (generation, names) = cols.get(&(schema.to_string(), table.to_string()))?;
+        (*generation == self.generation.load(Ordering::Relaxed)).then(|| names.clone())
+    }
+
+    /// The generation a read starting now belongs to (DDL during the read makes it stale).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn keep_table_columns(
+        &self,
+        schema: &str,
+        table: &str,
+        generation: u64,
+        names: Arc<Vec<String>>,
+    ) {
+        let mut cols = self.columns.lock().unwrap_or_else(|p| p.into_inner());
+        cols.insert((schema.to_string(), table.to_string()), (generation, names));
+    }
+
+    /// A backend found the cached order wrong (1136): read it again next time.
+    pub(crate) fn forget_table_columns(&self, schema: &str, table: &str) {
+        let mut cols = self.columns.lock().unwrap_or_else(|p| p.into_inner());
+        cols.remove(&(schema.to_string(), table.to_string()));
     }
 
     fn fresh(&self, table: &str) -> Option<Arc<Built>> {

@@ -10,13 +10,17 @@
 
 use std::collections::HashMap;
 
-use shoal_router::plan::{Target, namespace};
+use shoal_router::plan::namespace;
 use shoal_router::topology::{TableDef, Topology};
 
 use super::spec::Spec;
+use crate::backend::pool::Wanted;
+use crate::backend::state::SessionState;
 use crate::config::Routing;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::exec::reader::{ResultStream, Row};
 use crate::session::Session;
+use crate::wire::command::COM_QUERY;
 use crate::wire::messages::read_lenenc_bytes;
 
 pub type Cell = Option<Vec<u8>>;
@@ -349,19 +353,44 @@ impl Session {
         self.catalog_query(routing, dn, &sql).await
     }
 
+    /// Runs `sql` (a read of the datanode's own `information_schema`) on a pooled connection
+    /// of Shoal's own to `dn`'s primary, never on the session's: the catalog's rows are no
+    /// part of the client's transaction (a consistent snapshot's writes stay on one datanode,
+    /// and a refresh reads every one), nor limited by its LOCK TABLES or FLUSH TABLES WITH
+    /// READ LOCK.
     async fn catalog_query(
         &mut self,
         routing: &Routing,
         dn: usize,
         sql: &str,
     ) -> Result<(Vec<String>, Vec<Vec<Cell>>)> {
-        let t = Target {
-            datanode: dn,
-            sql: sql.into(),
-            params: Default::default(),
-            qualified: true,
-        };
-        let (defs, rows) = self.small_answer(routing, &t).await?;
+        let node = &routing.topology.datanodes[dn];
+        let pool = self.rt.pools[self.rt.backends.primary(node.datahost)].clone();
+        if pool.is_full() {
+            self.release_stale();
+        }
+        let mut conn = pool
+            .acquire(Wanted {
+                wire: self.routed_wire(),
+                prefer: 0,
+                schema: Some(&node.database),
+                multi_statements: false,
+            })
+            .await?;
+        // A pooled connection carries another session's variables: a clean state.
+        crate::session::align_to(&SessionState::default(), Some(&node.database), &mut conn).await?;
+        conn.io.write_command(COM_QUERY, sql.as_bytes());
+        conn.io.flush().await.map_err(Error::BackendIo)?;
+        let mut stream = ResultStream::new(&conn, false);
+        let defs = stream.columns(&mut conn).await?;
+        let mut rows = Vec::new();
+        loop {
+            match stream.next_row(&mut conn).await? {
+                Row::End => break,
+                Row::Data(row) => rows.push(crate::exec::metadata::fields(&row)?),
+            }
+        }
+        conn.release();
         Ok((column_names(&defs), rows))
     }
 }
