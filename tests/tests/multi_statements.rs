@@ -10,8 +10,20 @@ use mysql_async::{Conn, Row};
 use shoal_tests::{shared_backend, shared_backend_layout, unique_name};
 
 /// Every result of `sql`: each result's rows as text (an OK result: no rows), then the error
-/// that ended the text, if one did.
+/// that ended the text, if one did (mysql_async gives an error that follows a result set to
+/// the next query: a `DO 0` asks for it).
 async fn results(c: &mut Conn, sql: &str) -> (Vec<Vec<Vec<Option<String>>>>, Option<u16>) {
+    let (out, e) = results_of(c, sql).await;
+    if e.is_some() {
+        return (out, e);
+    }
+    match c.query_drop("DO 0").await {
+        Err(mysql_async::Error::Server(e)) => (out, Some(e.code)),
+        _ => (out, None),
+    }
+}
+
+async fn results_of(c: &mut Conn, sql: &str) -> (Vec<Vec<Vec<Option<String>>>>, Option<u16>) {
     let mut out = Vec::new();
     let mut r = match c.query_iter(sql).await {
         Ok(r) => r,
@@ -76,6 +88,12 @@ async fn multi_statement_texts_answer_as_one_mariadb() {
         // A transaction inside the text, and a comment with a `;` in it.
         "BEGIN; UPDATE orders SET v = 7 WHERE id = 5 /* ; not a split */; ROLLBACK; SELECT v FROM orders WHERE id = 5",
         "SELECT ';' AS semi; SELECT COUNT(*) FROM orders WHERE v > 3",
+        "SET sql_mode = 'STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION'; SELECT id FROM orders ORDER BY id; SELECT AVG(v) FROM orders",
+        "SET @@session.sql_select_limit = DEFAULT; SELECT * FROM orders WHERE id = 3; SELECT COUNT(*) FROM orders; SELECT DISTINCT v FROM orders WHERE v < 0",
+        "DO 1; SELECT 2",
+        "DO 1; SELECT id, v FROM orders ORDER BY v DESC, id LIMIT 3; SELECT 2",
+        "DO 1; SELECT id, v FROM orders ORDER BY v LIMIT 2 OFFSET 100000; SELECT 4",
+        "DO 1; SELECT v, COUNT(*) FROM orders GROUP BY v ORDER BY v; UPDATE orders SET v = v WHERE 1 = 0; SELECT id FROM orders ORDER BY id",
     ] {
         let shoal_answer = results(&mut s, sql).await;
         let direct_answer = results(&mut d, sql).await;
@@ -154,4 +172,39 @@ async fn measure_a_batch_of_1000_updates() {
     }
     let n: Option<i64> = s.query_first("SELECT SUM(v) FROM orders").await.unwrap();
     assert_eq!(n, Some(2 * rounds as i64 * 1000));
+}
+
+#[tokio::test]
+async fn a_statement_refused_inside_a_text_ends_it_with_its_error() {
+    let backend = shared_backend();
+    let (schema, shoal) = shared_backend_layout(
+        &backend,
+        "multiref",
+        "      - { name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }\n",
+    )
+    .await;
+    let mut s = Conn::new(shoal.opts_as("app", "app-secret", Some(&schema)))
+        .await
+        .unwrap();
+    s.query_drop("CREATE TABLE orders (id INT PRIMARY KEY, v INT)")
+        .await
+        .unwrap();
+    s.query_drop("INSERT INTO orders (id, v) VALUES (1, 1), (2, 2), (3, 3)")
+        .await
+        .unwrap();
+    // A LIMITed derived table across shards is refused by name: the result before it comes,
+    // then its 1235; the statement after it does not run.
+    let (got, error) = results(
+        &mut s,
+        "SELECT 5; SELECT * FROM (SELECT id FROM orders ORDER BY id LIMIT 2) x; \
+         UPDATE orders SET v = 9 WHERE id = 1",
+    )
+    .await;
+    assert_eq!(got, vec![vec![vec![Some("5".to_string())]]]);
+    assert_eq!(error, Some(1235));
+    let v: Option<i64> = s
+        .query_first("SELECT v FROM orders WHERE id = 1")
+        .await
+        .unwrap();
+    assert_eq!(v, Some(1), "a statement after the refused one ran");
 }

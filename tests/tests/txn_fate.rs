@@ -468,3 +468,37 @@ async fn a_lock_wait_timeout_that_rolls_back_the_transaction_ends_every_branch()
     );
     s.shoal.terminate();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_session_track_setting_never_turns_off_shoals_view_of_autocommit() {
+    // Connector/J (rewriteBatchedStatements) sets session_track_system_variables at connect:
+    // sent to a backend, it stopped the reports of `autocommit`, so a later autocommit=0 reached
+    // one datanode only and ROLLBACK undid a quarter of the transaction.
+    let s = Setup::start("xa", None).await;
+    for value in ["'auto_increment_increment'", "''"] {
+        s.reset().await;
+        let mut c = s.client().await;
+        c.query_drop(format!(
+            "SET session_track_system_variables = {value}, sql_mode = 'STRICT_TRANS_TABLES'"
+        ))
+        .await
+        .unwrap();
+        c.query_drop("SET autocommit = 0").await.unwrap();
+        for user in [4, 1, 2, 3] {
+            c.query_drop(format!(
+                "UPDATE orders SET amount = 0 WHERE user_id = {user}"
+            ))
+            .await
+            .unwrap();
+        }
+        c.query_drop("ROLLBACK").await.unwrap();
+        let amounts = s.amounts().await;
+        assert!(
+            amounts.iter().all(|(_, a)| *a == 100),
+            "session_track_system_variables = {value}: ROLLBACK left {amounts:?}"
+        );
+        let mode: Option<String> = c.query_first("SELECT @@sql_mode").await.unwrap();
+        assert_eq!(mode.as_deref(), Some("STRICT_TRANS_TABLES"));
+    }
+    s.shoal.terminate();
+}

@@ -106,6 +106,32 @@ impl Session {
                         }
                     }
                 }
+                // The session trackers are how Shoal learns what every statement changed (the
+                // autocommit that starts each datanode's branch included): a client's own
+                // `SET session_track_...` is answered here, never sent to a backend, where it
+                // would turn the trackers off (Connector/J sends one at connect).
+                if let SetStatement::Variables(vars) = &set
+                    && vars.iter().any(|v| {
+                        v.scope == VarScope::Session && v.name.starts_with("session_track_")
+                    })
+                {
+                    let rest: Vec<_> = vars
+                        .iter()
+                        .filter(|v| {
+                            !(v.scope == VarScope::Session && v.name.starts_with("session_track_"))
+                        })
+                        .cloned()
+                        .collect();
+                    if rest.is_empty() {
+                        return self.send_ok(reply_seq).await;
+                    }
+                    let list: Vec<String> = rest
+                        .iter()
+                        .map(|a| format!("@@session.{} = {}", a.name, a.value))
+                        .collect();
+                    rewritten = Some(format!("SET {}", list.join(", ")));
+                    set = SetStatement::Variables(rest);
+                }
                 match &set {
                     SetStatement::Variables(vars) => {
                         if vars.iter().any(|v| v.scope == VarScope::Global) {

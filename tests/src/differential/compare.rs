@@ -109,13 +109,13 @@ pub async fn fetch(
     }
 }
 
-fn columns_of(cols: &[mysql_async::Column]) -> Vec<(String, String)> {
+pub(super) fn columns_of(cols: &[mysql_async::Column]) -> Vec<(String, String)> {
     cols.iter()
         .map(|c| (c.name_str().into_owned(), format!("{:?}", c.column_type())))
         .collect()
 }
 
-fn origins_of(cols: &[mysql_async::Column]) -> Vec<Origin> {
+pub(super) fn origins_of(cols: &[mysql_async::Column]) -> Vec<Origin> {
     cols.iter()
         .map(|c| Origin {
             schema: c.schema_str().into_owned(),
@@ -153,7 +153,7 @@ pub fn compare_origins(oracle: &Answer, subject: &Answer) -> Result<(), String> 
     Ok(())
 }
 
-fn cells(row: Row) -> Cells {
+pub(super) fn cells(row: Row) -> Cells {
     row.unwrap().into_iter().map(cell).collect()
 }
 

@@ -28,6 +28,7 @@ pub mod catalog;
 pub mod colocated;
 pub mod compare;
 pub mod data;
+pub mod multi;
 pub mod queries;
 pub mod savepoints;
 pub mod schema;
@@ -65,6 +66,8 @@ pub struct Plan {
     /// sides), and `capi_writes` are applied through it after `writes`.
     pub capi: Option<Capi>,
     pub capi_writes: Vec<CapiWrite>,
+    /// Multi-statement texts built from the SELECTs ([`multi`]).
+    pub multis: Vec<multi::Multi>,
 }
 
 impl Plan {
@@ -82,6 +85,8 @@ impl Plan {
             data.rows("orders").len() as u64 + 1_000_000,
         ));
         let capi_writes = capi::ledger_inserts(seed, data.rows("ledger").len() as u64 + 50_000, 12);
+        // A few percent of the SELECTs again, two or three to a multi-statement text.
+        let multis = multi::texts(seed, &selects, (count / 25).max(20));
         Plan {
             seed,
             progress: false,
@@ -91,6 +96,7 @@ impl Plan {
             writes,
             capi: None,
             capi_writes,
+            multis,
         }
     }
 }
@@ -458,6 +464,9 @@ pub async fn run(plan: &Plan, subject_name: &str, oracle: &mut Conn, subject_opt
             let _ = oracle.query_drop("COMMIT").await;
             let _ = subject.conn.query_drop("COMMIT").await;
         }
+    }
+    for m in &plan.multis {
+        multi::run_one(&mut report, m, oracle, &mut subject).await;
     }
     let oracle_opts = oracle.opts().clone();
     if let Some(c) = &plan.capi {
