@@ -1,5 +1,5 @@
 //! Client compatibility: real ORMs, migration tools, drivers and a CLI (SQLAlchemy 2, Alembic,
-//! Sequelize, Knex, Django, mycli's completion refresh, PHP PDO; the programs
+//! Sequelize, Knex, Django, mycli's completion refresh, PHP PDO, MariaDB Connector/J; the programs
 //! are in `tests/clients/`) run one fixed scenario each against a sharded Shoal
 //! (the demo's layout: `orders` by user_id over 4 datanodes, its ER child `order_item`, the
 //! global `country`, `ledger` as 8 tables by quarter) and against one plain MariaDB database
@@ -7,7 +7,7 @@
 //! equal step by step.
 //!
 //! The libraries come from `scripts/install-clients` (`.clients/venv`,
-//! `tests/clients/node_modules`, Debian's php-mysql); without them the test fails saying so. Steps known to differ
+//! `tests/clients/node_modules`, Debian's php-mysql, libmariadb-java and a JDK); without them the test fails saying so. Steps known to differ
 //! today are listed in `tests/clients/known-differences.txt`, each with the reason: a listed
 //! step that differs is reported but does not fail the test, a listed step that now matches
 //! fails it (take it off the list), and any other difference fails it.
@@ -30,7 +30,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The client programs: name, interpreter (relative to the repository when it holds a `/`), the
 /// interpreter's arguments before the script, script.
-const CLIENTS: [(&str, &str, &[&str], &str); 7] = [
+const CLIENTS: [(&str, &str, &[&str], &str); 8] = [
     (
         "sqlalchemy",
         ".clients/venv/bin/python",
@@ -63,7 +63,18 @@ const CLIENTS: [(&str, &str, &[&str], &str); 7] = [
         "tests/clients/python/mycli_scenario.py",
     ),
     ("pdo", "php", &[], "tests/clients/php/pdo_scenario.php"),
+    // The JDK's source launcher compiles the one-file program in memory at each run (no build
+    // step, no class files left behind).
+    (
+        "connectorj",
+        "java",
+        &["-cp", CONNECTOR_J_JAR],
+        "tests/clients/java/ConnectorJScenario.java",
+    ),
 ];
+
+/// MariaDB Connector/J as Debian's libmariadb-java installs it.
+const CONNECTOR_J_JAR: &str = "/usr/share/java/mariadb-java-client.jar";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -110,6 +121,13 @@ fn assert_clients_installed(root: &Path) {
         &["-r", "exit(extension_loaded('pdo_mysql') ? 0 : 1);"],
     ) {
         missing.push("php with pdo_mysql (php-cli, php-mysql)".to_string());
+    }
+    // The source launcher needs a JDK (its compiler), not only a runtime.
+    if !succeeds("javac", &["-version"]) {
+        missing.push("a JDK (default-jdk-headless)".to_string());
+    }
+    if !Path::new(CONNECTOR_J_JAR).exists() {
+        missing.push(format!("{CONNECTOR_J_JAR} (libmariadb-java)"));
     }
     assert!(
         missing.is_empty(),
