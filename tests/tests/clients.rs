@@ -1,12 +1,13 @@
-//! Client compatibility: real ORMs, migration tools and a CLI (SQLAlchemy 2, Alembic, Sequelize,
-//! Knex, Django, mycli's completion refresh; the programs are in `tests/clients/`) run one fixed scenario each against a sharded Shoal
+//! Client compatibility: real ORMs, migration tools, drivers and a CLI (SQLAlchemy 2, Alembic,
+//! Sequelize, Knex, Django, mycli's completion refresh, PHP PDO, MariaDB Connector/J; the programs
+//! are in `tests/clients/`) run one fixed scenario each against a sharded Shoal
 //! (the demo's layout: `orders` by user_id over 4 datanodes, its ER child `order_item`, the
 //! global `country`, `ledger` as 8 tables by quarter) and against one plain MariaDB database
 //! holding the same tables, and their transcripts (every answer each tool observed) must be
 //! equal step by step.
 //!
 //! The libraries come from `scripts/install-clients` (`.clients/venv`,
-//! `tests/clients/node_modules`); without them the test fails saying so. Steps known to differ
+//! `tests/clients/node_modules`, Debian's php-mysql, libmariadb-java and a JDK); without them the test fails saying so. Steps known to differ
 //! today are listed in `tests/clients/known-differences.txt`, each with the reason: a listed
 //! step that differs is reported but does not fail the test, a listed step that now matches
 //! fails it (take it off the list), and any other difference fails it.
@@ -27,35 +28,53 @@ use shoal_tests::{ShoalProcess, scratch_dir, unique_name};
 /// How long one client program may run (each takes seconds; a hang is a failure, not a wait).
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// The client programs: name, interpreter (relative to the repository), script.
-const CLIENTS: [(&str, &str, &str); 6] = [
+/// The client programs: name, interpreter (relative to the repository when it holds a `/`), the
+/// interpreter's arguments before the script, script.
+const CLIENTS: [(&str, &str, &[&str], &str); 8] = [
     (
         "sqlalchemy",
         ".clients/venv/bin/python",
+        &[],
         "tests/clients/python/sqlalchemy_scenario.py",
     ),
     (
         "alembic",
         ".clients/venv/bin/python",
+        &[],
         "tests/clients/python/alembic_scenario.py",
     ),
     (
         "sequelize",
         "node",
+        &[],
         "tests/clients/node/sequelize_scenario.js",
     ),
-    ("knex", "node", "tests/clients/node/knex_scenario.js"),
+    ("knex", "node", &[], "tests/clients/node/knex_scenario.js"),
     (
         "django",
         ".clients/venv/bin/python",
+        &[],
         "tests/clients/python/django_scenario.py",
     ),
     (
         "mycli",
         ".clients/venv/bin/python",
+        &[],
         "tests/clients/python/mycli_scenario.py",
     ),
+    ("pdo", "php", &[], "tests/clients/php/pdo_scenario.php"),
+    // The JDK's source launcher compiles the one-file program in memory at each run (no build
+    // step, no class files left behind).
+    (
+        "connectorj",
+        "java",
+        &["-cp", CONNECTOR_J_JAR],
+        "tests/clients/java/ConnectorJScenario.java",
+    ),
 ];
+
+/// MariaDB Connector/J as Debian's libmariadb-java installs it.
+const CONNECTOR_J_JAR: &str = "/usr/share/java/mariadb-java-client.jar";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -89,6 +108,27 @@ fn assert_clients_installed(root: &Path) {
             missing.push(modules.join(m).display().to_string());
         }
     }
+    let succeeds = |program: &str, args: &[&str]| {
+        Command::new(program)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !succeeds(
+        "php",
+        &["-r", "exit(extension_loaded('pdo_mysql') ? 0 : 1);"],
+    ) {
+        missing.push("php with pdo_mysql (php-cli, php-mysql)".to_string());
+    }
+    // The source launcher needs a JDK (its compiler), not only a runtime.
+    if !succeeds("javac", &["-version"]) {
+        missing.push("a JDK (default-jdk-headless)".to_string());
+    }
+    if !Path::new(CONNECTOR_J_JAR).exists() {
+        missing.push(format!("{CONNECTOR_J_JAR} (libmariadb-java)"));
+    }
     assert!(
         missing.is_empty(),
         "the client compatibility suite needs its libraries: run scripts/install-clients \
@@ -107,14 +147,19 @@ struct Endpoint {
 }
 
 /// Runs one client program and returns its transcript as (step, answer) in order.
-fn run_client(root: &Path, client: (&str, &str, &str), at: &Endpoint) -> Vec<(String, String)> {
-    let (name, interpreter, script) = client;
+fn run_client(
+    root: &Path,
+    client: (&str, &str, &[&str], &str),
+    at: &Endpoint,
+) -> Vec<(String, String)> {
+    let (name, interpreter, interpreter_args, script) = client;
     let program = if interpreter.contains('/') {
         root.join(interpreter).display().to_string()
     } else {
         interpreter.to_string()
     };
     let child = Command::new(&program)
+        .args(interpreter_args)
         .arg(root.join(script))
         .current_dir(root)
         .env("CLIENT_HOST", &at.host)
