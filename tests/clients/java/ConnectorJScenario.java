@@ -340,15 +340,6 @@ public class ConnectorJScenario {
                     return out;
                 }
             });
-            if (mode.equals("rewriteBatchedStatements")) {
-                // Left out for now, a Shoal bug (docs/clients.md): with rewriteBatchedStatements
-                // the driver sends `session_track_system_variables='auto_increment_increment'`
-                // at connect, which reaches the backend and hides the `set autocommit=0` of
-                // setAutoCommit(false) from Shoal: a batch over four shards then commits on
-                // three of them and ROLLBACK undoes one.
-                c.close();
-                continue;
-            }
             step(mode + ": transaction with a batch rolled back", () -> {
                 c.setAutoCommit(false);
                 try (PreparedStatement ps = c.prepareStatement("UPDATE orders SET status = ? WHERE user_id = ? AND id = ?")) {

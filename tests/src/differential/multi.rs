@@ -32,7 +32,7 @@ const LEADS: [&str; 4] = [
 
 /// Up to `n` texts from the plan's text SELECTs (two or three each), seeded.
 pub fn texts(seed: u64, selects: &[Query], n: usize) -> Vec<Multi> {
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x6d75_6c74_69);
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x006d_756c_7469);
     let pool: Vec<&Query> = selects.iter().filter(|q| q.prepared.is_none()).collect();
     if pool.is_empty() {
         return Vec::new();
