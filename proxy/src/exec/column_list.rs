@@ -15,8 +15,6 @@ use shoal_router::plan::{Merge, RoutePlan};
 
 use super::prepared::Request;
 use super::unsupported;
-use crate::backend::pool::Wanted;
-use crate::backend::state::SessionState;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -93,20 +91,7 @@ impl Session {
     ) -> Result<Arc<Vec<String>>> {
         let generation = routing.catalog.generation();
         let node = &routing.topology.datanodes[fill.datanode];
-        let pool = self.rt.pools[self.rt.backends.primary(node.datahost)].clone();
-        if pool.is_full() {
-            self.release_stale();
-        }
-        let mut conn = pool
-            .acquire(Wanted {
-                wire: self.routed_wire(),
-                prefer: 0,
-                schema: Some(&node.database),
-                multi_statements: false,
-            })
-            .await?;
-        // A pooled connection carries another session's variables: a clean state.
-        crate::session::align_to(&SessionState::default(), Some(&node.database), &mut conn).await?;
+        let mut conn = self.own_primary_connection(routing, fill.datanode).await?;
         let quote = |s: &str| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"));
         let read = format!(
             "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = {} AND \

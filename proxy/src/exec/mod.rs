@@ -588,6 +588,36 @@ impl Session {
         self.touch_for(routing, dn, Use::Text).await
     }
 
+    /// A connection of Shoal's own to datanode `dn`'s decided primary, in a clean state in the
+    /// datanode's database (a pooled connection carries another session's variables): for
+    /// what Shoal reads or writes on its own behalf (a sequence's segment, a table's column
+    /// order, the catalog), never part of the client's transaction.
+    pub(crate) async fn own_primary_connection(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+    ) -> Result<crate::backend::pool::PooledConn> {
+        let node = &routing.topology.datanodes[dn];
+        if let Some(e) = self.rt.backends.primary_refusal(node.datahost, &node.name) {
+            return Err(e);
+        }
+        let pool = self.rt.pools[self.rt.backends.primary(node.datahost)].clone();
+        if pool.is_full() {
+            self.release_stale();
+        }
+        let mut conn = pool
+            .acquire(Wanted {
+                wire: self.routed_wire(),
+                prefer: 0,
+                schema: Some(&node.database),
+                multi_statements: false,
+            })
+            .await?;
+        let clean = crate::backend::state::SessionState::default();
+        align_to(&clean, Some(&node.database), &mut conn).await?;
+        Ok(conn)
+    }
+
     /// [`Self::touch`] for a use that may not need the connection in `dn`'s database.
     pub(crate) async fn touch_for(
         &mut self,

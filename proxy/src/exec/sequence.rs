@@ -15,8 +15,6 @@ use shoal_router::plan::{Merge, RoutePlan};
 
 use super::prepared::Request;
 use super::unsupported;
-use crate::backend::pool::Wanted;
-use crate::backend::state::SessionState;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -90,26 +88,8 @@ impl Session {
         // A fresh segment, large enough for this statement's rows (consecutive ids).
         let k = fill.step.max(n);
         let node = &routing.topology.datanodes[fill.datanode];
-        // A segment is taken on the primary only when one is decided (never from one of two
-        // writable servers).
-        if let Some(e) = self.rt.backends.primary_refusal(node.datahost, &node.name) {
-            return Err(e);
-        }
-        let pool = self.rt.pools[self.rt.backends.primary(node.datahost)].clone();
-        if pool.is_full() {
-            self.release_stale();
-        }
-        let mut conn = pool
-            .acquire(Wanted {
-                wire: self.routed_wire(),
-                prefer: 0,
-                schema: Some(&node.database),
-                multi_statements: false,
-            })
-            .await?;
-        // A pooled connection carries another session's schema and variables (autocommit
-        // among them): a clean state in the sequence's database.
-        crate::session::align_to(&SessionState::default(), Some(&node.database), &mut conn).await?;
+        // On the decided primary only (never one of two writable servers), autocommit on.
+        let mut conn = self.own_primary_connection(routing, fill.datanode).await?;
         let quoted = name.replace('\'', "''");
         let update = format!(
             "UPDATE {TABLE} SET next_id = LAST_INSERT_ID(next_id + {k}) WHERE name = '{quoted}'"

@@ -14,8 +14,6 @@ use shoal_router::plan::namespace;
 use shoal_router::topology::{TableDef, Topology};
 
 use super::spec::Spec;
-use crate::backend::pool::Wanted;
-use crate::backend::state::SessionState;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::exec::reader::{ResultStream, Row};
@@ -364,21 +362,7 @@ impl Session {
         dn: usize,
         sql: &str,
     ) -> Result<(Vec<String>, Vec<Vec<Cell>>)> {
-        let node = &routing.topology.datanodes[dn];
-        let pool = self.rt.pools[self.rt.backends.primary(node.datahost)].clone();
-        if pool.is_full() {
-            self.release_stale();
-        }
-        let mut conn = pool
-            .acquire(Wanted {
-                wire: self.routed_wire(),
-                prefer: 0,
-                schema: Some(&node.database),
-                multi_statements: false,
-            })
-            .await?;
-        // A pooled connection carries another session's variables: a clean state.
-        crate::session::align_to(&SessionState::default(), Some(&node.database), &mut conn).await?;
+        let mut conn = self.own_primary_connection(routing, dn).await?;
         conn.io.write_command(COM_QUERY, sql.as_bytes());
         conn.io.flush().await.map_err(Error::BackendIo)?;
         let mut stream = ResultStream::new(&conn, false);
