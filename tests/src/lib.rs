@@ -15,6 +15,7 @@
 pub mod backend;
 pub mod differential;
 pub mod faults;
+pub mod orders;
 pub mod raw;
 pub mod shoal;
 pub mod sysbench;

@@ -9,99 +9,49 @@
 //! (server 0), user 1 on dn2 (server 0), users 2 and 6 on dn3 (server 1), user 3 on dn4
 //! (server 1). Every check of the data reads the servers directly.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use shoal_bench::cluster::Cluster;
+use shoal_tests::orders::{Options, Orders};
 use shoal_tests::shoal::free_port;
-use shoal_tests::{ShoalProcess, http_get, metric_value, within};
-
-const DBS: [&str; 2] = ["a", "b"];
-
-/// Rows: (id, user_id): each user's one row, amount 100.
-const ROWS: [(i64, i64); 6] = [(1, 4), (2, 2), (3, 1), (4, 3), (5, 6), (6, 8)];
+use shoal_tests::{http_get, metric_value, within};
 
 /// A lock wait that is not broken fails the test in this long (1205), not in 50 s.
 const LOCK_WAIT: &str = "SET SESSION innodb_lock_wait_timeout = 20";
 
+/// The fixture (`shoal_tests::orders`) with `/metrics` on `admin`.
 struct Setup {
-    cluster: Cluster,
-    shoal: ShoalProcess,
+    orders: Orders,
     admin: String,
-    _config: PathBuf,
+}
+
+impl std::ops::Deref for Setup {
+    type Target = Orders;
+    fn deref(&self) -> &Orders {
+        &self.orders
+    }
 }
 
 impl Setup {
     /// `server` is appended to the `server:` section (e.g. the detector's settings).
     async fn start(transactions: &str, server: &str) -> Setup {
-        let cluster = Cluster::start(shoal_bench::cluster::ClusterSpec {
-            primaries: 2,
-            databases: DBS.iter().map(|d| d.to_string()).collect(),
+        let admin = format!("127.0.0.1:{}", free_port());
+        let tail = format!("server:\n  admin_listen: \"{admin}\"\n{server}");
+        let orders = Orders::start(Options {
+            transactions,
+            config_tail: &tail,
             ..Default::default()
         })
-        .await
-        .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
-        let admin = format!("127.0.0.1:{}", free_port());
-        let layout = shoal_tests::demo_layout_yaml(1).replace(
-            "  - name: shop\n",
-            &format!("  - name: shop\n    transactions: {transactions}\n"),
-        ) + &format!("server:\n  admin_listen: \"{admin}\"\n{server}");
-        let users = "  - { name: app, password: app-secret, schemas: [shop], admin: true }\n";
-        let config = shoal_tests::cluster_config(&cluster, users, &layout, "deadlock");
-        let shoal = ShoalProcess::start(&["--config".to_string(), config.display().to_string()]);
-        let s = Setup {
-            cluster,
-            shoal,
-            admin,
-            _config: config,
-        };
-        let mut c = s.client().await;
-        c.query_drop(
-            "CREATE TABLE orders (id INT PRIMARY KEY, user_id INT NOT NULL, amount INT) \
-             ENGINE=InnoDB",
-        )
-        .await
-        .unwrap();
-        s.reset().await;
-        s
+        .await;
+        Setup { orders, admin }
     }
 
+    /// A client through Shoal whose lock waits end in 20 s.
     async fn client(&self) -> Conn {
-        let mut c = match Conn::new(self.shoal.opts_as("app", "app-secret", Some("shop"))).await {
-            Ok(c) => c,
-            Err(e) => panic!("connect through shoal: {e}\n{}", self.shoal.log()),
-        };
+        let mut c = self.orders.client().await;
         c.query_drop(LOCK_WAIT).await.unwrap();
         c
-    }
-
-    /// Every row back to amount 100.
-    async fn reset(&self) {
-        let mut c = self.client().await;
-        c.query_drop("DELETE FROM orders").await.unwrap();
-        for (id, user) in ROWS {
-            c.query_drop(format!(
-                "INSERT INTO orders (id, user_id, amount) VALUES ({id}, {user}, 100)"
-            ))
-            .await
-            .unwrap();
-        }
-    }
-
-    /// Each row's amount as stored on the servers, by id (read directly).
-    async fn amounts(&self) -> Vec<(i64, i64)> {
-        let mut out = Vec::new();
-        for i in 0..2 {
-            for db in DBS {
-                let mut b = Conn::new(self.cluster.opts(i, Some(db))).await.unwrap();
-                let rows: Vec<(i64, i64)> = b.query("SELECT id, amount FROM orders").await.unwrap();
-                out.extend(rows);
-            }
-        }
-        out.sort_unstable();
-        out
     }
 
     /// `shoal_deadlocks_broken_total` from `/metrics`.
@@ -250,7 +200,7 @@ async fn cycle_across_servers(transactions: &str) {
         .await
         .unwrap();
     assert_eq!(n, Some(6));
-    s.shoal.terminate();
+    s.orders.shoal.terminate();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -321,7 +271,7 @@ async fn waits_without_a_cycle_and_deadlocks_on_one_server_are_left_to_innodb() 
         .unwrap();
     assert_eq!(code(&r), None);
     assert_eq!(s.broken().await, 0.0);
-    s.shoal.terminate();
+    s.orders.shoal.terminate();
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -369,7 +319,7 @@ async fn detection_latency() {
         waited.iter().rev().take(5).collect::<Vec<_>>()
     );
     assert_eq!(s.broken().await, 100.0);
-    s.shoal.terminate();
+    s.orders.shoal.terminate();
 }
 
 /// Shoal's CPU time (user + system, in clock ticks) so far.
@@ -411,7 +361,7 @@ async fn idle_cpu() {
             "detector {name}: shoal used {used} clock ticks (1/100 s) of CPU in 60 s with 50 idle sessions"
         );
         drop(idle);
-        s.shoal.terminate();
+        s.orders.shoal.terminate();
     }
 }
 
@@ -458,5 +408,5 @@ async fn without_the_process_privilege_the_detector_says_so_and_cycles_time_out(
         log.contains("needs the PROCESS privilege"),
         "no warning naming the PROCESS privilege:\n{log}"
     );
-    s.shoal.terminate();
+    s.orders.shoal.terminate();
 }

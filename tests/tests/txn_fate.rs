@@ -10,125 +10,24 @@
 //! mod 4 over dn1..dn4 (server 0 `a`, `b`, server 1 `a`, `b`): users 4 and 8 are on dn1,
 //! user 1 on dn2, users 2 and 6 on dn3, user 3 on dn4. Every check reads the servers directly.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use shoal_bench::cluster::Cluster;
-use shoal_tests::{ShoalProcess, within};
+use shoal_tests::orders::{Options, Orders};
+use shoal_tests::within;
 
-const DBS: [&str; 2] = ["a", "b"];
+/// The fixture (`shoal_tests::orders`), under the name these tests use.
+type Setup = Orders;
 
-/// Rows: (id, user_id): each user's one row, amount 100.
-const ROWS: [(i64, i64); 6] = [(1, 4), (2, 2), (3, 1), (4, 3), (5, 6), (6, 8)];
-
-struct Setup {
-    cluster: Cluster,
-    shoal: ShoalProcess,
-    _config: PathBuf,
-}
-
-impl Setup {
-    async fn start(transactions: &str, fault: Option<&str>) -> Setup {
-        Setup::start_with(transactions, fault, &[]).await
-    }
-
-    /// [`Setup::start`] with `server_options` in every MariaDB's config.
-    async fn start_with(
-        transactions: &str,
-        fault: Option<&str>,
-        server_options: &[String],
-    ) -> Setup {
-        let spec = shoal_bench::cluster::ClusterSpec {
-            primaries: 2,
-            databases: DBS.iter().map(|d| d.to_string()).collect(),
-            ..Default::default()
-        };
-        let cluster = Cluster::start_with_options(spec, server_options)
-            .await
-            .unwrap_or_else(|e| panic!("cannot start the cluster: {e}"));
-        let layout = shoal_tests::demo_layout_yaml(1).replace(
-            "  - name: shop\n",
-            &format!("  - name: shop\n    transactions: {transactions}\n"),
-        );
-        let users = "  - { name: app, password: app-secret, schemas: [shop], admin: true }\n";
-        let config = shoal_tests::cluster_config(&cluster, users, &layout, "fate");
-        let args = ["--config".to_string(), config.display().to_string()];
-        let env: Vec<(&str, &str)> = fault.map(|f| ("SHOAL_FAULT", f)).into_iter().collect();
-        let shoal = ShoalProcess::start_with_env(&args, &env);
-        let s = Setup {
-            cluster,
-            shoal,
-            _config: config,
-        };
-        let mut c = s.client().await;
-        c.query_drop(
-            "CREATE TABLE orders (id INT PRIMARY KEY, user_id INT NOT NULL, amount INT) \
-             ENGINE=InnoDB",
-        )
-        .await
-        .unwrap();
-        s.reset().await;
-        s
-    }
-
-    async fn client(&self) -> Conn {
-        match Conn::new(self.shoal.opts_as("app", "app-secret", Some("shop"))).await {
-            Ok(c) => c,
-            Err(e) => panic!("connect through shoal: {e}\n{}", self.shoal.log()),
-        }
-    }
-
-    /// Every row back to amount 100.
-    async fn reset(&self) {
-        let mut c = self.client().await;
-        c.query_drop("DELETE FROM orders").await.unwrap();
-        for (id, user) in ROWS {
-            c.query_drop(format!(
-                "INSERT INTO orders (id, user_id, amount) VALUES ({id}, {user}, 100)"
-            ))
-            .await
-            .unwrap();
-        }
-    }
-
-    /// Each row's amount as stored on the servers, by id (read directly).
-    async fn amounts(&self) -> Vec<(i64, i64)> {
-        let mut out = Vec::new();
-        for i in 0..2 {
-            for db in DBS {
-                let mut b = Conn::new(self.cluster.opts(i, Some(db))).await.unwrap();
-                let rows: Vec<(i64, i64)> = b.query("SELECT id, amount FROM orders").await.unwrap();
-                out.extend(rows);
-            }
-        }
-        out.sort_unstable();
-        out
-    }
-
-    async fn amount(&self, id: i64) -> i64 {
-        self.amounts()
-            .await
-            .into_iter()
-            .find(|(i, _)| *i == id)
-            .unwrap_or_else(|| panic!("no row {id}"))
-            .1
-    }
-
-    /// `SHOW SHOAL XA`'s `name`.
-    async fn stat(&self, name: &str) -> u64 {
-        let mut c = self.client().await;
-        let rows: Vec<mysql_async::Row> = c.query("SHOW SHOAL XA").await.unwrap();
-        let row = rows.into_iter().next().expect("one row");
-        shoal_tests::named_values(&row)
-            .into_iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| v)
-            .unwrap_or_else(|| panic!("no {name} in SHOW SHOAL XA"))
-            .parse()
-            .unwrap()
-    }
+/// Started with `transactions` and the `SHOAL_FAULT` hook `fault`.
+async fn start(transactions: &str, fault: Option<&str>) -> Setup {
+    Orders::start(Options {
+        transactions,
+        fault,
+        ..Default::default()
+    })
+    .await
 }
 
 /// What a client does after its statement got 1213.
@@ -213,7 +112,7 @@ async fn deadlock(s: &Setup, reaction: Reaction) -> (i64, i64) {
 }
 
 async fn deadlocks_end_every_branch(transactions: &str) {
-    let s = Setup::start(transactions, None).await;
+    let s = start(transactions, None).await;
     for reaction in [
         Reaction::Commit,
         Reaction::Begin,
@@ -280,7 +179,7 @@ async fn thread_running(s: &Setup, marker: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_branch_lost_during_a_read_over_datanodes_rolls_back_the_rest() {
-    let s = Setup::start("xa", None).await;
+    let s = start("xa", None).await;
     for commit_after in [true, false] {
         s.reset().await;
         let mut c = s.client().await;
@@ -336,7 +235,7 @@ async fn a_branch_lost_during_a_read_over_datanodes_rolls_back_the_rest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_function_that_writes_makes_its_branch_a_written_one() {
-    let s = Setup::start("xa", None).await;
+    let s = start("xa", None).await;
     // On dn3 (server 1, database `a`): a function that writes.
     let mut direct = Conn::new(s.cluster.opts(1, Some("a"))).await.unwrap();
     direct
@@ -350,8 +249,8 @@ async fn a_stored_function_that_writes_makes_its_branch_a_written_one() {
         )
         .await
         .unwrap();
-    let two_before = s.stat("committed_two_phase").await;
-    let one_before = s.stat("committed_one_phase").await;
+    let two_before = s.xa_stat("committed_two_phase").await;
+    let one_before = s.xa_stat("committed_one_phase").await;
     let mut c = s.client().await;
     c.query_drop("BEGIN").await.unwrap();
     c.query_drop("UPDATE orders SET amount = amount - 10 WHERE user_id = 4")
@@ -366,8 +265,8 @@ async fn a_stored_function_that_writes_makes_its_branch_a_written_one() {
     // Two written branches: prepared and decided, not committed one by one.
     assert_eq!(
         (
-            s.stat("committed_two_phase").await,
-            s.stat("committed_one_phase").await
+            s.xa_stat("committed_two_phase").await,
+            s.xa_stat("committed_one_phase").await
         ),
         (two_before + 1, one_before),
         "a branch whose SELECT called a writing function was committed without a prepare"
@@ -385,7 +284,7 @@ async fn a_stored_function_that_writes_makes_its_branch_a_written_one() {
 async fn a_commit_lost_after_the_decision_is_finished_before_the_client_is_answered() {
     // The hook closes the first written branch's connection after the decision, before its
     // XA COMMIT: the branch stays prepared (its row locked, the old value visible).
-    let s = Setup::start("xa", Some("xa-lose-commit")).await;
+    let s = start("xa", Some("xa-lose-commit")).await;
     let mut c = s.client().await;
     for round in 1..=3 {
         c.query_drop("BEGIN").await.unwrap();
@@ -449,7 +348,7 @@ async fn after_a_lock_wait_timeout(s: &Setup) -> (i64, i64, i64) {
 async fn a_lock_wait_timeout_ends_the_statement_only_as_on_one_mariadb() {
     // At MariaDB's default (innodb_rollback_on_timeout off) 1205 rolls back the statement
     // only: the transaction stays open on every datanode and its COMMIT commits the rest.
-    let s = Setup::start("xa", None).await;
+    let s = start("xa", None).await;
     assert_eq!(after_a_lock_wait_timeout(&s).await, (90, 100, 110));
     s.shoal.terminate();
 }
@@ -460,7 +359,11 @@ async fn a_lock_wait_timeout_that_rolls_back_the_transaction_ends_every_branch()
     // (Shoal asks the server, @@in_transaction, rather than guessing its settings): every
     // branch is rolled back, the COMMIT after it commits nothing, the next statement (the
     // credit) runs on its own.
-    let s = Setup::start_with("xa", None, &["innodb-rollback-on-timeout=ON".to_string()]).await;
+    let s = Orders::start(Options {
+        server_options: &["innodb-rollback-on-timeout=ON".to_string()],
+        ..Default::default()
+    })
+    .await;
     assert_eq!(
         after_a_lock_wait_timeout(&s).await,
         (100, 100, 110),
@@ -474,7 +377,7 @@ async fn a_clients_session_track_setting_never_turns_off_shoals_view_of_autocomm
     // Connector/J (rewriteBatchedStatements) sets session_track_system_variables at connect:
     // sent to a backend, it stopped the reports of `autocommit`, so a later autocommit=0 reached
     // one datanode only and ROLLBACK undid a quarter of the transaction.
-    let s = Setup::start("xa", None).await;
+    let s = start("xa", None).await;
     for value in ["'auto_increment_increment'", "''"] {
         s.reset().await;
         let mut c = s.client().await;
