@@ -76,6 +76,16 @@ impl ServerInfo {
     pub fn version_number(&self) -> Option<u32> {
         version_number(&self.version)
     }
+
+    /// The statement that shows the server's replication source: MySQL 8.4 removed `SHOW
+    /// SLAVE STATUS` (8.0.22 added `SHOW REPLICA STATUS`); MariaDB keeps it in every version.
+    pub fn replica_status_query(&self) -> &'static str {
+        if self.is_mysql() && self.version_number().is_some_and(|v| v >= 80022) {
+            "SHOW REPLICA STATUS"
+        } else {
+            "SHOW SLAVE STATUS"
+        }
+    }
 }
 
 /// The version number executable comments are compared with (`10.11.6-MariaDB` -> 101106,

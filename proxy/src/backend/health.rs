@@ -209,22 +209,12 @@ async fn check(conn: &mut Option<BackendConn>, backends: &Backends, s: usize) ->
     }
     let c = conn.as_mut().expect("connected");
     let read_only = c.query_value("SELECT @@read_only").await?;
-    let row = c.query_named_row(replica_status_query(&c.info)).await?;
+    let row = c.query_named_row(c.info.replica_status_query()).await?;
     let replica = row.as_deref().map(replica_status);
     Ok(Status {
         read_only: read_only.as_deref() != Some("0"),
         replica,
     })
-}
-
-/// MySQL 8.4 removed `SHOW SLAVE STATUS` (8.0.22 added `SHOW REPLICA STATUS`); MariaDB keeps
-/// it in every version.
-fn replica_status_query(info: &crate::backend::conn::ServerInfo) -> &'static str {
-    if info.is_mysql() && info.version_number().is_some_and(|v| v >= 80022) {
-        "SHOW REPLICA STATUS"
-    } else {
-        "SHOW SLAVE STATUS"
-    }
 }
 
 /// A replica status row read: MariaDB and MySQL before 8.0.22 name the columns `Slave_*` and
@@ -401,11 +391,11 @@ mod tests {
             collation: 45,
         };
         assert_eq!(
-            replica_status_query(&info("11.4.2-MariaDB")),
+            info("11.4.2-MariaDB").replica_status_query(),
             "SHOW SLAVE STATUS"
         );
-        assert_eq!(replica_status_query(&info("8.0.21")), "SHOW SLAVE STATUS");
-        assert_eq!(replica_status_query(&info("8.4.3")), "SHOW REPLICA STATUS");
+        assert_eq!(info("8.0.21").replica_status_query(), "SHOW SLAVE STATUS");
+        assert_eq!(info("8.4.3").replica_status_query(), "SHOW REPLICA STATUS");
         assert!(!info("5.5.5-10.6.12-MariaDB").is_mysql());
         assert!(info("8.0.36").is_mysql());
     }

@@ -11,10 +11,7 @@
 use std::sync::Arc;
 
 use shoal_router::plan::column_list::ColumnListFill;
-use shoal_router::plan::{Merge, RoutePlan};
 
-use super::prepared::Request;
-use super::unsupported;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -36,17 +33,13 @@ impl Session {
         };
         let columns = self.column_order(routing, &fill).await?;
         let text = fill.apply(&sql, &columns);
-        let targets = match routing.router.route(self.logical.as_deref(), &text, &[]) {
-            RoutePlan::Single(t) => vec![t],
-            RoutePlan::Scatter {
-                targets,
-                merge: Merge::AffectedRows,
-            } => targets,
-            RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
-            _ => return Err(unsupported("this INSERT without a column list")),
-        };
         let r = self
-            .run_writes(routing, targets, true, &Request::Text, reply_seq)
+            .run_completed_insert(
+                routing,
+                &text,
+                "this INSERT without a column list",
+                reply_seq,
+            )
             .await;
         if let Err(e) = &r
             && (e.as_reply().is_some_and(|r| r.0 == WRONG_VALUE_COUNT))

@@ -34,11 +34,14 @@ impl Session {
     }
 
     /// The statements of the client's COM_QUERY when it holds more than one and the client
-    /// negotiated multi-statements; `None` otherwise (the common case costs a scan for `;`).
+    /// negotiated multi-statements; `None` otherwise (the common case costs a scan for `;`, and
+    /// a text whose only `;` ends it, as some clients send every statement, is not tokenized).
     pub(super) fn statements_of_text(&mut self, routing: &Routing) -> Option<Vec<Range<usize>>> {
         {
             let p = self.client.packet_payload();
-            if !self.want.multi_statements || !p.get(1..)?.contains(&b';') {
+            let text = p.get(1..)?.trim_ascii_end();
+            let before_last = &text[..text.len().saturating_sub(1)];
+            if !self.want.multi_statements || !before_last.contains(&b';') {
                 return None;
             }
         }

@@ -11,10 +11,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use shoal_router::plan::sequence::SequenceFill;
-use shoal_router::plan::{Merge, RoutePlan};
 
-use super::prepared::Request;
-use super::unsupported;
 use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -61,18 +58,9 @@ impl Session {
         };
         let first = self.next_ids(routing, &fill).await?;
         let text = fill.apply(&sql, first);
-        let targets = match routing.router.route(self.logical.as_deref(), &text, &[]) {
-            RoutePlan::Single(t) => vec![t],
-            RoutePlan::Scatter {
-                targets,
-                merge: Merge::AffectedRows,
-            } => targets,
-            RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
-            _ => return Err(unsupported("this INSERT with a sequence")),
-        };
         self.sequence_first = Some(first);
         let r = self
-            .run_writes(routing, targets, true, &Request::Text, reply_seq)
+            .run_completed_insert(routing, &text, "this INSERT with a sequence", reply_seq)
             .await;
         self.sequence_first = None;
         r

@@ -110,26 +110,17 @@ impl Session {
                 // autocommit that starts each datanode's branch included): a client's own
                 // `SET session_track_...` is answered here, never sent to a backend, where it
                 // would turn the trackers off (Connector/J sends one at connect).
+                let tracker = |v: &shoal_router::sql::SetAssignment| {
+                    v.scope == VarScope::Session && v.name.starts_with("session_track_")
+                };
                 if let SetStatement::Variables(vars) = &set
-                    && vars.iter().any(|v| {
-                        v.scope == VarScope::Session && v.name.starts_with("session_track_")
-                    })
+                    && vars.iter().any(tracker)
                 {
-                    let rest: Vec<_> = vars
-                        .iter()
-                        .filter(|v| {
-                            !(v.scope == VarScope::Session && v.name.starts_with("session_track_"))
-                        })
-                        .cloned()
-                        .collect();
+                    let rest: Vec<_> = vars.iter().filter(|v| !tracker(v)).cloned().collect();
                     if rest.is_empty() {
                         return self.send_ok(reply_seq).await;
                     }
-                    let list: Vec<String> = rest
-                        .iter()
-                        .map(|a| format!("@@session.{} = {}", a.name, a.value))
-                        .collect();
-                    rewritten = Some(format!("SET {}", list.join(", ")));
+                    rewritten = Some(user_vars::set_text(&rest));
                     set = SetStatement::Variables(rest);
                 }
                 match &set {

@@ -171,11 +171,7 @@ impl Session {
         if rest.is_empty() {
             return Ok(None);
         }
-        let list: Vec<String> = rest
-            .iter()
-            .map(|a| format!("@@session.{} = {}", a.name, a.value))
-            .collect();
-        Ok(Some((format!("SET {}", list.join(", ")), rest)))
+        Ok(Some((set_text(&rest), rest)))
     }
 
     /// The session's value of system variable `name`, as a literal.
@@ -212,6 +208,16 @@ impl Session {
             .and_then(|c| c.as_deref());
         Ok(literal_of(cell, numeric))
     }
+}
+
+/// The SET a backend runs for system-variable assignments `vars` (session scope, values as
+/// written or filled in).
+pub(super) fn set_text(vars: &[shoal_router::sql::SetAssignment]) -> String {
+    let list: Vec<String> = vars
+        .iter()
+        .map(|a| format!("@@session.{} = {}", a.name, a.value))
+        .collect();
+    format!("SET {}", list.join(", "))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! with the summed affected rows), writes to global tables (every copy or none), and DDL
 //! (every datanode of the table, failures named per datanode).
 
-use shoal_router::plan::Target;
+use shoal_router::plan::{Merge, RoutePlan, Target};
 
 use super::AUTOCOMMIT;
 use super::prepared::Request;
@@ -76,6 +76,29 @@ impl Session {
             }
         }
         Ok(out)
+    }
+
+    /// Runs an INSERT the executor completed (the client's text with its sequence ids or its
+    /// column list spliced in): planned again as text, then written as any INSERT; `what`
+    /// names it if the plan is of another kind.
+    pub(super) async fn run_completed_insert(
+        &mut self,
+        routing: &Routing,
+        text: &str,
+        what: &str,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let targets = match routing.router.route(self.logical.as_deref(), text, &[]) {
+            RoutePlan::Single(t) => vec![t],
+            RoutePlan::Scatter {
+                targets,
+                merge: Merge::AffectedRows,
+            } => targets,
+            RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
+            _ => return Err(super::unsupported(what)),
+        };
+        self.run_writes(routing, targets, true, &Request::Text, reply_seq)
+            .await
     }
 
     /// Writes on several datanodes: split shard writes (`sum`: affected rows summed) or

@@ -713,12 +713,10 @@ impl Session {
 /// Whether `XA RECOVER` on `conn` lists branch `id` as prepared.
 async fn still_prepared(conn: &mut crate::backend::pool::PooledConn, id: &Xid) -> Result<bool> {
     let rows = conn.query_rows("XA RECOVER").await?;
-    let format = crate::xa::FORMAT_ID.to_string();
-    let data: Vec<u8> = [id.gtrid.as_slice(), id.bqual.as_slice()].concat();
-    Ok(rows.iter().any(|r| {
-        r.first().and_then(|v| v.as_deref()) == Some(format.as_bytes())
-            && r.get(3).and_then(|v| v.as_deref()) == Some(data.as_slice())
-    }))
+    Ok(rows
+        .iter()
+        .filter_map(|r| crate::xa::recovery::our_xid(r))
+        .any(|x| x == *id))
 }
 
 /// Why the decision was not (surely) written.

@@ -245,7 +245,7 @@ async fn ask(spec: &BackendSpec) -> crate::error::Result<(Identity, Option<Sourc
         port: v(2),
         datadir: v(3),
     };
-    let status_query = crate::xa::recovery::replica_status_query(&c.info);
+    let status_query = c.info.replica_status_query();
     let source = c.query_named_row(status_query).await?.and_then(|row| {
         let get = |names: [&str; 2]| {
             row.iter()

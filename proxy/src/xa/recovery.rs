@@ -156,7 +156,7 @@ impl Target {
         let ours = rows.iter().filter_map(|r| our_xid(r)).collect();
         let status = self
             .run("SHOW SLAVE STATUS", async |c| {
-                c.query_named_row(replica_status_query(&c.info)).await
+                c.query_named_row(c.info.replica_status_query()).await
             })
             .await;
         let status = match status {
@@ -443,16 +443,6 @@ fn report_missing(xa: &super::Xa, gtrid: &[u8], named: &[String], branches: &[(u
 /// branch is tried again; if it is not enough, the next scan tries again.
 const HOLDER_GONE: Duration = Duration::from_millis(500);
 
-/// The statement that shows a server's replication source: MySQL 8.4 removed `SHOW SLAVE
-/// STATUS` (8.0.22 added `SHOW REPLICA STATUS`); MariaDB keeps it in every version.
-pub(crate) fn replica_status_query(info: &crate::backend::conn::ServerInfo) -> &'static str {
-    if info.is_mysql() && info.version_number().is_some_and(|v| v >= 80022) {
-        "SHOW REPLICA STATUS"
-    } else {
-        "SHOW SLAVE STATUS"
-    }
-}
-
 /// The code of [`Error::backend_unreachable`].
 const UNREACHABLE: u16 = 1429;
 
@@ -562,7 +552,7 @@ async fn ensure_log(xa: &super::Xa, conn: &mut PooledConn) -> Result<()> {
 }
 
 /// A row of `XA RECOVER` (formatID, gtrid_length, bqual_length, data) as one of our xids.
-fn our_xid(row: &[Option<Vec<u8>>]) -> Option<Xid> {
+pub(crate) fn our_xid(row: &[Option<Vec<u8>>]) -> Option<Xid> {
     let num = |i: usize| -> Option<usize> {
         std::str::from_utf8(row.get(i)?.as_deref()?)
             .ok()?
