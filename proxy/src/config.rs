@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_router::config::{PoolConfig, ServerConfig};
+use shoal_router::config::{PasswordForm, PoolConfig, ServerConfig};
 use shoal_router::plan::Router;
 use shoal_router::topology::Topology;
 
@@ -133,6 +133,33 @@ fn percent_decode(s: &str) -> Result<String, String> {
         }
     }
     String::from_utf8(out).map_err(|_| format!("'{s}' is not UTF-8 after decoding"))
+}
+
+/// Reads a user's configured password, when the configuration loads: a hash when it has one of
+/// the hash forms the router's config model recognizes, else plain text.
+pub fn secret_of(configured: &str) -> Secret {
+    match PasswordForm::of(configured) {
+        PasswordForm::Plain => Secret::Plain(configured.to_string()),
+        PasswordForm::NativeHash => {
+            let mut h = [0u8; 20];
+            for (i, b) in h.iter_mut().enumerate() {
+                *b = u8::from_str_radix(&configured[1 + 2 * i..3 + 2 * i], 16).unwrap_or(0);
+            }
+            Secret::NativeHash(h)
+        }
+        PasswordForm::Sha2Hash => {
+            let b = configured.as_bytes();
+            let rounds = std::str::from_utf8(&b[3..6])
+                .ok()
+                .and_then(|r| r.parse::<u32>().ok())
+                .unwrap_or(5);
+            Secret::Sha2Hash {
+                rounds,
+                salt: b[7..27].to_vec(),
+                digest: String::from_utf8_lossy(&b[27..]).into_owned(),
+            }
+        }
+    }
 }
 
 /// A user allowed to log in to the proxy.

@@ -12,8 +12,10 @@ use shoal_router::config::{Balance, HostEndpoint, HostTls};
 use shoal_router::plan::Router;
 use shoal_router::topology::{TableDef, Topology};
 
-use crate::config::{BackendSpec, BackendTls, PoolSettings, ProxyConfig, Routing, TlsFiles, User};
-use crate::wire::auth::{AuthPlugin, Secret};
+use crate::config::{
+    BackendSpec, BackendTls, PoolSettings, ProxyConfig, Routing, TlsFiles, User, secret_of,
+};
+use crate::wire::auth::AuthPlugin;
 
 /// The one datanode a file can be served from without the router: the one every schema
 /// defaults to, when no schema lists (sharded, global, child) tables. `Err` says why the
@@ -118,7 +120,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
         .users
         .iter()
         .map(|u| {
-            let secret = Secret::parse(&u.password);
+            let secret = secret_of(&u.password);
             User {
                 name: u.name.clone(),
                 plugin: u
