@@ -256,6 +256,15 @@ impl std::fmt::Debug for Routing {
     }
 }
 
+/// The observation settings (see `observe`) of a running proxy (from `server.*`, or quick mode's flags).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObserveConfig {
+    pub admin_listen: Option<String>,
+    pub metrics: bool,
+    pub digests: bool,
+    pub slow_log: Option<shoal_router::config::SlowLogConfig>,
+}
+
 /// Everything a running proxy needs.
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
@@ -294,7 +303,7 @@ pub struct ProxyConfig {
     /// listed tables).
     pub routing: Option<Arc<Routing>>,
     /// Admin listener, metrics, digests and slow log (`server.*`; see `observe`).
-    pub observe: crate::observe::ObserveConfig,
+    pub observe: ObserveConfig,
     /// The configuration file this was read from (`None` in quick mode), for
     /// `SHOW SHOAL VERSION`.
     pub config_path: Option<String>,
@@ -339,7 +348,7 @@ impl ProxyConfig {
             only_mapped_schemas: false,
             relay_names: None,
             routing: None,
-            observe: crate::observe::ObserveConfig {
+            observe: ObserveConfig {
                 admin_listen: None,
                 metrics: true,
                 digests: true,

@@ -13,7 +13,8 @@ use shoal_router::plan::Router;
 use shoal_router::topology::{TableDef, Topology};
 
 use crate::config::{
-    BackendSpec, BackendTls, PoolSettings, ProxyConfig, Routing, TlsFiles, User, secret_of,
+    BackendSpec, BackendTls, ObserveConfig, PoolSettings, ProxyConfig, Routing, TlsFiles, User,
+    secret_of,
 };
 use crate::wire::auth::AuthPlugin;
 
@@ -260,7 +261,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
         required: t.required,
     });
     cfg.rsa_private_key = server.rsa.as_ref().map(|r| r.private_key.clone());
-    cfg.observe = crate::observe::ObserveConfig {
+    cfg.observe = ObserveConfig {
         admin_listen: server.admin_listen.clone(),
         metrics: server.metrics,
         digests: server.digests,
