@@ -993,7 +993,7 @@ impl Session {
         debug!(error = %e, "backend failed during a command");
         let h = self.conns.take(i);
         self.rt.backends.servers[h.server].health.note_error();
-        let answer = if crate::backend::interrupt::is_timeout(&e) {
+        let answer = if crate::error::is_timeout(&e) {
             // The statement's time is up: not retried elsewhere; said as it stands.
             let in_transaction = self.txn_begin.is_some() || h.pinned();
             let node = match dn {

@@ -508,7 +508,7 @@ impl Session {
         before_reply: Option<DatanodeId>,
     ) -> Error {
         tracing::debug!(error = %e, "a shard connection broke during a scatter");
-        let timed_out = crate::backend::interrupt::error_is_timeout(&e);
+        let timed_out = crate::error::error_is_timeout(&e);
         if self.conns.retry_read
             && !timed_out
             && let Some(dn) = before_reply

@@ -1151,7 +1151,7 @@ impl Session {
                 debug!(error = %e, "backend failed during a command");
                 let in_transaction = self.pins.transaction;
                 self.lose_backend();
-                let lost = if crate::backend::interrupt::is_timeout(&e) {
+                let lost = if crate::error::is_timeout(&e) {
                     let read = self.command_is_read();
                     crate::backend::interrupt::stalled_error("the server", read, in_transaction)
                 } else {
