@@ -17,7 +17,7 @@ use tracing::{debug, warn};
 use crate::backend::conn::BackendConn;
 use crate::config::{BackendSpec, PoolSettings};
 use crate::error::{Error, Result};
-use crate::observe::metrics::AtomicHistogram;
+use crate::histogram::AtomicHistogram;
 use crate::wire::Wire;
 
 /// What a session would like the connection it acquires to look like.
