@@ -217,8 +217,9 @@ impl Default for PoolSettings {
     }
 }
 
-/// Sharded serving: the router and one backend per datahost primary.
-pub struct Routing {
+/// Sharded serving, as configured: the router and one backend per datahost primary (what the
+/// process keeps for it while it runs is `runtime::Routing`).
+pub struct Sharding {
     pub router: Arc<Router>,
     pub topology: Arc<Topology>,
     /// Per datahost (index as in the topology): its primary, without a database.
@@ -230,26 +231,11 @@ pub struct Routing {
     /// Per user who may not use every logical schema: the ones it may not use (a statement
     /// naming one is refused with 1044). Computed once, not per statement.
     pub denied_schemas: Vec<(String, Vec<String>)>,
-    /// Segments of global sequences held by this process.
-    /// (Shared with the snapshots after a reload: the segments stay this process's.)
-    pub sequences: Arc<crate::exec::sequence::Sequences>,
-    /// Sessions are admitted here before they take connections (no pool deadlocks).
-    /// (Shared with the snapshots after a reload while its limits are the same, so that the
-    /// sessions of both count against one limit.)
-    pub admission: Arc<crate::exec::admission::Admission>,
-    /// Declared collations of physical columns, for merging strings.
-    pub collations: crate::exec::collations::Collations,
-    /// The logical `information_schema`: built rows and the connection evaluating statements.
-    pub catalog: crate::exec::catalog::Catalog,
-    /// Logical names of physical databases and tables, for result column definitions.
-    pub names: crate::exec::logical_names::LogicalNames,
-    /// Physical names backend errors are rewritten from (computed once per topology).
-    pub error_names: crate::exec::logical_errors::LogicalNames,
 }
 
-impl std::fmt::Debug for Routing {
+impl std::fmt::Debug for Sharding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Routing")
+        f.debug_struct("Sharding")
             .field("datanodes", &self.topology.datanodes.len())
             .field("hosts", &self.hosts)
             .finish()
@@ -294,14 +280,10 @@ pub struct ProxyConfig {
     /// Only the schemas in `schema_map` exist for clients (config files); quick mode shows the
     /// backend's databases as they are.
     pub only_mapped_schemas: bool,
-    /// Without the router, for a config file whose schemas are stored under other names:
-    /// relayed errors are rewritten to them (quick mode has none: clients use the backend's
-    /// own names).
-    pub relay_names: Option<Arc<crate::exec::logical_errors::LogicalNames>>,
     /// Set when statements are planned by the router over several datanodes; `None` relays
     /// every statement to `backend` (quick mode, and config files with one datanode and no
     /// listed tables).
-    pub routing: Option<Arc<Routing>>,
+    pub routing: Option<Arc<Sharding>>,
     /// Admin listener, metrics, digests and slow log (`server.*`; see `observe`).
     pub observe: ObserveConfig,
     /// The configuration file this was read from (`None` in quick mode), for
@@ -310,13 +292,6 @@ pub struct ProxyConfig {
 }
 
 impl ProxyConfig {
-    /// Whether sessions wait for admission to the backend pools (see `exec::admission`).
-    pub fn admission_contended(&self) -> bool {
-        self.routing
-            .as_ref()
-            .is_some_and(|r| r.admission.contended())
-    }
-
     /// Quick mode: one backend, and its own user/password is the only login (not an admin:
     /// `--admin` makes it one).
     pub fn quick(listen: String, backend: BackendSpec) -> Self {
@@ -346,7 +321,6 @@ impl ProxyConfig {
             rsa_private_key: None,
             schema_map: Vec::new(),
             only_mapped_schemas: false,
-            relay_names: None,
             routing: None,
             observe: ObserveConfig {
                 admin_listen: None,

@@ -5,10 +5,10 @@
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use shoal_router::plan::{LocalAnswer, SessionValue};
 
-use crate::config::Routing;
 use crate::error::Result;
 use crate::merge::value::encode_row;
 use crate::merge::{Protocol, parse_column};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::resultset::{ResultSetWriter, column_definition, text_row};
 

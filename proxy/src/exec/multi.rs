@@ -14,8 +14,8 @@ use std::sync::Arc;
 use mysql_common::constants::StatusFlags;
 
 use super::changes_schema;
-use crate::config::Routing;
 use crate::error::Result;
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 
@@ -114,7 +114,7 @@ impl Session {
                     let e = if std::mem::take(&mut self.refused) {
                         e
                     } else {
-                        routing.error_names.error(e, self.logical.as_deref())
+                        routing.names.error(e, self.logical.as_deref())
                     };
                     if let Some((code, state, msg)) = e.as_reply() {
                         let (state, msg) = (*state, msg.to_string());

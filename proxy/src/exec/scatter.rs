@@ -13,9 +13,9 @@ use super::reader::{ResultStream, Row};
 use super::unsupported;
 use crate::backend::conn::BackendConn;
 use crate::backend::pool::{PooledConn, Wanted};
-use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::merge::{Column, Merger, Protocol, Step, merge_columns, parse_column};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::session::align_to;
 use crate::wire::messages::err_payload;
@@ -301,7 +301,7 @@ impl Session {
         if let Some(e) = error {
             let p = match e.as_reply() {
                 Some((code, state, msg)) => {
-                    match routing.error_names.rewrite(msg, self.logical.as_deref()) {
+                    match routing.names.rewrite(msg, self.logical.as_deref()) {
                         Some(m) => err_payload(code, state, &m),
                         None => err_payload(code, state, msg),
                     }

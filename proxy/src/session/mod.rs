@@ -146,7 +146,7 @@ pub struct Session {
     pub(crate) tokens: Vec<Token>,
     /// Column definitions this session's results had renamed to logical names, kept to be
     /// copied when the same come again (routed only).
-    pub(crate) renamed: crate::exec::logical_names::RenameMemo,
+    pub(crate) renamed: crate::runtime::names::RenameMemo,
     pub(crate) conns: ConnSet,
     pub(crate) txn_begin: Option<String>,
     /// Why the explicit transaction uses plain BEGIN on each datanode instead of XA (`START
@@ -181,7 +181,7 @@ pub struct Session {
     /// The session's own handle on the router (`None` in quick mode), taken out for each
     /// command: cloning the shared one per command would write to a counter every session's
     /// commands share.
-    routing: Option<Arc<crate::config::Routing>>,
+    routing: Option<Arc<crate::runtime::routing::Routing>>,
     /// What the running command did, for `observe` (reset before each command).
     pub(crate) mark: crate::observe::Mark,
 }
@@ -206,7 +206,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
     let rt = shared.runtime.load_full();
     let client = PacketStream::new(ClientStream::Plain(stream), rt.config.max_packet);
-    let routing = rt.config.routing.clone();
+    let routing = rt.routing.clone();
     let mut session = Session {
         shared,
         rt,
@@ -825,7 +825,7 @@ impl Session {
         self.release_backend().await;
         self.release_conns(true).await;
         self.rt = self.shared.runtime.load_full();
-        self.routing = self.rt.config.routing.clone();
+        self.routing = self.rt.routing.clone();
         // Server indexes are per snapshot: what read-your-writes learned of replicas is
         // learned again.
         for w in &mut self.conns.writes {
@@ -1096,7 +1096,7 @@ impl Session {
         }
         backend.io.write_raw(self.client.frame());
         let mut seq = reply_seq;
-        let names = self.rt.config.relay_names.as_deref().map(|n| (n, None));
+        let names = self.rt.relay_names.as_deref().map(|n| (n, None));
         // The round trip's time, only when metrics are counted (no clock read otherwise).
         let timed = self.rt.slots.is_some().then(Instant::now);
         let result = match backend.io.flush().await {
