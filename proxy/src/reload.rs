@@ -29,10 +29,10 @@ use shoal_router::topology::{TableDef, Topology};
 use tracing::{info, warn};
 
 use crate::backend::health;
+use crate::backend::pool::typical_client_wire;
 use crate::config::ProxyConfig;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
-use crate::server::typical_client_wire;
 use crate::session::Shared;
 
 /// Reads the configuration again: the file the process was started with, with the same
@@ -96,7 +96,8 @@ pub async fn reload(shared: &Shared) -> Result<ReloadSummary> {
 async fn reload_from(shared: &Shared, reloader: &Reloader) -> Result<ReloadSummary> {
     let (config, topology) =
         (reloader.load)().map_err(|e| failed(format!("reload failed: {e}")))?;
-    crate::server::check_backend_tls(&config).map_err(|e| failed(format!("reload failed: {e}")))?;
+    crate::backend::tls::check_backend_tls(&config)
+        .map_err(|e| failed(format!("reload failed: {e}")))?;
     let old = shared.runtime.load_full();
     if let Some(old_topo) = &old.topology {
         check(&old.config, old_topo, &config, &topology)

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use mysql_common::constants::CapabilityFlags;
 use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
@@ -19,6 +20,14 @@ use crate::config::{BackendSpec, PoolSettings};
 use crate::error::{Error, Result};
 use crate::histogram::AtomicHistogram;
 use crate::wire::Wire;
+
+/// Wire capabilities most clients ask for; used for connections opened ahead of demand.
+pub fn typical_client_wire() -> Wire {
+    (CapabilityFlags::CLIENT_DEPRECATE_EOF
+        | CapabilityFlags::CLIENT_MULTI_RESULTS
+        | CapabilityFlags::CLIENT_PS_MULTI_RESULTS)
+        .into()
+}
 
 /// What a session would like the connection it acquires to look like.
 #[derive(Debug, Clone, Copy)]

@@ -151,6 +151,20 @@ impl IdleProbe for BackendStream {
     }
 }
 
+/// Reads the CA files of the backends' TLS settings, so that a bad one stops the start.
+pub fn check_backend_tls(config: &crate::config::ProxyConfig) -> std::io::Result<()> {
+    let mut specs = vec![&config.backend];
+    if let Some(r) = &config.routing {
+        specs.extend(r.hosts.iter().map(|(s, _)| s));
+        specs.extend(r.replicas.iter().flatten());
+    }
+    for spec in specs {
+        client_config(&spec.tls)
+            .map_err(|e| std::io::Error::other(format!("TLS to backend {}: {e}", spec.addr())))?;
+    }
+    Ok(())
+}
+
 /// The rustls client configuration for `mode` (`None` for `off`); built once per CA file and
 /// shared by every connection. Errors name the setting and the file.
 pub fn client_config(mode: &BackendTls) -> Result<Option<Arc<ClientConfig>>, String> {

@@ -129,7 +129,7 @@ impl Target {
         let spec = &self.spec;
         let work = async {
             if conn.is_none() {
-                let wire = crate::server::typical_client_wire();
+                let wire = crate::backend::pool::typical_client_wire();
                 *conn =
                     Some(BackendConn::connect(spec, wire, None, false, STATEMENT_TIMEOUT).await?);
             }
@@ -229,7 +229,7 @@ async fn log_conn(shared: &Shared) -> Result<PooledConn> {
         .ok_or_else(|| Error::reply(1399, b"XAE07", "no XA decision log"))?;
     let mut conn = pool
         .acquire(Wanted {
-            wire: crate::server::typical_client_wire(),
+            wire: crate::backend::pool::typical_client_wire(),
             prefer: 0,
             schema: None,
             multi_statements: false,
