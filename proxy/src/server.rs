@@ -226,7 +226,7 @@ impl Proxy {
         } = self;
         let rt = shared.runtime.load_full();
         let cfg = rt.config.clone();
-        crate::reload::start_tasks(&shared, &rt, None);
+        crate::reload::start_tasks(&*shared, &rt, None);
         if let Some(admin) = admin {
             tokio::spawn(crate::observe::http::serve(admin, shared.clone()));
         }
@@ -489,7 +489,7 @@ async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, shared: Arc<Shar
         if let Some(l) = &shared.observe.slow {
             l.reopen();
         }
-        let _ = crate::reload::reload(&shared).await;
+        let _ = crate::reload::reload(&*shared).await;
     }
 }
 

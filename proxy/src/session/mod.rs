@@ -11,6 +11,7 @@ pub mod limits;
 pub(crate) mod login;
 pub mod nudge;
 pub mod pinning;
+mod process;
 pub mod processlist;
 pub mod relay;
 
