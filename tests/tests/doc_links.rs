@@ -212,3 +212,47 @@ fn checker_finds_broken_links() {
         "pooled-connections-follow-their-session-to-its-core-issue-27-2026-12-05-evening"
     );
 }
+
+/// A YAML text without its comments, trailing spaces and blank lines (no value in these files
+/// holds a `#`).
+fn yaml_without_comments(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim_end().to_string())
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+/// The README's configuration example is `conf/db-per-shard.yaml` (which the router's
+/// `config_examples` test validates) without its comments: it cannot drift from a file that
+/// loads.
+#[test]
+fn readme_config_example_is_a_conf_file() {
+    let root = workspace_root();
+    let readme = fs::read_to_string(root.join("README.md")).expect("read README.md");
+    let block: String = readme
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("README.md has a ```yaml block")
+        .to_string();
+    assert!(
+        readme.contains("[`conf/db-per-shard.yaml`](conf/db-per-shard.yaml)"),
+        "README.md names the file its example is"
+    );
+    let conf = fs::read_to_string(root.join("conf/db-per-shard.yaml"))
+        .expect("read conf/db-per-shard.yaml");
+    assert_eq!(yaml_without_comments(&block), yaml_without_comments(&conf));
+}
+
+/// README.md is the user's door: what Shoal is, how to run it, the support matrix in short and
+/// the current results as one table. History and long tables belong in docs/.
+#[test]
+fn readme_stays_under_12_kb() {
+    let len = fs::metadata(workspace_root().join("README.md"))
+        .expect("README.md")
+        .len();
+    assert!(
+        len < 12 * 1024,
+        "README.md is {len} bytes: move history and long tables to docs/"
+    );
+}
