@@ -1083,6 +1083,9 @@ impl Session {
                 i += 1;
                 continue;
             }
+            if !all {
+                self.rt.pools[h.server].note_reclaimed();
+            }
             let mut h = self.conns.release_slot(i);
             if h.xa {
                 // An open XA branch: closing the connection rolls it back (a reset would not
