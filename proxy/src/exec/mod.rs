@@ -51,11 +51,12 @@ use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
 use crate::backend::pool::Wanted;
+use crate::backend::pool::align_to;
 use crate::error::{Error, Result};
 use crate::out_of_line::cold;
 use crate::runtime::routing::Routing;
 use crate::session::relay::{Expect, Outcome, relay};
-use crate::session::{Session, align_to, diagnostics_tokens, pinning};
+use crate::session::{Session, diagnostics_tokens, pinning};
 use crate::wire::command::*;
 use connset::{Held, Want};
 use shoal_router::config::ReadWhenPrimaryDown;

@@ -12,12 +12,12 @@ use super::prepared::{Request, request_on};
 use super::reader::{ResultStream, Row};
 use super::unsupported;
 use crate::backend::conn::BackendConn;
+use crate::backend::pool::align_to;
 use crate::backend::pool::{PooledConn, Wanted};
 use crate::error::{Error, Result};
 use crate::merge::{Column, Merger, Protocol, Step, merge_columns, parse_column};
 use crate::runtime::routing::Routing;
 use crate::session::Session;
-use crate::session::align_to;
 use crate::wire::messages::err_payload;
 use crate::wire::resultset::ResultSetWriter;
 

@@ -680,7 +680,7 @@ impl Session {
                 )));
             }
         };
-        if let Err(e) = crate::session::align_to(&Default::default(), None, &mut conn).await {
+        if let Err(e) = crate::backend::pool::align_to(&Default::default(), None, &mut conn).await {
             return Err(Decision::Refused(format!(
                 "no usable connection to the XA decision log ({e})"
             )));

@@ -27,7 +27,7 @@ use crate::wire::tls::ClientStream;
 use tokio::sync::watch;
 use tracing::{debug, trace, warn};
 
-use crate::backend::pool::{PooledConn, Wanted};
+use crate::backend::pool::{PooledConn, Wanted, align_to};
 use crate::backend::state::{SessionState, Vars};
 use crate::error::{Error, Result};
 use crate::exec::connset::ConnSet;
@@ -306,37 +306,6 @@ fn charset_vars(collation: u8) -> Vars {
         ));
     }
     vars.into_iter().collect()
-}
-
-/// Replays the difference between a connection's state and the session's `want` (variables,
-/// last insert id, multi-statements), with `schema` as the connection's database (the
-/// session's own without the router, the datanode's with it).
-pub(crate) async fn align_to(
-    want: &SessionState,
-    schema: Option<&str>,
-    conn: &mut PooledConn,
-) -> Result<()> {
-    if !conn.state.vars_subset_of(want) {
-        conn.reset().await?;
-    }
-    if conn.state.schema.as_deref() != schema
-        && let Some(db) = schema
-    {
-        conn.init_db(db).await?;
-    }
-    if let Some(sql) = want.set_statement_from(&conn.state) {
-        conn.command(COM_QUERY, sql.as_bytes()).await?;
-    }
-    conn.state.vars = want.vars.clone();
-    if conn.state.last_insert_id != want.last_insert_id {
-        let sql = format!("DO LAST_INSERT_ID({})", want.last_insert_id);
-        conn.command(COM_QUERY, sql.as_bytes()).await?;
-        conn.state.last_insert_id = want.last_insert_id;
-    }
-    if conn.state.multi_statements != want.multi_statements {
-        conn.set_multi_statements(want.multi_statements).await?;
-    }
-    Ok(())
 }
 
 /// The schema of a query that is exactly `USE db` (optionally back-quoted, optionally ending

@@ -244,7 +244,7 @@ async fn log_conn(shared: &dyn Process) -> Result<PooledConn> {
             multi_statements: false,
         })
         .await?;
-    crate::session::align_to(&Default::default(), None, &mut conn).await?;
+    crate::backend::pool::align_to(&Default::default(), None, &mut conn).await?;
     Ok(conn)
 }
 
