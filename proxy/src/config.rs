@@ -284,6 +284,10 @@ pub struct ProxyConfig {
     /// every statement to `backend` (quick mode, and config files with one datanode and no
     /// listed tables).
     pub routing: Option<Arc<Sharding>>,
+    /// Without the router, a config file's topology: relayed errors are rewritten to its
+    /// logical names when its schema's database has another name (see `Runtime::relay_names`;
+    /// quick mode has none: clients use the backend's own names).
+    pub relay_topology: Option<Arc<Topology>>,
     /// Admin listener, metrics, digests and slow log (`server.*`; see `observe`).
     pub observe: ObserveConfig,
     /// The configuration file this was read from (`None` in quick mode), for
@@ -322,6 +326,7 @@ impl ProxyConfig {
             schema_map: Vec::new(),
             only_mapped_schemas: false,
             routing: None,
+            relay_topology: None,
             observe: ObserveConfig {
                 admin_listen: None,
                 metrics: true,

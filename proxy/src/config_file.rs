@@ -225,6 +225,9 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
     cfg.max_connections = (server.max_connections as usize).max(1);
     cfg.client_idle_timeout = idle;
     cfg.shutdown_timeout = server.shutdown_timeout;
+    if passthrough.is_some() && routing.is_none() {
+        cfg.relay_topology = Some(Arc::new(t.clone()));
+    }
     cfg.routing = routing;
     cfg.max_packet = server.max_allowed_packet as usize;
     cfg.handshake_timeout = server.handshake_timeout;

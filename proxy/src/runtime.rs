@@ -88,12 +88,12 @@ impl Runtime {
                 old.and_then(|o| o.routing.as_deref()),
             ))
         });
-        let relay_names = match (&config.routing, &topology) {
-            (None, Some(t)) => Some(LogicalNames::new(t))
-                .filter(|n| !n.rewrites_no_message())
-                .map(Arc::new),
-            _ => None,
-        };
+        let relay_names = config
+            .relay_topology
+            .as_ref()
+            .map(|t| LogicalNames::new(t))
+            .filter(|n| !n.rewrites_no_message())
+            .map(Arc::new);
         let reuse = |spec: &BackendSpec, settings: &PoolSettings| -> Arc<BackendPool> {
             old.and_then(|o| {
                 o.pools
