@@ -362,11 +362,14 @@ fn without_tests(code: &str) -> String {
     while let Some(k) = rest.find(MARK) {
         out.push_str(&rest[..k]);
         let item = &rest[k..];
-        // The item ends at its first `;` outside braces, or where its first `{` closes.
+        // The item ends at its first `;` outside brackets, or where its first `{` closes.
         let mut depth = 0;
+        let mut brackets = 0i32;
         let mut end = item.len();
         for (j, ch) in item.char_indices().skip(MARK.len()) {
             match ch {
+                '(' | '[' => brackets += 1,
+                ')' | ']' => brackets -= 1,
                 '{' => depth += 1,
                 '}' => {
                     depth -= 1;
@@ -375,7 +378,7 @@ fn without_tests(code: &str) -> String {
                         break;
                     }
                 }
-                ';' if depth == 0 => {
+                ';' if depth == 0 && brackets == 0 => {
                     end = j + 1;
                     break;
                 }
@@ -431,7 +434,8 @@ fn reads_paths_not_comments_or_strings() {
          let q = '\"'; fn g<'a>(x: &'a crate::g::T) {}\n\
          let y = crate::h::call(); let z = shoal_proxy::crate_like; $crate::m::n;\n\
          #[cfg(test)] mod tests { use crate::t::X; fn f() { crate::u::g(); } }\n\
-         #[cfg(test)] use crate::v::Y;\n",
+         #[cfg(test)] use crate::v::Y;\n\
+         #[cfg(test)] fn w() -> [u8; 2] { crate::w::make() }\n",
     );
     let code = without_tests(&code);
     let got: Vec<String> = crate_paths(&code).into_iter().collect();
