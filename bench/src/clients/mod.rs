@@ -191,8 +191,8 @@ pub struct Cell {
     /// Wrong answers (any fails the run).
     pub wrong: u64,
     pub first_wrong: Option<String>,
-    /// Shoal's CPU time over the window, per statement of the active clients (the probe's
-    /// logins and statements are in the CPU time too).
+    /// Shoal's CPU time over the window, per statement (the active clients', the wake-ups and
+    /// the probe's; the probe's logins are in the CPU time too).
     pub shoal_cpu_us_per_statement: f64,
     /// Shoal's CPU use while every client is idle, in percent of one core.
     pub shoal_idle_cpu_pct: f64,
@@ -414,7 +414,7 @@ async fn pool_cells(
                 setup_secs,
                 setup_failed: failed,
                 shoal_idle_cpu_pct: idle_cpu * 100.0 / idle_window.as_secs_f64(),
-                shoal_cpu_us_per_statement: cpu * 1e6 / m.statements().max(1) as f64,
+                shoal_cpu_us_per_statement: cpu * 1e6 / m.all_statements().max(1) as f64,
                 shoal_rss_kib: rss,
                 backend_conns,
                 pools,

@@ -41,6 +41,15 @@ pub fn line(c: &Cell) -> String {
     )
 }
 
+/// A latency for the tables: `-` when nothing was measured.
+fn ms(v: f64) -> String {
+    if v.is_finite() {
+        fixed(v, 2)
+    } else {
+        "-".into()
+    }
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -114,10 +123,10 @@ pub fn build(info: &RunInfo, args: &ClientsArgs, outcome: &Outcome) -> Report {
          statement, a point select; then the scatter on that new session; a {} ms pause \
          between logins); then the probe alone for half as long (the active clients still \
          open, nobody running anything). QPS counts the active clients' statements. Text \
-         protocol \
-         (mysql_async). Shoal CPU per statement is over the window (the probe's logins \
-         included), idle CPU over 2 s with every client open and none running; RSS after the \
-         window; backend conns: connections open on each server after the window (Shoal's \
+         protocol (mysql_async). Shoal CPU per statement: its CPU time over the window (the \
+         probe's logins included) over every statement in it (active, wake-ups, probe); idle \
+         CPU: over 2 s with every client open and none running; RSS after the window; backend \
+         conns: connections open on each server after the window (Shoal's \
          pooled ones and its health checks). Open files allowed: {}.\n\n",
         args.rows,
         match args.idle_statement {
@@ -247,12 +256,12 @@ fn cells_table(cells: &[Cell]) -> String {
             vec![
                 c.pool.to_string(),
                 c.clients.to_string(),
-                fixed(c.point_p50_ms, 2),
-                fixed(c.point_p99_ms, 2),
-                fixed(c.scatter_p50_ms, 2),
-                fixed(c.scatter_p99_ms, 2),
-                fixed(c.wake_p50_ms, 2),
-                fixed(c.wake_p99_ms, 2),
+                ms(c.point_p50_ms),
+                ms(c.point_p99_ms),
+                ms(c.scatter_p50_ms),
+                ms(c.scatter_p99_ms),
+                ms(c.wake_p50_ms),
+                ms(c.wake_p99_ms),
                 fixed(c.qps, 0),
                 fixed(c.shoal_cpu_us_per_statement, 0),
                 fixed(c.shoal_idle_cpu_pct, 1),
@@ -298,7 +307,7 @@ fn sessions_table(cells: &[Cell]) -> String {
             n.scatter_p50_ms,
             n.scatter_p99_ms,
         ]
-        .map(|v| fixed(v, 2))
+        .map(ms)
     };
     let rows: Vec<Vec<String>> = cells
         .iter()

@@ -238,9 +238,16 @@ impl Measured {
         }
     }
 
-    /// Statements the active clients completed (the probe's not counted).
+    /// Statements the active clients completed (the QPS figure).
     pub fn statements(&self) -> u64 {
         (self.point_us.len() + self.scatter_us.len()) as u64
+    }
+
+    /// Every statement that completed: the active clients', the idle clients' wake-ups and the
+    /// probe's (what Shoal's CPU time of the window is divided by).
+    pub fn all_statements(&self) -> u64 {
+        self.statements()
+            + (self.wake_us.len() + self.first_us.len() + self.fresh_scatter_us.len()) as u64
     }
 
     fn error(&mut self, e: String) {
@@ -502,6 +509,7 @@ mod tests {
             ..Measured::default()
         });
         assert_eq!(a.statements(), 4);
+        assert_eq!(a.all_statements(), 4);
         assert_eq!((a.errors, a.wrong), (3, 1));
         assert_eq!(a.first_error.as_deref(), Some("first"));
         assert_eq!(a.first_wrong.as_deref(), Some("w"));
