@@ -79,9 +79,10 @@ pub struct ClientsArgs {
     /// Rows of the sharded table (ids 1..=rows).
     #[arg(long, default_value_t = 10_000)]
     pub rows: u64,
-    /// The one statement each idle client runs after logging in: `scatter` leaves it holding a
-    /// connection to every datanode, `point` to one.
-    #[arg(long, value_enum, default_value = "scatter")]
+    /// The one statement each idle client runs after logging in and at each wake-up: `point`
+    /// (one datanode; measured, the waking clients then keep the pool drained of idle
+    /// connections) or `scatter` (every datanode).
+    #[arg(long, value_enum, default_value = "point")]
     pub idle_statement: IdleStatement,
     /// Statements per second the idle clients run in all during each window, one client after
     /// another (each its idle statement): idle clients of an application wake up now and then,
@@ -639,6 +640,7 @@ mod tests {
         assert_eq!(a.pools, vec![16, 64]);
         assert_eq!(a.sysbench_threads, vec![256, 512]);
         assert_eq!(a.sysbench_pool, 64);
+        assert_eq!(a.idle_statement, IdleStatement::Point);
         a.validate().unwrap();
         assert_eq!(a.active_of(8), 8);
         assert_eq!(a.active_of(3), 3);
