@@ -664,11 +664,31 @@ mod tests {
 
     #[test]
     fn the_config_serves_every_client() {
-        let y = "server: { listen: \"127.0.0.1:1\", log_level: warn }\nusers:\n";
-        assert_eq!(
-            with_max_connections(y, 5064),
-            "server: { listen: \"127.0.0.1:1\", log_level: warn, max_connections: 5064 }\nusers:\n"
+        let layout = Layout {
+            schema: SCHEMA.into(),
+            user: "u".into(),
+            password: "p".into(),
+            datahosts: vec![crate::shoal_config::Datahost {
+                primary: "127.0.0.1:3306".into(),
+                replicas: vec![],
+            }],
+            datanodes: vec![crate::shoal_config::Datanode {
+                name: "dn1".into(),
+                datahost: 0,
+                database: "clients_1".into(),
+            }],
+            sharded: vec![],
+            global: vec![],
+            pool_max: 16,
+        };
+        let yaml = with_max_connections(&layout.yaml("127.0.0.1:1"), 5064);
+        assert!(
+            yaml.contains("log_level: warn, max_connections: 5064 }"),
+            "{yaml}"
         );
+        // Shoal's own parser reads it as the server's limit.
+        let cfg = shoal_router::config::Config::from_yaml_str(&yaml).unwrap();
+        assert_eq!(cfg.server.max_connections, 5064);
     }
 
     #[test]
