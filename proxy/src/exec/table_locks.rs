@@ -156,12 +156,17 @@ pub(super) fn parse_flush(sql: &str, toks: &[Token]) -> Flush {
     // The end of the statement: nothing after `i` but a `;`.
     let ends_at = |i: usize| i == toks.len() || (punct(i, ";") && i + 1 == toks.len());
     let other = || {
-        let words: Vec<&str> = toks
-            .iter()
-            .filter(|t| !t.is_punct(sql, ";"))
-            .map(|t| t.text(sql))
-            .collect();
-        let mut text = words.join(" ").replace(" , ", ", ").replace(" . ", ".");
+        // The words as written, spaced as usual (`t, u`, `db.t`).
+        let mut text = String::new();
+        let mut glued = true;
+        for t in toks.iter().filter(|t| !t.is_punct(sql, ";")) {
+            let word = t.text(sql);
+            if !glued && word != "," && word != "." {
+                text.push(' ');
+            }
+            glued = word == ".";
+            text.push_str(word);
+        }
         if text.len() > 80 {
             let cut = (0..=80)
                 .rev()
@@ -188,7 +193,8 @@ pub(super) fn parse_flush(sql: &str, toks: &[Token]) -> Flush {
         return Flush::TablesWithReadLock;
     }
     let mut tables = Vec::new();
-    while !ends_at(i) {
+    let mut more = !ends_at(i);
+    while more {
         let Some(first) = ident(i) else {
             return other();
         };
@@ -205,7 +211,9 @@ pub(super) fn parse_flush(sql: &str, toks: &[Token]) -> Flush {
         tables.push(name);
         if punct(i, ",") {
             i += 1;
-        } else if !ends_at(i) {
+        } else if ends_at(i) {
+            more = false;
+        } else {
             // `FLUSH TABLES t WITH READ LOCK`, `... FOR EXPORT`.
             return other();
         }
