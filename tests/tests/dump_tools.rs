@@ -536,10 +536,20 @@ async fn flush_tables_flushes_the_tables_of_the_users_schemas_only() {
         vec![vec![Some("3".into()), Some("3".into()), Some("c".into())]]
     );
 
-    // Under LOCK TABLES: the locked tables may be flushed, others are not locked (1100).
+    // Under LOCK TABLES: the locked tables may be flushed, others are not locked (1100);
+    // without names, the locked tables only (the servers keep the others in their cache).
+    // (Opened before: a direct read of orders would wait for the session's WRITE lock.)
+    open_all(&cluster).await;
     exec(&mut c, "LOCK TABLES orders WRITE", &shoal).await;
     exec(&mut c, "FLUSH TABLES orders", &shoal).await;
     exec(&mut c, "FLUSH TABLES", &shoal).await;
+    for server in 0..2 {
+        for db in ["a", "b"] {
+            let open = open_tables(&cluster, server, db).await;
+            assert!(open.contains(&"country".to_string()), "{open:?}");
+        }
+        assert_eq!(open_tables(&cluster, server, "other").await, both(&["x"]));
+    }
     let (code, _, _) = shoal_tests::server_error(c.query_drop("FLUSH TABLES country").await);
     assert_eq!(code, 1100);
     exec(&mut c, "UNLOCK TABLES", &shoal).await;

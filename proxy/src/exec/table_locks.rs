@@ -33,6 +33,10 @@ use crate::wire::command::COM_QUERY;
 /// ER_TABLE_NOT_LOCKED.
 const NOT_LOCKED: u16 = 1100;
 
+/// One table of a datanode's `LOCK TABLES`: its qualified physical name, and what follows it
+/// (` AS alias READ`, ` WRITE`...).
+type LockEntry = (String, String);
+
 /// One table of a LOCK TABLES statement, as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct LockItem {
@@ -272,7 +276,7 @@ impl Session {
             ));
         };
         // What each datanode locks: (physical table, alias, mode), sorted.
-        let mut per_dn: BTreeMap<DatanodeId, Vec<String>> = BTreeMap::new();
+        let mut per_dn: BTreeMap<DatanodeId, Vec<LockEntry>> = BTreeMap::new();
         for item in &items {
             let schema_name = match item.schema.as_deref().or(self.logical.as_deref()) {
                 Some(s) => s.to_string(),
@@ -296,19 +300,21 @@ impl Session {
                 let name = format!("{}.{}", quote_ident(db), quote_ident(&physical));
                 let list = per_dn.entry(dn).or_default();
                 match &item.alias {
-                    Some(a) => list.push(format!("{name} AS {} {}", quote_ident(a), item.mode)),
+                    Some(a) => list.push((
+                        name.clone(),
+                        format!(" AS {} {}", quote_ident(a), item.mode),
+                    )),
                     None => {
-                        list.push(format!("{name} {}", item.mode));
+                        list.push((name.clone(), format!(" {}", item.mode)));
                         // Reads of a table-per-shard table name the physical table with the
                         // logical name as its alias (`ledger_00 AS ledger`): lock that too.
                         // Only one table of a statement may carry an alias, so a datanode
                         // with several of its physical tables locks them by name only (a read
                         // there then gets 1100).
                         if physical != item.table && on(dn) == 1 {
-                            list.push(format!(
-                                "{name} AS {} {}",
-                                quote_ident(&item.table),
-                                item.mode
+                            list.push((
+                                name,
+                                format!(" AS {} {}", quote_ident(&item.table), item.mode),
                             ));
                         }
                     }
@@ -329,7 +335,7 @@ impl Session {
     async fn lock_on_datanodes(
         &mut self,
         routing: &Routing,
-        per_dn: BTreeMap<DatanodeId, Vec<String>>,
+        per_dn: BTreeMap<DatanodeId, Vec<LockEntry>>,
         tail: &str,
     ) -> Result<()> {
         if per_dn.len() > 1 {
@@ -339,13 +345,21 @@ impl Session {
         for (dn, mut list) in per_dn {
             list.sort();
             list.dedup();
-            let stmt = format!("LOCK TABLES {}{tail}", list.join(", "));
+            let items: Vec<String> = list
+                .iter()
+                .map(|(name, how)| format!("{name}{how}"))
+                .collect();
+            let stmt = format!("LOCK TABLES {}{tail}", items.join(", "));
             let r = match self.touch(routing, dn).await {
                 Ok(i) => {
                     let h = &mut self.conns.held[i];
                     let r = h.conn.command(COM_QUERY, stmt.as_bytes()).await;
                     if r.is_ok() {
                         h.table_locks = true;
+                        let mut names: Vec<String> =
+                            list.into_iter().map(|(name, _)| name).collect();
+                        names.dedup();
+                        h.locked_tables = names;
                     }
                     r.map(|_| ())
                 }
@@ -380,7 +394,7 @@ impl Session {
             self.end_transaction(true).await?;
         }
         self.unlock_tables().await?;
-        let mut per_dn: BTreeMap<DatanodeId, Vec<String>> = BTreeMap::new();
+        let mut per_dn: BTreeMap<DatanodeId, Vec<LockEntry>> = BTreeMap::new();
         for (dn, tables) in self.tables_of_user_schemas(routing).await? {
             let db = &routing.topology.datanodes[dn].database;
             let shards_here = |logical: &str| {
@@ -392,14 +406,14 @@ impl Session {
             let list = per_dn.entry(dn).or_default();
             for (table, logical) in &tables {
                 let name = format!("{}.{}", quote_ident(db), quote_ident(table));
-                list.push(format!("{name} READ"));
+                list.push((name.clone(), " READ".to_string()));
                 // As LOCK TABLES does: reads name a lone physical table of another name with
                 // the logical name as its alias.
                 if let Some(logical) = logical
                     && !logical.eq_ignore_ascii_case(table)
                     && shards_here(logical) == 1
                 {
-                    list.push(format!("{name} AS {} READ", quote_ident(logical)));
+                    list.push((name, format!(" AS {} READ", quote_ident(logical))));
                 }
             }
         }
@@ -473,8 +487,9 @@ impl Session {
     /// names, of every table of the user's schemas) flushed with one `FLUSH TABLES db.t, ...`
     /// per datanode, in datanode order; never a FLUSH TABLES of a whole server. It commits an
     /// open transaction first, as FLUSH does. Under the session's table locks it runs on the
-    /// locked connections, where MariaDB flushes the locked tables (1099 for READ-locked ones,
-    /// 1100 for a named table not locked, as on one server).
+    /// locked connections (without names: over the tables locked there), where MariaDB
+    /// flushes locked tables (1099 for READ-locked ones, 1100 for a named table not locked, as
+    /// on one server).
     pub(super) async fn flush_tables(
         &mut self,
         routing: &Routing,
@@ -518,8 +533,12 @@ impl Session {
         let mut per_dn: BTreeMap<DatanodeId, String> = BTreeMap::new();
         if !self.table_locks.is_empty() {
             if tables.is_empty() {
-                for &dn in &self.table_locks {
-                    per_dn.insert(dn, head.to_string());
+                // The tables this session locked there (a FLUSH TABLES without names would
+                // also drop the server's other unused tables from its cache).
+                for h in self.conns.held.iter().filter(|h| h.table_locks) {
+                    if !h.locked_tables.is_empty() {
+                        per_dn.insert(h.dn, format!("{head} {}", h.locked_tables.join(", ")));
+                    }
                 }
             } else {
                 for (dn, mut list) in named {
@@ -619,6 +638,7 @@ impl Session {
                 continue;
             }
             h.table_locks = false;
+            h.locked_tables.clear();
             if h.conn.command(COM_QUERY, b"UNLOCK TABLES").await.is_err() {
                 broken.push(h.dn);
             }
