@@ -2,7 +2,8 @@
 //! Sequelize, Knex, Django, mycli's completion refresh, PHP PDO, MariaDB Connector/J; the programs
 //! are in `tests/clients/`) run one fixed scenario each against a sharded Shoal
 //! (the demo's layout: `orders` by user_id over 4 datanodes, its ER child `order_item`, the
-//! global `country`, `ledger` as 8 tables by quarter) and against one plain MariaDB database
+//! global `country`, `ledger` as 8 tables by quarter, `events` keyed by a global sequence) and
+//! against one plain MariaDB database
 //! holding the same tables, and their transcripts (every answer each tool observed) must be
 //! equal step by step.
 //!
@@ -250,8 +251,14 @@ fn write_config(cluster: &Cluster) -> PathBuf {
         )
         .unwrap();
     }
-    // The demo's layout (conf/demo.yaml.in) over databases `a` and `b` of each server.
+    // The demo's layout (conf/demo.yaml.in) over databases `a` and `b` of each server, and a
+    // table whose key comes from a global sequence (AUTO_INCREMENT on one server): on a
+    // datanode other than the default one, whose own tables SHOW TABLES would list.
     text.push_str(&shoal_tests::demo_layout_yaml(0));
+    text.push_str(
+        "      - { name: events, type: sharded, shard_key: id, rule: by_user, \
+         datanodes: \"dn0, dn1, dn2, dn3\", sequence: { datanode: dn1, step: 1000 } }\n",
+    );
     let path = scratch_dir().join(format!("{}.yaml", unique_name("clients")));
     std::fs::write(&path, text).expect("write config");
     path

@@ -9,8 +9,9 @@
 //! startup, those two print why and pass; once it starts them, they run and must find nothing.
 //!
 //! Every run also sends its prepared SELECTs through MariaDB Connector/C (the Python `mariadb`
-//! package in `.clients/venv`, set up by `scripts/install-clients`) and writes the date-ruled
-//! table with prepared INSERTs through it.
+//! package in `.clients/venv`, set up by `scripts/install-clients`), runs its multi-statement
+//! texts through it (CLIENT_MULTI_STATEMENTS, text protocol, every result and the error that
+//! ends a text compared), and writes the date-ruled table with prepared INSERTs through it.
 //!
 //! `SHOAL_DIFF_SEED=n` fixes the seed (printed otherwise), `SHOAL_DIFF_COUNT=n` the number of
 //! generated SELECTs (default 1000, on top of the hand-written ones).
@@ -104,6 +105,7 @@ async fn an_unsharded_copy_matches_and_a_corrupted_copy_does_not() {
     assert!(report.tables_compared >= 2 * schema::TABLES.len());
     // Every family ran and the prepared protocol was used.
     assert!(report.prepared >= 100, "{} prepared", report.prepared);
+    assert_multis_ran_both_ways(&report);
     assert!(report.families.len() >= 15, "{:?}", report.families.keys());
 
     // Fresh copies, then one order changed and one item missing in the subject.
@@ -190,8 +192,21 @@ fn ambiguous(report: &Report) -> usize {
         .map_or(0, |c| c.run - c.refused)
 }
 
+/// The multi-statement texts ran through mysql_async and, as many, through Connector/C.
+fn assert_multis_ran_both_ways(report: &Report) {
+    let run = |f: &str| report.families.get(f).map_or(0, |c| c.run);
+    assert!(run(diff::multi::FAMILY) >= 20, "{report}");
+    assert_eq!(
+        run(diff::multi::CAPI_FAMILY),
+        run(diff::multi::FAMILY),
+        "{report}"
+    );
+    assert_eq!(report.capi_multi, run(diff::multi::CAPI_FAMILY));
+}
+
 fn assert_clean(report: &Report) {
     println!("{report}");
+    assert_multis_ran_both_ways(report);
     assert_eq!(report.both_failed, ambiguous(report), "{report}");
     assert_eq!(
         report.failures(),

@@ -3,7 +3,8 @@
 //! Rows in `orders`, `order_item`, `country` and `ledger` (the demo layout,
 //! `shoal_tests::demo_layout_yaml`) are dumped through Shoal in the default mode (LOCK TABLES
 //! ... READ LOCAL per table) and with `--single-transaction` (a consistent snapshot on every
-//! datanode, a savepoint rolled back to after each table). Each dump is imported into a plain
+//! datanode, a savepoint rolled back to after each table) and with `--lock-all-tables` (`FLUSH
+//! TABLES`, then `FLUSH TABLES WITH READ LOCK`). Each dump is imported into a plain
 //! MariaDB database, which must then hold exactly the logical rows, and loaded back through a
 //! second Shoal over empty datanode databases, which must put every row on its shard: each
 //! datanode's physical tables end up as those of the first configuration.
@@ -216,8 +217,8 @@ impl Fixture {
     }
 }
 
-/// The whole round trip: dump through Shoal (default and --single-transaction), import into a
-/// plain database, load back through Shoal.
+/// The whole round trip: dump through Shoal (default, --single-transaction and
+/// --lock-all-tables), import into a plain database, load back through Shoal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_dump_through_shoal_round_trips() {
     let f = Fixture::start().await;
@@ -226,7 +227,12 @@ async fn mariadb_dump_through_shoal_round_trips() {
         f.cluster.password().to_string(),
     );
     let primary0 = f.cluster.primary(0);
-    for mode in [&[][..], &["--single-transaction".to_string()][..]] {
+    for mode in [
+        &[][..],
+        &["--single-transaction".to_string()][..],
+        // FLUSH /*!40101 LOCAL */ TABLES, then FLUSH TABLES WITH READ LOCK.
+        &["--lock-all-tables".to_string()][..],
+    ] {
         // The dump, through Shoal.
         let mut args = connection_args("127.0.0.1", f.source.port(), "app", "app-secret");
         args.push("--complete-insert".into());

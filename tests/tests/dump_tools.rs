@@ -415,3 +415,154 @@ async fn insert_set_takes_the_shard_key_from_the_sequence() {
         vec![vec![Some("d".into())]]
     );
 }
+
+/// The tables of `db` open in server `server`'s table cache (`SHOW OPEN TABLES`), sorted.
+async fn open_tables(cluster: &Cluster, server: usize, db: &str) -> Vec<String> {
+    let mut b = Conn::new(cluster.opts(server, None)).await.unwrap();
+    let rows: Vec<mysql_async::Row> = b
+        .query(format!("SHOW OPEN TABLES FROM `{db}`"))
+        .await
+        .unwrap();
+    let mut names: Vec<String> = rows
+        .iter()
+        .map(|r| r.get::<String, _>(1).unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Opens every table of the test on both servers (reads them directly).
+async fn open_all(cluster: &Cluster) {
+    for server in 0..2 {
+        let mut b = Conn::new(cluster.opts(server, None)).await.unwrap();
+        for t in ["a.orders", "b.orders", "a.country", "b.country", "other.x"] {
+            b.query_drop(format!("SELECT COUNT(*) FROM {t}"))
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// `FLUSH TABLES` as tools and backup scripts send it: with names, the physical tables of the
+/// logical tables named are flushed on their datanodes (others stay open); without, every
+/// table of the user's schemas, never a table of another database on the same servers. It
+/// commits an open transaction, as on one server; other FLUSH forms are refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flush_tables_flushes_the_tables_of_the_users_schemas_only() {
+    let cluster = start(&["a", "b", "other"]).await;
+    let shoal = start_shoal(&cluster, "a", "b");
+    let mut c = client(&shoal).await;
+    exec(&mut c, ORDERS, &shoal).await;
+    exec(
+        &mut c,
+        "CREATE TABLE country (code CHAR(2) PRIMARY KEY, name VARCHAR(20)) ENGINE=InnoDB",
+        &shoal,
+    )
+    .await;
+    exec(
+        &mut c,
+        "INSERT INTO orders (id, user_id, note) VALUES (1, 1, 'a'), (2, 2, 'b')",
+        &shoal,
+    )
+    .await;
+    // A database on the same servers that is no part of the configuration.
+    for server in 0..2 {
+        let mut b = Conn::new(cluster.opts(server, Some("other")))
+            .await
+            .unwrap();
+        b.query_drop("CREATE TABLE x (id INT)").await.unwrap();
+    }
+    let both = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+    open_all(&cluster).await;
+    for server in 0..2 {
+        assert_eq!(
+            open_tables(&cluster, server, "a").await,
+            both(&["country", "orders"])
+        );
+    }
+    let r = c.query_drop("FLUSH TABLES orders").await;
+    assert!(r.is_ok(), "{r:?}\n{}", shoal.log());
+    for server in 0..2 {
+        for db in ["a", "b"] {
+            assert_eq!(open_tables(&cluster, server, db).await, both(&["country"]));
+        }
+        assert_eq!(open_tables(&cluster, server, "other").await, both(&["x"]));
+    }
+
+    // Without names: every table of the user's schemas, on every datanode; `other` untouched.
+    for sql in [
+        "FLUSH TABLES",
+        "flush /*!40101 LOCAL */ tables;",
+        "FLUSH NO_WRITE_TO_BINLOG TABLE",
+    ] {
+        open_all(&cluster).await;
+        exec(&mut c, sql, &shoal).await;
+        for server in 0..2 {
+            for db in ["a", "b"] {
+                assert_eq!(open_tables(&cluster, server, db).await, both(&[]), "{sql}");
+            }
+            assert_eq!(open_tables(&cluster, server, "other").await, both(&["x"]));
+        }
+    }
+
+    // Qualified names, a table that exists nowhere (flushes nothing, as on one server).
+    open_all(&cluster).await;
+    exec(&mut c, "FLUSH TABLES shop.country, `nosuch`", &shoal).await;
+    assert_eq!(open_tables(&cluster, 1, "b").await, both(&["orders"]));
+    // As one server answers a table named twice; a database the user may not use.
+    let (code, _, message) =
+        shoal_tests::server_error(c.query_drop("FLUSH TABLES orders, orders").await);
+    assert_eq!(
+        (code, message.as_str()),
+        (1066, "Not unique table/alias: 'orders'")
+    );
+    let (code, _, _) = shoal_tests::server_error(c.query_drop("FLUSH TABLES other.x").await);
+    assert!(code == 1044 || code == 1049, "{code}");
+    assert_eq!(open_tables(&cluster, 0, "other").await, both(&["x"]));
+
+    // FLUSH commits the open transaction, as on one server.
+    exec(&mut c, "BEGIN", &shoal).await;
+    exec(
+        &mut c,
+        "INSERT INTO orders (id, user_id, note) VALUES (3, 3, 'c')",
+        &shoal,
+    )
+    .await;
+    exec(&mut c, "FLUSH TABLES", &shoal).await;
+    exec(&mut c, "ROLLBACK", &shoal).await;
+    assert_eq!(
+        routed(&mut c, "orders", 3).await,
+        vec![vec![Some("3".into()), Some("3".into()), Some("c".into())]]
+    );
+
+    // Under LOCK TABLES: the locked tables may be flushed, others are not locked (1100);
+    // without names, the locked tables only (the servers keep the others in their cache).
+    // (Opened before: a direct read of orders would wait for the session's WRITE lock.)
+    open_all(&cluster).await;
+    exec(&mut c, "LOCK TABLES orders WRITE", &shoal).await;
+    exec(&mut c, "FLUSH TABLES orders", &shoal).await;
+    exec(&mut c, "FLUSH TABLES", &shoal).await;
+    for server in 0..2 {
+        for db in ["a", "b"] {
+            let open = open_tables(&cluster, server, db).await;
+            assert!(open.contains(&"country".to_string()), "{open:?}");
+        }
+        assert_eq!(open_tables(&cluster, server, "other").await, both(&["x"]));
+    }
+    let (code, _, _) = shoal_tests::server_error(c.query_drop("FLUSH TABLES country").await);
+    assert_eq!(code, 1100);
+    exec(&mut c, "UNLOCK TABLES", &shoal).await;
+
+    // Other FLUSH forms are refused, naming what was sent.
+    for sql in [
+        "FLUSH PRIVILEGES",
+        "FLUSH TABLES orders FOR EXPORT",
+        "FLUSH TABLES orders WITH READ LOCK",
+        "FLUSH LOGS",
+    ] {
+        let (code, _, message) = shoal_tests::server_error(c.query_drop(sql).await);
+        assert_eq!(code, 1235, "{sql}: {message}");
+        assert!(message.contains(sql), "{sql}: {message}");
+    }
+}

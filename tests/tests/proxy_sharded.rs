@@ -1280,6 +1280,111 @@ async fn global_sequence_fills_the_shard_key_across_two_shoal_processes() {
     assert_eq!(code, 1235, "{message}");
 }
 
+/// What one prepared INSERT did, told apart from where its ids start: rows affected, whether
+/// the OK's insert id and `LAST_INSERT_ID()` (as text and prepared) are the first row's id, and
+/// the statement's rows as (id - that first id, note), in id order.
+#[derive(Debug, PartialEq, Eq)]
+struct InsertSeen {
+    affected: u64,
+    ok_id_is_first: bool,
+    last_insert_id_is_first: (bool, bool),
+    rows: Vec<(i64, String)>,
+}
+
+/// Runs prepared `sql` (its table written `T`) with `params` into `table` on `c`, then reads
+/// back the rows of `src`.
+async fn prepared_insert(
+    c: &mut Conn,
+    table: &str,
+    sql: &str,
+    params: Vec<mysql_async::Value>,
+    src: i64,
+) -> (InsertSeen, i64) {
+    let sql = sql.replace(" T ", &format!(" {table} "));
+    c.exec_drop(&sql, params)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let affected = c.affected_rows();
+    let ok_id = c.last_insert_id().unwrap_or(0) as i64;
+    let text: Option<i64> = c.query_first("SELECT LAST_INSERT_ID()").await.unwrap();
+    let prepared: Option<i64> = c.exec_first("SELECT LAST_INSERT_ID()", ()).await.unwrap();
+    let rows: Vec<(i64, String)> = c
+        .query(format!(
+            "SELECT id, note FROM {table} WHERE src = {src} ORDER BY id"
+        ))
+        .await
+        .unwrap();
+    let first = rows.first().map_or(0, |r| r.0);
+    let seen = InsertSeen {
+        affected,
+        ok_id_is_first: ok_id == first,
+        last_insert_id_is_first: (text == Some(first), prepared == Some(first)),
+        rows: rows.into_iter().map(|(id, n)| (id - first, n)).collect(),
+    };
+    (seen, first)
+}
+
+/// Prepared INSERTs that leave out the shard key of a table with a `sequence` (one row, several
+/// rows, more rows than a segment, `INSERT ... SET`) run as one MariaDB runs them into an
+/// AUTO_INCREMENT table: each execute takes the next ids, consecutive within the statement, the
+/// OK's insert id and `LAST_INSERT_ID()` are the first, each row lands on its key's datanode.
+#[tokio::test]
+async fn prepared_inserts_take_the_shard_key_from_the_sequence_as_auto_increment_does() {
+    let l = Layout::start().await;
+    let mut c = l.client().await;
+    c.query_drop(
+        "CREATE TABLE events (id BIGINT PRIMARY KEY, note VARCHAR(20), src INT) ENGINE=InnoDB",
+    )
+    .await
+    .unwrap();
+    // The oracle: one MariaDB, an AUTO_INCREMENT key.
+    let mut one = l.s1.conn(Some(&format!("{}_main", l.prefix))).await;
+    one.query_drop(
+        "CREATE TABLE events_ai (id BIGINT AUTO_INCREMENT PRIMARY KEY, note VARCHAR(20), src INT)",
+    )
+    .await
+    .unwrap();
+    let one_row = "INSERT INTO T (note, src) VALUES (?, ?)";
+    let three_rows = "INSERT INTO T (src, note) VALUES (?, 'x'), (?, ?), (?, 'z')";
+    let set_form = "INSERT INTO T SET note = ?, src = ?";
+    let steps: Vec<(&str, Vec<mysql_async::Value>)> = vec![
+        (one_row, vec!["a".into(), 1.into()]),
+        // The same statement again: the next id.
+        (one_row, vec!["b".into(), 2.into()]),
+        (three_rows, vec![3.into(), 3.into(), "y".into(), 3.into()]),
+        (set_form, vec!["c".into(), 4.into()]),
+        (
+            "INSERT INTO T (note, src) VALUES (?, 5), (?, 5), (?, 5), (?, 5), (?, 5), (?, 5), (?, 5)",
+            ["a", "b", "c", "d", "e", "f", "g"]
+                .into_iter()
+                .map(mysql_async::Value::from)
+                .collect(),
+        ),
+        (one_row, vec!["d".into(), 6.into()]),
+    ];
+    let mut firsts = Vec::new();
+    for (k, (sql, params)) in steps.into_iter().enumerate() {
+        let src = k as i64 + 1;
+        let want = prepared_insert(&mut one, "events_ai", sql, params.clone(), src)
+            .await
+            .0;
+        let (got, first) = prepared_insert(&mut c, "events", sql, params, src).await;
+        assert_eq!(got, want, "step {src}: {sql}\n{}", l.shoal.log());
+        firsts.push(first);
+        for (offset, _) in &got.rows {
+            let id = first + offset;
+            assert!(
+                l.ids_on(dn_of(id), "events", "id").await.contains(&id),
+                "id {id} is not on datanode {}",
+                dn_of(id)
+            );
+        }
+    }
+    assert!(firsts.windows(2).all(|w| w[0] < w[1]), "{firsts:?}");
+    let total: Option<i64> = c.query_first("SELECT COUNT(*) FROM events").await.unwrap();
+    assert_eq!(total, Some(1 + 1 + 3 + 1 + 7 + 1));
+}
+
 /// Table metadata answers in logical names: SHOW CREATE TABLE and SHOW INDEX of a
 /// table-per-shard table name the logical table, not `logs_0`; DESCRIBE works;
 /// information_schema.TABLES/COLUMNS list the logical table once.

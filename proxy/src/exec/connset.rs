@@ -29,6 +29,8 @@ pub struct Held {
     pub savepoints_set: bool,
     /// It holds the session's LOCK TABLES locks on this datanode's tables.
     pub table_locks: bool,
+    /// Those tables, by qualified physical name (what a FLUSH TABLES under the locks flushes).
+    pub locked_tables: Vec<String>,
     /// The session's statement that last used it ([`ConnSet::statement`]).
     pub used_in: u64,
 }
@@ -47,6 +49,7 @@ impl Held {
             sticky: false,
             savepoints_set: false,
             table_locks: false,
+            locked_tables: Vec::new(),
             used_in: 0,
         }
     }

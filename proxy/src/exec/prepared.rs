@@ -44,6 +44,9 @@ pub struct ClientStmt {
     pub long_data: bool,
     /// The router's read/write decision on `sql` (computed at the first EXECUTE).
     pub read_route: Option<shoal_router::sql::readwrite::ReadRoute>,
+    /// An INSERT leaving out a shard key that has a sequence: `sql` has a parameter for each
+    /// row's key, which each execute binds to the ids it takes (`params` counts the client's).
+    pub sequence: Option<Arc<super::sequence::PreparedSequence>>,
 }
 
 /// One bound parameter as it came: type and its value bytes (`None` for NULL).
@@ -69,7 +72,13 @@ pub struct Statements {
 }
 
 impl Statements {
-    fn add(&mut self, sql: Arc<str>, route: Option<Arc<PreparedRoute>>, params: u16) -> u32 {
+    fn add(
+        &mut self,
+        sql: Arc<str>,
+        route: Option<Arc<PreparedRoute>>,
+        params: u16,
+        sequence: Option<Arc<super::sequence::PreparedSequence>>,
+    ) -> u32 {
         if self.next == 0 {
             self.next = FIRST_ID;
         }
@@ -84,6 +93,7 @@ impl Statements {
             types: ParamTypes::new(),
             long_data: false,
             read_route: None,
+            sequence,
         });
         id
     }
@@ -512,6 +522,17 @@ impl Session {
             }
             None => sql,
         };
+        // An INSERT leaving out a shard key that has a sequence: prepared with a parameter for
+        // each row's key, bound at each execute to the ids it takes (`sequence.rs`).
+        let (sql, sequence) = match super::sequence::prepared_sequence(
+            routing,
+            self.logical.as_deref(),
+            mode,
+            &sql,
+        ) {
+            Some((filled, seq)) => (filled, Some(seq)),
+            None => (sql, None),
+        };
         // `?` counted on the tokens the session's server would read (sql_mode, versioned
         // comments), the same tokens the router plans with.
         let mut toks = Vec::new();
@@ -639,7 +660,11 @@ impl Session {
         let prepared = routing
             .router
             .prepare_route(self.logical.as_deref(), mode, &sql);
-        let id = self.statements.add(sql.into(), prepared, params);
+        // The parameters the client binds (a sequence's keys are Shoal's).
+        let params = sequence
+            .as_ref()
+            .map_or(params, |s| s.client_params(params));
+        let id = self.statements.add(sql.into(), prepared, params, sequence);
         let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
         let mut seq = reply_seq;
         let mut ok = vec![0x00];
@@ -724,6 +749,9 @@ impl Session {
         let flags = decode_execute_into(&payload, n, &mut stmt.types, params)?;
         if flags != 0 {
             return Err(unsupported("cursors on prepared statements"));
+        }
+        if stmt.sequence.is_some() {
+            return cold(self.execute_with_sequence(routing, id, params, reply_seq)).await;
         }
         values.clear();
         values.extend(params.iter().map(literal));

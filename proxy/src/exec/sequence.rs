@@ -6,13 +6,98 @@
 //! skipped, as auto-increment skips ids. The router splices the ids into the text
 //! ([`shoal_router::plan::sequence`]) and plans it like any INSERT; the client's OK carries
 //! the first id as its last insert id, and so does `LAST_INSERT_ID()` afterwards.
+//!
+//! A prepared INSERT of that kind is prepared with a parameter for the key in each row
+//! ([`PreparedSequence`]); each execute takes its ids and binds them there, with the client's
+//! values, so one backend statement serves every execute.
+
+use std::sync::Arc;
 
 use shoal_router::plan::sequence::SequenceFill;
+use shoal_router::plan::{Merge, ParamValue, RoutePlan};
+use shoal_router::sql::lex::TokKind;
 
+use super::prepared::{RawParam, Request, literal};
+use super::unsupported;
 use crate::error::{Error, Result};
 use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::command::COM_QUERY;
+
+/// A prepared INSERT that leaves out its table's shard key, which has a sequence: prepared
+/// as [`SequenceFill::apply_params`] says, with the ids of each execute bound at `keys`.
+#[derive(Debug)]
+pub struct PreparedSequence {
+    /// The statement as the client prepared it.
+    client_sql: String,
+    /// The keys' positions among the prepared statement's parameters, in row order.
+    keys: Vec<usize>,
+}
+
+impl PreparedSequence {
+    /// The statement's parameters: the client's `params` with `first`, `first + 1`, ... as
+    /// the rows' keys (BIGINT UNSIGNED, as the sequence counts).
+    fn bind(&self, params: &[RawParam], first: u64) -> Vec<RawParam> {
+        let mut out = Vec::with_capacity(params.len() + self.keys.len());
+        let mut client = params.iter();
+        let mut row = 0u64;
+        for i in 0..params.len() + self.keys.len() {
+            if self.keys.get(row as usize) == Some(&i) {
+                out.push(RawParam {
+                    ty: 0x08,
+                    unsigned: 0x80,
+                    value: Some((first + row).to_le_bytes().to_vec()),
+                });
+                row += 1;
+            } else if let Some(p) = client.next() {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+
+    /// How many parameters the client binds (the keys are Shoal's).
+    pub fn client_params(&self, params: u16) -> u16 {
+        params.saturating_sub(self.keys.len() as u16)
+    }
+}
+
+/// For COM_STMT_PREPARE: when `sql` is an INSERT leaving out a shard key that has a sequence,
+/// the text to prepare (a parameter for each row's key) and how its executes bind the ids.
+pub(super) fn prepared_sequence(
+    routing: &Routing,
+    current: Option<&str>,
+    mode: shoal_router::sql::SqlMode,
+    sql: &str,
+) -> Option<(String, Arc<PreparedSequence>)> {
+    let head = sql.trim_start().get(..7).unwrap_or_default();
+    if !(head
+        .get(..6)
+        .is_some_and(|h| h.eq_ignore_ascii_case("insert"))
+        || head.eq_ignore_ascii_case("replace"))
+    {
+        return None;
+    }
+    let fill = shoal_router::plan::sequence::sequence_fill(&routing.topology, current, sql)?;
+    let filled = fill.apply_params(sql);
+    // The keys' places were counted on the text as written; the session's server reads it
+    // under its sql_mode: the counts must agree (or the statement is refused as before).
+    let count = |text: &str| {
+        let mut toks = Vec::new();
+        routing.router.tokenize(text, mode, &mut toks).ok()?;
+        Some(
+            toks.iter()
+                .filter(|t| t.kind == TokKind::Placeholder)
+                .count(),
+        )
+    };
+    let keys = fill.key_params();
+    if count(&filled)? != count(sql)? + keys.len() {
+        return None;
+    }
+    let client_sql = sql.to_string();
+    Some((filled, Arc::new(PreparedSequence { client_sql, keys })))
+}
 
 const TABLE: &str = "shoal_sequence";
 
@@ -33,6 +118,75 @@ impl Session {
         self.sequence_first = Some(first);
         let r = self
             .run_completed_insert(routing, &text, "this INSERT with a sequence", reply_seq)
+            .await;
+        self.sequence_first = None;
+        r
+    }
+
+    /// COM_STMT_EXECUTE of a statement prepared with [`prepared_sequence`]: the client's
+    /// values (`params`, decoded) with the ids taken for its rows bound at the keys' places,
+    /// planned and written as the text form is; the OK and `LAST_INSERT_ID()` report the first
+    /// id.
+    pub(super) async fn execute_with_sequence(
+        &mut self,
+        routing: &Routing,
+        id: u32,
+        params: &[RawParam],
+        reply_seq: u8,
+    ) -> Result<()> {
+        let Some((Some(seq), sql)) = self
+            .statements
+            .get_mut(id)
+            .map(|s| (s.sequence.clone(), s.sql.clone()))
+        else {
+            return Err(Error::unknown_statement(id, "COM_STMT_EXECUTE"));
+        };
+        // Read again in the session's schema and the configuration of now (a reload may have
+        // changed the table or its sequence since PREPARE): it must still be the statement
+        // prepared, or the client prepares it again, as MariaDB asks after a table changed.
+        let current = self.logical.as_deref();
+        let fill = shoal_router::plan::sequence::sequence_fill(
+            &routing.topology,
+            current,
+            &seq.client_sql,
+        )
+        .filter(|f| f.key_params() == seq.keys && f.apply_params(&seq.client_sql) == *sql)
+        .ok_or_else(|| {
+            Error::reply(1615, b"HY000", "Prepared statement needs to be re-prepared")
+        })?;
+        let mode = self.sql_mode();
+        let route = self
+            .read_route_of(routing, mode, &sql)
+            .or_else(|| self.xa_route(routing, mode, &sql));
+        self.note_statement_writes(route);
+        let first = self.next_ids(routing, &fill).await?;
+        let bound = seq.bind(params, first);
+        let values: Vec<ParamValue> = bound.iter().map(literal).collect();
+        let plan = routing
+            .router
+            .route_in(self.logical.as_deref(), mode, &sql, &values);
+        self.mark.route = Some(crate::observe::RouteKind::of(&plan));
+        if let Some(route) = route {
+            (self.conns.want, self.conns.writing) = super::replica::statement_want(route, &plan);
+        }
+        let targets = match plan {
+            RoutePlan::Single(t) => vec![t],
+            RoutePlan::Scatter {
+                targets,
+                merge: Merge::AffectedRows,
+            } => targets,
+            RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
+            _ => return Err(unsupported("this prepared INSERT with a sequence")),
+        };
+        self.sequence_first = Some(first);
+        let r = self
+            .run_writes(
+                routing,
+                targets,
+                true,
+                &Request::Execute { params: &bound },
+                reply_seq,
+            )
             .await;
         self.sequence_first = None;
         r

@@ -13,11 +13,15 @@
 //! connection or a replica): a statement that needs a datanode holding none of the locks gets
 //! error 1100, as a table not locked does on one server; statements on a locked datanode over a
 //! table not locked get MariaDB's own 1100 (its name rewritten to the logical one).
+//!
+//! `FLUSH TABLES` is here too: it flushes the physical tables of the logical tables named (or,
+//! without names, of every table of the user's schemas), never the whole server, which a user
+//! confined to logical schemas has no right to.
 
 use std::collections::BTreeMap;
 
 use shoal_router::sql::lex::{TokKind, Token};
-use shoal_router::topology::{DatanodeId, TableDef};
+use shoal_router::topology::{DatanodeId, LogicalSchema, TableDef};
 
 use super::savepoint::quote_ident;
 use super::unsupported;
@@ -28,6 +32,10 @@ use crate::wire::command::COM_QUERY;
 
 /// ER_TABLE_NOT_LOCKED.
 const NOT_LOCKED: u16 = 1100;
+
+/// One table of a datanode's `LOCK TABLES`: its qualified physical name, and what follows it
+/// (` AS alias READ`, ` WRITE`...).
+type LockEntry = (String, String);
 
 /// One table of a LOCK TABLES statement, as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,27 +131,118 @@ pub(super) fn parse_lock_tables(sql: &str, toks: &[Token]) -> Option<(Vec<LockIt
     (i == toks.len()).then_some((items, tail))
 }
 
-/// `FLUSH [NO_WRITE_TO_BINLOG | LOCAL] TABLE[S] WITH READ LOCK [;]`, read on the tokens.
-pub(super) fn is_flush_tables_with_read_lock(sql: &str, toks: &[Token]) -> bool {
+/// A FLUSH statement, read on the tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Flush {
+    /// `FLUSH [NO_WRITE_TO_BINLOG | LOCAL] TABLE[S] WITH READ LOCK [;]`.
+    TablesWithReadLock,
+    /// `FLUSH [NO_WRITE_TO_BINLOG | LOCAL] TABLE[S] [t [, [db.]t] ...] [;]`: whether it is kept
+    /// out of the binary log (LOCAL is NO_WRITE_TO_BINLOG's alias), and the tables named
+    /// (none: every table).
+    Tables {
+        local: bool,
+        tables: Vec<(Option<String>, String)>,
+    },
+    /// Any other form, as written (what its refusal names).
+    Other(String),
+}
+
+/// Reads a FLUSH statement (executable comments, such as mariadb-dump's `/*!40101 LOCAL */`,
+/// are code there).
+pub(super) fn parse_flush(sql: &str, toks: &[Token]) -> Flush {
     let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(sql, w));
+    let punct = |i: usize, p: &str| toks.get(i).is_some_and(|t| t.is_punct(sql, p));
+    let ident = |i: usize| {
+        toks.get(i)
+            .filter(|t| matches!(t.kind, TokKind::Word | TokKind::QuotedIdent))
+            .map(|t| t.ident_value(sql))
+    };
+    // The end of the statement: nothing after `i` but a `;`.
+    let ends_at = |i: usize| i == toks.len() || (punct(i, ";") && i + 1 == toks.len());
+    let other = || {
+        // The words as written, spaced as usual (`t, u`, `db.t`).
+        let mut text = String::new();
+        let mut glued = true;
+        for t in toks.iter().filter(|t| !t.is_punct(sql, ";")) {
+            let word = t.text(sql);
+            if !glued && word != "," && word != "." {
+                text.push(' ');
+            }
+            glued = word == ".";
+            text.push_str(word);
+        }
+        if text.len() > 80 {
+            let cut = (0..=80)
+                .rev()
+                .find(|&i| text.is_char_boundary(i))
+                .unwrap_or(0);
+            text.truncate(cut);
+            text.push_str("...");
+        }
+        Flush::Other(text)
+    };
     if !is(0, "FLUSH") {
-        return false;
+        return other();
     }
     let mut i = 1;
-    if is(i, "NO_WRITE_TO_BINLOG") || is(i, "LOCAL") {
+    let local = is(i, "NO_WRITE_TO_BINLOG") || is(i, "LOCAL");
+    if local {
         i += 1;
     }
-    if !(is(i, "TABLES") || is(i, "TABLE")) || !is(i + 1, "WITH") || !is(i + 2, "READ") {
-        return false;
+    if !(is(i, "TABLES") || is(i, "TABLE")) {
+        return other();
     }
-    if !is(i + 3, "LOCK") {
-        return false;
+    i += 1;
+    if is(i, "WITH") && is(i + 1, "READ") && is(i + 2, "LOCK") && ends_at(i + 3) {
+        return Flush::TablesWithReadLock;
     }
-    i += 4;
-    if toks.get(i).is_some_and(|t| t.is_punct(sql, ";")) {
+    let mut tables = Vec::new();
+    let mut more = !ends_at(i);
+    while more {
+        let Some(first) = ident(i) else {
+            return other();
+        };
         i += 1;
+        let name = if punct(i, ".") {
+            let Some(t) = ident(i + 1) else {
+                return other();
+            };
+            i += 2;
+            (Some(first), t)
+        } else {
+            (None, first)
+        };
+        tables.push(name);
+        if punct(i, ",") {
+            i += 1;
+        } else if ends_at(i) {
+            more = false;
+        } else {
+            // `FLUSH TABLES t WITH READ LOCK`, `... FOR EXPORT`.
+            return other();
+        }
     }
-    i == toks.len()
+    Flush::Tables { local, tables }
+}
+
+/// Where logical table `table` of `schema` lives: (datanode, physical table) for each of its
+/// physical tables; an unlisted table on the schema's default datanode; `None` for an
+/// unlisted table in a schema without one.
+fn placements(schema: &LogicalSchema, table: &str) -> Option<Vec<(DatanodeId, String)>> {
+    Some(match schema.table(table) {
+        Some(TableDef::Sharded(t)) => t
+            .shards
+            .iter()
+            .map(|s| (s.datanode, s.physical_table.clone()))
+            .collect(),
+        Some(TableDef::Child(t)) => t
+            .shards
+            .iter()
+            .map(|s| (s.datanode, s.physical_table.clone()))
+            .collect(),
+        Some(TableDef::Global(t)) => t.datanodes.iter().map(|&d| (d, t.name.clone())).collect(),
+        None => vec![(schema.default_datanode?, table.to_string())],
+    })
 }
 
 /// The error for a statement that needs datanode `dn` while the session's locks are elsewhere.
@@ -177,7 +276,7 @@ impl Session {
             ));
         };
         // What each datanode locks: (physical table, alias, mode), sorted.
-        let mut per_dn: BTreeMap<DatanodeId, Vec<String>> = BTreeMap::new();
+        let mut per_dn: BTreeMap<DatanodeId, Vec<LockEntry>> = BTreeMap::new();
         for item in &items {
             let schema_name = match item.schema.as_deref().or(self.logical.as_deref()) {
                 Some(s) => s.to_string(),
@@ -187,30 +286,12 @@ impl Session {
             let Some(schema) = routing.topology.schema(&schema_name) else {
                 return Err(Error::unknown_database(&schema_name));
             };
-            let places: Vec<(DatanodeId, String)> = match schema.table(&item.table) {
-                Some(TableDef::Sharded(t)) => t
-                    .shards
-                    .iter()
-                    .map(|s| (s.datanode, s.physical_table.clone()))
-                    .collect(),
-                Some(TableDef::Child(t)) => t
-                    .shards
-                    .iter()
-                    .map(|s| (s.datanode, s.physical_table.clone()))
-                    .collect(),
-                Some(TableDef::Global(t)) => {
-                    t.datanodes.iter().map(|&d| (d, t.name.clone())).collect()
-                }
-                None => match schema.default_datanode {
-                    Some(d) => vec![(d, item.table.clone())],
-                    None => {
-                        return Err(Error::reply(
-                            1146,
-                            b"42S02",
-                            format!("Table '{}.{}' doesn't exist", schema_name, item.table),
-                        ));
-                    }
-                },
+            let Some(places) = placements(schema, &item.table) else {
+                return Err(Error::reply(
+                    1146,
+                    b"42S02",
+                    format!("Table '{}.{}' doesn't exist", schema_name, item.table),
+                ));
             };
             // How many physical tables of this table each datanode holds.
             let on = |dn: DatanodeId| places.iter().filter(|(d, _)| *d == dn).count();
@@ -219,19 +300,21 @@ impl Session {
                 let name = format!("{}.{}", quote_ident(db), quote_ident(&physical));
                 let list = per_dn.entry(dn).or_default();
                 match &item.alias {
-                    Some(a) => list.push(format!("{name} AS {} {}", quote_ident(a), item.mode)),
+                    Some(a) => list.push((
+                        name.clone(),
+                        format!(" AS {} {}", quote_ident(a), item.mode),
+                    )),
                     None => {
-                        list.push(format!("{name} {}", item.mode));
+                        list.push((name.clone(), format!(" {}", item.mode)));
                         // Reads of a table-per-shard table name the physical table with the
                         // logical name as its alias (`ledger_00 AS ledger`): lock that too.
                         // Only one table of a statement may carry an alias, so a datanode
                         // with several of its physical tables locks them by name only (a read
                         // there then gets 1100).
                         if physical != item.table && on(dn) == 1 {
-                            list.push(format!(
-                                "{name} AS {} {}",
-                                quote_ident(&item.table),
-                                item.mode
+                            list.push((
+                                name,
+                                format!(" AS {} {}", quote_ident(&item.table), item.mode),
                             ));
                         }
                     }
@@ -252,7 +335,7 @@ impl Session {
     async fn lock_on_datanodes(
         &mut self,
         routing: &Routing,
-        per_dn: BTreeMap<DatanodeId, Vec<String>>,
+        per_dn: BTreeMap<DatanodeId, Vec<LockEntry>>,
         tail: &str,
     ) -> Result<()> {
         if per_dn.len() > 1 {
@@ -262,13 +345,21 @@ impl Session {
         for (dn, mut list) in per_dn {
             list.sort();
             list.dedup();
-            let stmt = format!("LOCK TABLES {}{tail}", list.join(", "));
+            let items: Vec<String> = list
+                .iter()
+                .map(|(name, how)| format!("{name}{how}"))
+                .collect();
+            let stmt = format!("LOCK TABLES {}{tail}", items.join(", "));
             let r = match self.touch(routing, dn).await {
                 Ok(i) => {
                     let h = &mut self.conns.held[i];
                     let r = h.conn.command(COM_QUERY, stmt.as_bytes()).await;
                     if r.is_ok() {
                         h.table_locks = true;
+                        let mut names: Vec<String> =
+                            list.into_iter().map(|(name, _)| name).collect();
+                        names.dedup();
+                        h.locked_tables = names;
                     }
                     r.map(|_| ())
                 }
@@ -299,6 +390,47 @@ impl Session {
         routing: &Routing,
         reply_seq: u8,
     ) -> Result<()> {
+        if self.txn_begin.is_some() || self.conns.in_transaction() {
+            self.end_transaction(true).await?;
+        }
+        self.unlock_tables().await?;
+        let mut per_dn: BTreeMap<DatanodeId, Vec<LockEntry>> = BTreeMap::new();
+        for (dn, tables) in self.tables_of_user_schemas(routing).await? {
+            let db = &routing.topology.datanodes[dn].database;
+            let shards_here = |logical: &str| {
+                tables
+                    .iter()
+                    .filter(|(_, l)| l.as_deref() == Some(logical))
+                    .count()
+            };
+            let list = per_dn.entry(dn).or_default();
+            for (table, logical) in &tables {
+                let name = format!("{}.{}", quote_ident(db), quote_ident(table));
+                list.push((name.clone(), " READ".to_string()));
+                // As LOCK TABLES does: reads name a lone physical table of another name with
+                // the logical name as its alias.
+                if let Some(logical) = logical
+                    && !logical.eq_ignore_ascii_case(table)
+                    && shards_here(logical) == 1
+                {
+                    list.push((name, format!(" AS {} READ", quote_ident(logical))));
+                }
+            }
+        }
+        per_dn.retain(|_, l| !l.is_empty());
+        self.lock_on_datanodes(routing, per_dn, "").await?;
+        self.table_locks_read = true;
+        self.send_ok(reply_seq).await
+    }
+
+    /// The existing physical tables of the logical schemas the user may use (every schema
+    /// for a user not limited to some), per datanode in datanode order: each with the logical
+    /// table it is a shard or copy of (`None`: an unlisted table of a schema's default
+    /// datanode). Read on the session's connections, before anything is locked.
+    async fn tables_of_user_schemas(
+        &mut self,
+        routing: &Routing,
+    ) -> Result<BTreeMap<DatanodeId, Vec<(String, Option<String>)>>> {
         let allowed = self
             .rt
             .config
@@ -314,32 +446,13 @@ impl Session {
                     .is_none_or(|a| a.iter().any(|s| s.eq_ignore_ascii_case(&ls.name)))
             })
             .collect();
-        if self.txn_begin.is_some() || self.conns.in_transaction() {
-            self.end_transaction(true).await?;
-        }
-        self.unlock_tables().await?;
         // (datanode, physical table) -> the logical table it is a shard of, for every
         // configured table; datanodes that are a schema's default hold its unlisted tables.
         let mut owned: BTreeMap<(DatanodeId, String), String> = BTreeMap::new();
         let mut defaults: Vec<DatanodeId> = Vec::new();
         for ls in &schemas {
             for t in ls.tables.values() {
-                let places: Vec<(DatanodeId, String)> = match t {
-                    TableDef::Sharded(t) => t
-                        .shards
-                        .iter()
-                        .map(|s| (s.datanode, s.physical_table.clone()))
-                        .collect(),
-                    TableDef::Child(t) => t
-                        .shards
-                        .iter()
-                        .map(|s| (s.datanode, s.physical_table.clone()))
-                        .collect(),
-                    TableDef::Global(t) => {
-                        t.datanodes.iter().map(|&d| (d, t.name.clone())).collect()
-                    }
-                };
-                for (dn, p) in places {
+                for (dn, p) in placements(ls, t.name()).unwrap_or_default() {
                     owned.insert((dn, p.to_lowercase()), t.name().to_string());
                 }
             }
@@ -352,37 +465,135 @@ impl Session {
             .collect();
         nodes.sort_unstable();
         nodes.dedup();
-        let mut per_dn: BTreeMap<DatanodeId, Vec<String>> = BTreeMap::new();
+        let mut out = BTreeMap::new();
         for dn in nodes {
-            // The tables that exist there (a configured table not created yet locks nothing).
+            // The tables that exist there (a configured table not created yet is left out).
             let db = routing.topology.datanodes[dn].database.clone();
-            let existing = self.base_tables(routing, dn, &db).await?;
-            let shards_here = |logical: &str| {
-                owned
-                    .iter()
-                    .filter(|((d, _), l)| *d == dn && l.as_str() == logical)
-                    .count()
-            };
-            for table in existing {
-                let name = format!("{}.{}", quote_ident(&db), quote_ident(&table));
-                let list = per_dn.entry(dn).or_default();
+            let mut here = Vec::new();
+            for table in self.base_tables(routing, dn, &db).await? {
                 match owned.get(&(dn, table.to_lowercase())) {
-                    Some(logical) => {
-                        list.push(format!("{name} READ"));
-                        // As LOCK TABLES does: reads name a lone physical table of another
-                        // name with the logical name as its alias.
-                        if !logical.eq_ignore_ascii_case(&table) && shards_here(logical) == 1 {
-                            list.push(format!("{name} AS {} READ", quote_ident(logical)));
-                        }
-                    }
-                    None if defaults.contains(&dn) => list.push(format!("{name} READ")),
+                    Some(logical) => here.push((table, Some(logical.clone()))),
+                    None if defaults.contains(&dn) => here.push((table, None)),
                     None => {}
                 }
             }
+            out.insert(dn, here);
         }
-        per_dn.retain(|_, l| !l.is_empty());
-        self.lock_on_datanodes(routing, per_dn, "").await?;
-        self.table_locks_read = true;
+        Ok(out)
+    }
+
+    /// `FLUSH [NO_WRITE_TO_BINLOG | LOCAL] TABLES [t, ...]`, as one server runs it for a user
+    /// confined to the logical schemas: the physical tables of the tables named (or, without
+    /// names, of every table of the user's schemas) flushed with one `FLUSH TABLES db.t, ...`
+    /// per datanode, in datanode order; never a FLUSH TABLES of a whole server. It commits an
+    /// open transaction first, as FLUSH does. Under the session's table locks it runs on the
+    /// locked connections (without names: over the tables locked there), where MariaDB
+    /// flushes locked tables (1099 for READ-locked ones, 1100 for a named table not locked, as
+    /// on one server).
+    pub(super) async fn flush_tables(
+        &mut self,
+        routing: &Routing,
+        local: bool,
+        tables: Vec<(Option<String>, String)>,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let mut named: BTreeMap<DatanodeId, Vec<String>> = BTreeMap::new();
+        for (k, (schema, table)) in tables.iter().enumerate() {
+            // As the server answers `FLUSH TABLES t, t`.
+            if tables[..k].iter().any(|(s, t)| {
+                t == table
+                    && s.as_deref().or(self.logical.as_deref())
+                        == schema.as_deref().or(self.logical.as_deref())
+            }) {
+                return Err(Error::reply(
+                    1066,
+                    b"42000",
+                    format!("Not unique table/alias: '{table}'"),
+                ));
+            }
+            let Some(schema_name) = schema.as_deref().or(self.logical.as_deref()) else {
+                return Err(Error::reply(1046, b"3D000", "No database selected"));
+            };
+            self.check_schema_allowed(schema_name)?;
+            let Some(ls) = routing.topology.schema(schema_name) else {
+                return Err(Error::unknown_database(schema_name));
+            };
+            // A table that exists nowhere is nothing to flush, as on one server.
+            for (dn, physical) in placements(ls, table).unwrap_or_default() {
+                let db = &routing.topology.datanodes[dn].database;
+                let name = format!("{}.{}", quote_ident(db), quote_ident(&physical));
+                named.entry(dn).or_default().push(name);
+            }
+        }
+        let head = if local {
+            "FLUSH NO_WRITE_TO_BINLOG TABLES"
+        } else {
+            "FLUSH TABLES"
+        };
+        let mut per_dn: BTreeMap<DatanodeId, String> = BTreeMap::new();
+        if !self.table_locks.is_empty() {
+            if tables.is_empty() {
+                // The tables this session locked there (a FLUSH TABLES without names would
+                // also drop the server's other unused tables from its cache).
+                for h in self.conns.held.iter().filter(|h| h.table_locks) {
+                    if !h.locked_tables.is_empty() {
+                        per_dn.insert(h.dn, format!("{head} {}", h.locked_tables.join(", ")));
+                    }
+                }
+            } else {
+                for (dn, mut list) in named {
+                    if !self.table_locks.contains(&dn) {
+                        return Err(not_locked(routing, dn));
+                    }
+                    list.sort();
+                    list.dedup();
+                    per_dn.insert(dn, format!("{head} {}", list.join(", ")));
+                }
+            }
+        } else {
+            if self.txn_begin.is_some() || self.conns.in_transaction() {
+                self.end_transaction(true).await?;
+            }
+            let lists = if tables.is_empty() {
+                let mut all = BTreeMap::new();
+                for (dn, here) in self.tables_of_user_schemas(routing).await? {
+                    let db = &routing.topology.datanodes[dn].database;
+                    let names: Vec<String> = here
+                        .iter()
+                        .map(|(t, _)| format!("{}.{}", quote_ident(db), quote_ident(t)))
+                        .collect();
+                    all.insert(dn, names);
+                }
+                all
+            } else {
+                named
+            };
+            for (dn, mut list) in lists {
+                // An empty list would flush the whole server.
+                if list.is_empty() {
+                    continue;
+                }
+                list.sort();
+                list.dedup();
+                per_dn.insert(dn, format!("{head} {}", list.join(", ")));
+            }
+            if per_dn.len() > 1 {
+                self.admit(routing).await?;
+            }
+        }
+        for (dn, stmt) in per_dn {
+            let i = self.touch(routing, dn).await?;
+            let r = self.conns.held[i]
+                .conn
+                .command(COM_QUERY, stmt.as_bytes())
+                .await;
+            if let Err(e) = r {
+                return Err(match e {
+                    Error::BackendIo(_) => Error::lost_backend(),
+                    e => e,
+                });
+            }
+        }
         self.send_ok(reply_seq).await
     }
 
@@ -427,6 +638,7 @@ impl Session {
                 continue;
             }
             h.table_locks = false;
+            h.locked_tables.clear();
             if h.conn.command(COM_QUERY, b"UNLOCK TABLES").await.is_err() {
                 broken.push(h.dn);
             }
@@ -468,22 +680,46 @@ mod tests {
     }
 
     #[test]
-    fn reads_flush_tables_with_read_lock() {
-        let ftwrl = |sql: &str| is_flush_tables_with_read_lock(sql, &tokenize(sql).unwrap());
+    fn reads_flush_statements() {
+        let flush = |sql: &str| parse_flush(sql, &tokenize(sql).unwrap());
         for sql in [
             "FLUSH TABLES WITH READ LOCK",
             "flush /*!40101 LOCAL */ tables with read lock;",
             "FLUSH NO_WRITE_TO_BINLOG TABLE WITH READ LOCK",
         ] {
-            assert!(ftwrl(sql), "{sql}");
+            assert_eq!(flush(sql), Flush::TablesWithReadLock, "{sql}");
         }
-        for sql in [
-            "FLUSH TABLES",
-            "FLUSH TABLES t WITH READ LOCK",
-            "FLUSH TABLES WITH READ LOCK AND DISABLE CHECKPOINT",
-            "FLUSH PRIVILEGES",
+        let tables = |local: bool, names: &[(Option<&str>, &str)]| Flush::Tables {
+            local,
+            tables: names
+                .iter()
+                .map(|(s, t)| (s.map(str::to_string), t.to_string()))
+                .collect(),
+        };
+        assert_eq!(flush("FLUSH TABLES"), tables(false, &[]));
+        assert_eq!(flush("flush /*!40101 LOCAL */ tables;"), tables(true, &[]));
+        assert_eq!(
+            flush("FLUSH NO_WRITE_TO_BINLOG TABLE t, shop.`u v`"),
+            tables(true, &[(None, "t"), (Some("shop"), "u v")])
+        );
+        for (sql, named) in [
+            (
+                "FLUSH TABLES t WITH READ LOCK",
+                "FLUSH TABLES t WITH READ LOCK",
+            ),
+            (
+                "flush tables t, u for export;",
+                "flush tables t, u for export",
+            ),
+            (
+                "FLUSH TABLES WITH READ LOCK AND DISABLE CHECKPOINT",
+                "FLUSH TABLES WITH READ LOCK AND DISABLE CHECKPOINT",
+            ),
+            ("FLUSH PRIVILEGES", "FLUSH PRIVILEGES"),
+            ("FLUSH LOCAL LOGS, STATUS", "FLUSH LOCAL LOGS, STATUS"),
+            ("FLUSH TABLES t,", "FLUSH TABLES t,"),
         ] {
-            assert!(!ftwrl(sql), "{sql}");
+            assert_eq!(flush(sql), Flush::Other(named.to_string()), "{sql}");
         }
     }
 

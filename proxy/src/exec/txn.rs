@@ -230,18 +230,24 @@ impl Session {
                 Err(unsupported("SQL-level PREPARE/EXECUTE"))
             }
             K::Flush => {
-                let ftwrl = {
+                use super::table_locks::Flush;
+                let flush = {
                     let (sql, toks) = words(self);
-                    super::table_locks::is_flush_tables_with_read_lock(&sql, &toks)
+                    super::table_locks::parse_flush(&sql, &toks)
                 };
-                if !ftwrl {
-                    return Err(unsupported(
-                        "FLUSH other than FLUSH TABLES WITH READ LOCK (which locks the tables of \
-                         the logical schemas)",
-                    ));
-                }
                 self.conns.no_branch = true;
-                self.flush_tables_with_read_lock(routing, reply_seq).await
+                match flush {
+                    Flush::TablesWithReadLock => {
+                        self.flush_tables_with_read_lock(routing, reply_seq).await
+                    }
+                    Flush::Tables { local, tables } => {
+                        self.flush_tables(routing, local, tables, reply_seq).await
+                    }
+                    Flush::Other(what) => Err(unsupported(&format!(
+                        "{what} (Shoal runs FLUSH TABLES [t, ...] and FLUSH TABLES WITH READ LOCK, \
+                         over the tables of the logical schemas)"
+                    ))),
+                }
             }
             K::Show
                 if {

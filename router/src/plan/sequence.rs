@@ -25,6 +25,9 @@ pub struct SequenceFill {
     columns_at: usize,
     rows_at: Vec<usize>,
     set_form: bool,
+    /// Per row (one for `INSERT ... SET`): the parameters (`?`) of the text before its key's
+    /// place.
+    params_before: Vec<usize>,
 }
 
 impl SequenceFill {
@@ -33,10 +36,32 @@ impl SequenceFill {
     /// numbers a multi-row INSERT).
     /// `INSERT ... SET`: `` `key` = first`` as the first assignment.
     pub fn apply(&self, sql: &str, first: u64) -> String {
+        self.splice(sql, |i| (first + i as u64).to_string())
+    }
+
+    /// The statement with the shard key column first in the column list and a parameter (`?`)
+    /// as its value in every row: a prepared INSERT, whose executes each bind the ids they
+    /// take (at [`Self::key_params`]) with the client's values, one backend statement for all.
+    pub fn apply_params(&self, sql: &str) -> String {
+        self.splice(sql, |_| "?".to_string())
+    }
+
+    /// The positions, among the parameters of [`Self::apply_params`]'s statement, of the rows'
+    /// keys, in row order.
+    pub fn key_params(&self) -> Vec<usize> {
+        self.params_before
+            .iter()
+            .enumerate()
+            .map(|(row, before)| before + row)
+            .collect()
+    }
+
+    /// `sql` with the key column named and `value(row)` as each row's key.
+    fn splice(&self, sql: &str, value: impl Fn(usize) -> String) -> String {
         if self.set_form {
             let key = self.key.replace('`', "``");
             let (head, tail) = sql.split_at(self.columns_at);
-            return format!("{head} `{key}` = {first},{tail}");
+            return format!("{head} `{key}` = {},{tail}", value(0));
         }
         let mut out = String::with_capacity(sql.len() + self.rows * 22 + self.key.len() + 4);
         let mut edits: Vec<(usize, String)> = Vec::with_capacity(self.rows + 1);
@@ -45,7 +70,7 @@ impl SequenceFill {
             format!("`{}`, ", self.key.replace('`', "``")),
         ));
         for (i, &at) in self.rows_at.iter().enumerate() {
-            edits.push((at, format!("{}, ", first + i as u64)));
+            edits.push((at, format!("{}, ", value(i))));
         }
         edits.sort_by_key(|e| e.0);
         let mut from = 0;
@@ -94,6 +119,11 @@ pub fn sequence_fill(topo: &Topology, current: Option<&str>, sql: &str) -> Optio
         (tok.kind == TokKind::Punct && tok.text(sql) == "(").then_some(tok.end as usize)
     };
     let name_tok = target.name_tok?;
+    let params_before = |at: usize| {
+        toks.iter()
+            .filter(|t| t.kind == TokKind::Placeholder && (t.end as usize) <= at)
+            .count()
+    };
     if ins.set_form {
         // `t SET`: not `t PARTITION (p0) SET`.
         let set = toks.get(name_tok as usize + 1)?;
@@ -110,6 +140,7 @@ pub fn sequence_fill(topo: &Topology, current: Option<&str>, sql: &str) -> Optio
             columns_at: set.end as usize,
             rows_at: Vec::new(),
             set_form: true,
+            params_before: vec![params_before(set.end as usize)],
         });
     }
     let columns_at = open_at(name_tok + 1)?;
@@ -135,6 +166,7 @@ pub fn sequence_fill(topo: &Topology, current: Option<&str>, sql: &str) -> Optio
         step: seq.step,
         rows: rows_at.len(),
         key: t.shard_key.clone(),
+        params_before: rows_at.iter().map(|&at| params_before(at)).collect(),
         columns_at,
         rows_at,
         set_form: false,
@@ -185,6 +217,26 @@ schemas:
             f.apply(sql, 7),
             "insert into shop.`orders`(`id`, name) values(7, ?) on duplicate key update name = 'x'"
         );
+    }
+
+    #[test]
+    fn a_prepared_insert_binds_each_key() {
+        let topo = topo();
+        let sql = "INSERT INTO orders (name, qty) VALUES (?, ?), ('b', ?) ON DUPLICATE KEY UPDATE qty = ?";
+        let f = sequence_fill(&topo, Some("shop"), sql).unwrap();
+        assert_eq!(
+            f.apply_params(sql),
+            "INSERT INTO orders (`id`, name, qty) VALUES (?, ?, ?), (?, 'b', ?) ON DUPLICATE KEY UPDATE qty = ?"
+        );
+        // Keys are parameters 0 and 3 of six; the client's four are 1, 2, 4 and 5.
+        assert_eq!(f.key_params(), vec![0, 3]);
+        let sql = "INSERT INTO orders SET name = ?, qty = ?";
+        let f = sequence_fill(&topo, Some("shop"), sql).unwrap();
+        assert_eq!(
+            f.apply_params(sql),
+            "INSERT INTO orders SET `id` = ?, name = ?, qty = ?"
+        );
+        assert_eq!(f.key_params(), vec![0]);
     }
 
     #[test]

@@ -67,7 +67,7 @@ function rowsets(PDOStatement $s): array
 
 $setup = connect(true);
 step('drop tables', function () use ($setup) {
-    foreach (['order_item', 'orders', 'country', 'ledger'] as $t) {
+    foreach (['order_item', 'orders', 'country', 'ledger', 'events'] as $t) {
         $setup->exec("DROP TABLE IF EXISTS $t");
     }
     return 'dropped';
@@ -80,6 +80,8 @@ step('create tables', function () use ($setup) {
         . 'sku VARCHAR(20) NOT NULL, qty INT NOT NULL, KEY ix_order_item_user_id (user_id)) ENGINE=InnoDB');
     $setup->exec('CREATE TABLE ledger (id INT NOT NULL PRIMARY KEY, day DATE NOT NULL, account VARCHAR(20) NOT NULL, '
         . 'amount DECIMAL(12,2) NOT NULL) ENGINE=InnoDB');
+    // Keys from AUTO_INCREMENT on one server; on Shoal from the table's global sequence.
+    $setup->exec('CREATE TABLE events (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, note VARCHAR(20) NOT NULL) ENGINE=InnoDB');
     return 'created';
 });
 step('seed countries (exec)', fn () => $setup->exec(
@@ -222,6 +224,20 @@ foreach (['emulated' => true, 'native' => false] as $mode => $emulate) {
     step("$mode: orders after the prepared steps", function () use ($pdo, $base) {
         return rows($pdo->query("SELECT id, user_id, status, amount, country_code FROM orders WHERE id > $base ORDER BY id"));
     });
+    step("$mode: prepared INSERTs leaving out the generated key", function () use ($pdo) {
+        $out = [];
+        $one = $pdo->prepare('INSERT INTO events (note) VALUES (?)');
+        foreach (['a', 'b'] as $note) {
+            $one->execute([$note]);
+            $out[] = [$one->rowCount(), $pdo->lastInsertId()];
+        }
+        $three = $pdo->prepare('INSERT INTO events (note) VALUES (?), (?), (?)');
+        $three->execute(['c', 'd', 'e']);
+        $out[] = [$three->rowCount(), $pdo->lastInsertId()];
+        $out[] = rows($pdo->query('SELECT LAST_INSERT_ID() AS id'));
+        $out[] = rows($pdo->query('SELECT id, note FROM events ORDER BY id'));
+        return $out;
+    });
 }
 
 // query() with several statements in one text: mysqlnd sends them in one COM_QUERY
@@ -271,7 +287,7 @@ step('exec() of a multi-statement text of writes', function () use ($pdo) {
 });
 
 step('drop tables at the end', function () use ($setup) {
-    foreach (['order_item', 'orders', 'country', 'ledger'] as $t) {
+    foreach (['order_item', 'orders', 'country', 'ledger', 'events'] as $t) {
         $setup->exec("DROP TABLE IF EXISTS $t");
     }
     return 'dropped';

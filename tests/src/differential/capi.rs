@@ -2,7 +2,8 @@
 //! (the Python `mariadb` package, which is Connector/C) runs each one as a server-side prepared
 //! statement on one side and prints what it got. Connector/C checks what mysql_async does not
 //! (a prepare response announcing other columns than the execute returns fails with 2057), and
-//! sends dates and times as binary DATE/DATETIME parameters.
+//! sends dates and times as binary DATE/DATETIME parameters. The multi-statement texts run
+//! through it too ([`Capi::run_multi`]), over the text protocol with CLIENT_MULTI_STATEMENTS.
 //!
 //! The Python comes from the venv `scripts/install-clients` sets up at `.clients/venv` (or
 //! `SHOAL_CAPI_PYTHON`).
@@ -80,6 +81,49 @@ impl Capi {
         timeout: Duration,
         requests: Vec<(String, Vec<Json>)>,
     ) -> Result<Vec<Outcome>, String> {
+        let lines = requests
+            .iter()
+            .enumerate()
+            .map(|(k, (sql, params))| {
+                json!({"sql": sql, "params": params, "txn": in_transaction(k)}).to_string()
+            })
+            .collect();
+        self.exchange(opts, timeout, lines)
+            .await?
+            .iter()
+            .map(|l| parse_answer(l))
+            .collect()
+    }
+
+    /// Runs multi-statement `texts` in order on one connection to `opts` (with
+    /// CLIENT_MULTI_STATEMENTS, text protocol), every result of each read in turn; one outcome
+    /// per text, or the client's own error (a lost connection) where it has none.
+    pub async fn run_multi(
+        &self,
+        opts: &Opts,
+        timeout: Duration,
+        texts: Vec<String>,
+    ) -> Result<Vec<Result<MultiOutcome, (u16, String)>>, String> {
+        let lines = texts
+            .iter()
+            .enumerate()
+            .map(|(k, sql)| json!({"multi": sql, "txn": in_transaction(k)}).to_string())
+            .collect();
+        self.exchange(opts, timeout, lines)
+            .await?
+            .iter()
+            .map(|l| parse_multi(l))
+            .collect()
+    }
+
+    /// Sends `lines` (one request each) to the client on a connection to `opts`; its answer
+    /// lines, one per request.
+    async fn exchange(
+        &self,
+        opts: &Opts,
+        timeout: Duration,
+        lines: Vec<String>,
+    ) -> Result<Vec<String>, String> {
         let this = self.clone();
         let args = vec![
             opts.ip_or_hostname().to_string(),
@@ -89,16 +133,16 @@ impl Capi {
             opts.db_name().unwrap_or("").to_string(),
             timeout.as_secs().max(1).to_string(),
         ];
-        tokio::task::spawn_blocking(move || this.run_blocking(&args, &requests))
+        tokio::task::spawn_blocking(move || this.exchange_blocking(&args, lines))
             .await
             .map_err(|e| format!("the Connector/C runner panicked: {e}"))?
     }
 
-    fn run_blocking(
+    fn exchange_blocking(
         &self,
         args: &[String],
-        requests: &[(String, Vec<Json>)],
-    ) -> Result<Vec<Outcome>, String> {
+        lines: Vec<String>,
+    ) -> Result<Vec<String>, String> {
         let mut child = Command::new(&self.python)
             .arg(&self.script)
             .args(args)
@@ -108,13 +152,7 @@ impl Capi {
             .spawn()
             .map_err(|e| format!("{}: {e}", self.python.display()))?;
         let mut stdin = child.stdin.take().expect("piped");
-        let lines: Vec<String> = requests
-            .iter()
-            .enumerate()
-            .map(|(k, (sql, params))| {
-                json!({"sql": sql, "params": params, "txn": in_transaction(k)}).to_string()
-            })
-            .collect();
+        let asked = lines.len();
         // Written from another thread: the client answers while it reads.
         let writer = std::thread::spawn(move || {
             for l in lines {
@@ -124,20 +162,18 @@ impl Capi {
             }
         });
         let stdout = BufReader::new(child.stdout.take().expect("piped"));
-        let mut out = Vec::with_capacity(requests.len());
+        let mut out = Vec::with_capacity(asked);
         for line in stdout.lines() {
-            let line = line.map_err(|e| format!("reading the Connector/C client: {e}"))?;
-            out.push(parse_answer(&line)?);
+            out.push(line.map_err(|e| format!("reading the Connector/C client: {e}"))?);
         }
         let _ = writer.join();
         let output = child
             .wait_with_output()
             .map_err(|e| format!("waiting for the Connector/C client: {e}"))?;
-        if out.len() != requests.len() {
+        if out.len() != asked {
             return Err(format!(
-                "the Connector/C client answered {} of {} statements (exit {}):\n{}",
+                "the Connector/C client answered {} of {asked} requests (exit {}):\n{}",
                 out.len(),
-                requests.len(),
                 output.status,
                 String::from_utf8_lossy(&output.stderr)
             ));
@@ -146,12 +182,41 @@ impl Capi {
     }
 }
 
+/// A multi-statement text's outcome through Connector/C: its results in order, and the error
+/// that ended it (the statements after it not run).
+pub type MultiOutcome = (Vec<Answer>, Option<(u16, String)>);
+
+fn parse_multi(line: &str) -> Result<Result<MultiOutcome, (u16, String)>, String> {
+    let v: Json = serde_json::from_str(line).map_err(|e| format!("{e}: {line}"))?;
+    let Some(results) = v.get("results").and_then(Json::as_array) else {
+        // No results at all: the client's own failure (a lost connection).
+        return match parse_answer(line)? {
+            Err(e) => Ok(Err(e)),
+            Ok(_) => Err(format!("not a multi-statement answer: {line}")),
+        };
+    };
+    let mut answers = Vec::with_capacity(results.len());
+    for r in results {
+        match parse_answer(&r.to_string())? {
+            Ok(a) => answers.push(a),
+            Err(e) => return Err(format!("an error among the results {e:?}: {line}")),
+        }
+    }
+    let error = v.get("error").filter(|e| !e.is_null()).map(error_of);
+    Ok(Ok((answers, error)))
+}
+
+fn error_of(e: &Json) -> (u16, String) {
+    (
+        e["code"].as_u64().unwrap_or(0) as u16,
+        e["message"].as_str().unwrap_or("").to_string(),
+    )
+}
+
 fn parse_answer(line: &str) -> Result<Outcome, String> {
     let v: Json = serde_json::from_str(line).map_err(|e| format!("{e}: {line}"))?;
     if let Some(e) = v.get("error") {
-        let code = e["code"].as_u64().unwrap_or(0) as u16;
-        let msg = e["message"].as_str().unwrap_or("").to_string();
-        return Ok(Err((code, msg)));
+        return Ok(Err(error_of(e)));
     }
     let text = |j: &Json| j.as_str().unwrap_or("").to_string();
     let cols = v["columns"].as_array().cloned().unwrap_or_default();

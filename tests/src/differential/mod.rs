@@ -13,7 +13,8 @@
 //! - [`compare`]: running a statement and comparing two answers as far as the SQL fixes them
 //!   (values, column names, and the tables and schemas column definitions name);
 //! - [`capi`]: the prepared statements again through MariaDB Connector/C, and prepared INSERTs
-//!   into the date-ruled table with binary DATE/DATETIME parameters.
+//!   into the date-ruled table with binary DATE/DATETIME parameters;
+//! - [`multi`]: multi-statement texts, through mysql_async and through Connector/C.
 //!
 //! A subject's error is a *refusal* (counted per message, not a failure) only when it is
 //! `ER_NOT_SUPPORTED_YET` (1235) naming a construct on the documented refusal list
@@ -142,6 +143,9 @@ pub struct Report {
     pub prepared: usize,
     /// Prepared SELECTs run again through Connector/C (counted in `selects` too).
     pub capi: usize,
+    /// Multi-statement texts run through Connector/C (counted in `selects` too; those through
+    /// mysql_async count as `text`).
+    pub capi_multi: usize,
     /// SELECTs run inside a transaction (text and prepared: every third one, BEGIN ... COMMIT
     /// on both sides; through Connector/C: every second one, with autocommit off).
     pub in_transaction: usize,
@@ -251,11 +255,12 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "  SELECTs: {} ({} text, {} prepared, {} prepared through Connector/C; {} inside transactions): {} match, {} mismatch, {} refused, {} subject errors, {} oracle errors, {} failed alike",
+            "  SELECTs: {} ({} text, {} prepared, {} prepared and {} multi-statement texts through Connector/C; {} inside transactions): {} match, {} mismatch, {} refused, {} subject errors, {} oracle errors, {} failed alike",
             self.selects,
             self.text,
             self.prepared,
             self.capi,
+            self.capi_multi,
             self.in_transaction,
             self.matches,
             self.mismatches
@@ -471,6 +476,15 @@ pub async fn run(plan: &Plan, subject_name: &str, oracle: &mut Conn, subject_opt
     let oracle_opts = oracle.opts().clone();
     if let Some(c) = &plan.capi {
         capi_selects(&mut report, plan, c, &oracle_opts, &subject.opts).await;
+        multi::run_capi(
+            &mut report,
+            &plan.multis,
+            c,
+            &oracle_opts,
+            &subject.opts,
+            plan.timeout,
+        )
+        .await;
     }
     for w in &plan.writes {
         write(&mut report, w, oracle, &mut subject).await;

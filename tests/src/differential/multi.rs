@@ -3,19 +3,31 @@
 //! to one, several or all datanodes): led by a session statement (`SET NAMES`, `SET
 //! sql_mode`), mixed with `DO` and a no-op write, some with an error in the middle (the
 //! statements after it must not run). Every result of the text is compared, in order, with one
-//! MariaDB's, and so is the error that ends it.
+//! MariaDB's, and so is the error that ends it (its code, and so its position: how many results
+//! came before it).
+//!
+//! The texts run twice: through mysql_async ([`run_one`], family [`FAMILY`]) and through MariaDB
+//! Connector/C with CLIENT_MULTI_STATEMENTS over the text protocol ([`run_capi`], family
+//! [`CAPI_FAMILY`]; every second text with autocommit off), which reads each result and the
+//! error that ends a text as a C client does.
 
-use mysql_async::Conn;
+use std::time::Duration;
+
 use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::capi::Capi;
 use super::compare::{Answer, Check, cells, compare, show_answer};
 use super::queries::Query;
 use super::{Fail, Finding, Report, Subject, is_refusal};
 
 /// The family's name in the report.
 pub const FAMILY: &str = "multi-statement";
+
+/// The same texts through Connector/C.
+pub const CAPI_FAMILY: &str = "capi:multi-statement";
 
 /// One text and the check of each of its results (`None`: an OK result).
 pub struct Multi {
@@ -113,10 +125,66 @@ pub async fn run_one(report: &mut Report, m: &Multi, oracle: &mut Conn, subject:
     report.text += 1;
     let (o, oe) = fetch_all(oracle, &m.sql).await;
     let (s, se) = fetch_all(&mut subject.conn, &m.sql).await;
-    let counts = report.families.entry(FAMILY.to_string()).or_default();
+    judge(report, FAMILY, m, (o, oe), (s, se));
+}
+
+/// Runs every text of `multis` on both sides through Connector/C, one connection each, and
+/// counts them in [`CAPI_FAMILY`].
+pub async fn run_capi(
+    report: &mut Report,
+    multis: &[Multi],
+    c: &Capi,
+    oracle: &Opts,
+    subject: &Opts,
+    timeout: Duration,
+) {
+    if multis.is_empty() {
+        return;
+    }
+    let texts: Vec<String> = multis.iter().map(|m| m.sql.clone()).collect();
+    let o = c.run_multi(oracle, timeout, texts.clone()).await;
+    let s = c.run_multi(subject, timeout, texts).await;
+    let (o, s) = match (o, s) {
+        (Ok(o), Ok(s)) => (o, s),
+        (o, s) => {
+            let why = [o.err(), s.err()].into_iter().flatten().collect::<Vec<_>>();
+            report.errors.push(Finding {
+                family: CAPI_FAMILY.into(),
+                sql: format!("{} multi-statement texts through Connector/C", multis.len()),
+                params: None,
+                why: "the Connector/C client failed".into(),
+                oracle: String::new(),
+                subject: format!("      {}\n", why.join("\n      ")),
+            });
+            return;
+        }
+    };
+    // The client's own failure (no results at all): an error that ends the text at once.
+    let outcome = |r: Result<super::capi::MultiOutcome, (u16, String)>| match r {
+        Ok((answers, e)) => (answers, e.map(Fail::from)),
+        Err(e) => (Vec::new(), Some(Fail::from(e))),
+    };
+    for (k, (m, (o, s))) in multis.iter().zip(o.into_iter().zip(s)).enumerate() {
+        report.selects += 1;
+        report.capi_multi += 1;
+        report.in_transaction += usize::from(super::capi::in_transaction(k));
+        judge(report, CAPI_FAMILY, m, outcome(o), outcome(s));
+    }
+}
+
+/// Compares one text's two outcomes (its results, and the error that ended it) and counts it
+/// in `family`.
+fn judge(
+    report: &mut Report,
+    family: &str,
+    m: &Multi,
+    (o, oe): (Vec<Answer>, Option<Fail>),
+    (s, se): (Vec<Answer>, Option<Fail>),
+) {
+    let counts = report.families.entry(family.to_string()).or_default();
     counts.run += 1;
     let finding = |why: String, o: String, s: String| Finding {
-        family: FAMILY.to_string(),
+        family: family.to_string(),
         sql: m.sql.clone(),
         params: None,
         why,
