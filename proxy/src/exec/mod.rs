@@ -145,13 +145,11 @@ impl Session {
             COM_QUERY => match self.statements_of_text(routing) {
                 Some(ranges) => cold(self.run_multi(routing, ranges, reply_seq)).await,
                 None => {
-                    let ddl = changes_schema(&self.client.packet_payload()[1..]);
-                    let r = self.query_routed(routing, reply_seq).await;
-                    if ddl {
-                        // After it ran (or failed part-way): the catalog is built again.
-                        routing.catalog.changed();
-                    }
-                    r
+                    // From before it runs until after it ended (or failed part-way): the
+                    // catalog is built again for every read meanwhile and after.
+                    let _ddl = changes_schema(&self.client.packet_payload()[1..])
+                        .then(|| routing.catalog.changing());
+                    self.query_routed(routing, reply_seq).await
                 }
             },
             COM_INIT_DB => {

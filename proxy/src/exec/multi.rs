@@ -198,16 +198,14 @@ impl Session {
             self.conns.batch_tail = batch.map(|b| (b.tail, end < ranges.len()));
             self.conns.more_results = k + 1 < ranges.len();
             self.mark.error = None;
-            let ddl = changes_schema(piece);
+            let ddl = changes_schema(piece).then(|| routing.catalog.changing());
             let r = self.query_routed(routing, seq).await;
+            drop(ddl);
             // Not taken: statement `k` did not reach its datanode, and ran alone.
             let next = match self.conns.batch_tail.take() {
                 Some(_) => k + 1,
                 None => end,
             };
-            if ddl {
-                routing.catalog.changed();
-            }
             match r {
                 Ok(()) => {
                     if self.mark.error.is_some() {

@@ -43,6 +43,10 @@ pub struct Catalog {
     /// The schema lists users are limited to; a list's index names its temporary tables.
     pub(crate) filters: std::sync::Mutex<Vec<Option<Vec<String>>>>,
     pub(crate) conn: tokio::sync::Mutex<Dedicated>,
+    /// DDL statements through Shoal running now: while any does, nothing built is fresh (the
+    /// DDL's reply can reach its client before the statement's end is recorded, and that
+    /// client's next read, on another connection, must see what it did).
+    pub(crate) changing: AtomicU64,
     /// Column order of sharded tables, for INSERTs without a column list (`exec::column_list`):
     /// (logical schema, table) -> the generation it was read in, the names. One entry per
     /// configured table at most.
@@ -50,16 +54,25 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// DDL went through Shoal: built rows are stale.
-    pub fn changed(&self) {
-        self.generation.fetch_add(1, Ordering::Relaxed);
+    /// A DDL statement through Shoal is about to run: built rows are stale from now until
+    /// after it ended (when the guard drops), whenever its reply reaches its client.
+    pub fn changing(&self) -> Changing<'_> {
+        self.changing.fetch_add(1, Ordering::AcqRel);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Changing(self)
+    }
+
+    /// Whether what was built in `generation` still describes the datanodes.
+    fn current(&self, generation: u64) -> bool {
+        self.changing.load(Ordering::Acquire) == 0
+            && generation == self.generation.load(Ordering::Acquire)
     }
 
     /// The column order read for `schema.table` since the last DDL through Shoal.
     pub(crate) fn table_columns(&self, schema: &str, table: &str) -> Option<Arc<Vec<String>>> {
         let cols = self.columns.lock().unwrap_or_else(|p| p.into_inner());
         let (generation, names) = cols.get(&(schema.to_string(), table.to_string()))?;
-        (*generation == self.generation.load(Ordering::Relaxed)).then(|| names.clone())
+        self.current(*generation).then(|| names.clone())
     }
 
     /// The generation a read starting now belongs to (DDL during the read makes it stale).
@@ -87,8 +100,7 @@ impl Catalog {
     pub(crate) fn fresh(&self, table: &str) -> Option<Arc<Built>> {
         let built = self.built.lock().unwrap_or_else(|p| p.into_inner());
         let b = built.get(table)?;
-        (b.generation == self.generation.load(Ordering::Relaxed) && b.at.elapsed() < CACHE_AGE)
-            .then(|| b.clone())
+        (self.current(b.generation) && b.at.elapsed() < CACHE_AGE).then(|| b.clone())
     }
 
     pub(crate) fn filter_index(&self, allowed: &Option<Vec<String>>) -> usize {
@@ -115,4 +127,15 @@ pub struct Dedicated {
     pub(crate) mode: Option<String>,
     /// Temporary table -> version of the rows it holds.
     pub(crate) loaded: HashMap<String, u64>,
+}
+
+/// A DDL statement running (see [`Catalog::changing`]): its end makes what was built during it
+/// stale too.
+pub struct Changing<'a>(&'a Catalog);
+
+impl Drop for Changing<'_> {
+    fn drop(&mut self) {
+        self.0.generation.fetch_add(1, Ordering::AcqRel);
+        self.0.changing.fetch_sub(1, Ordering::AcqRel);
+    }
 }
