@@ -146,10 +146,14 @@ impl Session {
         {
             return None;
         }
-        match routing
-            .router
-            .route_tokens(self.logical.as_deref(), mode, piece, toks, &[])
-        {
+        match routing.router.route_tokens(
+            self.logical.as_deref(),
+            mode,
+            shoal_router::charset::Charsets::UTF8MB4,
+            piece,
+            toks,
+            &[],
+        ) {
             RoutePlan::Single(t) => Some((t.datanode, t.qualified, t.sql)),
             _ => None,
         }

@@ -162,9 +162,13 @@ impl Session {
         let first = self.next_ids(routing, &fill).await?;
         let bound = seq.bind(params, first);
         let values: Vec<ParamValue> = bound.iter().map(literal).collect();
-        let plan = routing
-            .router
-            .route_in(self.logical.as_deref(), mode, &sql, &values);
+        let plan = routing.router.route_in(
+            self.logical.as_deref(),
+            mode,
+            shoal_router::charset::Charsets::UTF8MB4,
+            &sql,
+            &values,
+        );
         self.mark.route = Some(crate::observe::RouteKind::of(&plan));
         if let Some(route) = route {
             (self.conns.want, self.conns.writing) = super::replica::statement_want(route, &plan);
