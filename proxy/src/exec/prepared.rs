@@ -132,8 +132,14 @@ fn value_len(ty: u8, b: &[u8]) -> Option<usize> {
     })
 }
 
-/// The router's view of a bound value.
+/// [`literal_in`] from a UTF-8 client.
 pub(crate) fn literal(p: &RawParam) -> ParamValue {
+    literal_in(p, shoal_router::charset::Charset::Utf8mb4)
+}
+
+/// The router's view of a bound value, its strings read in `cs` (the session's
+/// `character_set_client`, which MariaDB reads them in).
+pub(crate) fn literal_in(p: &RawParam, cs: shoal_router::charset::Charset) -> ParamValue {
     let Some(v) = &p.value else {
         return ParamValue::Null;
     };
@@ -168,7 +174,10 @@ pub(crate) fn literal(p: &RawParam) -> ParamValue {
         _ => {
             let mut s = &v[..];
             let t = read_lenenc_bytes(&mut s).unwrap_or(&[]);
-            ParamValue::Str(String::from_utf8_lossy(t).into_owned())
+            let text = crate::session::charset::read_statement(cs, t)
+                .map(std::borrow::Cow::into_owned)
+                .unwrap_or_else(|_| String::from_utf8_lossy(t).into_owned());
+            ParamValue::Str(text)
         }
     }
 }
@@ -370,7 +379,8 @@ async fn prepare_once(
     sql: &str,
     columns: bool,
 ) -> Result<(u32, Vec<Vec<u8>>)> {
-    conn.io.write_command(COM_STMT_PREPARE, sql.as_bytes());
+    let bytes = conn.sql_bytes(sql)?;
+    conn.io.write_command(COM_STMT_PREPARE, &bytes);
     conn.io.flush().await.map_err(Error::BackendIo)?;
     let mut reader = conn.reader(response::Expect::Prepare);
     let mut defs: Vec<Vec<u8>> = Vec::new();
@@ -390,7 +400,10 @@ async fn prepare_once(
                 error = Some(Error::Reply {
                     code,
                     state,
-                    message: String::from_utf8_lossy(message).into_owned(),
+                    message: crate::session::charset::backend_message(
+                        conn.charsets().results,
+                        message,
+                    ),
                 })
             }
             _ => {}
@@ -425,7 +438,7 @@ pub(super) async fn request_on(
 ) -> Result<()> {
     let params = match req {
         Request::Text => {
-            *out = super::query_payload(t);
+            *out = super::query_payload(conn, t)?;
             return Ok(());
         }
         Request::Execute { params } => *params,
@@ -482,12 +495,11 @@ impl Session {
     /// COM_STMT_PREPARE with the router.
     pub(super) async fn prepare_routed(&mut self, routing: &Routing, reply_seq: u8) -> Result<()> {
         let mode = self.sql_mode();
+        // Read in the client's charset; each target's SQL is written back in it (`prepare_on`).
+        let cs = self.charsets().client();
         let sql = {
             let p = self.client.packet_payload();
-            let Ok(sql) = std::str::from_utf8(&p[1..]) else {
-                return Err(unsupported("a statement that is not valid UTF-8"));
-            };
-            sql.to_string()
+            crate::session::charset::read_statement(cs, &p[1..])?.into_owned()
         };
         // An INSERT without a column list into a sharded table is prepared with the table's
         // list spliced in (`column_list.rs`): each execute then plans like any INSERT with
@@ -711,6 +723,7 @@ impl Session {
         reply_seq: u8,
     ) -> Result<()> {
         let mode = self.sql_mode();
+        let cs = self.charsets().client();
         let xa_tracking = self.xa_tracking(routing);
         let payload = self.client.packet_payload();
         let Some(stmt) = self.statements.get_mut(id) else {
@@ -726,7 +739,7 @@ impl Session {
             return Err(unsupported("cursors on prepared statements"));
         }
         values.clear();
-        values.extend(params.iter().map(literal));
+        values.extend(params.iter().map(|p| literal_in(p, cs)));
         let (params, values) = (&params[..], &values[..]);
         let current = self.logical.as_deref();
         let cached_route = stmt.read_route;

@@ -52,10 +52,7 @@ impl Session {
         fill: SequenceFill,
         reply_seq: u8,
     ) -> Result<()> {
-        let sql = {
-            let p = self.client.packet_payload();
-            String::from_utf8_lossy(&p[1..]).into_owned()
-        };
+        let sql = self.client_text();
         let first = self.next_ids(routing, &fill).await?;
         let text = fill.apply(&sql, first);
         self.sequence_first = Some(first);
