@@ -14,7 +14,9 @@ use mysql_async::{Conn, Params, Value};
 use shoal_bench::cluster::Cluster;
 use shoal_tests::{APP_USER, ShoalProcess, two_servers_and_shoal};
 
-const REFERENCE_DB: &str = "ref";
+/// The reference database has the logical schema's name, so that answers naming it (errors,
+/// `DATABASE()`, the catalog) compare equal.
+const REFERENCE_DB: &str = "shop";
 
 const LAYOUT: &str = "datanodes:
   - { name: dn1, datahost: dh0, database: a }
@@ -30,8 +32,8 @@ schemas:
       - { name: customers, type: sharded, shard_key: name, rule: by_name, datanodes: \"dn1, dn2, dn3, dn4\" }
 ";
 
-const DDL: &str = "CREATE TABLE customers (name VARCHAR(20) NOT NULL PRIMARY KEY, \
-                   city VARCHAR(20), note VARCHAR(40), n INT) \
+const DDL: &str = "CREATE TABLE customers (name VARCHAR(20) NOT NULL PRIMARY KEY COMMENT '客户名', \
+                   city VARCHAR(20), note VARCHAR(40) COMMENT 'note: 备注 €', n INT) \
                    ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci";
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -62,11 +64,29 @@ impl Cs {
     }
 }
 
-/// What a statement answered: its rows (raw values) and affected rows, or its error.
+/// What a statement answered: its rows (raw values), affected rows and the name and charset
+/// of each column (when rows came), or its error.
 #[derive(Debug, PartialEq)]
 enum Answer {
-    Rows(Vec<Vec<Value>>, u64),
+    Rows(Vec<Vec<Value>>, u64, Vec<(Vec<u8>, u16)>),
     Error(u16, String),
+}
+
+fn answer_of(rows: Vec<mysql_async::Row>, affected: u64) -> Answer {
+    let columns = rows
+        .first()
+        .map(|r| {
+            r.columns_ref()
+                .iter()
+                .map(|c| (c.name_ref().to_vec(), c.character_set()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Answer::Rows(
+        rows.into_iter().map(|r| r.unwrap()).collect(),
+        affected,
+        columns,
+    )
 }
 
 /// One client of the same charset on Shoal and on the reference.
@@ -96,14 +116,19 @@ impl Fixture {
     }
 
     async fn pair(&self, cs: Cs) -> Pair {
+        self.pair_with(cs, cs.names()).await
+    }
+
+    /// A pair whose connections run `set` (a statement setting their charsets) first.
+    async fn pair_with(&self, cs: Cs, set: &str) -> Pair {
         let mut shoal = Conn::new(self.shoal.opts_as("app", "app-secret", Some("shop")))
             .await
             .unwrap_or_else(|e| panic!("connect through shoal: {e}\n{}", self.shoal.log()));
         let mut reference = Conn::new(self.cluster.opts(0, Some(REFERENCE_DB)))
             .await
             .unwrap();
-        shoal.query_drop(cs.names()).await.unwrap();
-        reference.query_drop(cs.names()).await.unwrap();
+        shoal.query_drop(set).await.unwrap();
+        reference.query_drop(set).await.unwrap();
         Pair {
             cs,
             shoal,
@@ -131,10 +156,7 @@ impl Fixture {
 
 async fn answer_text(c: &mut Conn, sql: &[u8]) -> Answer {
     match c.query::<mysql_async::Row, _>(sql).await {
-        Ok(rows) => Answer::Rows(
-            rows.into_iter().map(|r| r.unwrap()).collect(),
-            c.affected_rows(),
-        ),
+        Ok(rows) => answer_of(rows, c.affected_rows()),
         Err(mysql_async::Error::Server(e)) => Answer::Error(e.code, e.message),
         Err(e) => panic!("{}: {e}", String::from_utf8_lossy(sql)),
     }
@@ -150,10 +172,7 @@ async fn answer_prepared(c: &mut Conn, sql: &[u8], params: Vec<Value>) -> Answer
         .exec::<mysql_async::Row, _, _>(&stmt, Params::Positional(params))
         .await;
     let answer = match result {
-        Ok(rows) => Answer::Rows(
-            rows.into_iter().map(|r| r.unwrap()).collect(),
-            c.affected_rows(),
-        ),
+        Ok(rows) => answer_of(rows, c.affected_rows()),
         Err(mysql_async::Error::Server(e)) => Answer::Error(e.code, e.message),
         Err(e) => panic!("{}: {e}", String::from_utf8_lossy(sql)),
     };
@@ -213,7 +232,7 @@ impl Pair {
 
 fn row_count(a: &Answer) -> usize {
     match a {
-        Answer::Rows(rows, _) => rows.len(),
+        Answer::Rows(rows, ..) => rows.len(),
         Answer::Error(..) => 0,
     }
 }
@@ -406,4 +425,168 @@ async fn gbk_and_latin1_clients_share_rows_with_utf8mb4_clients() {
     names.dedup();
     assert_eq!(names.len(), total, "a key stored twice: {placed:?}");
     assert_eq!(total, 11, "{placed:?}");
+}
+
+impl Pair {
+    /// Runs `sql` (in the pair's charset) on both: the reference must refuse it, and Shoal
+    /// with the same code and message (the message's bytes in the charset).
+    async fn same_error(&mut self, shoal: &ShoalProcess, sql: &str) {
+        let bytes = self.cs.encode(sql);
+        let want = answer_text(&mut self.reference, &bytes).await;
+        let got = answer_text(&mut self.shoal, &bytes).await;
+        assert!(
+            matches!(want, Answer::Error(..)),
+            "the reference ran {sql}: {want:?}"
+        );
+        assert_eq!(
+            got,
+            want,
+            "{:?} client: {sql}\nShoal's log:\n{}",
+            self.cs,
+            shoal.log()
+        );
+    }
+}
+
+/// Every packet of a text query's answer, its bytes as they are (a raw client).
+async fn raw_answer(c: &mut shoal_tests::raw::RawConn, sql: &[u8]) -> Vec<Vec<u8>> {
+    c.query_packets_bytes(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(sql)))
+}
+
+/// However the client sets its charsets (the handshake, SET CHARACTER SET, SET
+/// character_set_client alone, SET @@session..., a SET NAMES inside a multi-statement text),
+/// Shoal reads its statements in them; RESET CONNECTION and COM_CHANGE_USER go back to the
+/// handshake's. Shoal's own answers (errors, the catalog) come in the client's charset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_way_of_setting_the_charset_is_followed() {
+    let f = Fixture::start().await;
+    let sh = &f.shoal;
+    let mut utf8 = f.pair(Cs::Utf8mb4).await;
+    utf8.same(
+        sh,
+        "INSERT INTO customers (name, city, note, n) VALUES ('张伟', '北京', '第一位', 1), \
+         ('café', 'Paris', 'crème', 2), ('嘰乗', '嘰', 'it''s 乗', 3)",
+    )
+    .await;
+
+    // The handshake's collation: gbk_chinese_ci (28), no SET at all.
+    let login = |addr: String, user: &'static str, pw: &'static str| async move {
+        let (conn, reply) = shoal_tests::raw::RawConn::login_with_collation(
+            &addr,
+            user,
+            pw,
+            Some(REFERENCE_DB),
+            28,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("raw login to {addr}: {e}"));
+        assert_eq!(reply, shoal_tests::raw::Reply::Ok, "raw login to {addr}");
+        conn
+    };
+    let reference_addr = {
+        let p = f.cluster.primary(0);
+        format!("{}:{}", p.host, p.port)
+    };
+    let mut raw_shoal = login(sh.addr(), "app", "app-secret").await;
+    let mut raw_ref = login(
+        reference_addr,
+        shoal_bench::cluster::APP_USER,
+        shoal_bench::cluster::APP_PASSWORD,
+    )
+    .await;
+    for sql in [
+        "SELECT city, note, n FROM customers WHERE name = '张伟'",
+        "SELECT name, n FROM customers WHERE name IN ('张伟', '嘰乗') ORDER BY n",
+        "INSERT INTO customers (name, city, note, n) VALUES ('李娜', '上海', '握手', 4)",
+        // A SET NAMES inside a multi-statement text: what follows it is read in latin1.
+        "SET NAMES latin1; SELECT note FROM customers WHERE name = 'café'",
+    ] {
+        let bytes = if sql.starts_with("SET NAMES latin1") {
+            let (head, tail) = sql.split_once("; ").unwrap();
+            [head.as_bytes(), b"; ", &Cs::Latin1.encode(tail)].concat()
+        } else {
+            Cs::Gbk.encode(sql)
+        };
+        let want = raw_answer(&mut raw_ref, &bytes).await;
+        let got = raw_answer(&mut raw_shoal, &bytes).await;
+        assert_ne!(want[0].first(), Some(&0xff), "the reference refused {sql}");
+        assert_eq!(
+            got,
+            want,
+            "gbk handshake: {sql}\nShoal's log:\n{}",
+            sh.log()
+        );
+    }
+    let a = utf8
+        .same(sh, "SELECT city, note FROM customers WHERE name = '李娜'")
+        .await;
+    assert_eq!(
+        row_count(&a),
+        1,
+        "the gbk handshake's row is found in utf8mb4"
+    );
+
+    // SET CHARACTER SET: client and results gbk, connection the database's (utf8mb4).
+    let mut p = f.pair_with(Cs::Gbk, "SET CHARACTER SET gbk").await;
+    p.same(
+        sh,
+        "SELECT city, note, LENGTH('张伟') FROM customers WHERE name = '张伟'",
+    )
+    .await;
+    // character_set_client alone: latin1 statements, utf8mb4 results.
+    let mut p = f
+        .pair_with(Cs::Latin1, "SET character_set_client = latin1")
+        .await;
+    let a = p
+        .same(sh, "SELECT name, note FROM customers WHERE name = 'CAFÉ'")
+        .await;
+    assert_eq!(row_count(&a), 1);
+    // @@session. assignments, several in one SET.
+    let mut p = f
+        .pair_with(
+            Cs::Gbk,
+            "SET @@session.character_set_client = gbk, @@session.character_set_connection = gbk, \
+             @@session.character_set_results = gbk",
+        )
+        .await;
+    let a = p
+        .same(sh, "SELECT city, n FROM customers WHERE name = '嘰乗'")
+        .await;
+    assert_eq!(row_count(&a), 1);
+    // Shoal's own answers in gbk: a backend's error renamed to logical names, and the catalog.
+    p.same_error(sh, "SELECT * FROM 不存在的表").await;
+    p.same_error(sh, "SELECT 没有这列 FROM customers WHERE name = '张伟'")
+        .await;
+    p.same(
+        sh,
+        "SELECT COLUMN_NAME, COLUMN_COMMENT FROM information_schema.COLUMNS \
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'customers' ORDER BY ORDINAL_POSITION",
+    )
+    .await;
+    p.same(sh, "SELECT DATABASE() AS 库").await;
+
+    // RESET CONNECTION and COM_CHANGE_USER: back to the handshake's utf8mb4.
+    let mut p = f.pair(Cs::Gbk).await;
+    p.same(sh, "SELECT n FROM customers WHERE name = '张伟'")
+        .await;
+    p.shoal.reset().await.unwrap();
+    p.reference.reset().await.unwrap();
+    p.cs = Cs::Utf8mb4;
+    let a = p
+        .same(sh, "SELECT n FROM customers WHERE name = '张伟'")
+        .await;
+    assert_eq!(row_count(&a), 1, "utf8mb4 again after RESET CONNECTION");
+    let mut p = f.pair(Cs::Gbk).await;
+    p.shoal
+        .change_user(Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("change user: {e}\n{}", sh.log()));
+    p.reference.change_user(Default::default()).await.unwrap();
+    p.cs = Cs::Utf8mb4;
+    let a = p
+        .same(sh, "SELECT n FROM customers WHERE name = '张伟'")
+        .await;
+    assert_eq!(row_count(&a), 1, "utf8mb4 again after COM_CHANGE_USER");
 }

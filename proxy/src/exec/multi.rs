@@ -48,18 +48,13 @@ impl Session {
         let mode = self.sql_mode();
         let cs = self.charsets().client();
         let p = self.client.packet_payload();
-        // Split as read in the client's charset; the ranges are of the client's bytes.
-        let sql = crate::session::charset::read_statement(cs, &p[1..]).ok()?;
-        let ranges = shoal_router::sql::lex::split_statements_in(
-            &sql,
-            mode,
-            routing.router.server_version(),
-        )
-        .ok()?;
-        if ranges.len() < 2 {
-            return None;
-        }
-        crate::session::charset::byte_ranges(cs, &sql, &p[1..], ranges)
+        // Split as read in the client's charset (and in the one a SET NAMES in the text
+        // switches to); the ranges are of the client's bytes.
+        let ranges = crate::session::charset::split_statements(cs, &p[1..], |sql| {
+            shoal_router::sql::lex::split_statements_in(sql, mode, routing.router.server_version())
+                .ok()
+        })?;
+        (ranges.len() > 1).then_some(ranges)
     }
 
     /// Runs the statements `ranges` of the client's COM_QUERY one after another (see the

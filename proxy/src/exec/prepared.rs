@@ -646,7 +646,7 @@ impl Session {
                 routing.names.rename_all(target.datanode, &mut defs);
                 defs
             }
-            None => local_columns,
+            None => self.own_definitions(local_columns),
         };
         let prepared = routing
             .router

@@ -108,6 +108,55 @@ pub fn sql_bytes(cs: Charset, sql: &str) -> Result<Cow<'_, [u8]>> {
     charset::encode(cs, sql).map_err(|e| refusal(&e))
 }
 
+/// The statements of a multi-statement text `bytes` as ranges of its bytes, `split` (the
+/// lexer's splitting of text) applied as MariaDB reads the text: in `cs`, and after a statement
+/// that sets `character_set_client` (`SET NAMES`, `SET CHARACTER SET`, `SET
+/// character_set_client = `), the rest in that charset. `None` where the text cannot be read.
+pub fn split_statements(
+    mut cs: Charset,
+    bytes: &[u8],
+    split: impl Fn(&str) -> Option<Vec<Range<usize>>>,
+) -> Option<Vec<Range<usize>>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    'text: loop {
+        let rest = &bytes[at..];
+        let text = read_statement(cs, rest).ok()?;
+        let ranges = split(&text)?;
+        let in_bytes = byte_ranges(cs, &text, rest, ranges.clone())?;
+        for (r, b) in ranges.into_iter().zip(in_bytes) {
+            out.push(at + b.start..at + b.end);
+            if let Some(next) = sets_client_charset(&text[r])
+                && next != cs
+            {
+                cs = next;
+                at += b.end;
+                continue 'text;
+            }
+        }
+        return Some(out);
+    }
+}
+
+/// The `character_set_client` a statement sets, if it is one that does and names a charset.
+fn sets_client_charset(sql: &str) -> Option<Charset> {
+    use shoal_router::sql::{SetStatement, StatementKind};
+    let StatementKind::Set(set) = shoal_router::sql::classify(sql) else {
+        return None;
+    };
+    let name = match set {
+        SetStatement::Names { charset, .. } | SetStatement::CharacterSet(charset) => charset,
+        SetStatement::Variables(vars) => {
+            vars.into_iter()
+                .rev()
+                .find(|v| v.name == "character_set_client")?
+                .value
+        }
+        _ => return None,
+    };
+    Charset::from_name(name.trim_matches(['\'', '"', '`']))
+}
+
 /// `ranges` of `text` (the client's `bytes` as [`read_statement`] read them in `cs`) as ranges
 /// of `bytes`: the same where the text is the bytes; `None` if a range does not map exactly.
 pub fn byte_ranges(
@@ -192,6 +241,55 @@ pub fn value_bytes(results: Option<Charset>, value: &[u8]) -> Cow<'_, [u8]> {
         }
     }
     Cow::Owned(out)
+}
+
+/// Column definitions of a result Shoal builds itself, for a client whose
+/// `character_set_results` is `cs`: names in `cs`, and each UTF-8 string column given `cs`'s
+/// default collation (its length in `cs`'s bytes), as MariaDB describes a column it converts.
+/// Returns the definitions and which columns' values are to be converted ([`value_bytes`]).
+/// A definition that does not parse is left as it is.
+pub fn definitions_in(cs: Charset, defs: &[Vec<u8>]) -> (Vec<Vec<u8>>, Vec<bool>) {
+    use crate::wire::messages::{put_lenenc_bytes, read_lenenc_bytes};
+    let (collation, max_len) = default_collation(cs);
+    let mut out = Vec::with_capacity(defs.len());
+    let mut text = Vec::with_capacity(defs.len());
+    for def in defs {
+        let mut rest = &def[..];
+        let mut d = Vec::with_capacity(def.len());
+        let mut ok = true;
+        // catalog, schema, table, org_table, name, org_name.
+        for _ in 0..6 {
+            match read_lenenc_bytes(&mut rest) {
+                Some(s) => put_lenenc_bytes(&mut d, &value_bytes(Some(cs), s)),
+                None => ok = false,
+            }
+        }
+        // 0x0c, charset (2), length (4), type, flags, decimals, filler.
+        if !ok || rest.len() < 7 || rest[0] != 0x0c {
+            out.push(def.clone());
+            text.push(false);
+            continue;
+        }
+        let id = u16::from_le_bytes([rest[1], rest[2]]);
+        let utf8 = Charset::from_collation_id(id).is_some_and(Charset::is_utf8);
+        d.push(0x0c);
+        if utf8 {
+            let per_char = if id == 33 || (192..=215).contains(&id) {
+                3
+            } else {
+                4
+            };
+            let len = u32::from_le_bytes([rest[3], rest[4], rest[5], rest[6]]);
+            d.extend_from_slice(&collation.to_le_bytes());
+            d.extend_from_slice(&(len / per_char * max_len).to_le_bytes());
+        } else {
+            d.extend_from_slice(&rest[1..7]);
+        }
+        d.extend_from_slice(&rest[7..]);
+        out.push(d);
+        text.push(utf8);
+    }
+    (out, text)
 }
 
 /// A backend's message (an error) as text: the bytes a connection whose `character_set_results`
