@@ -172,6 +172,11 @@ impl Session {
         {
             parsed = Err(e);
         }
+        if let Ok(cols) = &mut parsed
+            && compares
+        {
+            self.read_converted_expressions(cols);
+        }
         let merger = match (first_err, parsed) {
             (Some(e), _) => Err(e),
             (None, Err(e)) => Err(e),

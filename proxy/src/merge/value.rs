@@ -90,6 +90,17 @@ fn declared_kind(declared: u16, reported: u16) -> Kind {
         Encoding::Binary => encoding(declared),
         e => e,
     };
+    // UTF-8 columns whose values a non-UTF-8 `character_set_results` converted.
+    let converted = match cells {
+        Encoding::Latin1 => Some(Charset::Latin1),
+        Encoding::Other(cs) => cs.filter(|cs| !cs.is_utf8() && *cs != Charset::Binary),
+        _ => None,
+    };
+    match (declared, converted) {
+        (33 | 45, Some(cs)) => return Kind::Str(Coll::GeneralCiIn(cs)),
+        (46 | 83, Some(cs)) => return Kind::Str(Coll::BinIn(cs)),
+        _ => {}
+    }
     match (declared, cells) {
         (63, _) => Kind::Str(Coll::Binary),
         (33 | 45, Encoding::Utf8) => Kind::Str(Coll::GeneralCi),
@@ -98,8 +109,6 @@ fn declared_kind(declared: u16, reported: u16) -> Kind {
         (47, Encoding::Latin1) => Kind::Str(Coll::Bin),
         (8, Encoding::Utf8) => Kind::Str(Coll::Latin1SwedishCiUtf8),
         (47, Encoding::Utf8) => Kind::Str(Coll::Latin1BinUtf8),
-        (33 | 45, Encoding::Other(Some(cs))) => Kind::Str(Coll::GeneralCiIn(cs)),
-        (46 | 83, Encoding::Other(Some(cs))) => Kind::Str(Coll::BinIn(cs)),
         _ => Kind::Incomparable(
             "strings under this column's collation (Shoal merges binary, *_bin of utf8mb4, \
              utf8mb3 and latin1, utf8mb4/utf8mb3_general_ci and latin1_swedish_ci)",
