@@ -71,7 +71,14 @@ fn bench(c: &mut Criterion) {
             router
                 .tokenize(sql, SqlMode::default(), &mut toks)
                 .expect("tokens");
-            black_box(router.route_tokens(Some("sbtest"), SqlMode::default(), sql, &toks, &[]))
+            black_box(router.route_tokens(
+                Some("sbtest"),
+                SqlMode::default(),
+                shoal_router::charset::Charsets::UTF8MB4,
+                sql,
+                &toks,
+                &[],
+            ))
         })
     });
     let values: Vec<[Literal; 1]> = (0..1024)

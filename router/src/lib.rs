@@ -1,6 +1,7 @@
 //! Shoal router: the config model, shard rules and route plans. A pure library: no I/O (except
 //! [`config::Config::load`]) and no async runtime, so every routing decision is testable as data.
 
+pub mod charset;
 pub mod config;
 pub mod error;
 pub mod fuzzing;

@@ -103,7 +103,7 @@ proptest! {
         let reference = Router::new(topo.clone());
         let want: Vec<String> = stmts
             .iter()
-            .map(|(m, s)| plan_text(&reference.route_uncached_in(Some("shop"), *m, s, &params)))
+            .map(|(m, s)| plan_text(&reference.route_uncached_in(Some("shop"), *m, shoal_router::charset::Charsets::UTF8MB4, s, &params)))
             .collect();
         // Warm, small (evicting) cache, in three different orders.
         let warm = Router::with_cache_capacity(topo.clone(), 8);
@@ -116,7 +116,7 @@ proptest! {
             }
             for &i in &idx {
                 let (m, s) = &stmts[i];
-                let got = plan_text(&warm.route_in(Some("shop"), *m, s, &params));
+                let got = plan_text(&warm.route_in(Some("shop"), *m, shoal_router::charset::Charsets::UTF8MB4, s, &params));
                 prop_assert_eq!(&got, &want[i], "round {} mode {:?}: {}", round, m, s);
             }
         }
@@ -125,13 +125,13 @@ proptest! {
         for round in 0..2 {
             for &i in idx.iter().rev() {
                 let (m, s) = &stmts[i];
-                let got = plan_text(&big.route_in(Some("shop"), *m, s, &params));
+                let got = plan_text(&big.route_in(Some("shop"), *m, shoal_router::charset::Charsets::UTF8MB4, s, &params));
                 prop_assert_eq!(&got, &want[i], "big round {} mode {:?}: {}", round, m, s);
             }
         }
         for (i, (m, s)) in stmts.iter().enumerate() {
             let cold = Router::new(topo.clone());
-            prop_assert_eq!(&plan_text(&cold.route_in(Some("shop"), *m, s, &params)), &want[i]);
+            prop_assert_eq!(&plan_text(&cold.route_in(Some("shop"), *m, shoal_router::charset::Charsets::UTF8MB4, s, &params)), &want[i]);
         }
     }
 }

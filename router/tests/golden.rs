@@ -189,13 +189,46 @@ fn golden_route_plans() {
                 Router::with_cache_capacity(topo.clone(), 64).with_server_version(version)
             });
             let schema = c.schema.as_deref();
-            let cold = render(&topo, &fresh.route_in(schema, mode, &c.sql, &c.params));
-            let cached = render(&topo, &warm.route_in(schema, mode, &c.sql, &c.params));
+            let cold = render(
+                &topo,
+                &fresh.route_in(
+                    schema,
+                    mode,
+                    shoal_router::charset::Charsets::UTF8MB4,
+                    &c.sql,
+                    &c.params,
+                ),
+            );
+            let cached = render(
+                &topo,
+                &warm.route_in(
+                    schema,
+                    mode,
+                    shoal_router::charset::Charsets::UTF8MB4,
+                    &c.sql,
+                    &c.params,
+                ),
+            );
             // A second time through the same router: from its cache.
-            let again = render(&topo, &fresh.route_in(schema, mode, &c.sql, &c.params));
+            let again = render(
+                &topo,
+                &fresh.route_in(
+                    schema,
+                    mode,
+                    shoal_router::charset::Charsets::UTF8MB4,
+                    &c.sql,
+                    &c.params,
+                ),
+            );
             let uncached = render(
                 &topo,
-                &fresh.route_uncached_in(schema, mode, &c.sql, &c.params),
+                &fresh.route_uncached_in(
+                    schema,
+                    mode,
+                    shoal_router::charset::Charsets::UTF8MB4,
+                    &c.sql,
+                    &c.params,
+                ),
             );
             if cold != uncached {
                 failures.push(format!(
@@ -206,11 +239,22 @@ fn golden_route_plans() {
             }
             // Planned once as a prepared statement, then evaluated with the values: the same
             // plan (twice, as each EXECUTE evaluates the kept template again).
-            if let Some(prepared) = fresh.prepare_route(schema, mode, &c.sql) {
+            if let Some(prepared) = fresh.prepare_route(
+                schema,
+                mode,
+                shoal_router::charset::Charsets::UTF8MB4,
+                &c.sql,
+            ) {
                 for _ in 0..2 {
                     let plan = render(
                         &topo,
-                        &fresh.route_prepared(&prepared, schema, mode, &c.params),
+                        &fresh.route_prepared(
+                            &prepared,
+                            schema,
+                            mode,
+                            shoal_router::charset::Charsets::UTF8MB4,
+                            &c.params,
+                        ),
                     );
                     if plan != cold {
                         failures.push(format!(
@@ -221,9 +265,13 @@ fn golden_route_plans() {
                     }
                 }
                 // A kept target, borrowed, is the plan too.
-                if let shoal_router::plan::Routed::Kept(t) =
-                    fresh.route_kept(&prepared, schema, mode, &c.params)
-                {
+                if let shoal_router::plan::Routed::Kept(t) = fresh.route_kept(
+                    &prepared,
+                    schema,
+                    mode,
+                    shoal_router::charset::Charsets::UTF8MB4,
+                    &c.params,
+                ) {
                     let plan = render(&topo, &shoal_router::plan::RoutePlan::Single(t.clone()));
                     if plan != cold {
                         failures.push(format!(
@@ -238,10 +286,21 @@ fn golden_route_plans() {
             }
             // Prepared in the router every case shares: a statement's text met again with
             // other values is evaluated with the targets its earlier executes rendered.
-            if let Some(prepared) = warm.prepare_route(schema, mode, &c.sql) {
+            if let Some(prepared) = warm.prepare_route(
+                schema,
+                mode,
+                shoal_router::charset::Charsets::UTF8MB4,
+                &c.sql,
+            ) {
                 let plan = render(
                     &topo,
-                    &warm.route_prepared(&prepared, schema, mode, &c.params),
+                    &warm.route_prepared(
+                        &prepared,
+                        schema,
+                        mode,
+                        shoal_router::charset::Charsets::UTF8MB4,
+                        &c.params,
+                    ),
                 );
                 if plan != cold {
                     failures.push(format!(

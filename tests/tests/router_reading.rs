@@ -178,7 +178,13 @@ async fn routes_cover_the_rows_mariadb_matches_in_every_reading() {
         let mut got: Vec<i64> = conn.query(&sql).await.expect("query");
         got.sort();
         assert_eq!(&got, want_ids, "MariaDB rows for `{sql}` in {mode}");
-        let plan = router.route_in(Some("shop"), SqlMode::parse(mode), &sql, &[]);
+        let plan = router.route_in(
+            Some("shop"),
+            SqlMode::parse(mode),
+            shoal_router::charset::Charsets::UTF8MB4,
+            &sql,
+            &[],
+        );
         let want: BTreeSet<usize> = want_ids.iter().map(|&i| datanode_of(&topo, i)).collect();
         let dns = plan_datanodes(&plan).expect("planned");
         assert!(want.is_subset(&dns), "`{sql}` in {mode}: {dns:?}");
@@ -201,7 +207,13 @@ async fn routes_cover_the_rows_mariadb_matches_in_every_reading() {
         for _ in 0..150 {
             let sql = format!("SELECT id FROM sbtest1 WHERE {}", expr(&mut g, &cs, 3));
             statements += 1;
-            let plan = router.route_in(Some("shop"), m, &sql, &[]);
+            let plan = router.route_in(
+                Some("shop"),
+                m,
+                shoal_router::charset::Charsets::UTF8MB4,
+                &sql,
+                &[],
+            );
             let rows: Result<Vec<i64>, _> = conn.query(&sql).await;
             let Some(dns) = plan_datanodes(&plan) else {
                 refused += 1;

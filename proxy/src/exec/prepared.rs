@@ -102,7 +102,12 @@ impl Statements {
         mode: shoal_router::sql::SqlMode,
     ) {
         for s in &mut self.list {
-            s.route = router.prepare_route(current, mode, &s.sql);
+            s.route = router.prepare_route(
+                current,
+                mode,
+                shoal_router::charset::Charsets::UTF8MB4,
+                &s.sql,
+            );
         }
     }
 
@@ -542,11 +547,14 @@ impl Session {
             .flatten();
         let route = |values: &[ParamValue]| match (&tokenized, &denied) {
             (Ok(()), Some(e)) => RoutePlan::Refuse(e.clone()),
-            (Ok(()), None) => {
-                routing
-                    .router
-                    .route_tokens(self.logical.as_deref(), mode, &sql, &toks, values)
-            }
+            (Ok(()), None) => routing.router.route_tokens(
+                self.logical.as_deref(),
+                mode,
+                shoal_router::charset::Charsets::UTF8MB4,
+                &sql,
+                &toks,
+                values,
+            ),
             (Err(e), _) => RoutePlan::Refuse(e.clone()),
         };
         let mut plan = route(&[]);
@@ -648,9 +656,12 @@ impl Session {
             }
             None => self.own_definitions(local_columns),
         };
-        let prepared = routing
-            .router
-            .prepare_route(self.logical.as_deref(), mode, &sql);
+        let prepared = routing.router.prepare_route(
+            self.logical.as_deref(),
+            mode,
+            shoal_router::charset::Charsets::UTF8MB4,
+            &sql,
+        );
         let id = self.statements.add(sql.into(), prepared, params);
         let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
         let mut seq = reply_seq;
@@ -744,8 +755,20 @@ impl Session {
         let current = self.logical.as_deref();
         let cached_route = stmt.read_route;
         let planned = match prepared {
-            Some(r) => routing.router.route_kept(r, current, mode, values),
-            None => Routed::Plan(routing.router.route_in(current, mode, &stmt.sql, values)),
+            Some(r) => routing.router.route_kept(
+                r,
+                current,
+                mode,
+                shoal_router::charset::Charsets::UTF8MB4,
+                values,
+            ),
+            None => Routed::Plan(routing.router.route_in(
+                current,
+                mode,
+                shoal_router::charset::Charsets::UTF8MB4,
+                &stmt.sql,
+                values,
+            )),
         };
         self.mark.route = Some(match &planned {
             Routed::Kept(_) => crate::observe::RouteKind::Single,

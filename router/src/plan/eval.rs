@@ -12,8 +12,10 @@ use super::{
     HavingSpec, KeyMove, KeySource, LocalAnswer, Merge, Operand, ParamValue, RoutePlan, Routed,
     Target,
 };
+use crate::charset::{self, Charsets};
 use crate::error::RouterError;
-use crate::rule::ShardValue;
+use crate::rule::collation::Collation;
+use crate::rule::{ShardRule, ShardValue};
 use crate::sql::analyze::literal_of_token;
 use crate::sql::stmt::{Literal, ValueRef};
 use crate::topology::{DatanodeId, Topology};
@@ -25,6 +27,8 @@ pub(crate) struct Values<'a> {
     pub params: &'a [ParamValue],
     /// A prepared statement's targets rendered so far (its text is the same every execute).
     pub singles: Option<&'a Singles>,
+    /// The session's character sets: how its string literals are stored.
+    pub charsets: Charsets,
 }
 
 /// The one-datanode targets of a prepared statement, rendered on first use and shared by every
@@ -92,6 +96,56 @@ impl Values<'_> {
     }
 }
 
+impl Values<'_> {
+    /// The value of a shard key `x` as the key column of `rule` stores it (see [`Stored`]);
+    /// `None` where it cannot be evaluated, or read exactly.
+    fn key(&self, rule: &ShardRule, x: &ValueRef) -> Option<Stored> {
+        stored(rule, self.charsets, self.value(x)?)
+    }
+}
+
+/// A shard key value as its column stores it. A string literal is read in the session's
+/// character sets as MariaDB converts it: to Unicode for a text column (a unit MariaDB cannot
+/// map becomes `'?'`), to the connection character set's bytes for a `binary` one.
+pub(crate) enum Stored {
+    Lit(Literal),
+    /// A `binary` collation key whose bytes are not UTF-8.
+    Bytes(Vec<u8>),
+}
+
+impl Stored {
+    fn shard_value(&self) -> ShardValue<'_> {
+        match self {
+            Stored::Lit(l) => shard_value(l),
+            Stored::Bytes(b) => ShardValue::Bytes(b),
+        }
+    }
+
+    fn is_null(&self) -> bool {
+        matches!(self, Stored::Lit(Literal::Null))
+    }
+}
+
+/// `lit` as the key column of `rule` stores it in a session with character sets `cs`; `None`
+/// where that cannot be read exactly (the caller scatters or refuses, never guesses).
+fn stored(rule: &ShardRule, cs: Charsets, lit: Literal) -> Option<Stored> {
+    let Literal::Str(s) = &lit else {
+        return Some(Stored::Lit(lit));
+    };
+    if cs == Charsets::UTF8MB4 {
+        return Some(Stored::Lit(lit));
+    }
+    if rule.string_collation() == Some(Collation::Binary) {
+        let bytes = charset::stored_bytes(cs, s).ok()?.into_owned();
+        return Some(match String::from_utf8(bytes) {
+            Ok(text) => Stored::Lit(Literal::Str(text)),
+            Err(e) => Stored::Bytes(e.into_bytes()),
+        });
+    }
+    let text = charset::stored_text(cs, s).ok()?;
+    Some(Stored::Lit(Literal::Str(text.into_owned())))
+}
+
 /// The value as MariaDB types it: a number written with an exponent is a DOUBLE.
 pub(crate) fn shard_value(l: &Literal) -> ShardValue<'_> {
     match l {
@@ -129,9 +183,9 @@ fn shards(g: &GroupT, e: &RouteExpr, v: &Values) -> Option<BTreeSet<usize>> {
         RouteExpr::Eq(vals) => {
             let lits = vals
                 .iter()
-                .map(|x| v.value(x))
+                .map(|x| v.key(&g.rule, x))
                 .collect::<Option<Vec<_>>>()?;
-            let mut svs: Vec<ShardValue> = lits.iter().map(shard_value).collect();
+            let mut svs: Vec<ShardValue> = lits.iter().map(Stored::shard_value).collect();
             widen(g, &mut svs);
             let mut set = BTreeSet::new();
             for sv in &svs {
@@ -141,35 +195,33 @@ fn shards(g: &GroupT, e: &RouteExpr, v: &Values) -> Option<BTreeSet<usize>> {
             Some(set)
         }
         RouteExpr::NullSafe(x) => {
-            let lit = v.value(x)?;
-            if lit == Literal::Null {
+            let lit = v.key(&g.rule, x)?;
+            if lit.is_null() {
                 return Some(BTreeSet::from([g.rule.route(&ShardValue::Null).ok()?]));
             }
-            Some(g.rule.route_eq(&shard_value(&lit))?.into_iter().collect())
+            Some(g.rule.route_eq(&lit.shard_value())?.into_iter().collect())
         }
         RouteExpr::IsNull => Some(BTreeSet::from([g.rule.route(&ShardValue::Null).ok()?])),
         RouteExpr::Range(lo, hi) => {
-            let lit = |b: &Bound<ValueRef>| -> Option<Bound<Literal>> {
+            let lit = |b: &Bound<ValueRef>| -> Option<Bound<Stored>> {
                 Some(match b {
-                    Bound::Included(x) => Bound::Included(v.value(x)?),
-                    Bound::Excluded(x) => Bound::Excluded(v.value(x)?),
+                    Bound::Included(x) => Bound::Included(v.key(&g.rule, x)?),
+                    Bound::Excluded(x) => Bound::Excluded(v.key(&g.rule, x)?),
                     Bound::Unbounded => Bound::Unbounded,
                 })
             };
             let (lo, hi) = (lit(lo)?, lit(hi)?);
-            let is_null = |b: &Bound<Literal>| {
-                matches!(
-                    b,
-                    Bound::Included(Literal::Null) | Bound::Excluded(Literal::Null)
-                )
+            let is_null = |b: &Bound<Stored>| match b {
+                Bound::Included(l) | Bound::Excluded(l) => l.is_null(),
+                Bound::Unbounded => false,
             };
             if is_null(&lo) || is_null(&hi) {
                 return Some(BTreeSet::new()); // comparisons with NULL are never true
             }
-            fn sv(b: &Bound<Literal>) -> Bound<ShardValue<'_>> {
+            fn sv(b: &Bound<Stored>) -> Bound<ShardValue<'_>> {
                 match b {
-                    Bound::Included(l) => Bound::Included(shard_value(l)),
-                    Bound::Excluded(l) => Bound::Excluded(shard_value(l)),
+                    Bound::Included(l) => Bound::Included(l.shard_value()),
+                    Bound::Excluded(l) => Bound::Excluded(l.shard_value()),
                     Bound::Unbounded => Bound::Unbounded,
                 }
             }
@@ -230,8 +282,8 @@ fn point_shard(g: &GroupT, v: &Values) -> Option<usize> {
     let [x] = vals.as_slice() else {
         return None;
     };
-    let lit = v.value(x)?;
-    let mut sv = [shard_value(&lit)];
+    let lit = v.key(&g.rule, x)?;
+    let mut sv = [lit.shard_value()];
     widen(g, &mut sv);
     g.rule
         .route_eq_single(&sv[0])
@@ -248,9 +300,9 @@ pub(crate) fn group_shards(g: &GroupT, v: &Values) -> Vec<usize> {
     // (no value, a rule that cannot route it) the general path below answers.
     if let RouteExpr::Eq(vals) = &g.route
         && let [x] = vals.as_slice()
-        && let Some(lit) = v.value(x)
+        && let Some(lit) = v.key(&g.rule, x)
     {
-        let mut sv = [shard_value(&lit)];
+        let mut sv = [lit.shard_value()];
         widen(g, &mut sv);
         if let Some(mut s) = g.rule.route_eq(&sv[0]) {
             s.sort_unstable();
@@ -666,10 +718,16 @@ fn key_move(
     };
     let sources = group_shards(g, v);
     let value = match &km.value {
-        Some(r) => Some(
-            v.value(r)
-                .ok_or_else(|| refuse("a shard key value that could not be evaluated"))?,
-        ),
+        Some(r) => match v.key(&g.rule, r) {
+            Some(Stored::Lit(l)) => Some(l),
+            Some(Stored::Bytes(_)) => {
+                return Err(refuse(format!(
+                    "UPDATE of shard key column {}.{} to bytes that are not UTF-8",
+                    km.table, km.key
+                )));
+            }
+            None => return Err(refuse("a shard key value that could not be evaluated")),
+        },
         None => None,
     };
     if let Some(lit) = &value {
@@ -779,9 +837,9 @@ fn eval_insert(
     let mut by_shard: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (row, kv) in ins.key_values.iter().enumerate() {
         let lit = v
-            .value(kv)
+            .key(&g.rule, kv)
             .ok_or_else(|| refuse("a shard key value that could not be evaluated"))?;
-        let s = g.rule.route(&shard_value(&lit))?;
+        let s = g.rule.route(&lit.shard_value())?;
         if s >= g.datanodes.len() {
             return Err(refuse(format!(
                 "a rule that returned shard {s} of {}",
@@ -797,9 +855,9 @@ fn eval_insert(
         // The duplicate an inserted row meets lives on that row's shard: the new key value
         // must land there too.
         let lit = v
-            .value(k)
+            .key(&g.rule, k)
             .ok_or_else(|| refuse("a shard key value that could not be evaluated"))?;
-        let to = g.rule.route(&shard_value(&lit))?;
+        let to = g.rule.route(&lit.shard_value())?;
         if by_shard.keys().any(|&s| s != to) {
             return Err(refuse(
                 "ON DUPLICATE KEY UPDATE of the shard key to a value on another shard than \

@@ -11,6 +11,7 @@ use super::placement::refuse;
 use super::planner::{self, Body, Template};
 use super::render::Text;
 use super::{LocalAnswer, ParamValue, RoutePlan, Routed};
+use crate::charset::Charsets;
 use crate::error::{RouterError, codes};
 use crate::sql::StatementKind;
 use crate::sql::analyze::{self, AnalyzeError, Source};
@@ -58,6 +59,23 @@ fn key_prefix(current: Option<&str>) -> &str {
     current.unwrap_or("\0")
 }
 
+/// The plan cache key's schema and character set part: a statement's text read in other
+/// character sets has other values (a literal MariaDB converts otherwise, a `binary` key's
+/// bytes), so a session that is not utf8mb4 has plans of its own. utf8mb4 keys are as before.
+fn cache_prefix(current: Option<&str>, cs: Charsets) -> std::borrow::Cow<'_, str> {
+    if cs == Charsets::UTF8MB4 {
+        return key_prefix(current).into();
+    }
+    // `\x01` never appears in a schema name either.
+    format!(
+        "{}\x01{}\x01{}",
+        key_prefix(current),
+        cs.client.name(),
+        cs.connection.name()
+    )
+    .into()
+}
+
 /// A DML statement planned for repeated execution ([`Router::prepare_route`]): what the
 /// router read from its text, kept with the schema, sql_mode and router it was read for.
 #[derive(Debug)]
@@ -66,6 +84,7 @@ pub struct PreparedRoute {
     server_version: u32,
     current: Option<String>,
     mode: SqlMode,
+    charsets: Charsets,
     sql: String,
     toks: Vec<Token>,
     slot_tokens: Vec<u32>,
@@ -75,12 +94,19 @@ pub struct PreparedRoute {
 }
 
 impl PreparedRoute {
-    /// Whether it was read for `router` in schema `current` and sql_mode `mode`: otherwise
-    /// an execute is planned from its text again.
-    fn current_for(&self, router: &Router, current: Option<&str>, mode: SqlMode) -> bool {
+    /// Whether it was read for `router` in schema `current`, sql_mode `mode` and character sets
+    /// `cs`: otherwise an execute is planned from its text again.
+    fn current_for(
+        &self,
+        router: &Router,
+        current: Option<&str>,
+        mode: SqlMode,
+        cs: Charsets,
+    ) -> bool {
         Arc::ptr_eq(&self.topo, &router.topo)
             && self.server_version == router.server_version
             && self.mode == mode
+            && self.charsets == cs
             && self.current.as_deref() == current
     }
 
@@ -95,6 +121,7 @@ impl PreparedRoute {
             slot_tokens: &self.slot_tokens,
             params,
             singles: Some(&self.singles),
+            charsets: self.charsets,
         }
     }
 }
@@ -153,17 +180,21 @@ impl Router {
 
     /// The plan for `sql` in logical schema `current` (the session's `USE`), with `params` bound
     /// to its `?` placeholders (empty for text-protocol statements), read in MariaDB's default
-    /// sql_mode.
+    /// sql_mode from a utf8mb4 client.
     pub fn route(&self, current: Option<&str>, sql: &str, params: &[ParamValue]) -> RoutePlan {
-        self.route_in(current, SqlMode::default(), sql, params)
+        self.route_in(current, SqlMode::default(), Charsets::UTF8MB4, sql, params)
     }
 
     /// Like [`Self::route`], for a session whose sql_mode is `mode` ([`SqlMode::parse`] of its
-    /// `@@sql_mode`): `||`, `"x"`, backslashes and `NOT` read as that session's server reads them.
+    /// `@@sql_mode`): `||`, `"x"`, backslashes and `NOT` read as that session's server reads
+    /// them; and whose character sets are `cs`: `sql` is the statement as
+    /// [`crate::charset::decode`] read it in `cs.client` (the statement itself for a UTF-8
+    /// client), and string key values are read as MariaDB converts them in `cs`.
     pub fn route_in(
         &self,
         current: Option<&str>,
         mode: SqlMode,
+        cs: Charsets,
         sql: &str,
         params: &[ParamValue],
     ) -> RoutePlan {
@@ -171,7 +202,7 @@ impl Router {
         if let Err(e) = self.tokenize(sql, mode, &mut toks) {
             return RoutePlan::Refuse(e);
         }
-        self.route_tokens(current, mode, sql, &toks, params)
+        self.route_tokens(current, mode, cs, sql, &toks, params)
     }
 
     /// The tokens of `sql` as this router's backends read it in sql_mode `mode` (versioned
@@ -196,7 +227,7 @@ impl Router {
         sql: &str,
         params: &[ParamValue],
     ) -> RoutePlan {
-        self.route_uncached_in(current, SqlMode::default(), sql, params)
+        self.route_uncached_in(current, SqlMode::default(), Charsets::UTF8MB4, sql, params)
     }
 
     /// [`Self::route_in`] without the plan cache.
@@ -204,6 +235,7 @@ impl Router {
         &self,
         current: Option<&str>,
         mode: SqlMode,
+        cs: Charsets,
         sql: &str,
         params: &[ParamValue],
     ) -> RoutePlan {
@@ -212,7 +244,7 @@ impl Router {
             return RoutePlan::Refuse(e);
         }
         if !classify_tokens(sql, &toks).is_dml() || namespace::reaches_host(sql, &toks).is_some() {
-            return self.route_tokens(current, mode, sql, &toks, params);
+            return self.route_tokens(current, mode, cs, sql, &toks, params);
         }
         if let Some(refusal) = unreadable(mode, sql, &toks) {
             return refusal;
@@ -228,6 +260,7 @@ impl Router {
             slot_tokens: &shape.slot_tokens,
             params,
             singles: None,
+            charsets: cs,
         };
         eval::evaluate(&template, &self.topo, &values)
     }
@@ -243,6 +276,7 @@ impl Router {
         &self,
         current: Option<&str>,
         mode: SqlMode,
+        cs: Charsets,
         sql: &str,
         toks: &[Token],
         params: &[ParamValue],
@@ -287,11 +321,11 @@ impl Router {
         use StatementKind as K;
         match kind {
             K::Select | K::Insert | K::Replace | K::Update | K::Delete => {
-                self.dml(current, mode, sql, toks, params)
+                self.dml(current, mode, cs, sql, toks, params)
             }
             K::Empty => RoutePlan::Refuse(RouterError::new(1065, "42000", "Query was empty")),
-            K::ExplainRoute => self.explain_route(current, mode, sql, toks),
-            K::Explain => self.explain(current, mode, sql, toks, params),
+            K::ExplainRoute => self.explain_route(current, mode, cs, sql, toks),
+            K::Explain => self.explain(current, mode, cs, sql, toks, params),
             K::Show => ddl::plan_show(&self.topo, current, &text),
             K::Ddl(k) => ddl::plan_ddl(&self.topo, current, &text, k),
             K::Call => {
@@ -354,13 +388,14 @@ impl Router {
         &self,
         current: Option<&str>,
         mode: SqlMode,
+        cs: Charsets,
         sql: &str,
     ) -> Option<Arc<PreparedRoute>> {
-        let key = format!("{}\0{}\0{sql}", mode.bits(), key_prefix(current));
+        let key = format!("{}\0{}\0{sql}", mode.bits(), cache_prefix(current, cs));
         if let Some(p) = self.prepared.get(&key) {
             return Some(p);
         }
-        let p = Arc::new(self.prepare_route_uncached(current, mode, sql)?);
+        let p = Arc::new(self.prepare_route_uncached(current, mode, cs, sql)?);
         self.prepared.put(key, p.clone());
         Some(p)
     }
@@ -369,6 +404,7 @@ impl Router {
         &self,
         current: Option<&str>,
         mode: SqlMode,
+        cs: Charsets,
         sql: &str,
     ) -> Option<PreparedRoute> {
         let mut toks = Vec::new();
@@ -388,6 +424,7 @@ impl Router {
             server_version: self.server_version,
             current: current.map(str::to_string),
             mode,
+            charsets: cs,
             sql: sql.to_string(),
             toks,
             slot_tokens: shape.slot_tokens,
@@ -405,9 +442,10 @@ impl Router {
         p: &PreparedRoute,
         current: Option<&str>,
         mode: SqlMode,
+        cs: Charsets,
         params: &[ParamValue],
     ) -> RoutePlan {
-        self.route_kept(p, current, mode, params).into_plan()
+        self.route_kept(p, current, mode, cs, params).into_plan()
     }
 
     /// [`Self::route_prepared`] with a kept one-datanode target borrowed from `p`, not copied
@@ -417,10 +455,11 @@ impl Router {
         p: &'p PreparedRoute,
         current: Option<&str>,
         mode: SqlMode,
+        cs: Charsets,
         params: &[ParamValue],
     ) -> Routed<'p> {
-        if !p.current_for(self, current, mode) {
-            return Routed::Plan(self.route_in(current, mode, &p.sql, params));
+        if !p.current_for(self, current, mode, cs) {
+            return Routed::Plan(self.route_in(current, mode, cs, &p.sql, params));
         }
         eval::evaluate_kept(&p.template, &self.topo, &p.values(params), &p.singles)
     }
@@ -429,6 +468,7 @@ impl Router {
         &self,
         current: Option<&str>,
         mode: SqlMode,
+        cs: Charsets,
         sql: &str,
         toks: &[Token],
         params: &[ParamValue],
@@ -436,7 +476,7 @@ impl Router {
         if let Some(refusal) = unreadable(mode, sql, toks) {
             return refusal;
         }
-        let mut shape = normalize::shape_with_prefix(sql, toks, key_prefix(current), mode);
+        let mut shape = normalize::shape_with_prefix(sql, toks, &cache_prefix(current, cs), mode);
         let key = std::mem::take(&mut shape.key);
         // The cache compares whole keys (never a hash alone): a hit was planned from a statement
         // with these tokens in this sql_mode, differing at most in literal values.
@@ -464,6 +504,7 @@ impl Router {
             slot_tokens: &shape.slot_tokens,
             params,
             singles: None,
+            charsets: cs,
         };
         eval::evaluate(&template, &self.topo, &values)
     }
@@ -514,6 +555,7 @@ impl Router {
         &self,
         current: Option<&str>,
         mode: SqlMode,
+        cs: Charsets,
         sql: &str,
         toks: &[Token],
     ) -> RoutePlan {
@@ -521,7 +563,7 @@ impl Router {
             return RoutePlan::Refuse(parse_error("EXPLAIN ROUTE needs a statement"));
         };
         let inner = &sql[t.start as usize..];
-        let plan = self.route_in(current, mode, inner, &[]);
+        let plan = self.route_in(current, mode, cs, inner, &[]);
         RoutePlan::Local(LocalAnswer::ExplainRoute {
             rows: explain::rows(&self.topo, &plan),
         })
@@ -533,6 +575,7 @@ impl Router {
         &self,
         current: Option<&str>,
         mode: SqlMode,
+        cs: Charsets,
         sql: &str,
         toks: &[Token],
         params: &[ParamValue],
@@ -572,7 +615,7 @@ impl Router {
         }
         let prefix_end = toks[i].start as usize;
         let inner = &sql[prefix_end..];
-        match self.route_in(current, mode, inner, params) {
+        match self.route_in(current, mode, cs, inner, params) {
             RoutePlan::Single(mut t) => {
                 t.sql = format!("{}{}", &sql[..prefix_end], t.sql).into();
                 RoutePlan::Single(t)
@@ -714,7 +757,12 @@ mod tests {
             "UPDATE t SET v = 1 WHERE id IN (?, 4)",
         ] {
             let p = router
-                .prepare_route(Some("s"), SqlMode::default(), sql)
+                .prepare_route(
+                    Some("s"),
+                    SqlMode::default(),
+                    crate::charset::Charsets::UTF8MB4,
+                    sql,
+                )
                 .expect("a DML statement is prepared");
             for (schema, mode) in [
                 (Some("s"), SqlMode::default()),
@@ -725,8 +773,26 @@ mod tests {
                 for v in [ParamValue::Int(1), ParamValue::Int(2), ParamValue::Null] {
                     let params = [v];
                     assert_eq!(
-                        format!("{:?}", router.route_prepared(&p, schema, mode, &params)),
-                        format!("{:?}", router.route_in(schema, mode, sql, &params)),
+                        format!(
+                            "{:?}",
+                            router.route_prepared(
+                                &p,
+                                schema,
+                                mode,
+                                crate::charset::Charsets::UTF8MB4,
+                                &params
+                            )
+                        ),
+                        format!(
+                            "{:?}",
+                            router.route_in(
+                                schema,
+                                mode,
+                                crate::charset::Charsets::UTF8MB4,
+                                sql,
+                                &params
+                            )
+                        ),
                         "{sql} in {schema:?} {mode:?}"
                     );
                 }
@@ -738,6 +804,7 @@ mod tests {
             .prepare_route(
                 Some("s"),
                 SqlMode::default(),
+                crate::charset::Charsets::UTF8MB4,
                 "SELECT * FROM t WHERE id = ?",
             )
             .expect("prepared");
@@ -745,13 +812,20 @@ mod tests {
         assert_eq!(
             format!(
                 "{:?}",
-                other.route_prepared(&p, Some("s"), SqlMode::default(), &params)
+                other.route_prepared(
+                    &p,
+                    Some("s"),
+                    SqlMode::default(),
+                    crate::charset::Charsets::UTF8MB4,
+                    &params
+                )
             ),
             format!(
                 "{:?}",
                 other.route_in(
                     Some("s"),
                     SqlMode::default(),
+                    crate::charset::Charsets::UTF8MB4,
                     "SELECT * FROM t WHERE id = ?",
                     &params
                 )
@@ -760,7 +834,12 @@ mod tests {
         // Not DML: nothing to keep.
         assert!(
             router
-                .prepare_route(Some("s"), SqlMode::default(), "BEGIN")
+                .prepare_route(
+                    Some("s"),
+                    SqlMode::default(),
+                    crate::charset::Charsets::UTF8MB4,
+                    "BEGIN"
+                )
                 .is_none()
         );
     }
@@ -792,22 +871,43 @@ mod tests {
             "SELECT * FROM t_range WHERE id = ?",
         ] {
             let p = router
-                .prepare_route(Some("shop"), mode, sql)
+                .prepare_route(Some("shop"), mode, crate::charset::Charsets::UTF8MB4, sql)
                 .expect("a DML statement is prepared");
             let mut shards = std::collections::BTreeSet::new();
             for &v in &values {
                 let params = [ParamValue::Int(v * 97)];
-                let plan = router.route_prepared(&p, Some("shop"), mode, &params);
+                let plan = router.route_prepared(
+                    &p,
+                    Some("shop"),
+                    mode,
+                    crate::charset::Charsets::UTF8MB4,
+                    &params,
+                );
                 if let super::RoutePlan::Single(t) = &plan {
                     shards.insert(t.sql.to_string());
                 }
                 assert_eq!(
                     format!("{plan:?}"),
-                    format!("{:?}", router.route_in(Some("shop"), mode, sql, &params)),
+                    format!(
+                        "{:?}",
+                        router.route_in(
+                            Some("shop"),
+                            mode,
+                            crate::charset::Charsets::UTF8MB4,
+                            sql,
+                            &params
+                        )
+                    ),
                     "{sql} with {v}"
                 );
                 // Borrowed, the kept target is that plan's.
-                if let super::Routed::Kept(t) = router.route_kept(&p, Some("shop"), mode, &params) {
+                if let super::Routed::Kept(t) = router.route_kept(
+                    &p,
+                    Some("shop"),
+                    mode,
+                    crate::charset::Charsets::UTF8MB4,
+                    &params,
+                ) {
                     kept += 1;
                     assert_eq!(
                         format!("{:?}", super::RoutePlan::Single(t.clone())),
@@ -843,10 +943,12 @@ mod tests {
         ];
         let first: Vec<_> = contexts
             .iter()
-            .map(|&(schema, mode)| router.prepare_route(schema, mode, sql))
+            .map(|&(schema, mode)| {
+                router.prepare_route(schema, mode, crate::charset::Charsets::UTF8MB4, sql)
+            })
             .collect();
         for (i, &(schema, mode)) in contexts.iter().enumerate() {
-            let again = router.prepare_route(schema, mode, sql);
+            let again = router.prepare_route(schema, mode, crate::charset::Charsets::UTF8MB4, sql);
             match (&first[i], &again) {
                 (Some(a), Some(b)) => assert!(Arc::ptr_eq(a, b), "{schema:?} {mode:?}"),
                 (None, None) => {}
@@ -867,8 +969,26 @@ mod tests {
             if let Some(p) = &again {
                 let params = [ParamValue::Int(2)];
                 assert_eq!(
-                    format!("{:?}", router.route_prepared(p, schema, mode, &params)),
-                    format!("{:?}", router.route_in(schema, mode, sql, &params)),
+                    format!(
+                        "{:?}",
+                        router.route_prepared(
+                            p,
+                            schema,
+                            mode,
+                            crate::charset::Charsets::UTF8MB4,
+                            &params
+                        )
+                    ),
+                    format!(
+                        "{:?}",
+                        router.route_in(
+                            schema,
+                            mode,
+                            crate::charset::Charsets::UTF8MB4,
+                            sql,
+                            &params
+                        )
+                    ),
                     "{schema:?} {mode:?}"
                 );
             }
@@ -894,10 +1014,21 @@ mod tests {
             ] {
                 let mut toks = Vec::new();
                 let routed = match router.tokenize(sql, mode, &mut toks) {
-                    Ok(()) => router.route_tokens(Some("s"), mode, sql, &toks, &[]),
+                    Ok(()) => router.route_tokens(
+                        Some("s"),
+                        mode,
+                        crate::charset::Charsets::UTF8MB4,
+                        sql,
+                        &toks,
+                        &[],
+                    ),
                     Err(e) => super::RoutePlan::Refuse(e),
                 };
-                assert_eq!(routed, router.route_in(Some("s"), mode, sql, &[]), "{sql}");
+                assert_eq!(
+                    routed,
+                    router.route_in(Some("s"), mode, crate::charset::Charsets::UTF8MB4, sql, &[]),
+                    "{sql}"
+                );
             }
         }
     }

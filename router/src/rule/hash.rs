@@ -31,7 +31,13 @@ pub fn hash_int(v: i128) -> u64 {
 
 /// Hash of a string key: `fmix64(fnv1a64(utf8 bytes of the collation key))`.
 pub fn hash_str(collation_key: &str) -> u64 {
-    fmix64(fnv1a64(collation_key.as_bytes()))
+    hash_bytes(collation_key.as_bytes())
+}
+
+/// Hash of a `binary` collation key that is not UTF-8: `fmix64(fnv1a64(bytes))`, as
+/// [`hash_str`] of a key whose UTF-8 bytes they are.
+pub fn hash_bytes(key: &[u8]) -> u64 {
+    fmix64(fnv1a64(key))
 }
 
 /// Jump consistent hash (Lamping & Veach, 2014): a bucket in `0..buckets`; growing the bucket

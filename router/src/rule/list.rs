@@ -132,6 +132,14 @@ impl ListRule {
                 digits = i.to_string();
                 &digits
             }
+            // Bytes a binary column stores that are not UTF-8: no listed (UTF-8) value.
+            ShardValue::Bytes(_) if *collation == Collation::Binary => {
+                return default.ok_or_else(|| {
+                    RouterError::no_shard(format!(
+                        "rule {rule:?}: {v} is not listed and the rule has no default"
+                    ))
+                });
+            }
             _ => {
                 return Err(RouterError::wrong_value(format!(
                     "rule {rule:?} lists strings: compare the column with a quoted string, not {v}"

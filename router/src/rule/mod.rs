@@ -31,13 +31,19 @@ pub enum ShardValue<'a> {
     Double(f64),
     /// A string literal (dates arrive as strings too).
     Str(&'a str),
+    /// A string as the bytes a `binary` collation column stores, where they are not UTF-8 (a
+    /// literal of a client whose character set is not UTF-8).
+    Bytes(&'a [u8]),
 }
 
 impl ShardValue<'_> {
     /// Compared with a number column as a double (a DOUBLE, or a string: MariaDB compares a
     /// string with a number as doubles).
     pub fn is_approximate(&self) -> bool {
-        matches!(self, ShardValue::Double(_) | ShardValue::Str(_))
+        matches!(
+            self,
+            ShardValue::Double(_) | ShardValue::Str(_) | ShardValue::Bytes(_)
+        )
     }
 
     /// The value as a double, for a comparison MariaDB makes in doubles; `None` when it is not a
@@ -47,7 +53,7 @@ impl ShardValue<'_> {
             ShardValue::Int(i) => Some(*i as f64),
             ShardValue::Decimal(s) | ShardValue::Str(s) => value::parse_double(s),
             ShardValue::Double(d) => d.is_finite().then_some(*d),
-            ShardValue::Null => None,
+            ShardValue::Null | ShardValue::Bytes(_) => None,
         }
     }
 }
@@ -60,6 +66,13 @@ impl std::fmt::Display for ShardValue<'_> {
             ShardValue::Decimal(d) => f.write_str(d),
             ShardValue::Double(d) => write!(f, "{d:e}"),
             ShardValue::Str(s) => write!(f, "'{}'", s.replace('\'', "''")),
+            ShardValue::Bytes(b) => {
+                f.write_str("X'")?;
+                for x in *b {
+                    write!(f, "{x:02X}")?;
+                }
+                f.write_str("'")
+            }
         }
     }
 }
@@ -337,6 +350,16 @@ impl ShardRule {
             .find(|c| self.route(&crate::plan::shard_value_of(c)).is_ok())
     }
 
+    /// The collation of a string key column (`None` for numbers and dates): how a string key
+    /// value is stored, as text or as bytes.
+    pub fn string_collation(&self) -> Option<Collation> {
+        match &self.kind {
+            Kind::Hash(KeyType::String, c) | Kind::Consistent(KeyType::String, c) => Some(*c),
+            Kind::List(list::ListRule::String { collation, .. }) => Some(*collation),
+            _ => None,
+        }
+    }
+
     /// Whether MariaDB compares the key column with numbers (every rule but string keys and
     /// dates).
     pub fn compares_numerically(&self) -> bool {
@@ -358,7 +381,9 @@ impl ShardRule {
         }
         if !self.compares_numerically() {
             return match (&self.kind, v) {
-                (_, ShardValue::Str(_)) => self.route(v).ok().map(|s| vec![s]),
+                (_, ShardValue::Str(_) | ShardValue::Bytes(_)) => {
+                    self.route(v).ok().map(|s| vec![s])
+                }
                 _ => None,
             };
         }
@@ -384,6 +409,8 @@ impl ShardRule {
                 }
             }
             ShardValue::Null => return Some(Vec::new()),
+            // Bytes that are not UTF-8 are no number MariaDB reads: no integer equals them.
+            ShardValue::Bytes(_) => return None,
         };
         self.int_span_shards(lo, hi)
     }
@@ -476,6 +503,7 @@ impl ShardRule {
             ShardValue::Double(d) if d.is_finite() && d.abs() < 1e30 => d.round_ties_even() as i128,
             ShardValue::Double(_) => return Err(self.out_of_range(v)),
             ShardValue::Null => return Err(RouterError::wrong_value("NULL is not a number")),
+            ShardValue::Bytes(_) => return Err(self.exact(v, "").unwrap_err()),
         };
         if n < i128::from(i64::MIN) || n > i128::from(u64::MAX) {
             return Err(self.out_of_range(v));
@@ -490,6 +518,7 @@ impl ShardRule {
             ShardValue::Decimal(s) | ShardValue::Str(s) => self.exact(v, s)?,
             ShardValue::Double(d) => Exact::of_double(*d).ok_or_else(|| self.out_of_range(v))?,
             ShardValue::Null => return Err(RouterError::wrong_value("NULL is not a number")),
+            ShardValue::Bytes(_) => return Err(self.exact(v, "").unwrap_err()),
         };
         match self.scale {
             Some(scale) => Ok(e.round(scale as usize).num().floor),
@@ -563,6 +592,8 @@ impl ShardRule {
     fn string_hash(&self, c: Collation, v: &ShardValue) -> Result<u64, RuleError> {
         match v {
             ShardValue::Str(s) => Ok(hash::hash_str(&collation_key(c, s))),
+            // The bytes a binary column stores (only made for one): hashed as a string's are.
+            ShardValue::Bytes(b) if c == Collation::Binary => Ok(hash::hash_bytes(b)),
             // MariaDB stores an integer in a string column as its decimal digits.
             ShardValue::Int(i) => Ok(hash::hash_str(&collation_key(c, &i.to_string()))),
             _ => Err(RouterError::wrong_value(format!(
@@ -596,7 +627,7 @@ fn numeric_bound(b: Bound<&ShardValue>, lower: bool, decimal: bool) -> Option<Nu
         _ => NumBound::Included(n),
     };
     match v {
-        ShardValue::Null => None,
+        ShardValue::Null | ShardValue::Bytes(_) => None,
         ShardValue::Int(i) => Some(exact(Num::int(*i))),
         ShardValue::Decimal(s) => Some(exact(parse_number(s)?)),
         ShardValue::Double(_) | ShardValue::Str(_) => {
