@@ -353,7 +353,7 @@ impl Session {
                             None => routing.router.route_tokens(
                                 self.logical.as_deref(),
                                 mode,
-                                shoal_router::charset::Charsets::UTF8MB4,
+                                charsets.statements,
                                 text,
                                 &toks,
                                 &[],

@@ -100,14 +100,10 @@ impl Statements {
         router: &shoal_router::plan::Router,
         current: Option<&str>,
         mode: shoal_router::sql::SqlMode,
+        cs: shoal_router::charset::Charsets,
     ) {
         for s in &mut self.list {
-            s.route = router.prepare_route(
-                current,
-                mode,
-                shoal_router::charset::Charsets::UTF8MB4,
-                &s.sql,
-            );
+            s.route = router.prepare_route(current, mode, cs, &s.sql);
         }
     }
 
@@ -501,10 +497,10 @@ impl Session {
     pub(super) async fn prepare_routed(&mut self, routing: &Routing, reply_seq: u8) -> Result<()> {
         let mode = self.sql_mode();
         // Read in the client's charset; each target's SQL is written back in it (`prepare_on`).
-        let cs = self.charsets().client();
+        let charsets = self.charsets().statements;
         let sql = {
             let p = self.client.packet_payload();
-            crate::session::charset::read_statement(cs, &p[1..])?.into_owned()
+            crate::session::charset::read_statement(charsets.client, &p[1..])?.into_owned()
         };
         // An INSERT without a column list into a sharded table is prepared with the table's
         // list spliced in (`column_list.rs`): each execute then plans like any INSERT with
@@ -550,7 +546,7 @@ impl Session {
             (Ok(()), None) => routing.router.route_tokens(
                 self.logical.as_deref(),
                 mode,
-                shoal_router::charset::Charsets::UTF8MB4,
+                charsets,
                 &sql,
                 &toks,
                 values,
@@ -656,12 +652,9 @@ impl Session {
             }
             None => self.own_definitions(local_columns),
         };
-        let prepared = routing.router.prepare_route(
-            self.logical.as_deref(),
-            mode,
-            shoal_router::charset::Charsets::UTF8MB4,
-            &sql,
-        );
+        let prepared = routing
+            .router
+            .prepare_route(self.logical.as_deref(), mode, charsets, &sql);
         let id = self.statements.add(sql.into(), prepared, params);
         let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
         let mut seq = reply_seq;
@@ -734,7 +727,8 @@ impl Session {
         reply_seq: u8,
     ) -> Result<()> {
         let mode = self.sql_mode();
-        let cs = self.charsets().client();
+        let charsets = self.charsets().statements;
+        let cs = charsets.client;
         let xa_tracking = self.xa_tracking(routing);
         let payload = self.client.packet_payload();
         let Some(stmt) = self.statements.get_mut(id) else {
@@ -755,20 +749,14 @@ impl Session {
         let current = self.logical.as_deref();
         let cached_route = stmt.read_route;
         let planned = match prepared {
-            Some(r) => routing.router.route_kept(
-                r,
-                current,
-                mode,
-                shoal_router::charset::Charsets::UTF8MB4,
-                values,
+            Some(r) => routing
+                .router
+                .route_kept(r, current, mode, charsets, values),
+            None => Routed::Plan(
+                routing
+                    .router
+                    .route_in(current, mode, charsets, &stmt.sql, values),
             ),
-            None => Routed::Plan(routing.router.route_in(
-                current,
-                mode,
-                shoal_router::charset::Charsets::UTF8MB4,
-                &stmt.sql,
-                values,
-            )),
         };
         self.mark.route = Some(match &planned {
             Routed::Kept(_) => crate::observe::RouteKind::Single,

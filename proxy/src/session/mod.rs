@@ -847,9 +847,9 @@ impl Session {
             w.applied_on.clear();
         }
         if let Some(r) = self.routing.clone() {
-            let mode = self.sql_mode();
+            let (mode, cs) = (self.sql_mode(), self.charsets().statements);
             self.statements
-                .replan(&r.router, self.logical.as_deref(), mode);
+                .replan(&r.router, self.logical.as_deref(), mode, cs);
         }
     }
 
