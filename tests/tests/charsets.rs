@@ -590,3 +590,43 @@ async fn every_way_of_setting_the_charset_is_followed() {
         .await;
     assert_eq!(row_count(&a), 1, "utf8mb4 again after COM_CHANGE_USER");
 }
+
+/// Statements whose bytes are not well-formed in the client's charset: MariaDB's own answer
+/// (its error, or what it makes of them), never a refusal of Shoal's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_bytes_get_mariadbs_answer() {
+    let f = Fixture::start().await;
+    let sh = &f.shoal;
+    let mut p = f.pair(Cs::Gbk).await;
+    p.same(
+        sh,
+        "INSERT INTO customers (name, city, note, n) VALUES ('张伟', '北京', '第一位', 1)",
+    )
+    .await;
+    // 0x81 followed by a byte no gbk character continues with: a malformed unit.
+    for sql in [
+        &b"SELECT n FROM customers WHERE name = '\x81 '"[..],
+        b"SELECT n, '\x81\x7f' FROM customers WHERE name = '\xd5\xc5\xce\xb0'",
+        b"INSERT INTO customers (name, city, note, n) VALUES ('\x81 ', 'x', 'y', 2)",
+        b"INSERT INTO customers (name, city, note, n) VALUES ('ok', '\x81', 'y', 3)",
+        b"SELECT * FROM cust\x81omers",
+        b"SELECT n AS `\x81` FROM customers WHERE name = 'ok'",
+        b"SELECT n FROM customers WHERE name = _latin1'\xe9' OR name = CONVERT('\xd5\xc5' USING utf8mb4)",
+    ] {
+        let want = answer_text(&mut p.reference, sql).await;
+        let got = answer_text(&mut p.shoal, sql).await;
+        assert_eq!(
+            got,
+            want,
+            "gbk client: {:?}\nShoal's log:\n{}",
+            String::from_utf8_lossy(sql),
+            sh.log()
+        );
+    }
+    // The same through the prepared protocol.
+    let sql = &b"SELECT n AS `\x81` FROM customers WHERE name = ?"[..];
+    let param = vec![Value::Bytes(b"ok".to_vec())];
+    let want = answer_prepared(&mut p.reference, sql, param.clone()).await;
+    let got = answer_prepared(&mut p.shoal, sql, param).await;
+    assert_eq!(got, want, "prepared\nShoal's log:\n{}", sh.log());
+}

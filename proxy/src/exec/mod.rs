@@ -40,6 +40,7 @@ mod server_show;
 mod statement_time;
 mod table_locks;
 mod txn;
+mod unreadable;
 mod user_vars;
 mod write;
 mod xa;
@@ -289,6 +290,8 @@ impl Session {
         // `commits`: a statement MariaDB runs with an implicit commit, which an XA branch
         // refuses: the transaction is committed first, as MariaDB would.
         let charsets = self.charsets();
+        // The tokenizer could not read the statement to its end (see `unreadable`).
+        let mut unreadable = false;
         let (plan, effects, diag, read_route, is_show, commits) = {
             let p = self.client.packet_payload();
             // Read in the client's charset as MariaDB reads it; what the router renders is
@@ -316,14 +319,17 @@ impl Session {
             }
             match routing.router.tokenize(text, mode, &mut toks) {
                 // Unterminated string or comment: refused, nothing runs.
-                Err(e) => (
-                    Some(RoutePlan::Refuse(e)),
-                    Default::default(),
-                    None,
-                    None,
-                    false,
-                    false,
-                ),
+                Err(e) => {
+                    unreadable = true;
+                    (
+                        Some(RoutePlan::Refuse(e)),
+                        Default::default(),
+                        None,
+                        None,
+                        false,
+                        false,
+                    )
+                }
                 // A backend would read NULL for a variable only the session holds.
                 Ok(())
                     if !toks.first().is_some_and(|t| t.is_kw(text, "SET"))
@@ -444,6 +450,10 @@ impl Session {
             RoutePlan::Local(answer) => cold(self.answer_local(routing, answer, reply_seq)).await,
             RoutePlan::Session(kind) => {
                 cold(self.session_statement(routing, kind, None, reply_seq)).await
+            }
+            RoutePlan::Refuse(e) if unreadable => {
+                let text = self.client_text();
+                Err(cold(self.unreadable(routing, &text, &e)).await)
             }
             RoutePlan::Refuse(e) => {
                 // Off the hot path: only an INSERT the planner refused can need a sequence.

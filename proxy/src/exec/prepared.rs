@@ -624,6 +624,10 @@ impl Session {
                 params: Params::first(params as usize),
                 qualified: false,
             }),
+            // Unreadable to the tokenizer: MariaDB's error for it (see `unreadable`).
+            RoutePlan::Refuse(e) if tokenized.is_err() => {
+                return Err(cold(self.unreadable(routing, &sql, &e)).await);
+            }
             RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
             // Shoal's administration statements: the privilege first, then MariaDB's refusal
             // of a statement it cannot prepare.
