@@ -369,7 +369,7 @@ pub fn email(rng: &mut Rng) -> String {
     let k = rng.below(60);
     // One key in five is not ASCII (see the pools above): read from each client charset's
     // bytes, it must be routed where the same key in UTF-8 lives.
-    let at = if k % 5 == 0 {
+    let at = if k.is_multiple_of(5) {
         "§“×”@ex·io"
     } else {
         "@ex.io"
