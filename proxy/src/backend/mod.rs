@@ -5,6 +5,7 @@ pub mod conn;
 pub mod health;
 pub mod interrupt;
 pub mod pool;
+pub mod reclaim;
 pub mod state;
 pub mod stmt_cache;
 pub mod tls;

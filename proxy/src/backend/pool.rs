@@ -2,8 +2,9 @@
 //!
 //! Sessions keep the connection they got between statements (no pool traffic on the hot path,
 //! and statement-scoped functions such as `LAST_INSERT_ID()` or `FOUND_ROWS()` keep working);
-//! when the pool runs dry, waiters raise `waiters` and sessions give back the connections they
-//! are not pinned to (see `reclaim_requested`). Connections are told apart by the wire capabilities their responses
+//! when the pool runs dry, waiters raise `waiters`, call idle holders at once
+//! ([`super::reclaim`]), and sessions give back the connections they are not pinned to (see
+//! `reclaim_requested`). Connections are told apart by the wire capabilities their responses
 //! depend on, so a response can always be forwarded byte for byte.
 
 use std::collections::VecDeque;
@@ -64,6 +65,11 @@ pub struct BackendPool {
     closed: AtomicU64,
     moved: AtomicU64,
     acquire_wait: AtomicHistogram,
+    /// Connections given back that went straight to a waiting session.
+    handed_off: AtomicU64,
+    /// Connections sessions gave back between commands because others waited for them
+    /// ([`BackendPool::note_reclaimed`]).
+    reclaimed: AtomicU64,
 }
 
 /// A pool's counts at one moment (`/metrics`).
@@ -79,6 +85,12 @@ pub struct PoolStats {
     /// with, and moved there.
     pub moved: u64,
     pub max: usize,
+    /// Acquires that had to wait.
+    pub waits: u64,
+    /// Connections given back that went straight to a waiting session.
+    pub handed_off: u64,
+    /// Connections sessions gave back between commands because others waited.
+    pub reclaimed: u64,
 }
 
 /// A connection checked out of a pool. Dropping it without [`PooledConn::release`] closes it
@@ -174,6 +186,8 @@ impl BackendPool {
             closed: AtomicU64::new(0),
             moved: AtomicU64::new(0),
             acquire_wait: AtomicHistogram::default(),
+            handed_off: AtomicU64::new(0),
+            reclaimed: AtomicU64::new(0),
         })
     }
 
@@ -208,6 +222,11 @@ impl BackendPool {
         self.waiters.load(Ordering::Relaxed) > 0
     }
 
+    /// A session gave a connection back between commands because others waited for it.
+    pub fn note_reclaimed(&self) {
+        self.reclaimed.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Whether every slot is open or sessions are queued: an acquire now could only wait, or
     /// take an idle connection that has to switch database first.
     pub fn is_full(&self) -> bool {
@@ -233,6 +252,9 @@ impl BackendPool {
             closed: self.closed.load(Ordering::Relaxed),
             moved: self.moved.load(Ordering::Relaxed),
             max: self.settings.max_size,
+            waits: self.acquire_wait.count(),
+            handed_off: self.handed_off.load(Ordering::Relaxed),
+            reclaimed: self.reclaimed.load(Ordering::Relaxed),
         }
     }
 
@@ -299,6 +321,7 @@ impl BackendPool {
             match waiter.send(Handoff::Conn(Box::new(c))) {
                 Ok(()) => {
                     self.waiters.store(s.waiting.len(), Ordering::Relaxed);
+                    self.handed_off.fetch_add(1, Ordering::Relaxed);
                     return;
                 }
                 // That waiter gave up: try the next one.
@@ -401,6 +424,8 @@ impl BackendPool {
                 let (tx, rx) = oneshot::channel();
                 s.waiting.push_back(tx);
                 self.waiters.store(s.waiting.len(), Ordering::Relaxed);
+                // Idle sessions holding this pool's connections give them back now.
+                super::reclaim::call();
                 Err(rx)
             }
         };
@@ -408,7 +433,7 @@ impl BackendPool {
             Ok(h) => h,
             Err(mut rx) => {
                 // Sessions holding connections notice `waiters` between commands (idle
-                // ones within their housekeeping tick) and give theirs back.
+                // ones nudged at once by the sweep the call above woke) and give theirs back.
                 let queued = Instant::now();
                 let wait = deadline.saturating_duration_since(queued);
                 let got = crate::timers::timeout(wait, &mut rx).await;

@@ -63,6 +63,8 @@ impl Admission {
             return Ok(Admitted { _permit: p });
         }
         self.waiting.fetch_add(1, Ordering::Relaxed);
+        // Idle sessions give their connections, and with the last one their admission, back.
+        crate::backend::reclaim::call();
         let got = crate::timers::timeout(self.timeout, self.sessions.clone().acquire_owned()).await;
         self.waiting.fetch_sub(1, Ordering::Relaxed);
         match got {

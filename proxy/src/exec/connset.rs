@@ -109,6 +109,10 @@ pub struct ConnSet {
     /// The running statement is not the last of its multi-statement text: the last packet of
     /// its response says more results follow ([`super::multi`]).
     pub more_results: bool,
+    /// The statements after the running one that go to its datanode in the same request
+    /// (`;`-joined SQL, [`super::multi`]), and whether more results follow theirs: taken by
+    /// the one-datanode path, which appends them.
+    pub batch_tail: Option<(String, bool)>,
 }
 
 /// Where a statement's connections go.

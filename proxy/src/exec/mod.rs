@@ -409,11 +409,16 @@ impl Session {
         };
         match plan {
             RoutePlan::Single(t) => {
-                let same = self.is_client_text(&t.sql);
+                // The statements of a multi-statement text batched behind this one.
+                let joined = self.conns.batch_tail.take().map(|(tail, more)| {
+                    self.conns.more_results = more;
+                    format!("{};{tail}", t.sql)
+                });
+                let same = joined.is_none() && self.is_client_text(&t.sql);
                 if !same && is_show && cold(self.show_logical(routing, &t, reply_seq)).await? {
                     return Ok(());
                 }
-                let sql = (!same).then_some(&*t.sql);
+                let sql = joined.as_deref().or((!same).then_some(&*t.sql));
                 let how = if t.qualified {
                     Use::AnyDatabase
                 } else {
@@ -1091,6 +1096,9 @@ impl Session {
             if !wanted {
                 i += 1;
                 continue;
+            }
+            if !all {
+                self.rt.pools[h.server].note_reclaimed();
             }
             let mut h = self.conns.release_slot(i);
             if h.xa {

@@ -7,19 +7,43 @@
 //! SERVER_MORE_RESULTS_EXISTS on every response but the last, stopping at the first error
 //! (the statements after it do not run). Without the router (quick mode) the text is relayed
 //! as bytes, as always.
+//!
+//! Consecutive plain writes that each go whole to one and the same datanode (a Connector/J
+//! `rewriteBatchedStatements` batch of UPDATEs by key) are sent to it as one multi-statement
+//! request ([`Batch`]): the server answers each statement in order and stops at the first
+//! error, as it would for the client, so every statement keeps its own result and error, and
+//! the batch costs one round trip instead of one per statement.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use mysql_common::constants::StatusFlags;
 
+use shoal_router::plan::RoutePlan;
+use shoal_router::sql::lex::Token;
+use shoal_router::sql::{SqlMode, readwrite};
+use shoal_router::topology::DatanodeId;
+
 use super::changes_schema;
+use super::statement_time::statement_time_for;
 use crate::config::Routing;
 use crate::error::Result;
 use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 
 const MORE_RESULTS: u16 = StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
+
+/// Statements in one batched request at most, and the size of its SQL: well under any
+/// server's `max_allowed_packet`, and a bound on what a batch holds in memory.
+const BATCH_STATEMENTS: usize = 1000;
+const BATCH_BYTES: usize = 1 << 20;
+
+/// Statements `k+1 .. end` of a text, behind statement `k` in its request: their SQL for the
+/// datanode, `;`-joined.
+struct Batch {
+    end: usize,
+    tail: String,
+}
 
 impl Session {
     /// The status flags of the response being written: the session's, and
@@ -57,6 +81,89 @@ impl Session {
         (ranges.len() > 1).then_some(ranges)
     }
 
+    /// The statements after statement `k` of `text` that can ride in its request: each a
+    /// plain INSERT, UPDATE, DELETE or REPLACE that the router sends whole to the datanode
+    /// statement `k` goes to (itself one such), with nothing the session must do around it
+    /// (no user variable, hint or `SET STATEMENT ... FOR`, no schema the user may not name, no
+    /// read-only refusal). `None` when fewer than two statements would go together.
+    fn batch_after(
+        &mut self,
+        routing: &Routing,
+        text: &[u8],
+        ranges: &[Range<usize>],
+        k: usize,
+    ) -> Option<Batch> {
+        if k + 1 >= ranges.len() {
+            return None;
+        }
+        // The ranges are of the client's bytes: read as text where the bytes are it (a UTF-8
+        // client); another charset's statements run one by one.
+        let cs = self.charsets().statements;
+        if !cs.client.is_utf8() {
+            return None;
+        }
+        let sql = std::str::from_utf8(text).ok()?;
+        let mode = (self.sql_mode(), cs);
+        let mut toks = Vec::new();
+        let (dn, qualified, _) =
+            self.batchable(routing, mode, &sql[ranges[k].clone()], &mut toks)?;
+        let mut tail = String::new();
+        let mut end = k + 1;
+        while end < ranges.len() && end - k < BATCH_STATEMENTS {
+            let Some((d, q, target)) =
+                self.batchable(routing, mode, &sql[ranges[end].clone()], &mut toks)
+            else {
+                break;
+            };
+            if d != dn || q != qualified || tail.len() + target.len() >= BATCH_BYTES {
+                break;
+            }
+            if !tail.is_empty() {
+                tail.push(';');
+            }
+            tail.push_str(&target);
+            end += 1;
+        }
+        (end > k + 1).then_some(Batch { end, tail })
+    }
+
+    /// Statement `piece`'s datanode, whether its SQL is qualified, and its SQL there, when it
+    /// can go in a batch (see [`Self::batch_after`]).
+    fn batchable(
+        &self,
+        routing: &Routing,
+        (mode, cs): (SqlMode, shoal_router::charset::Charsets),
+        piece: &str,
+        toks: &mut Vec<Token>,
+    ) -> Option<(DatanodeId, bool, Arc<str>)> {
+        if piece.contains('@')
+            || readwrite::mycat_hint_len(piece).is_some()
+            || statement_time_for(piece).is_some()
+        {
+            return None;
+        }
+        routing.router.tokenize(piece, mode, toks).ok()?;
+        let first = toks.first()?;
+        // LAST_INSERT_ID(expr) sets the session's value, which the session reads back after
+        // the statement that set it: alone.
+        if !["INSERT", "UPDATE", "DELETE", "REPLACE"]
+            .iter()
+            .any(|kw| first.is_kw(piece, kw))
+            || toks.iter().any(|t| t.is_kw(piece, "LAST_INSERT_ID"))
+            || self.denied_schema_named(routing, piece, toks).is_some()
+            || self.check_read_only(routing, mode, piece).is_err()
+        {
+            return None;
+        }
+        match routing
+            .router
+            .route_tokens(self.logical.as_deref(), mode, cs, piece, toks, &[])
+        {
+            RoutePlan::Single(t) => Some((t.datanode, t.qualified, t.sql)),
+            _ => None,
+        }
+    }
+
     /// Runs the statements `ranges` of the client's COM_QUERY one after another (see the
     /// module docs).
     pub(super) async fn run_multi(
@@ -85,17 +192,28 @@ impl Session {
         let text = &full[1..];
         let mut seq = reply_seq;
         let mut payload = Vec::new();
-        for (k, r) in ranges.iter().enumerate() {
-            let piece = &text[r.clone()];
+        let mut k = 0;
+        while k < ranges.len() {
+            let piece = &text[ranges[k].clone()];
             payload.clear();
             payload.push(COM_QUERY);
             payload.extend_from_slice(piece);
             self.client.replace_packet(&payload);
             self.begin_statement();
+            let batch = self.batch_after(routing, text, ranges, k);
+            let end = batch.as_ref().map_or(k + 1, |b| b.end);
+            // Statement `k` alone promises more results if any follow; run with its batch,
+            // the batch's last statement does if any follow it.
+            self.conns.batch_tail = batch.map(|b| (b.tail, end < ranges.len()));
             self.conns.more_results = k + 1 < ranges.len();
             self.mark.error = None;
             let ddl = changes_schema(piece);
             let r = self.query_routed(routing, seq).await;
+            // Not taken: statement `k` did not reach its datanode, and ran alone.
+            let next = match self.conns.batch_tail.take() {
+                Some(_) => k + 1,
+                None => end,
+            };
             if ddl {
                 routing.catalog.changed();
             }
@@ -105,6 +223,7 @@ impl Session {
                         // A backend's error ended this statement's response: the text stops.
                         return Ok(());
                     }
+                    k = next;
                     seq = self.client.next_seq().unwrap_or(seq);
                 }
                 Err(e) => {

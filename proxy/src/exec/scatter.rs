@@ -6,7 +6,7 @@ use shoal_router::plan::{MergeSpec, Target};
 
 use shoal_router::topology::DatanodeId;
 
-use super::connset::ConnSet;
+use super::connset::{ConnSet, Held};
 use super::datanode_union;
 use super::prepared::{Request, request_on};
 use super::reader::{ResultStream, Row};
@@ -397,6 +397,7 @@ impl Session {
     ) -> Result<(Vec<Place>, Vec<(PooledConn, bool)>)> {
         if targets.len() > 1 {
             self.admit(routing).await?;
+            self.acquire_together(routing, targets).await?;
         }
         for t in targets {
             self.touch(routing, t.datanode).await?;
@@ -438,6 +439,66 @@ impl Session {
             extra.push((self.extra_connection(routing, t.datanode).await?, false));
         }
         Ok((place, extra))
+    }
+
+    /// When a pool the scatter needs is full, the connections it does not hold yet are asked
+    /// of their pools together: each pool's wait for a connection given back overlaps the
+    /// others', instead of one wait per server one after another. Each lands in the session's
+    /// set as chosen for this statement, and [`Self::touch`] aligns it as any other. Otherwise
+    /// (every acquire answered at once) nothing happens here.
+    async fn acquire_together(&mut self, routing: &Routing, targets: &[Target]) -> Result<()> {
+        let mut need: Vec<(DatanodeId, usize)> = Vec::new();
+        for t in targets {
+            let dn = t.datanode;
+            if self.conns.position(dn).is_some() || need.iter().any(|&(d, _)| d == dn) {
+                continue;
+            }
+            let server = self.target_server(routing, dn)?;
+            // A replica the session must first wait on goes through `touch` (it may fall
+            // back to the primary).
+            if self.causal_wait_pending(server) {
+                continue;
+            }
+            need.push((dn, server));
+        }
+        if need.len() < 2 || !need.iter().any(|&(_, s)| self.rt.pools[s].is_full()) {
+            return Ok(());
+        }
+        self.release_stale();
+        let wire = self.routed_wire();
+        let multi_statements = self.want.multi_statements;
+        let pools = &self.rt.pools;
+        let got = futures_util::future::join_all(need.iter().map(|&(dn, server)| {
+            let database = routing.topology.datanodes[dn].database.as_str();
+            pools[server].acquire(Wanted {
+                wire,
+                prefer: 0,
+                schema: Some(database),
+                multi_statements,
+            })
+        }))
+        .await;
+        if got.iter().any(|c| c.is_err()) {
+            // What was taken goes back: the statement fails holding nothing it took here.
+            let mut first = None;
+            for conn in got {
+                match conn {
+                    Ok(conn) => conn.release(),
+                    Err(e) => first = first.or(Some(e)),
+                }
+            }
+            return Err(first.unwrap_or_else(|| Error::malformed("acquire")));
+        }
+        let statement = self.conns.statement;
+        for (&(dn, server), conn) in need.iter().zip(got) {
+            if let Ok(conn) = conn {
+                let mut h = Held::new(dn, server, conn);
+                h.used_in = statement;
+                self.conns.push(h);
+            }
+        }
+        self.publish_backends();
+        Ok(())
     }
 
     /// The session's `sql_select_limit`, when it is not the default (no limit).

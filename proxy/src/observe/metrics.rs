@@ -576,6 +576,31 @@ fn encode_live(sh: &Shared, enc: &mut DescriptorEncoder) -> Result<(), std::fmt:
             .iter()
             .map(|(s, a)| (vec![("server", *a)], C(s.moved))),
     )?;
+    family(
+        enc,
+        "pool_handed_off",
+        "Backend connections given back that went straight to a session waiting for one, per server.",
+        MetricType::Counter,
+        stats
+            .iter()
+            .map(|(s, a)| (vec![("server", *a)], C(s.handed_off))),
+    )?;
+    family(
+        enc,
+        "pool_reclaimed",
+        "Backend connections sessions gave back between commands because others waited for them (their affinity given up), per server.",
+        MetricType::Counter,
+        stats
+            .iter()
+            .map(|(s, a)| (vec![("server", *a)], C(s.reclaimed))),
+    )?;
+    family(
+        enc,
+        "pool_reclaim_calls",
+        "Times a session about to wait for a pool or for admission woke the idle sessions at once (instead of the periodic sweep).",
+        MetricType::Counter,
+        std::iter::once((vec![], C(crate::backend::reclaim::answered()))),
+    )?;
     histograms(
         enc,
         "pool_acquire_wait_seconds",

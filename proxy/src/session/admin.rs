@@ -18,8 +18,20 @@ const VERSION_COLUMNS: [&str; 5] = [
 ];
 
 /// `SHOW SHOAL POOLS`' columns.
-const POOL_COLUMNS: [&str; 10] = [
-    "datahost", "role", "address", "idle", "busy", "waiting", "opened", "closed", "max", "health",
+const POOL_COLUMNS: [&str; 13] = [
+    "datahost",
+    "role",
+    "address",
+    "idle",
+    "busy",
+    "waiting",
+    "opened",
+    "closed",
+    "max",
+    "health",
+    "waits",
+    "handed_off",
+    "reclaimed",
 ];
 
 /// The error of a user who is not an admin.
@@ -143,6 +155,9 @@ impl Session {
                 Some(s.closed.to_string()),
                 Some(s.max.to_string()),
                 health.map(str::to_string),
+                Some(s.waits.to_string()),
+                Some(s.handed_off.to_string()),
+                Some(s.reclaimed.to_string()),
             ]
         };
         if b.servers.is_empty() {

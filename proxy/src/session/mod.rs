@@ -704,6 +704,7 @@ impl Session {
             }
             // Between commands: give the connection back if sessions are waiting for one.
             if self.backend.is_some() && !self.pins.any() && pool.reclaim_requested() {
+                pool.note_reclaimed();
                 cold(self.release_backend()).await;
             }
             if !self.conns.is_empty() && self.release_wanted() {

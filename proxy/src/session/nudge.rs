@@ -75,13 +75,18 @@ impl Future for Nudged<'_> {
     }
 }
 
-/// Every [`TICK`], nudges each session waiting for a command that has been idle for its
-/// idle timeout, or that holds connections while sessions wait for their pool or for
-/// admission. Runs as long as the proxy.
+/// Every [`TICK`], and at once when a session calls for connections, nudges each session
+/// waiting for a command that has been idle for its idle timeout, or that holds connections
+/// while sessions wait for their pool or for admission. Runs as long as the proxy.
 pub async fn sweep(shared: Arc<Shared>) {
     let mut tick = crate::timers::interval(TICK);
     loop {
-        tick.tick().await;
+        // A session about to wait for a pool or for admission calls at once (see
+        // `backend::reclaim`): it waits for the idle holders' answer, not for the tick.
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = crate::backend::reclaim::called() => crate::backend::reclaim::note_answered(),
+        }
         let now_ms = super::processlist::ms_since(shared.started, std::time::Instant::now());
         // Sessions waiting for admission want the idle ones' connections back too (see
         // `Session::give_back`).
