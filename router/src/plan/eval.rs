@@ -699,6 +699,21 @@ pub(crate) fn literal_sql(l: &Literal) -> String {
     }
 }
 
+/// [`literal_sql`] for a bound value of a session in character sets `cs`: a string as the
+/// bytes MariaDB reads the bound value as (in the connection's character set), with that
+/// character set's introducer.
+fn literal_sql_in(l: &Literal, cs: Charsets) -> Result<String, RouterError> {
+    let Literal::Str(s) = l else {
+        return Ok(literal_sql(l));
+    };
+    if cs == Charsets::UTF8MB4 {
+        return Ok(literal_sql(l));
+    }
+    let bytes = charset::stored_bytes(cs, s)?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02X}")).collect();
+    Ok(format!("_{} X'{hex}'", cs.connection.name()))
+}
+
 /// An UPDATE assigning the shard key: `None` when every row it can match stays on its shard
 /// (the new value lands on the one shard the statement routes to: updated in place, as any
 /// UPDATE), else the move.
@@ -764,7 +779,7 @@ fn key_move(
                     km.table, km.key
                 )));
             }
-            edits.push(Edit::text(tok, tok, literal_sql(lit)));
+            edits.push(Edit::text(tok, tok, literal_sql_in(lit, v.charsets)?));
         }
         edits.sort_by_key(|e| (e.first, e.insert));
         let mut params = Vec::new();
