@@ -73,11 +73,6 @@ impl Charsets {
     pub fn client(&self) -> Charset {
         self.statements.client
     }
-
-    /// Whether Shoal's own text goes out as it is (UTF-8, or NULL results).
-    pub fn results_utf8(&self) -> bool {
-        self.results.is_none_or(Charset::is_utf8)
-    }
 }
 
 /// A character set error as the client's error: a 1235 refusal naming what Shoal cannot do.
