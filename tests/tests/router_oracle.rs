@@ -11,14 +11,23 @@
 //! (default: from the clock; printed). Predicates only right once the router reads `||`, `&&`,
 //! `!`, XOR and executable comments as MariaDB does are a separate family, reported apart
 //! (`SHOAL_ORACLE_STRICT_SYNTAX=1` makes their violations fail the test too).
+//!
+//! A second test writes string keys from clients in gbk, gb2312, latin1, big5, sjis and utf8mb3
+//! (statements and bound values in those character sets, as the proxy hands them to the router:
+//! `charset::decode`d) next to their utf8mb4 spellings, in a session that is not strict (a unit
+//! MariaDB cannot map is stored as '?'): every value MariaDB stores equal under the column's
+//! collation is on one datanode, the router's targets hold MariaDB's matching rows, and nothing
+//! is refused.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Value};
+use shoal_router::charset::{Charset, Charsets, decode};
 use shoal_router::config::Config;
 use shoal_router::plan::{ParamValue, RoutePlan, Router};
+use shoal_router::sql::SqlMode;
 use shoal_router::sql::stmt::Literal;
 use shoal_router::topology::Topology;
 use shoal_tests::{shared_backend, unique_name};
@@ -712,15 +721,19 @@ fn hand_written(kind: KeyKind, col: &str) -> (Vec<String>, Vec<String>) {
 }
 
 fn topology_yaml(port: u16) -> String {
+    topology_yaml_of(port, &cases())
+}
+
+fn topology_yaml_of(port: u16, cases: &[Case]) -> String {
     let mut y = format!(
         "datahosts:\n  - name: dh1\n    primary: {{ address: 127.0.0.1:{port}, user: shoal, password: shoal }}\n\
          datanodes:\n  - name: dn1..dn4\n    datahost: dh1\n    database: o_db1..o_db4\nrules:\n"
     );
-    for c in cases() {
+    for c in cases {
         y.push_str(&format!("  - name: r_{}\n    {}\n", c.name, c.rule));
     }
     y.push_str("schemas:\n  - name: o\n    tables:\n");
-    for c in cases() {
+    for c in cases {
         y.push_str(&format!(
             "      - {{ name: {}, type: sharded, shard_key: k, rule: r_{}, datanodes: dn1..dn4 }}\n",
             c.name, c.name
@@ -1120,5 +1133,315 @@ async fn router_prunes_and_places_as_mariadb_evaluates() {
             .cloned()
             .collect::<Vec<_>>()
             .join("\n")
+    );
+}
+
+/// A key value written by a client in some character set.
+#[derive(Clone, Copy)]
+enum CsValue {
+    /// Text the charset holds: its bytes are MariaDB's conversion of the UTF-8 text.
+    Text(&'static str),
+    /// Bytes as the client sends them (units MariaDB cannot map, 0x5C trails, ...).
+    Raw(&'static [u8]),
+}
+
+/// The charsets the issue names, each with a handful of values: CJK names written in both
+/// scripts, full-width and half-width forms, accents and case, trail bytes 0x5C, units MariaDB
+/// maps to ASCII (sjis 0x815F is a backslash) or to nothing ('?').
+fn charset_values() -> Vec<(Charset, Vec<CsValue>)> {
+    use CsValue::{Raw, Text};
+    vec![
+        (
+            Charset::Gbk,
+            vec![
+                Text("张伟"),
+                Text("張偉"),
+                Text("ＡＢＣ"),
+                Text("abc "),
+                Text("é"),
+                Text("北京"),
+                Raw(b"\x81\x5C"),
+                Raw(b"\xA2\xA0"),
+            ],
+        ),
+        (
+            Charset::Gb2312,
+            vec![Text("张伟"), Text("北京"), Text("ABC"), Text("é")],
+        ),
+        (
+            Charset::Latin1,
+            vec![
+                Text("café"),
+                Text("CAFÉ"),
+                Text("straße"),
+                Text("€"),
+                Text("E"),
+                Raw(b"\x81"),
+                // gbk's 张伟: the same bytes in a VARBINARY column.
+                Raw(b"\xD5\xC5\xCE\xB0"),
+            ],
+        ),
+        (
+            Charset::Big5,
+            vec![
+                Text("張偉"),
+                Text("許功蓋"),
+                Text("北京"),
+                Text("ａｂｃ"),
+                Raw(b"\xA3\xE1"),
+            ],
+        ),
+        (
+            Charset::Sjis,
+            vec![
+                Text("ソ"),
+                Text("表"),
+                Text("東京"),
+                Text("ｱ"),
+                Text("ＡＢＣ"),
+                Raw(b"\x81\x5F"),
+                Raw(b"\x85\x40"),
+            ],
+        ),
+        (
+            Charset::Utf8mb3,
+            vec![Text("é"), Text("北京"), Text("ı"), Raw("😀".as_bytes())],
+        ),
+    ]
+}
+
+/// The string key tables of the charset oracle: the main test's, a utf8mb3 column and a
+/// VARBINARY one.
+fn charset_cases() -> Vec<Case> {
+    let mut out: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| c.kind == KeyKind::Str)
+        .collect();
+    out.push(Case {
+        name: "hash_str_mb3",
+        column: "VARCHAR(40) CHARACTER SET utf8mb3 COLLATE utf8mb3_general_ci",
+        kind: KeyKind::Str,
+        rule: "algorithm: hash\n    key_type: string\n    collation: utf8mb3_general_ci",
+    });
+    out.push(Case {
+        name: "hash_varbinary",
+        column: "VARBINARY(40)",
+        kind: KeyKind::Str,
+        rule: "algorithm: hash\n    key_type: string\n    collation: binary",
+    });
+    out
+}
+
+/// What the proxy hands the router for `bytes` in `cs`: a UTF-8 client's text as it is, any
+/// other's decoded.
+fn router_text(cs: Charset, bytes: &[u8]) -> Result<String, String> {
+    if cs.is_utf8() {
+        return String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string());
+    }
+    decode(cs, bytes)
+        .map(|s| s.into_owned())
+        .map_err(|e| e.to_string())
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02X}")).collect()
+}
+
+/// `head` + `'value'` + `tail`, as bytes.
+fn spliced(head: &str, value: &[u8], tail: &str) -> Vec<u8> {
+    let mut s = head.as_bytes().to_vec();
+    s.push(b'\'');
+    s.extend_from_slice(value);
+    s.push(b'\'');
+    s.extend_from_slice(tail.as_bytes());
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn string_keys_from_other_charsets_land_where_mariadb_stores_them() {
+    let backend = shared_backend();
+    let db = unique_name("oracle_cs");
+    backend.fresh_db(&db).await;
+    let mut utf8 = backend.conn(Some(&db)).await;
+    let cases = charset_cases();
+    let cfg = Config::from_yaml_str(&topology_yaml_of(backend.port, &cases)).expect("topology");
+    let topo = Arc::new(Topology::build(&cfg).expect("build topology"));
+    let router = Router::with_cache_capacity(topo.clone(), 4096);
+    let mode = SqlMode::default();
+
+    // Each value's bytes in its charset, converted by MariaDB (not by the code under test),
+    // and its spelling inside a literal (none of the charsets' values needs an escape).
+    let mut written: Vec<(Charset, Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut texts: Vec<&str> = vec!["?", "\\", "????", "abc", "张伟", "café"];
+    for (cs, vals) in charset_values() {
+        for v in vals {
+            let b = match v {
+                CsValue::Raw(b) => b.to_vec(),
+                CsValue::Text(s) => {
+                    texts.push(s);
+                    let h: Option<String> = utf8
+                        .query_first(format!(
+                            "SELECT HEX(CONVERT(_utf8mb4 X'{}' USING {cs}))",
+                            hex_of(s.as_bytes())
+                        ))
+                        .await
+                        .expect("convert");
+                    let h = h.unwrap_or_default();
+                    (0..h.len())
+                        .step_by(2)
+                        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).expect("hex"))
+                        .collect()
+                }
+            };
+            written.push((cs, b.clone(), b));
+        }
+    }
+    for s in texts {
+        let q = quote(s);
+        let spelled = q.as_bytes()[1..q.len() - 1].to_vec();
+        written.push((Charset::Utf8mb4, s.as_bytes().to_vec(), spelled));
+    }
+
+    let mut conns: BTreeMap<Charset, Conn> = BTreeMap::new();
+    for &(cs, _, _) in &written {
+        if let std::collections::btree_map::Entry::Vacant(e) = conns.entry(cs) {
+            let mut c = backend.conn(Some(&db)).await;
+            // Not strict: a unit MariaDB cannot map is stored (as '?') rather than refused, so
+            // that where it is stored is checked too.
+            c.query_drop(format!("SET NAMES {cs}, SESSION sql_mode = ''"))
+                .await
+                .expect("SET NAMES");
+            e.insert(c);
+        }
+    }
+
+    let mut violations: Vec<String> = Vec::new();
+    let mut refusals: Vec<String> = Vec::new();
+    let (mut stored, mut rejected, mut checked) = (0usize, 0usize, 0usize);
+    let one_dn = |plan: &RoutePlan| -> Result<String, String> {
+        let dns = targets(&topo, plan)?;
+        match dns.len() {
+            1 => Ok(dns.into_iter().next().unwrap_or_default()),
+            _ => Err(format!("an INSERT on {dns:?}")),
+        }
+    };
+    for case in &cases {
+        let t = case.name;
+        utf8.query_drop(format!(
+            "CREATE TABLE {t} (id INT AUTO_INCREMENT PRIMARY KEY, k {}, dn VARCHAR(8) NOT NULL, spelling TEXT)",
+            case.column
+        ))
+        .await
+        .expect("create table");
+        for (cs, value, spelled) in &written {
+            let charsets = Charsets::names(*cs);
+            let conn = conns.get_mut(cs).expect("connection");
+            let spelling = format!("{cs} {}", hex_of(value));
+            // Text: the statement in the client's charset, decoded for the router.
+            let head = format!("INSERT INTO {t} (k, dn, spelling) VALUES (");
+            let probe = spliced(&head, spelled, ", '', '')");
+            let text = match router_text(*cs, &probe) {
+                Ok(text) => text,
+                Err(e) => {
+                    refusals.push(format!("{t}: {spelling}: decode: {e}"));
+                    continue;
+                }
+            };
+            let routed = one_dn(&router.route_in(Some("o"), mode, charsets, &text, &[]));
+            // Bound: the value as a parameter, decoded as the proxy decodes string parameters.
+            let param = Literal::Str(router_text(*cs, value).unwrap_or_default());
+            let bound = one_dn(&router.route_in(
+                Some("o"),
+                mode,
+                charsets,
+                &format!("INSERT INTO {t} (k, dn, spelling) VALUES (?, ?, ?)"),
+                &[
+                    param,
+                    Literal::Str(String::new()),
+                    Literal::Str(String::new()),
+                ],
+            ));
+            for (form, dn) in [("text", routed), ("bound", bound)] {
+                let dn = match dn {
+                    Ok(dn) => dn,
+                    Err(e) => {
+                        refusals.push(format!("{t}: {form} {spelling}: {e}"));
+                        continue;
+                    }
+                };
+                let tail = format!(", '{dn}', '{form} {spelling}')");
+                let res = if form == "text" {
+                    conn.query_drop(spliced(&head, spelled, &tail)).await
+                } else {
+                    conn.exec_drop(
+                        format!("INSERT INTO {t} (k, dn, spelling) VALUES (?, ?, ?)"),
+                        vec![
+                            Value::Bytes(value.clone()),
+                            Value::Bytes(dn.into_bytes()),
+                            Value::Bytes(format!("{form} {spelling}").into_bytes()),
+                        ],
+                    )
+                    .await
+                };
+                match res {
+                    Ok(()) => stored += 1,
+                    Err(mysql_async::Error::Server(_)) => rejected += 1,
+                    Err(e) => panic!("{t}: {spelling}: the connection failed: {e:?}"),
+                }
+            }
+        }
+        // Every value the column holds (equal under its collation) on one datanode.
+        let groups: Vec<(String, String)> = utf8
+            .query(format!(
+                "SELECT GROUP_CONCAT(DISTINCT dn ORDER BY dn), GROUP_CONCAT(CONCAT(dn, ' ', spelling) SEPARATOR ' | ') FROM {t} GROUP BY k HAVING COUNT(DISTINCT dn) > 1"
+            ))
+            .await
+            .expect("group by stored value");
+        for (dns, spellings) in groups {
+            violations.push(format!("{t}: one stored value on {dns}: {spellings}"));
+        }
+        // Point predicates in each charset: MariaDB's matching rows on the router's targets.
+        for (cs, value, spelled) in &written {
+            let conn = conns.get_mut(cs).expect("connection");
+            let stmt = spliced(
+                &format!("SELECT DISTINCT dn FROM {t} WHERE k = "),
+                spelled,
+                "",
+            );
+            let oracle: Result<Vec<String>, _> = conn.query(&stmt).await;
+            let Ok(oracle) = oracle else {
+                continue;
+            };
+            let oracle: BTreeSet<String> = oracle.into_iter().collect();
+            let Ok(text) = router_text(*cs, &stmt) else {
+                refusals.push(format!("{t}: SELECT {cs} {}: decode", hex_of(value)));
+                continue;
+            };
+            checked += 1;
+            match targets(&topo, &router.route_in(Some("o"), mode, Charsets::names(*cs), &text, &[]))
+            {
+                Ok(got) if oracle.is_subset(&got) => {}
+                Ok(got) => violations.push(format!(
+                    "{t}: WHERE k = {cs} {}: MariaDB's rows on {oracle:?}, the router targets {got:?}",
+                    hex_of(value)
+                )),
+                Err(e) => refusals.push(format!("{t}: WHERE k = {cs} {}: {e}", hex_of(value))),
+            }
+        }
+    }
+    utf8.query_drop(format!("DROP DATABASE `{db}`"))
+        .await
+        .expect("drop database");
+    println!(
+        "charset oracle: {} values, {stored} rows stored ({rejected} rejected by MariaDB), {checked} predicates checked, {} refusals, {} violations",
+        written.len(),
+        refusals.len(),
+        violations.len()
+    );
+    assert!(
+        violations.is_empty() && refusals.is_empty(),
+        "violations:\n{}\nrefusals:\n{}",
+        violations.join("\n"),
+        refusals.join("\n")
     );
 }

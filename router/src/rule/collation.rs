@@ -18,8 +18,40 @@ pub enum Collation {
     GeneralCi,
     /// `utf8mb4_bin`: code points compared exactly, trailing spaces ignored.
     Bin,
+    /// `utf8mb3_general_ci` (`utf8_general_ci`) where the column is utf8mb3: as `general_ci`,
+    /// for the text a utf8mb3 column stores (a character beyond the BMP is stored as one `'?'`
+    /// per UTF-8 byte).
+    #[serde(rename = "utf8mb3_general_ci")]
+    Utf8mb3GeneralCi,
+    /// `utf8mb3_bin`: as `bin`, for the text a utf8mb3 column stores.
+    #[serde(rename = "utf8mb3_bin")]
+    Utf8mb3Bin,
     /// `BINARY`/`VARBINARY`/`BLOB`: bytes compared exactly, trailing spaces count.
     Binary,
+}
+
+impl Collation {
+    /// The column is utf8mb3.
+    pub fn is_utf8mb3(self) -> bool {
+        matches!(self, Collation::Utf8mb3GeneralCi | Collation::Utf8mb3Bin)
+    }
+}
+
+/// `s` as a utf8mb3 column stores it: each character beyond the BMP becomes one `'?'` per byte
+/// of its UTF-8 form (MariaDB 10.11 stores `'a😀'` as `'a????'`).
+pub fn utf8mb3_stored(s: &str) -> Cow<'_, str> {
+    if !s.bytes().any(|b| b >= 0xF0) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if u32::from(c) > 0xFFFF {
+            out.push_str("????");
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// The weight of one character under `utf8mb4_general_ci`.
@@ -51,10 +83,15 @@ fn table_weight(c: char) -> char {
 /// upper-case base letter: `'é'` → `'E'`, `'ß'` → `'S'`, `'ı'` → `'I'`), and trailing spaces
 /// removed; for `bin`, trailing spaces removed; for `binary`, the string itself.
 pub fn collation_key(collation: Collation, s: &str) -> Cow<'_, str> {
+    if collation.is_utf8mb3() && s.bytes().any(|b| b >= 0xF0) {
+        let stored = utf8mb3_stored(s);
+        let k = collation_key(collation, &stored).into_owned();
+        return Cow::Owned(k);
+    }
     match collation {
         Collation::Binary => Cow::Borrowed(s),
-        Collation::Bin => Cow::Borrowed(s.trim_end_matches(' ')),
-        Collation::GeneralCi => {
+        Collation::Bin | Collation::Utf8mb3Bin => Cow::Borrowed(s.trim_end_matches(' ')),
+        Collation::GeneralCi | Collation::Utf8mb3GeneralCi => {
             let s = s.trim_end_matches(' ');
             if s.is_ascii() {
                 if s.bytes().any(|b| b.is_ascii_lowercase()) {
@@ -134,6 +171,22 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 600);
+    }
+
+    #[test]
+    fn utf8mb3_columns_store_question_marks() {
+        let k = |c, s| collation_key(c, s).into_owned();
+        assert_eq!(k(Collation::Utf8mb3GeneralCi, "a😀"), "A????");
+        assert_eq!(
+            k(Collation::Utf8mb3GeneralCi, "a😀"),
+            k(Collation::GeneralCi, "A????")
+        );
+        assert_ne!(
+            k(Collation::GeneralCi, "a😀"),
+            k(Collation::GeneralCi, "a????")
+        );
+        assert_eq!(k(Collation::Utf8mb3Bin, "é😀 "), "é????");
+        assert_eq!(k(Collation::Utf8mb3GeneralCi, "é"), "E");
     }
 
     #[test]
