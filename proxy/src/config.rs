@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_router::config::{PoolConfig, ServerConfig};
+use shoal_router::config::{PasswordForm, PoolConfig, ServerConfig};
 use shoal_router::plan::Router;
 use shoal_router::topology::Topology;
 
@@ -135,6 +135,33 @@ fn percent_decode(s: &str) -> Result<String, String> {
     String::from_utf8(out).map_err(|_| format!("'{s}' is not UTF-8 after decoding"))
 }
 
+/// Reads a user's configured password, when the configuration loads: a hash when it has one of
+/// the hash forms the router's config model recognizes, else plain text.
+pub fn secret_of(configured: &str) -> Secret {
+    match PasswordForm::of(configured) {
+        PasswordForm::Plain => Secret::Plain(configured.to_string()),
+        PasswordForm::NativeHash => {
+            let mut h = [0u8; 20];
+            for (i, b) in h.iter_mut().enumerate() {
+                *b = u8::from_str_radix(&configured[1 + 2 * i..3 + 2 * i], 16).unwrap_or(0);
+            }
+            Secret::NativeHash(h)
+        }
+        PasswordForm::Sha2Hash => {
+            let b = configured.as_bytes();
+            let rounds = std::str::from_utf8(&b[3..6])
+                .ok()
+                .and_then(|r| r.parse::<u32>().ok())
+                .unwrap_or(5);
+            Secret::Sha2Hash {
+                rounds,
+                salt: b[7..27].to_vec(),
+                digest: String::from_utf8_lossy(&b[27..]).into_owned(),
+            }
+        }
+    }
+}
+
 /// A user allowed to log in to the proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {
@@ -190,8 +217,9 @@ impl Default for PoolSettings {
     }
 }
 
-/// Sharded serving: the router and one backend per datahost primary.
-pub struct Routing {
+/// Sharded serving, as configured: the router and one backend per datahost primary (what the
+/// process keeps for it while it runs is `runtime::Routing`).
+pub struct Sharding {
     pub router: Arc<Router>,
     pub topology: Arc<Topology>,
     /// Per datahost (index as in the topology): its primary, without a database.
@@ -203,30 +231,24 @@ pub struct Routing {
     /// Per user who may not use every logical schema: the ones it may not use (a statement
     /// naming one is refused with 1044). Computed once, not per statement.
     pub denied_schemas: Vec<(String, Vec<String>)>,
-    /// Segments of global sequences held by this process.
-    /// (Shared with the snapshots after a reload: the segments stay this process's.)
-    pub sequences: Arc<crate::exec::sequence::Sequences>,
-    /// Sessions are admitted here before they take connections (no pool deadlocks).
-    /// (Shared with the snapshots after a reload while its limits are the same, so that the
-    /// sessions of both count against one limit.)
-    pub admission: Arc<crate::exec::admission::Admission>,
-    /// Declared collations of physical columns, for merging strings.
-    pub collations: crate::exec::collations::Collations,
-    /// The logical `information_schema`: built rows and the connection evaluating statements.
-    pub catalog: crate::exec::catalog::Catalog,
-    /// Logical names of physical databases and tables, for result column definitions.
-    pub names: crate::exec::logical_names::LogicalNames,
-    /// Physical names backend errors are rewritten from (computed once per topology).
-    pub error_names: crate::exec::logical_errors::LogicalNames,
 }
 
-impl std::fmt::Debug for Routing {
+impl std::fmt::Debug for Sharding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Routing")
+        f.debug_struct("Sharding")
             .field("datanodes", &self.topology.datanodes.len())
             .field("hosts", &self.hosts)
             .finish()
     }
+}
+
+/// The observation settings (see `observe`) of a running proxy (from `server.*`, or quick mode's flags).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObserveConfig {
+    pub admin_listen: Option<String>,
+    pub metrics: bool,
+    pub digests: bool,
+    pub slow_log: Option<shoal_router::config::SlowLogConfig>,
 }
 
 /// Everything a running proxy needs.
@@ -258,29 +280,22 @@ pub struct ProxyConfig {
     /// Only the schemas in `schema_map` exist for clients (config files); quick mode shows the
     /// backend's databases as they are.
     pub only_mapped_schemas: bool,
-    /// Without the router, for a config file whose schemas are stored under other names:
-    /// relayed errors are rewritten to them (quick mode has none: clients use the backend's
-    /// own names).
-    pub relay_names: Option<Arc<crate::exec::logical_errors::LogicalNames>>,
     /// Set when statements are planned by the router over several datanodes; `None` relays
     /// every statement to `backend` (quick mode, and config files with one datanode and no
     /// listed tables).
-    pub routing: Option<Arc<Routing>>,
+    pub routing: Option<Arc<Sharding>>,
+    /// Without the router, a config file's topology: relayed errors are rewritten to its
+    /// logical names when its schema's database has another name (see `Runtime::relay_names`;
+    /// quick mode has none: clients use the backend's own names).
+    pub relay_topology: Option<Arc<Topology>>,
     /// Admin listener, metrics, digests and slow log (`server.*`; see `observe`).
-    pub observe: crate::observe::ObserveConfig,
+    pub observe: ObserveConfig,
     /// The configuration file this was read from (`None` in quick mode), for
     /// `SHOW SHOAL VERSION`.
     pub config_path: Option<String>,
 }
 
 impl ProxyConfig {
-    /// Whether sessions wait for admission to the backend pools (see `exec::admission`).
-    pub fn admission_contended(&self) -> bool {
-        self.routing
-            .as_ref()
-            .is_some_and(|r| r.admission.contended())
-    }
-
     /// Quick mode: one backend, and its own user/password is the only login (not an admin:
     /// `--admin` makes it one).
     pub fn quick(listen: String, backend: BackendSpec) -> Self {
@@ -310,9 +325,9 @@ impl ProxyConfig {
             rsa_private_key: None,
             schema_map: Vec::new(),
             only_mapped_schemas: false,
-            relay_names: None,
             routing: None,
-            observe: crate::observe::ObserveConfig {
+            relay_topology: None,
+            observe: ObserveConfig {
                 admin_listen: None,
                 metrics: true,
                 digests: true,

@@ -3,7 +3,7 @@
 //! relayed without planning (as fast as quick mode); any other file is served by the router
 //! over all its datanodes.
 
-use crate::exec::admission;
+use crate::runtime::admission;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,8 +12,11 @@ use shoal_router::config::{Balance, HostEndpoint, HostTls};
 use shoal_router::plan::Router;
 use shoal_router::topology::{TableDef, Topology};
 
-use crate::config::{BackendSpec, BackendTls, PoolSettings, ProxyConfig, Routing, TlsFiles, User};
-use crate::wire::auth::{AuthPlugin, Secret};
+use crate::config::{
+    BackendSpec, BackendTls, ObserveConfig, PoolSettings, ProxyConfig, Sharding, TlsFiles, User,
+    secret_of,
+};
+use crate::wire::auth::AuthPlugin;
 
 /// The one datanode a file can be served from without the router: the one every schema
 /// defaults to, when no schema lists (sharded, global, child) tables. `Err` says why the
@@ -118,7 +121,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
         .users
         .iter()
         .map(|u| {
-            let secret = Secret::parse(&u.password);
+            let secret = secret_of(&u.password);
             User {
                 name: u.name.clone(),
                 plugin: u
@@ -180,26 +183,8 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
                     );
                 }
             }
-            let pools: Vec<(usize, usize)> = needs
-                .iter()
-                .zip(&hosts)
-                .map(|(need, (_, pool))| (pool.max_size, *need))
-                .collect();
-            let timeout = hosts
-                .iter()
-                .map(|(_, p)| p.acquire_timeout)
-                .max()
-                .unwrap_or_default();
-            let admission = admission::Admission::new(&pools, timeout);
-            tracing::info!(
-                sessions = admission.capacity(),
-                "sessions holding backend connections at once (pool.max / connections one \
-                 session can need, on the tightest datahost)"
-            );
-            Some(Arc::new(Routing {
-                names: crate::exec::logical_names::LogicalNames::new(&topology),
+            Some(Arc::new(Sharding {
                 router: Arc::new(Router::new(topology.clone())),
-                error_names: crate::exec::logical_errors::LogicalNames::new(&topology),
                 topology,
                 hosts,
                 replicas,
@@ -224,10 +209,6 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
                     })
                     .filter(|(_, denied)| !denied.is_empty())
                     .collect(),
-                sequences: Default::default(),
-                admission: Arc::new(admission),
-                collations: Default::default(),
-                catalog: Default::default(),
             }))
         }
     };
@@ -245,8 +226,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
     cfg.client_idle_timeout = idle;
     cfg.shutdown_timeout = server.shutdown_timeout;
     if passthrough.is_some() && routing.is_none() {
-        let names = crate::exec::logical_errors::LogicalNames::new(t);
-        cfg.relay_names = (!names.is_empty()).then(|| Arc::new(names));
+        cfg.relay_topology = Some(Arc::new(t.clone()));
     }
     cfg.routing = routing;
     cfg.max_packet = server.max_allowed_packet as usize;
@@ -258,7 +238,7 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
         required: t.required,
     });
     cfg.rsa_private_key = server.rsa.as_ref().map(|r| r.private_key.clone());
-    cfg.observe = crate::observe::ObserveConfig {
+    cfg.observe = ObserveConfig {
         admin_listen: server.admin_listen.clone(),
         metrics: server.metrics,
         digests: server.digests,

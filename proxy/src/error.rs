@@ -183,7 +183,7 @@ impl Error {
             } => Some((*code, state, message)),
             Error::ClientIo(_) => None,
             // Where nothing more is known (see `backend::interrupt::stalled_error`).
-            Error::BackendIo(e) if crate::backend::interrupt::is_timeout(e) => Some((
+            Error::BackendIo(e) if is_timeout(e) => Some((
                 LOST_BACKEND.0,
                 &LOST_BACKEND.1,
                 "Lost connection to backend server during query (query_timeout exceeded and the \
@@ -201,4 +201,28 @@ impl Error {
     pub fn ends_session(&self) -> bool {
         matches!(self, Error::Fatal { .. } | Error::ClientIo(_))
     }
+}
+
+/// The i/o error of a read whose statement ran past its deadline on a server that did not
+/// answer the KILL (or not after it): the connection is dropped as broken (raised by
+/// `backend::interrupt`).
+#[derive(Debug)]
+pub struct StatementTimeout;
+
+impl std::fmt::Display for StatementTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("query_timeout exceeded and the server did not answer KILL QUERY within 2 s")
+    }
+}
+
+impl std::error::Error for StatementTimeout {}
+
+/// Whether a backend i/o error is a [`StatementTimeout`].
+pub fn is_timeout(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|i| i.is::<StatementTimeout>())
+}
+
+/// [`is_timeout`] of an error, if it is a backend i/o error.
+pub fn error_is_timeout(e: &Error) -> bool {
+    matches!(e, Error::BackendIo(io) if is_timeout(io))
 }

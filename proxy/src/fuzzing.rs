@@ -129,7 +129,7 @@ pub fn handshake_response(data: &[u8]) {
             crate::wire::handshake::server_capabilities().contains(hello.capabilities),
             "negotiated capabilities the proxy never offered"
         );
-        let secret = crate::wire::auth::Secret::parse("secret");
+        let secret = crate::config::secret_of("secret");
         let _ = secret.verify_native(&[7; 20], &hello.auth_response);
         if let Some(stage2) = secret.sha2_stage2() {
             let _ =

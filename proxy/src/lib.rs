@@ -11,6 +11,7 @@ pub mod deadlock;
 pub mod error;
 pub mod exec;
 pub mod fuzzing;
+pub mod histogram;
 pub mod merge;
 pub mod observe;
 pub mod out_of_line;

@@ -29,11 +29,10 @@ use shoal_router::topology::{TableDef, Topology};
 use tracing::{info, warn};
 
 use crate::backend::health;
+use crate::backend::pool::typical_client_wire;
 use crate::config::ProxyConfig;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
-use crate::server::typical_client_wire;
-use crate::session::Shared;
 
 /// Reads the configuration again: the file the process was started with, with the same
 /// command-line overrides.
@@ -68,10 +67,29 @@ fn failed(message: String) -> Error {
     Error::reply(1105, b"HY000", message)
 }
 
+/// The running process as a reload reads and replaces it (the process's shared state
+/// implements it).
+pub trait Process: Sync {
+    /// The current snapshot, swapped whole by a reload.
+    fn runtime(&self) -> &arc_swap::ArcSwap<Runtime>;
+    /// How to read the configuration again (`None` in quick mode: there is no file).
+    fn reloader(&self) -> Option<&Reloader>;
+    /// Reloads run one at a time (SIGHUP and RELOAD SHOAL CONFIG may race).
+    fn reload_lock(&self) -> &tokio::sync::Mutex<()>;
+    /// The version string announced to clients (the backend's own).
+    fn server_version(&self) -> &[u8];
+    fn observer(&self) -> &crate::observe::Observer;
+    /// The health monitors of the current snapshot's servers.
+    fn monitors(&self) -> &std::sync::Mutex<Vec<tokio::task::AbortHandle>>;
+    fn xa(&self) -> &crate::xa::Xa;
+    /// The users changed: what was learnt of their passwords is forgotten.
+    fn users_changed(&self);
+}
+
 /// Reloads the configuration file and swaps the new snapshot in (see the module comment).
-pub async fn reload(shared: &Shared) -> Result<ReloadSummary> {
-    let _one_at_a_time = shared.reload_lock.lock().await;
-    let Some(reloader) = &shared.reloader else {
+pub async fn reload(shared: &dyn Process) -> Result<ReloadSummary> {
+    let _one_at_a_time = shared.reload_lock().lock().await;
+    let Some(reloader) = shared.reloader() else {
         return Err(failed(
             "reload failed: Shoal runs in quick mode (--backend), without a config file to \
              read again"
@@ -93,11 +111,12 @@ pub async fn reload(shared: &Shared) -> Result<ReloadSummary> {
     result
 }
 
-async fn reload_from(shared: &Shared, reloader: &Reloader) -> Result<ReloadSummary> {
+async fn reload_from(shared: &dyn Process, reloader: &Reloader) -> Result<ReloadSummary> {
     let (config, topology) =
         (reloader.load)().map_err(|e| failed(format!("reload failed: {e}")))?;
-    crate::server::check_backend_tls(&config).map_err(|e| failed(format!("reload failed: {e}")))?;
-    let old = shared.runtime.load_full();
+    crate::backend::tls::check_backend_tls(&config)
+        .map_err(|e| failed(format!("reload failed: {e}")))?;
+    let old = shared.runtime().load_full();
     if let Some(old_topo) = &old.topology {
         check(&old.config, old_topo, &config, &topology)
             .map_err(|why| failed(format!("reload refused: {why}")))?;
@@ -115,16 +134,16 @@ async fn reload_from(shared: &Shared, reloader: &Reloader) -> Result<ReloadSumma
     let mut new = Runtime::build(
         config,
         Some(Arc::new(topology)),
-        &shared.server_version,
+        shared.server_version(),
         version,
         Some(&old),
     );
-    new.observe(&shared.observe);
+    new.observe(shared.observer());
     let new = Arc::new(new);
-    shared.runtime.store(new.clone());
+    shared.runtime().store(new.clone());
     if users_changed {
         // Cached caching_sha2 hashes are of the old passwords.
-        shared.sha2_cache.clear();
+        shared.users_changed();
     }
     start_tasks(shared, &new, Some(&old));
     Ok(ReloadSummary { version, changes })
@@ -134,7 +153,7 @@ async fn reload_from(shared: &Shared, reloader: &Reloader) -> Result<ReloadSumma
 /// server) and, after a reload, drains the pools `old` had that `rt` does not. Monitors are
 /// restarted for every server: they read the snapshot's health settings and follow failover on
 /// its datahosts; the health they write is the server's own, kept over the reload.
-pub fn start_tasks(shared: &Shared, rt: &Runtime, old: Option<&Runtime>) {
+pub fn start_tasks(shared: &dyn Process, rt: &Runtime, old: Option<&Runtime>) {
     let had = |p: &Arc<crate::backend::pool::BackendPool>, r: &Runtime| {
         r.pools.iter().any(|q| Arc::ptr_eq(p, q))
     };
@@ -143,7 +162,7 @@ pub fn start_tasks(shared: &Shared, rt: &Runtime, old: Option<&Runtime>) {
             tokio::spawn(pool.clone().maintain(typical_client_wire()));
         }
     }
-    let mut monitors = shared.monitors.lock().unwrap_or_else(|p| p.into_inner());
+    let mut monitors = shared.monitors().lock().unwrap_or_else(|p| p.into_inner());
     for m in monitors.drain(..) {
         m.abort();
     }
@@ -160,7 +179,7 @@ pub fn start_tasks(shared: &Shared, rt: &Runtime, old: Option<&Runtime>) {
             .filter(|p| !had(p, rt))
             .map(|p| p.spec().clone())
             .collect();
-        shared.xa.retire(removed, &listed);
+        shared.xa().retire(removed, &listed);
         for pool in old.pools.iter().filter(|p| !had(p, rt)) {
             let closed = pool.drain();
             info!(server = %pool.spec().addr(), idle_closed = closed, "server removed by the reload: its pool drains (connections in use close when given back)");
@@ -521,20 +540,17 @@ pub fn changes(
 
 /// `SHOW SHOAL CONFIG`: the running configuration as (key, value) rows, passwords shown as
 /// `***`, after its version, load time and file.
-pub fn show_config(shared: &Shared) -> Vec<(String, String)> {
-    let rt = shared.runtime.load_full();
+pub fn show_config(shared: &dyn Process) -> Vec<(String, String)> {
+    let rt = shared.runtime().load_full();
     let mut rows: Vec<(String, String)> = Vec::new();
     let mut put = |k: String, v: String| rows.push((k, v));
     put("config.version".into(), rt.version.to_string());
     put("config.loaded_at".into(), unix_time(rt.loaded_at));
     put(
         "config.file".into(),
-        shared
-            .reloader
-            .as_ref()
-            .map_or("(none: quick mode)".into(), |r| {
-                r.path.display().to_string()
-            }),
+        shared.reloader().map_or("(none: quick mode)".into(), |r| {
+            r.path.display().to_string()
+        }),
     );
     let c = &rt.config;
     put("server.listen".into(), c.listen.clone());

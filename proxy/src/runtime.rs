@@ -5,6 +5,17 @@
 //!
 //! Pools are indexed per snapshot (`Backends::servers` order): a session holding connections
 //! keeps the snapshot they were taken from (see `Session::follow_reload` for the rule).
+//!
+//! This is the process layer: besides the configuration (data), a snapshot holds what the
+//! process keeps while it serves it ([`routing::Routing`]: sequences, admission, collations,
+//! the catalog, the logical names).
+
+pub mod admission;
+pub mod catalog;
+pub mod collations;
+pub mod names;
+pub mod routing;
+pub mod sequences;
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -15,12 +26,20 @@ use shoal_router::topology::Topology;
 use crate::backend::balance::Backends;
 use crate::backend::pool::BackendPool;
 use crate::config::{BackendSpec, PoolSettings, ProxyConfig};
+use names::LogicalNames;
+use routing::Routing;
 
 /// One configuration, as loaded at start or by a reload.
 pub struct Runtime {
     pub config: Arc<ProxyConfig>,
     /// The file's topology (`None` in quick mode, which has no file).
     pub topology: Option<Arc<Topology>>,
+    /// With the router: the configuration's sharding and the state kept for it.
+    pub routing: Option<Arc<Routing>>,
+    /// Without the router, for a config file whose schemas are stored under other names:
+    /// relayed errors are rewritten to them (quick mode has none: clients use the backend's
+    /// own names).
+    pub relay_names: Option<Arc<LogicalNames>>,
     /// The pool of the relay-only path (the one datanode served without the router).
     pub pool: Arc<BackendPool>,
     /// One pool per server (with the router: `backends.servers` order; without it, the relay
@@ -45,6 +64,13 @@ impl Runtime {
         }
     }
 
+    /// Whether sessions wait for admission to the backend pools (see `runtime::admission`).
+    pub fn admission_contended(&self) -> bool {
+        self.routing
+            .as_ref()
+            .is_some_and(|r| r.admission.contended())
+    }
+
     /// Builds the pools and servers of `config`. Servers of `old` whose endpoint, credentials,
     /// TLS and pool settings are unchanged keep their pool (and its connections) and their
     /// health, on which each datahost's primary is decided again.
@@ -56,17 +82,18 @@ impl Runtime {
         old: Option<&Runtime>,
     ) -> Runtime {
         with_server_version(&mut config, server_version);
-        if let (Some(r), Some(o)) = (
-            config.routing.as_mut().and_then(Arc::get_mut),
-            old.and_then(|o| o.config.routing.as_ref()),
-        ) {
-            // The global sequences' segments this process holds stay valid: a reload refuses
-            // to change an existing table's sequence.
-            r.sequences = o.sequences.clone();
-            if r.admission.same_limits(&o.admission) {
-                r.admission = o.admission.clone();
-            }
-        }
+        let routing = config.routing.as_ref().map(|sharding| {
+            Arc::new(Routing::new(
+                sharding.clone(),
+                old.and_then(|o| o.routing.as_deref()),
+            ))
+        });
+        let relay_names = config
+            .relay_topology
+            .as_ref()
+            .map(|t| LogicalNames::new(t))
+            .filter(|n| !n.rewrites_no_message())
+            .map(Arc::new);
         let reuse = |spec: &BackendSpec, settings: &PoolSettings| -> Arc<BackendPool> {
             old.and_then(|o| {
                 o.pools
@@ -105,6 +132,8 @@ impl Runtime {
         Runtime {
             config: Arc::new(config),
             topology,
+            routing,
+            relay_names,
             pool,
             pools,
             backends: Arc::new(backends),

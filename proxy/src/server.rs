@@ -15,40 +15,18 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::backend::conn::{BackendConn, wire_capabilities};
-use crate::backend::pool::BackendPool;
+use crate::backend::pool::{BackendPool, typical_client_wire};
+use crate::backend::tls::check_backend_tls;
 use crate::config::ProxyConfig;
 use crate::error::Error;
 use crate::reload::Reloader;
 use crate::runtime::Runtime;
 use crate::session::{self, Shared};
-use crate::wire::Wire;
 use crate::wire::handshake::{mariadb_capabilities, server_capabilities};
 use crate::wire::messages::err_payload;
 use crate::wire::packet::PacketStream;
 use crate::wire::rsa_key::RsaKey;
 use crate::wire::tls::ClientTls;
-
-/// Wire capabilities most clients ask for; used for connections opened ahead of demand.
-pub(crate) fn typical_client_wire() -> Wire {
-    (CapabilityFlags::CLIENT_DEPRECATE_EOF
-        | CapabilityFlags::CLIENT_MULTI_RESULTS
-        | CapabilityFlags::CLIENT_PS_MULTI_RESULTS)
-        .into()
-}
-
-/// Reads the CA files of the backends' TLS settings, so that a bad one stops the start.
-pub(crate) fn check_backend_tls(config: &ProxyConfig) -> std::io::Result<()> {
-    let mut specs = vec![&config.backend];
-    if let Some(r) = &config.routing {
-        specs.extend(r.hosts.iter().map(|(s, _)| s));
-        specs.extend(r.replicas.iter().flatten());
-    }
-    for spec in specs {
-        crate::backend::tls::client_config(&spec.tls)
-            .map_err(|e| std::io::Error::other(format!("TLS to backend {}: {e}", spec.addr())))?;
-    }
-    Ok(())
-}
 
 /// A bound, not yet running proxy (binding first lets callers learn the port).
 pub struct Proxy {
@@ -248,7 +226,7 @@ impl Proxy {
         } = self;
         let rt = shared.runtime.load_full();
         let cfg = rt.config.clone();
-        crate::reload::start_tasks(&shared, &rt, None);
+        crate::reload::start_tasks(&*shared, &rt, None);
         if let Some(admin) = admin {
             tokio::spawn(crate::observe::http::serve(admin, shared.clone()));
         }
@@ -511,7 +489,7 @@ async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, shared: Arc<Shar
         if let Some(l) = &shared.observe.slow {
             l.reopen();
         }
-        let _ = crate::reload::reload(&shared).await;
+        let _ = crate::reload::reload(&*shared).await;
     }
 }
 

@@ -9,7 +9,7 @@
 //! error 1317, which the readers pass on as 1969 ([`TIMED_OUT`]), the error MariaDB's own
 //! `max_statement_time` gives, and the connection serves on. A server that cannot be reached
 //! in [`KILL_LIMIT`] (stopped, partitioned), or that does not answer after the KILL, fails the
-//! read with a [`StatementTimeout`] i/o error: the connection is dropped like a broken one.
+//! read with a [`StatementTimeout`](crate::error::StatementTimeout) i/o error: the connection is dropped like a broken one.
 //! Such a statement may still run once the server resumes (it has the query), so its outcome
 //! is unknown (see `Session::statement_timeout_error`).
 
@@ -97,31 +97,8 @@ impl Limit {
     }
 }
 
-/// The i/o error of a read whose statement ran past its deadline on a server that did not
-/// answer the KILL (or not after it): the connection is dropped as broken.
-#[derive(Debug)]
-pub struct StatementTimeout;
-
-impl std::fmt::Display for StatementTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("query_timeout exceeded and the server did not answer KILL QUERY within 2 s")
-    }
-}
-
-impl std::error::Error for StatementTimeout {}
-
-/// Whether a backend i/o error is a [`StatementTimeout`].
-pub fn is_timeout(e: &std::io::Error) -> bool {
-    e.get_ref().is_some_and(|i| i.is::<StatementTimeout>())
-}
-
-/// [`is_timeout`] of an error, if it is a backend i/o error.
-pub fn error_is_timeout(e: &Error) -> bool {
-    matches!(e, Error::BackendIo(io) if is_timeout(io))
-}
-
 fn timeout_error() -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::TimedOut, StatementTimeout)
+    std::io::Error::new(std::io::ErrorKind::TimedOut, crate::error::StatementTimeout)
 }
 
 impl BackendConn {
@@ -250,6 +227,7 @@ pub fn stalled_error(where_: &str, read: bool, in_transaction: bool) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{error_is_timeout, is_timeout};
 
     #[test]
     fn stalled_statements_say_what_is_known() {

@@ -12,14 +12,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use mysql_common::constants::CapabilityFlags;
 use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
 use crate::backend::conn::BackendConn;
+use crate::backend::state::SessionState;
 use crate::config::{BackendSpec, PoolSettings};
 use crate::error::{Error, Result};
-use crate::observe::metrics::AtomicHistogram;
+use crate::histogram::AtomicHistogram;
 use crate::wire::Wire;
+use crate::wire::command::COM_QUERY;
+
+/// Wire capabilities most clients ask for; used for connections opened ahead of demand.
+pub fn typical_client_wire() -> Wire {
+    (CapabilityFlags::CLIENT_DEPRECATE_EOF
+        | CapabilityFlags::CLIENT_MULTI_RESULTS
+        | CapabilityFlags::CLIENT_PS_MULTI_RESULTS)
+        .into()
+}
 
 /// What a session would like the connection it acquires to look like.
 #[derive(Debug, Clone, Copy)]
@@ -595,4 +606,35 @@ impl BackendPool {
             crate::timers::sleep(period).await;
         }
     }
+}
+
+/// Replays the difference between a connection's state and the session's `want` (variables,
+/// last insert id, multi-statements), with `schema` as the connection's database (the
+/// session's own without the router, the datanode's with it).
+pub async fn align_to(
+    want: &SessionState,
+    schema: Option<&str>,
+    conn: &mut PooledConn,
+) -> Result<()> {
+    if !conn.state.vars_subset_of(want) {
+        conn.reset().await?;
+    }
+    if conn.state.schema.as_deref() != schema
+        && let Some(db) = schema
+    {
+        conn.init_db(db).await?;
+    }
+    if let Some(sql) = want.set_statement_from(&conn.state) {
+        conn.command(COM_QUERY, sql.as_bytes()).await?;
+    }
+    conn.state.vars = want.vars.clone();
+    if conn.state.last_insert_id != want.last_insert_id {
+        let sql = format!("DO LAST_INSERT_ID({})", want.last_insert_id);
+        conn.command(COM_QUERY, sql.as_bytes()).await?;
+        conn.state.last_insert_id = want.last_insert_id;
+    }
+    if conn.state.multi_statements != want.multi_statements {
+        conn.set_multi_statements(want.multi_statements).await?;
+    }
+    Ok(())
 }

@@ -19,12 +19,10 @@ use tokio_rustls::client::TlsStream;
 
 use crate::config::BackendTls;
 use crate::wire::packet::IdleProbe;
+use crate::wire::tls::MaybeTls;
 
 /// A connection to a backend: plain, or TLS after the SSL request of the handshake.
-pub enum BackendStream {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TlsSocket>>),
-}
+pub type BackendStream = MaybeTls<TlsStream<TlsSocket>>;
 
 impl BackendStream {
     /// The connection with its socket registered with the event loop of the calling thread
@@ -38,6 +36,7 @@ impl BackendStream {
                 s.get_mut().0.rehome()?;
                 Ok(BackendStream::Tls(s))
             }
+            BackendStream::Detached => Ok(BackendStream::Detached),
         }
     }
 }
@@ -124,44 +123,6 @@ impl AsyncWrite for TlsSocket {
     }
 }
 
-impl AsyncRead for BackendStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            BackendStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for BackendStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            BackendStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            BackendStream::Plain(s) => Pin::new(s).poll_flush(cx),
-            BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            BackendStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-}
-
 impl IdleProbe for BackendStream {
     fn closed_or_spoke(&mut self) -> bool {
         match self {
@@ -185,8 +146,23 @@ impl IdleProbe for BackendStream {
                     Poll::Pending
                 )
             }
+            BackendStream::Detached => true,
         }
     }
+}
+
+/// Reads the CA files of the backends' TLS settings, so that a bad one stops the start.
+pub fn check_backend_tls(config: &crate::config::ProxyConfig) -> std::io::Result<()> {
+    let mut specs = vec![&config.backend];
+    if let Some(r) = &config.routing {
+        specs.extend(r.hosts.iter().map(|(s, _)| s));
+        specs.extend(r.replicas.iter().flatten());
+    }
+    for spec in specs {
+        client_config(&spec.tls)
+            .map_err(|e| std::io::Error::other(format!("TLS to backend {}: {e}", spec.addr())))?;
+    }
+    Ok(())
 }
 
 /// The rustls client configuration for `mode` (`None` for `off`); built once per CA file and

@@ -3,45 +3,15 @@
 //! strings looks the column up in `information_schema.COLUMNS` (once per database of a
 //! datahost, cached until DDL through Shoal or a table it has not seen).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use shoal_router::plan::Target;
 
 use super::reader::{ResultStream, Row};
-use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::merge::Column;
+use crate::runtime::collations::Declared;
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::messages::read_lenenc_bytes;
-
-/// Table and column (lower-case) to collation id, for one database.
-type Declared = HashMap<(String, String), u16>;
-
-/// Declared collations per (datahost, database), shared by the sessions of one topology.
-#[derive(Default)]
-pub struct Collations {
-    known: Mutex<HashMap<(usize, String), Arc<Declared>>>,
-}
-
-impl Collations {
-    fn get(&self, datahost: usize, db: &str) -> Option<Arc<Declared>> {
-        let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-        known.get(&(datahost, db.to_string())).cloned()
-    }
-
-    fn put(&self, datahost: usize, db: &str, d: Declared) -> Arc<Declared> {
-        let d = Arc::new(d);
-        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-        known.insert((datahost, db.to_string()), d.clone());
-        d
-    }
-
-    /// Forgets everything (DDL may have changed a column's collation).
-    pub fn clear(&self) {
-        self.known.lock().unwrap_or_else(|p| p.into_inner()).clear();
-    }
-}
 
 /// A string column read straight from a table (not an expression).
 fn table_string(c: &Column) -> bool {

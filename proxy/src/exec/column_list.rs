@@ -4,7 +4,7 @@
 //! INVISIBLE columns left out as MariaDB's INSERT without a column list leaves them), on a
 //! pooled connection of Shoal's own (never the session's: the read is no part of its
 //! transaction, locks or snapshot), and cached until DDL goes through Shoal
-//! ([`super::catalog::Catalog::changed`]). Rows whose value count differs from the cached
+//! ([`crate::runtime::catalog::Catalog::changed`]). Rows whose value count differs from the cached
 //! order, or a backend's 1136 (column count), read it again. The statement with the list
 //! spliced in is planned and run like any INSERT.
 
@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use shoal_router::plan::column_list::ColumnListFill;
 
-use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 
 /// ER_WRONG_VALUE_COUNT_ON_ROW.

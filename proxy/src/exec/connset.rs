@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use shoal_router::topology::DatanodeId;
 
-use super::admission::Admitted;
 use crate::backend::pool::PooledConn;
+use crate::runtime::admission::Admitted;
 
 /// One datanode's connection and what ties it to the session.
 pub struct Held {

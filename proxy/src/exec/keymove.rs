@@ -27,8 +27,8 @@ use shoal_router::plan::KeyMove;
 
 use super::reader::{WriteDone, read_write_result};
 use crate::backend::conn::BackendConn;
-use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 

@@ -5,10 +5,10 @@
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use shoal_router::plan::{LocalAnswer, SessionValue};
 
-use crate::config::Routing;
 use crate::error::Result;
 use crate::merge::value::encode_row;
 use crate::merge::{Protocol, parse_column};
+use crate::runtime::routing::Routing;
 use crate::session::{Session, charset};
 use crate::wire::resultset::{ResultSetWriter, column_definition, text_row};
 
@@ -44,7 +44,7 @@ impl Session {
 
     /// `RELOAD SHOAL CONFIG`: the new version and what changed, or the reason nothing did.
     pub(crate) async fn answer_reload(&mut self, reply_seq: u8) -> Result<()> {
-        let summary = crate::reload::reload(&self.shared).await?;
+        let summary = crate::reload::reload(&*self.shared).await?;
         let mut rows = vec![vec![
             Some("version".to_string()),
             Some(summary.version.to_string()),
@@ -60,7 +60,7 @@ impl Session {
 
     /// `SHOW SHOAL CONFIG`: the running configuration, passwords redacted.
     pub(crate) async fn answer_show_config(&mut self, reply_seq: u8) -> Result<()> {
-        let rows = crate::reload::show_config(&self.shared)
+        let rows = crate::reload::show_config(&*self.shared)
             .into_iter()
             .map(|(k, v)| vec![Some(k), Some(v)])
             .collect();

@@ -12,8 +12,8 @@ use shoal_router::sql::lex::{TokKind, Token, tokenize_into};
 use shoal_router::topology::TableDef;
 
 use super::reader::{ResultStream, Row};
-use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 use crate::wire::messages::read_lenenc_bytes;

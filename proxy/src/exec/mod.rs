@@ -14,7 +14,6 @@
 //! Prepared statements (`prepared`) are planned per EXECUTE with their bound values and run
 //! through the same arms.
 
-pub mod admission;
 pub mod catalog;
 pub mod collations;
 mod column_list;
@@ -26,8 +25,6 @@ mod fate;
 mod gtid_position;
 mod keymove;
 mod local;
-pub mod logical_errors;
-pub mod logical_names;
 mod metadata;
 mod multi;
 pub(crate) mod prepared;
@@ -56,11 +53,12 @@ use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
 use crate::backend::pool::Wanted;
-use crate::config::Routing;
+use crate::backend::pool::align_to;
 use crate::error::{Error, Result};
 use crate::out_of_line::cold;
+use crate::runtime::routing::Routing;
 use crate::session::relay::{Expect, Outcome, relay};
-use crate::session::{Session, align_to, charset, diagnostics_tokens, pinning};
+use crate::session::{Session, charset, diagnostics_tokens, pinning};
 use crate::wire::command::*;
 use connset::{Held, Want};
 use shoal_router::config::ReadWhenPrimaryDown;
@@ -240,7 +238,7 @@ impl Session {
         if std::mem::take(&mut self.refused) {
             return result;
         }
-        result.map_err(|e| routing.error_names.error(e, self.logical.as_deref()))
+        result.map_err(|e| routing.names.error(e, self.logical.as_deref()))
     }
 
     /// Resets what the connection set knows of the running statement, before each one.
@@ -923,7 +921,7 @@ impl Session {
         i: usize,
         expect: Expect,
         reply_seq: u8,
-        names: Option<(&logical_names::LogicalNames, DatanodeId)>,
+        names: Option<(&crate::runtime::names::LogicalNames, DatanodeId)>,
     ) -> Result<Option<Outcome>> {
         let wire = self.client_wire();
         let h = &mut self.conns.held[i];
@@ -932,10 +930,9 @@ impl Session {
         let timed = self.rt.slots.is_some().then(std::time::Instant::now);
         let errors = self
             .rt
-            .config
             .routing
             .as_ref()
-            .map(|r| (&r.error_names, self.logical.as_deref()));
+            .map(|r| (&r.names, self.logical.as_deref()));
         let more = self.conns.more_results;
         let result = match h.conn.io.flush().await {
             Ok(()) => {
@@ -1012,7 +1009,7 @@ impl Session {
         debug!(error = %e, "backend failed during a command");
         let h = self.conns.take(i);
         self.rt.backends.servers[h.server].health.note_error();
-        let answer = if crate::backend::interrupt::is_timeout(&e) {
+        let answer = if crate::error::is_timeout(&e) {
             // The statement's time is up: not retried elsewhere; said as it stands.
             let in_transaction = self.txn_begin.is_some() || h.pinned();
             let node = match dn {
@@ -1131,7 +1128,7 @@ impl Session {
 
     /// Whether sessions wait for admission.
     fn contended(&self) -> bool {
-        self.rt.config.admission_contended()
+        self.rt.admission_contended()
     }
 
     /// Whether, between commands, a held connection is to go back because other sessions

@@ -26,8 +26,8 @@ use shoal_router::topology::DatanodeId;
 
 use super::changes_schema;
 use super::statement_time::statement_time_for;
-use crate::config::Routing;
 use crate::error::Result;
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 
@@ -236,7 +236,7 @@ impl Session {
                     let e = if std::mem::take(&mut self.refused) {
                         e
                     } else {
-                        routing.error_names.error(e, self.logical.as_deref())
+                        routing.names.error(e, self.logical.as_deref())
                     };
                     if let Some((code, state, msg)) = e.as_reply() {
                         let (state, msg) = (*state, msg.to_string());

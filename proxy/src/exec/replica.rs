@@ -16,8 +16,8 @@ use super::connset::Want;
 use super::prepared::Request;
 use super::{AUTOCOMMIT, IN_TRANS, Use};
 use crate::backend::pool::PooledConn;
-use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::session::relay::{Expect, Outcome};
 

@@ -12,8 +12,8 @@
 
 use shoal_router::sql::lex::{TokKind, Token};
 
-use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 

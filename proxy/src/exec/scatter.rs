@@ -12,12 +12,12 @@ use super::prepared::{Request, request_on};
 use super::reader::{ResultStream, Row};
 use super::unsupported;
 use crate::backend::conn::BackendConn;
+use crate::backend::pool::align_to;
 use crate::backend::pool::{PooledConn, Wanted};
-use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::merge::{Column, Merger, Protocol, Step, merge_columns, parse_column};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
-use crate::session::align_to;
 use crate::wire::messages::err_payload;
 use crate::wire::resultset::ResultSetWriter;
 
@@ -306,7 +306,7 @@ impl Session {
         if let Some(e) = error {
             let p = match e.as_reply() {
                 Some((code, state, msg)) => {
-                    let m = routing.error_names.rewrite(msg, self.logical.as_deref());
+                    let m = routing.names.rewrite(msg, self.logical.as_deref());
                     let (code, state) = (code, *state);
                     let m = m.unwrap_or_else(|| msg.to_string());
                     self.error_payload(code, &state, &m)
@@ -574,7 +574,7 @@ impl Session {
         before_reply: Option<DatanodeId>,
     ) -> Error {
         tracing::debug!(error = %e, "a shard connection broke during a scatter");
-        let timed_out = crate::backend::interrupt::error_is_timeout(&e);
+        let timed_out = crate::error::error_is_timeout(&e);
         if self.conns.retry_read
             && !timed_out
             && let Some(dn) = before_reply

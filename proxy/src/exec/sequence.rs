@@ -7,40 +7,12 @@
 //! ([`shoal_router::plan::sequence`]) and plans it like any INSERT; the client's OK carries
 //! the first id as its last insert id, and so does `LAST_INSERT_ID()` afterwards.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use shoal_router::plan::sequence::SequenceFill;
 
-use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::command::COM_QUERY;
-
-/// The ids this process holds, per sequence (`schema.table`): `next..end`.
-#[derive(Debug, Default)]
-pub struct Sequences {
-    segments: Mutex<HashMap<String, (u64, u64)>>,
-}
-
-impl Sequences {
-    /// `n` consecutive ids from the segment held for `name`, if it has that many left.
-    fn take(&self, name: &str, n: u64) -> Option<u64> {
-        let mut s = self.segments.lock().unwrap_or_else(|e| e.into_inner());
-        let seg = s.get_mut(name)?;
-        if seg.1 - seg.0 < n {
-            return None;
-        }
-        let first = seg.0;
-        seg.0 += n;
-        Some(first)
-    }
-
-    fn keep(&self, name: &str, next: u64, end: u64) {
-        let mut s = self.segments.lock().unwrap_or_else(|e| e.into_inner());
-        s.insert(name.to_string(), (next, end));
-    }
-}
 
 const TABLE: &str = "shoal_sequence";
 

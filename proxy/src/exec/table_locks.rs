@@ -21,8 +21,8 @@ use shoal_router::topology::{DatanodeId, TableDef};
 
 use super::savepoint::quote_ident;
 use super::unsupported;
-use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 

@@ -7,8 +7,8 @@ use shoal_router::sql::{SetStatement, StatementKind, VarScope};
 use super::savepoint::{SavepointOp, savepoint_name};
 use super::user_vars;
 use super::{IN_TRANS, Use, unsupported};
-use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::session::relay::Expect;
 use crate::wire::command::COM_QUERY;
@@ -403,7 +403,7 @@ impl Session {
         self.disarm_held();
         self.forget_savepoints();
         // Transactions over datanodes exist only with the router: without it, nothing is held.
-        let Some(routing) = self.rt.config.routing.clone() else {
+        let Some(routing) = self.rt.routing.clone() else {
             return Ok(());
         };
         if self.conns.held.iter().any(|h| h.xa) {

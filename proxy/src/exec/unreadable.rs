@@ -8,10 +8,11 @@
 use shoal_router::RouterError;
 
 use super::prepared::{close_statements, prepare_freeing};
+use crate::backend::pool::align_to;
 use crate::backend::state::SessionState;
-use crate::config::Routing;
 use crate::error::Error;
-use crate::session::{Session, align_to};
+use crate::runtime::routing::Routing;
+use crate::session::Session;
 
 /// The variables that decide how MariaDB reads a statement's bytes.
 fn reads_statements(name: &str) -> bool {

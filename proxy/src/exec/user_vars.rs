@@ -19,8 +19,8 @@ use shoal_router::sql::classify::{SetAssignment, VarScope};
 use shoal_router::sql::lex::{TokKind, Token};
 
 use super::unsupported;
-use crate::config::Routing;
 use crate::error::Result;
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 
 /// `@name` (not `@@`): the variable's key (user variable names are case-insensitive).

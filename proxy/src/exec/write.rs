@@ -7,8 +7,8 @@ use shoal_router::plan::{Merge, RoutePlan, Target};
 use super::AUTOCOMMIT;
 use super::prepared::Request;
 use super::reader::{WriteDone, read_write_result};
-use crate::config::Routing;
 use crate::error::{Error, Result};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::messages::{OkInfo, encode_ok};
 
@@ -346,7 +346,7 @@ fn same_error(messages: &[String]) -> Option<&str> {
 /// its own database).
 fn logical(routing: &Routing, current: Option<&str>, message: &str) -> String {
     routing
-        .error_names
+        .names
         .rewrite(message, current)
         .unwrap_or_else(|| message.to_string())
 }

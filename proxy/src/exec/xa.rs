@@ -23,8 +23,8 @@ use tracing::{debug, warn};
 use super::IN_TRANS;
 use super::reader::{WriteDone, read_write_result};
 use crate::backend::pool::Wanted;
-use crate::config::Routing;
 use crate::error::{Error, LOST_BACKEND, Result};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 use crate::xa::{Fault, Xid, fault_point, log};
@@ -83,7 +83,6 @@ impl Session {
     /// Whether the session's transactions over datanodes use XA (see [`Self::txn_mode`]).
     pub(super) fn xa_mode(&self) -> bool {
         self.rt
-            .config
             .routing
             .as_ref()
             .is_some_and(|r| self.txn_mode(r) == Transactions::Xa)
@@ -681,7 +680,7 @@ impl Session {
                 )));
             }
         };
-        if let Err(e) = crate::session::align_to(&Default::default(), None, &mut conn).await {
+        if let Err(e) = crate::backend::pool::align_to(&Default::default(), None, &mut conn).await {
             return Err(Decision::Refused(format!(
                 "no usable connection to the XA decision log ({e})"
             )));

@@ -243,15 +243,6 @@ impl Observer {
     }
 }
 
-/// The observation settings of a running proxy (from `server.*`, or quick mode's flags).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ObserveConfig {
-    pub admin_listen: Option<String>,
-    pub metrics: bool,
-    pub digests: bool,
-    pub slow_log: Option<shoal_router::config::SlowLogConfig>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::StatementKind;

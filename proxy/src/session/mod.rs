@@ -12,6 +12,7 @@ pub mod limits;
 pub(crate) mod login;
 pub mod nudge;
 pub mod pinning;
+mod process;
 pub mod processlist;
 pub mod relay;
 
@@ -27,7 +28,7 @@ use crate::wire::tls::ClientStream;
 use tokio::sync::watch;
 use tracing::{debug, trace, warn};
 
-use crate::backend::pool::{PooledConn, Wanted};
+use crate::backend::pool::{PooledConn, Wanted, align_to};
 use crate::backend::state::{SessionState, Vars};
 use crate::error::{Error, Result};
 use crate::exec::connset::ConnSet;
@@ -153,7 +154,7 @@ pub struct Session {
     pub(crate) tokens: Vec<Token>,
     /// Column definitions this session's results had renamed to logical names, kept to be
     /// copied when the same come again (routed only).
-    pub(crate) renamed: crate::exec::logical_names::RenameMemo,
+    pub(crate) renamed: crate::runtime::names::RenameMemo,
     pub(crate) conns: ConnSet,
     pub(crate) txn_begin: Option<String>,
     /// Why the explicit transaction uses plain BEGIN on each datanode instead of XA (`START
@@ -188,7 +189,7 @@ pub struct Session {
     /// The session's own handle on the router (`None` in quick mode), taken out for each
     /// command: cloning the shared one per command would write to a counter every session's
     /// commands share.
-    routing: Option<Arc<crate::config::Routing>>,
+    routing: Option<Arc<crate::runtime::routing::Routing>>,
     /// What the running command did, for `observe` (reset before each command).
     pub(crate) mark: crate::observe::Mark,
 }
@@ -213,7 +214,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
     let rt = shared.runtime.load_full();
     let client = PacketStream::new(ClientStream::Plain(stream), rt.config.max_packet);
-    let routing = rt.config.routing.clone();
+    let routing = rt.routing.clone();
     let mut session = Session {
         shared,
         rt,
@@ -314,37 +315,6 @@ fn charset_vars(collation: u8) -> Vars {
         ));
     }
     vars.into_iter().collect()
-}
-
-/// Replays the difference between a connection's state and the session's `want` (variables,
-/// last insert id, multi-statements), with `schema` as the connection's database (the
-/// session's own without the router, the datanode's with it).
-pub(crate) async fn align_to(
-    want: &SessionState,
-    schema: Option<&str>,
-    conn: &mut PooledConn,
-) -> Result<()> {
-    if !conn.state.vars_subset_of(want) {
-        conn.reset().await?;
-    }
-    if conn.state.schema.as_deref() != schema
-        && let Some(db) = schema
-    {
-        conn.init_db(db).await?;
-    }
-    if let Some(sql) = want.set_statement_from(&conn.state) {
-        conn.command(COM_QUERY, sql.as_bytes()).await?;
-    }
-    conn.state.vars = want.vars.clone();
-    if conn.state.last_insert_id != want.last_insert_id {
-        let sql = format!("DO LAST_INSERT_ID({})", want.last_insert_id);
-        conn.command(COM_QUERY, sql.as_bytes()).await?;
-        conn.state.last_insert_id = want.last_insert_id;
-    }
-    if conn.state.multi_statements != want.multi_statements {
-        conn.set_multi_statements(want.multi_statements).await?;
-    }
-    Ok(())
 }
 
 /// The schema of a query that is exactly `USE db` (optionally back-quoted, optionally ending
@@ -841,7 +811,7 @@ impl Session {
         self.release_backend().await;
         self.release_conns(true).await;
         self.rt = self.shared.runtime.load_full();
-        self.routing = self.rt.config.routing.clone();
+        self.routing = self.rt.routing.clone();
         // Server indexes are per snapshot: what read-your-writes learned of replicas is
         // learned again.
         for w in &mut self.conns.writes {
@@ -1112,7 +1082,7 @@ impl Session {
         }
         backend.io.write_raw(self.client.frame());
         let mut seq = reply_seq;
-        let names = self.rt.config.relay_names.as_deref().map(|n| (n, None));
+        let names = self.rt.relay_names.as_deref().map(|n| (n, None));
         // The round trip's time, only when metrics are counted (no clock read otherwise).
         let timed = self.rt.slots.is_some().then(Instant::now);
         let result = match backend.io.flush().await {
@@ -1167,7 +1137,7 @@ impl Session {
                 debug!(error = %e, "backend failed during a command");
                 let in_transaction = self.pins.transaction;
                 self.lose_backend();
-                let lost = if crate::backend::interrupt::is_timeout(&e) {
+                let lost = if crate::error::is_timeout(&e) {
                     let read = self.command_is_read();
                     crate::backend::interrupt::stalled_error("the server", read, in_transaction)
                 } else {

@@ -90,7 +90,7 @@ pub async fn sweep(shared: Arc<Shared>) {
         let now_ms = super::processlist::ms_since(shared.started, std::time::Instant::now());
         // Sessions waiting for admission want the idle ones' connections back too (see
         // `Session::give_back`).
-        let admission_waits = shared.runtime.load().config.admission_contended();
+        let admission_waits = shared.runtime.load().admission_contended();
         shared.sessions.for_each(|h| {
             if wants_nudge(h, now_ms, admission_waits) {
                 h.nudge.nudge();

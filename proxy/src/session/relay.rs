@@ -13,8 +13,7 @@ use crate::backend::conn::BackendConn;
 use crate::backend::interrupt::TIMED_OUT;
 use crate::backend::state::Tracked;
 use crate::error::{Error, Result};
-use crate::exec::logical_errors::LogicalNames;
-use crate::exec::logical_names::{LogicalNames as ColumnNames, RenameMemo};
+use crate::runtime::names::{LogicalNames, RenameMemo};
 use crate::wire::Wire;
 use crate::wire::messages::{OkInfo, encode_ok, err_payload, err_payload_bytes, set_more_results};
 use crate::wire::packet::PacketStream;
@@ -60,7 +59,7 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     client_wire: Wire,
     expect: Expect,
     seq: &mut u8,
-    mut columns: Option<(&ColumnNames, DatanodeId, &mut RenameMemo)>,
+    mut columns: Option<(&LogicalNames, DatanodeId, &mut RenameMemo)>,
     errors: Option<(&LogicalNames, Option<&str>)>,
     more: bool,
 ) -> Result<Outcome> {

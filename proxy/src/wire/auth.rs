@@ -1,12 +1,11 @@
-//! Client authentication: what the config stores for a user (a plain password or a hash) and
-//! checking what a client proves with it, for `mysql_native_password` and
-//! `caching_sha2_password`.
+//! Client authentication: what the config stores for a user (a plain password or a hash, read
+//! by `config::secret_of` when the configuration loads) and checking what a client proves with
+//! it, for `mysql_native_password` and `caching_sha2_password`.
 
 use mysql_common::scramble::scramble_native;
 use rand::Rng;
 use sha1::{Digest, Sha1};
 use sha2::Sha256;
-use shoal_router::config::PasswordForm;
 
 pub const NATIVE_PLUGIN: &[u8] = b"mysql_native_password";
 pub const SHA2_PLUGIN: &[u8] = b"caching_sha2_password";
@@ -61,32 +60,6 @@ impl std::fmt::Debug for Secret {
 }
 
 impl Secret {
-    /// Reads a configured password: a hash when it has one of the hash forms, else plain text.
-    pub fn parse(configured: &str) -> Secret {
-        match PasswordForm::of(configured) {
-            PasswordForm::Plain => Secret::Plain(configured.to_string()),
-            PasswordForm::NativeHash => {
-                let mut h = [0u8; 20];
-                for (i, b) in h.iter_mut().enumerate() {
-                    *b = u8::from_str_radix(&configured[1 + 2 * i..3 + 2 * i], 16).unwrap_or(0);
-                }
-                Secret::NativeHash(h)
-            }
-            PasswordForm::Sha2Hash => {
-                let b = configured.as_bytes();
-                let rounds = std::str::from_utf8(&b[3..6])
-                    .ok()
-                    .and_then(|r| r.parse::<u32>().ok())
-                    .unwrap_or(5);
-                Secret::Sha2Hash {
-                    rounds,
-                    salt: b[7..27].to_vec(),
-                    digest: String::from_utf8_lossy(&b[27..]).into_owned(),
-                }
-            }
-        }
-    }
-
     /// The plugin a user with this secret authenticates with unless the config names one.
     pub fn default_plugin(&self) -> AuthPlugin {
         match self {
@@ -341,7 +314,7 @@ mod tests {
             native_hash("password"),
             "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19"
         );
-        let secret = Secret::parse("*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19");
+        let secret = crate::config::secret_of("*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19");
         assert!(matches!(secret, Secret::NativeHash(_)));
         let nonce = b"01234567890123456789";
         let resp = scramble_native(nonce, b"password").unwrap();
@@ -365,7 +338,7 @@ mod tests {
     fn sha2_hash_round_trips() {
         let h = sha2_hash("s3cret");
         assert_eq!(h.len(), 70);
-        let secret = Secret::parse(&h);
+        let secret = crate::config::secret_of(&h);
         assert_eq!(secret.default_plugin(), AuthPlugin::CachingSha2);
         assert!(secret.verify_clear(b"s3cret"));
         assert!(!secret.verify_clear(b"s3cres"));

@@ -1,5 +1,5 @@
-//! TLS to clients: the client connection as plain TCP or TLS (one type for the packet layer),
-//! and the rustls server configuration read from PEM files.
+//! TLS on the wire: a connection as plain TCP or TLS (one type for the packet layer, to clients
+//! and to backends), and TLS to clients: the rustls server configuration read from PEM files.
 
 use std::io;
 use std::pin::Pin;
@@ -15,13 +15,17 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-/// A client connection: plain until the client asks for TLS in the handshake.
-pub enum ClientStream {
+/// A connection as the packet layer reads and writes it: plain TCP until the handshake's SSL
+/// request, then TLS over it (`T`: the server or the client side of a rustls stream).
+pub enum MaybeTls<T> {
     Plain(TcpStream),
-    Tls(Box<TlsStream<Rewind>>),
+    Tls(Box<T>),
     /// Only while the stream is taken out to be wrapped in TLS.
     Detached,
 }
+
+/// A client connection: plain until the client asks for TLS in the handshake.
+pub type ClientStream = MaybeTls<TlsStream<Rewind>>;
 
 /// A TCP stream with bytes already read from it put back in front (a client may send its TLS
 /// ClientHello right behind the SSL request, into the packet layer's read buffer).
@@ -69,53 +73,53 @@ impl AsyncWrite for Rewind {
 }
 
 fn detached() -> io::Error {
-    io::Error::new(io::ErrorKind::NotConnected, "client stream detached")
+    io::Error::new(io::ErrorKind::NotConnected, "stream detached")
 }
 
-impl ClientStream {
+impl<T> MaybeTls<T> {
     pub fn is_tls(&self) -> bool {
-        matches!(self, ClientStream::Tls(_))
+        matches!(self, MaybeTls::Tls(_))
     }
 }
 
-impl AsyncRead for ClientStream {
+impl<T: AsyncRead + Unpin> AsyncRead for MaybeTls<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-            ClientStream::Detached => Poll::Ready(Err(detached())),
+            MaybeTls::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            MaybeTls::Detached => Poll::Ready(Err(detached())),
         }
     }
 }
 
-impl AsyncWrite for ClientStream {
+impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-            ClientStream::Detached => Poll::Ready(Err(detached())),
+            MaybeTls::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            MaybeTls::Detached => Poll::Ready(Err(detached())),
         }
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_flush(cx),
-            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-            ClientStream::Detached => Poll::Ready(Err(detached())),
+            MaybeTls::Plain(s) => Pin::new(s).poll_flush(cx),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            MaybeTls::Detached => Poll::Ready(Err(detached())),
         }
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-            ClientStream::Detached => Poll::Ready(Ok(())),
+            MaybeTls::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            MaybeTls::Detached => Poll::Ready(Ok(())),
         }
     }
 }

@@ -57,7 +57,7 @@ pub fn assess(vars: &HashMap<String, String>) -> Vec<String> {
 /// Asks the log server `spec` for its settings and says what of them can lose a decision.
 pub async fn check(spec: &BackendSpec) -> Result<Vec<String>> {
     let ask = async {
-        let wire = crate::server::typical_client_wire();
+        let wire = crate::backend::pool::typical_client_wire();
         let mut c = BackendConn::connect(spec, wire, None, false, ASK_TIMEOUT).await?;
         let rows = c.query_rows(QUERY).await?;
         let vars: HashMap<String, String> = rows

@@ -37,7 +37,7 @@ use crate::backend::conn::BackendConn;
 use crate::backend::pool::{PooledConn, Wanted};
 use crate::config::BackendSpec;
 use crate::error::{Error, Result};
-use crate::session::Shared;
+use crate::runtime::Runtime;
 use crate::wire::command::COM_QUERY;
 
 /// Tombstones are kept at least this long: a coordinator stalled longer than that between
@@ -51,10 +51,19 @@ const FIRST_RESCAN: Duration = Duration::from_secs(1);
 /// treated as unreachable for this scan and its connection closed.
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The running process as recovery sees it (the process's shared state implements it).
+pub trait Process: Send + Sync {
+    fn xa(&self) -> &Arc<super::Xa>;
+    /// The current configuration snapshot (a reload swaps it between scans).
+    fn runtime(&self) -> Arc<Runtime>;
+    /// Changes to `true` when the process shuts down.
+    fn shutdown(&self) -> tokio::sync::watch::Receiver<bool>;
+}
+
 /// Runs recovery until shutdown.
-pub async fn run(shared: Arc<Shared>) {
-    let xa = shared.xa.clone();
-    let mut shutdown = shared.shutdown.clone();
+pub async fn run(shared: Arc<dyn Process>) {
+    let xa = shared.xa().clone();
+    let mut shutdown = shared.shutdown();
     if let Some(pool) = &xa.log_pool {
         let spec = pool.spec().clone();
         tokio::spawn(async move {
@@ -73,7 +82,7 @@ pub async fn run(shared: Arc<Shared>) {
     let mut previous: HashSet<Vec<u8>> = HashSet::new();
     let mut first = true;
     loop {
-        match scan(&shared, &previous).await {
+        match scan(&*shared, &previous).await {
             Ok(seen) => {
                 previous = seen;
                 *xa.stats.last_run.lock().unwrap_or_else(|e| e.into_inner()) =
@@ -129,7 +138,7 @@ impl Target {
         let spec = &self.spec;
         let work = async {
             if conn.is_none() {
-                let wire = crate::server::typical_client_wire();
+                let wire = crate::backend::pool::typical_client_wire();
                 *conn =
                     Some(BackendConn::connect(spec, wire, None, false, STATEMENT_TIMEOUT).await?);
             }
@@ -221,33 +230,33 @@ fn targets(xa: &super::Xa, rt: &crate::runtime::Runtime) -> Vec<Target> {
 }
 
 /// A connection to the decision log through its own pool, in a clean state.
-async fn log_conn(shared: &Shared) -> Result<PooledConn> {
+async fn log_conn(shared: &dyn Process) -> Result<PooledConn> {
     let pool = shared
-        .xa
+        .xa()
         .log_pool
         .clone()
         .ok_or_else(|| Error::reply(1399, b"XAE07", "no XA decision log"))?;
     let mut conn = pool
         .acquire(Wanted {
-            wire: crate::server::typical_client_wire(),
+            wire: crate::backend::pool::typical_client_wire(),
             prefer: 0,
             schema: None,
             multi_statements: false,
         })
         .await?;
-    crate::session::align_to(&Default::default(), None, &mut conn).await?;
+    crate::backend::pool::align_to(&Default::default(), None, &mut conn).await?;
     Ok(conn)
 }
 
 /// Runs `f` on a decision log connection within [`STATEMENT_TIMEOUT`]; the connection goes
 /// back to its pool only after success (dropped, it is closed).
 async fn with_log<T>(
-    shared: &Shared,
+    shared: &dyn Process,
     f: impl AsyncFnOnce(&mut PooledConn) -> Result<T>,
 ) -> Result<T> {
     let run = async {
         let mut conn = log_conn(shared).await?;
-        ensure_log(&shared.xa, &mut conn).await?;
+        ensure_log(shared.xa(), &mut conn).await?;
         let r = f(&mut conn).await?;
         conn.release();
         Ok(r)
@@ -267,11 +276,11 @@ async fn with_log<T>(
 /// time (the decision log's); its connections to the servers are its own.
 #[allow(clippy::type_complexity)]
 async fn scan(
-    shared: &Shared,
+    shared: &dyn Process,
     previous: &HashSet<Vec<u8>>,
 ) -> std::result::Result<HashSet<Vec<u8>>, (HashSet<Vec<u8>>, Error)> {
-    let xa = &shared.xa;
-    let rt = shared.runtime.load_full();
+    let xa = shared.xa();
+    let rt = shared.runtime();
     let mut targets = targets(xa, &rt);
     // Every prepared branch of ours, by gtrid, with the targets holding it; `complete` while
     // every server answered.

@@ -3,13 +3,12 @@
 //! (its temporary tables and sql_mode are its own, no session's state reaches it or leaves
 //! it), used by one statement at a time, opened again when it breaks.
 
-use std::collections::HashMap;
-
-use super::rows::{LogicalRows, quoted};
+use super::rows::quoted;
 use crate::backend::conn::{BackendConn, wire_capabilities};
-use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::exec::reader::{ResultStream, Row};
+use crate::runtime::catalog::{Dedicated, LogicalRows};
+use crate::runtime::routing::Routing;
 use crate::wire::command::COM_QUERY;
 
 /// Largest INSERT statement filling a temporary table (well under any max_allowed_packet).
@@ -17,20 +16,6 @@ const INSERT_BYTES: usize = 256 << 10;
 
 /// The mode the logical rows are inserted under: backslash escapes on, nothing strict.
 const FILL_MODE: &str = "";
-
-/// The connection and what it holds.
-#[derive(Default)]
-pub struct Dedicated {
-    conn: Option<BackendConn>,
-    /// The database it works in (the first datanode's): its temporary tables live there.
-    pub database: String,
-    /// The servers' default sql_mode (what a session that set none runs under).
-    default_mode: String,
-    /// The sql_mode set on it now.
-    mode: Option<String>,
-    /// Temporary table -> version of the rows it holds.
-    loaded: HashMap<String, u64>,
-}
 
 impl Dedicated {
     /// The connection, opened if it is not (in the first datanode's database, on its

@@ -5,7 +5,8 @@
 //! 1. `rows`: each catalog table the statement names is built from the datanodes' own
 //!    `information_schema` rows for their databases, kept for the logical tables only and
 //!    renamed to logical names (figures summed over shards). Cached per table until DDL
-//!    through Shoal ([`Catalog::changed`]) or [`CACHE_AGE`].
+//!    through Shoal ([`Catalog::changed`](crate::runtime::catalog::Catalog::changed)) or
+//!    [`CACHE_AGE`](crate::runtime::catalog::CACHE_AGE).
 //! 2. `conn`: the rows are loaded into TEMPORARY tables of the same definition
 //!    (`CREATE TEMPORARY TABLE ... LIKE information_schema.X`) on Shoal's own connection.
 //! 3. `rewrite`: the client's statement is made to read those tables; the backend evaluates
@@ -23,106 +24,22 @@ mod rewrite;
 mod rows;
 mod spec;
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
-use rows::LogicalRows;
 use shoal_router::plan::ParamValue;
 use shoal_router::sql::lex::TokKind;
 
-use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::merge::Protocol;
+use crate::runtime::catalog::Built;
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::messages::{column_def_names, put_column_def};
 
-/// How long built rows serve statements when no DDL went through Shoal: row counts and sizes
-/// change with every write, and DDL run on the datanodes directly is not seen otherwise.
-pub const CACHE_AGE: Duration = Duration::from_secs(3);
-
 /// Prefix of the temporary tables' names.
 const TEMP_PREFIX: &str = "shoal_catalog_";
-
-/// A table's column order and the generation it was read in.
-type ColumnOrder = (u64, Arc<Vec<String>>);
-
-struct Built {
-    generation: u64,
-    at: Instant,
-    version: u64,
-    rows: LogicalRows,
-}
-
-/// The catalog of one topology: built rows, and the connection that evaluates statements.
-#[derive(Default)]
-pub struct Catalog {
-    generation: AtomicU64,
-    versions: AtomicU64,
-    built: std::sync::Mutex<HashMap<&'static str, Arc<Built>>>,
-    /// The schema lists users are limited to; a list's index names its temporary tables.
-    filters: std::sync::Mutex<Vec<Option<Vec<String>>>>,
-    conn: tokio::sync::Mutex<conn::Dedicated>,
-    /// Column order of sharded tables, for INSERTs without a column list (`exec::column_list`):
-    /// (logical schema, table) -> the generation it was read in, the names. One entry per
-    /// configured table at most.
-    columns: std::sync::Mutex<HashMap<(String, String), ColumnOrder>>,
-}
-
-impl Catalog {
-    /// DDL went through Shoal: built rows are stale.
-    pub fn changed(&self) {
-        self.generation.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The column order read for `schema.table` since the last DDL through Shoal.
-    pub(crate) fn table_columns(&self, schema: &str, table: &str) -> Option<Arc<Vec<String>>> {
-        let cols = self.columns.lock().unwrap_or_else(|p| p.into_inner());
-        let (generation, names) = cols.get(&(schema.to_string(), table.to_string()))?;
-        (*generation == self.generation.load(Ordering::Relaxed)).then(|| names.clone())
-    }
-
-    /// The generation a read starting now belongs to (DDL during the read makes it stale).
-    pub(crate) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn keep_table_columns(
-        &self,
-        schema: &str,
-        table: &str,
-        generation: u64,
-        names: Arc<Vec<String>>,
-    ) {
-        let mut cols = self.columns.lock().unwrap_or_else(|p| p.into_inner());
-        cols.insert((schema.to_string(), table.to_string()), (generation, names));
-    }
-
-    /// A backend found the cached order wrong (1136): read it again next time.
-    pub(crate) fn forget_table_columns(&self, schema: &str, table: &str) {
-        let mut cols = self.columns.lock().unwrap_or_else(|p| p.into_inner());
-        cols.remove(&(schema.to_string(), table.to_string()));
-    }
-
-    fn fresh(&self, table: &str) -> Option<Arc<Built>> {
-        let built = self.built.lock().unwrap_or_else(|p| p.into_inner());
-        let b = built.get(table)?;
-        (b.generation == self.generation.load(Ordering::Relaxed) && b.at.elapsed() < CACHE_AGE)
-            .then(|| b.clone())
-    }
-
-    fn filter_index(&self, allowed: &Option<Vec<String>>) -> usize {
-        let mut f = self.filters.lock().unwrap_or_else(|p| p.into_inner());
-        match f.iter().position(|x| x == allowed) {
-            Some(i) => i,
-            None => {
-                f.push(allowed.clone());
-                f.len() - 1
-            }
-        }
-    }
-}
 
 fn temp_name(table: &str, filter: usize) -> String {
     format!("{TEMP_PREFIX}{}_{filter}", table.to_ascii_lowercase())

@@ -14,23 +14,13 @@ use shoal_router::plan::namespace;
 use shoal_router::topology::{TableDef, Topology};
 
 use super::spec::Spec;
-use crate::config::Routing;
 use crate::error::{Error, Result};
 use crate::exec::reader::{ResultStream, Row};
+use crate::runtime::catalog::{Cell, LogicalRows};
+use crate::runtime::routing::Routing;
 use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 use crate::wire::messages::read_lenenc_bytes;
-
-pub type Cell = Option<Vec<u8>>;
-
-/// A catalog table's logical rows, in the column order of the backend's table.
-#[derive(Debug, Default)]
-pub struct LogicalRows {
-    pub rows: Vec<Vec<Cell>>,
-    /// The logical schema of each row (what a user limited to some schemas may see), `None`
-    /// for `information_schema`'s own row of SCHEMATA.
-    pub schema: Vec<Option<String>>,
-}
 
 /// What a physical table of a datanode is to the logical schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

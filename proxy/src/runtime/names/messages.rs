@@ -4,21 +4,10 @@
 //! (`Table 'shop.ledger' doesn't exist`). The names to replace are computed once per topology
 //! ([`LogicalNames::new`]); a message is scanned only when an ERR is relayed.
 
-use std::collections::HashMap;
-
 use shoal_router::topology::{TableDef, Topology};
 
+use super::LogicalNames;
 use crate::error::Error;
-
-/// What a physical name means in the logical namespace.
-#[derive(Debug, Default)]
-pub struct LogicalNames {
-    /// Physical database -> the logical schemas stored in it (sorted; a database no schema
-    /// stores under another name is absent).
-    databases: HashMap<String, Vec<String>>,
-    /// Physical table -> logical table (table-per-shard tables only).
-    tables: HashMap<String, String>,
-}
 
 /// Where in a message a name is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -49,10 +38,11 @@ fn quote(b: Option<u8>) -> bool {
 }
 
 impl LogicalNames {
-    /// The physical names of `t`: every datanode database a schema uses (its default datanode,
-    /// its tables' shards and copies) and every table-per-shard physical table.
-    pub fn new(t: &Topology) -> Self {
-        let mut names = LogicalNames::default();
+    /// The error-message half of [`LogicalNames::new`]: every datanode database a schema uses
+    /// (its default datanode, its tables' shards and copies) and every table-per-shard
+    /// physical table.
+    pub(super) fn read_messages(&mut self, t: &Topology) {
+        let names = self;
         let mut add_db = |dn: usize, schema: &str| {
             let db = &t.datanodes[dn].database;
             if db != schema {
@@ -94,11 +84,10 @@ impl LogicalNames {
                 names.tables.remove(table.name());
             }
         }
-        names
     }
 
-    /// Whether no message can need a rewrite.
-    pub fn is_empty(&self) -> bool {
+    /// Whether no error message can need a rewrite.
+    pub fn rewrites_no_message(&self) -> bool {
         self.databases.is_empty() && self.tables.is_empty()
     }
 
@@ -106,7 +95,7 @@ impl LogicalNames {
     /// when it names none. `current` (the session's logical schema) decides for a database
     /// that stores several schemas.
     pub fn rewrite(&self, message: &str, current: Option<&str>) -> Option<String> {
-        if self.is_empty() {
+        if self.rewrites_no_message() {
             return None;
         }
         let b = message.as_bytes();

@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use shoal_router::topology::{DatanodeId, TableDef, Topology};
 
+use super::LogicalNames;
 use crate::wire::messages::{column_def_names, put_column_def};
 
 /// Physical names of one datanode and their logical names.
 #[derive(Debug, Default)]
-struct Datanode {
+pub(super) struct Datanode {
     database: String,
     /// The schema whose unlisted tables live here, if any; else the first (by name) having a
     /// table here. A column of no table of the datanode (a derived table's, a view's) names
@@ -20,15 +21,6 @@ struct Datanode {
     default_schema: Option<String>,
     /// Physical table (lower-case) -> (logical schema, logical table).
     tables: shoal_router::topology::NameMap<(String, String)>,
-}
-
-/// Logical names of every datanode's physical ones, built once per topology.
-#[derive(Debug, Default)]
-pub struct LogicalNames {
-    datanodes: Vec<Datanode>,
-    /// Unique per build: what a [`RenameMemo`] filled from it is keyed by, so that a reloaded
-    /// topology is never answered from a memo of the one before.
-    id: u64,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -60,7 +52,9 @@ struct MemoSlot {
 }
 
 impl LogicalNames {
-    pub fn new(topo: &Topology) -> Self {
+    /// The column-definition half of [`LogicalNames::new`]: every datanode's database and
+    /// physical tables.
+    pub(super) fn read_columns(&mut self, topo: &Topology) {
         let mut datanodes: Vec<Datanode> = topo
             .datanodes
             .iter()
@@ -113,10 +107,8 @@ impl LogicalNames {
                 }
             }
         }
-        LogicalNames {
-            datanodes,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-        }
+        self.datanodes = datanodes;
+        self.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     }
 
     /// [`Self::rename`] through `memo`: the definition to send for column `column` of a
