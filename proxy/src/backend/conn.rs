@@ -222,9 +222,9 @@ async fn start_tls(
 }
 
 impl BackendConn {
-    /// The character sets this connection is in now (see `session::charset`).
-    pub fn charsets(&self) -> crate::session::charset::Charsets {
-        crate::session::charset::Charsets::of(&self.state.vars)
+    /// The character sets this connection is in now (see `backend::charset`).
+    pub fn charsets(&self) -> crate::backend::charset::Charsets {
+        crate::backend::charset::Charsets::of(&self.state.vars)
     }
 
     /// `sql` as the bytes this connection's `character_set_client` reads as that text.
@@ -232,7 +232,7 @@ impl BackendConn {
         if sql.is_ascii() {
             return Ok(std::borrow::Cow::Borrowed(sql.as_bytes()));
         }
-        crate::session::charset::sql_bytes(self.charsets().client(), sql)
+        crate::backend::charset::sql_bytes(self.charsets().client(), sql)
     }
 
     /// An ERR payload this connection sent, its message read in its `character_set_results`.
@@ -241,7 +241,7 @@ impl BackendConn {
             Some((code, state, msg)) => Error::Reply {
                 code,
                 state,
-                message: crate::session::charset::backend_message(self.charsets().results, msg),
+                message: crate::backend::charset::backend_message(self.charsets().results, msg),
             },
             None => server_err(payload),
         }

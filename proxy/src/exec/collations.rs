@@ -91,7 +91,7 @@ impl Session {
         else {
             return;
         };
-        let (reported, _) = crate::session::charset::default_collation(cs);
+        let (reported, _) = crate::backend::charset::default_collation(cs);
         for c in columns.iter_mut().flatten() {
             if c.declared.is_none()
                 && c.charset == reported

@@ -5,11 +5,12 @@
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use shoal_router::plan::{LocalAnswer, SessionValue};
 
+use crate::backend::charset;
 use crate::error::Result;
 use crate::merge::value::encode_row;
 use crate::merge::{Protocol, parse_column};
 use crate::runtime::routing::Routing;
-use crate::session::{Session, charset};
+use crate::session::Session;
 use crate::wire::resultset::{ResultSetWriter, column_definition, text_row};
 
 /// utf8mb4_general_ci, the collation of the proxy's own string columns.

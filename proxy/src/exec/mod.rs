@@ -52,13 +52,14 @@ use shoal_router::sql::lex::{TokKind, Token};
 use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
+use crate::backend::charset;
 use crate::backend::pool::Wanted;
 use crate::backend::pool::align_to;
 use crate::error::{Error, Result};
 use crate::out_of_line::cold;
 use crate::runtime::routing::Routing;
 use crate::session::relay::{Expect, Outcome, relay};
-use crate::session::{Session, charset, diagnostics_tokens, pinning};
+use crate::session::{Session, diagnostics_tokens, pinning};
 use crate::wire::command::*;
 use connset::{Held, Want};
 use shoal_router::config::ReadWhenPrimaryDown;
@@ -93,12 +94,7 @@ fn changes_schema(sql: &[u8]) -> bool {
 
 /// A router refusal as the error the client gets.
 pub fn refusal(e: &RouterError) -> Error {
-    let mut state = [b'H', b'Y', b'0', b'0', b'0'];
-    let s = e.sqlstate().as_bytes();
-    if s.len() == 5 {
-        state.copy_from_slice(s);
-    }
-    Error::reply(e.code(), &state, e.message())
+    Error::refusal(e)
 }
 
 fn unsupported(what: &str) -> Error {

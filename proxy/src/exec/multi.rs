@@ -74,7 +74,7 @@ impl Session {
         let p = self.client.packet_payload();
         // Split as read in the client's charset (and in the one a SET NAMES in the text
         // switches to); the ranges are of the client's bytes.
-        let ranges = crate::session::charset::split_statements(cs, &p[1..], |sql| {
+        let ranges = crate::backend::charset::split_statements(cs, &p[1..], |sql| {
             shoal_router::sql::lex::split_statements_in(sql, mode, routing.router.server_version())
                 .ok()
         })?;

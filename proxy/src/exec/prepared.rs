@@ -175,7 +175,7 @@ pub(crate) fn literal_in(p: &RawParam, cs: shoal_router::charset::Charset) -> Pa
         _ => {
             let mut s = &v[..];
             let t = read_lenenc_bytes(&mut s).unwrap_or(&[]);
-            let text = crate::session::charset::read_statement(cs, t)
+            let text = crate::backend::charset::read_statement(cs, t)
                 .map(std::borrow::Cow::into_owned)
                 .unwrap_or_else(|_| String::from_utf8_lossy(t).into_owned());
             ParamValue::Str(text)
@@ -401,7 +401,7 @@ async fn prepare_once(
                 error = Some(Error::Reply {
                     code,
                     state,
-                    message: crate::session::charset::backend_message(
+                    message: crate::backend::charset::backend_message(
                         conn.charsets().results,
                         message,
                     ),
@@ -500,7 +500,7 @@ impl Session {
         let charsets = self.charsets().statements;
         let sql = {
             let p = self.client.packet_payload();
-            crate::session::charset::read_statement(charsets.client, &p[1..])?.into_owned()
+            crate::backend::charset::read_statement(charsets.client, &p[1..])?.into_owned()
         };
         // An INSERT without a column list into a sharded table is prepared with the table's
         // list spliced in (`column_list.rs`): each execute then plans like any INSERT with

@@ -6,7 +6,6 @@
 //! nothing pins it, and replays its state onto whatever connection it gets next.
 
 pub(crate) mod admin;
-pub mod charset;
 pub mod kill;
 pub mod limits;
 pub(crate) mod login;
@@ -28,6 +27,7 @@ use crate::wire::tls::ClientStream;
 use tokio::sync::watch;
 use tracing::{debug, trace, warn};
 
+use crate::backend::charset;
 use crate::backend::pool::{PooledConn, Wanted, align_to};
 use crate::backend::state::{SessionState, Vars};
 use crate::error::{Error, Result};

@@ -118,13 +118,14 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                     // read and written in the connection's (the client's) character_set_results.
                     let results = errors.map(|_| backend.charsets().results);
                     let logical = errors.and_then(|(n, current)| {
-                        let m = super::charset::backend_message(results.flatten(), message);
+                        let m =
+                            crate::backend::charset::backend_message(results.flatten(), message);
                         n.rewrite(&m, current)
                     });
                     match logical {
                         Some(m) if !continuing => {
                             let mut s = h.seq;
-                            let m = super::charset::message_bytes(results.flatten(), &m);
+                            let m = crate::backend::charset::message_bytes(results.flatten(), &m);
                             client.write_packet(&mut s, &err_payload_bytes(code, &state, &m));
                         }
                         _ => forward_raw(client, backend.io.frame(), shift),

@@ -6,7 +6,7 @@
 //! stored). They are known from the variables a session or connection holds
 //! ([`SessionState::vars`](crate::backend::state::SessionState)): a backend connection opens in
 //! utf8mb4 ([`BACKEND_COLLATION`](super::BACKEND_COLLATION)), a session starts with its handshake
-//! collation's ([`super::charset_vars`]), and every later change (`SET NAMES`, `SET CHARACTER
+//! collation's (`session::charset_vars`), and every later change (`SET NAMES`, `SET CHARACTER
 //! SET`, `SET character_set_... = `, `SET @@session.`..., in a multi-statement text too) is
 //! what the backends' session trackers report; RESET CONNECTION and COM_CHANGE_USER go back to
 //! the handshake's. [`Charsets::of`] is the one reading of those variables.
@@ -77,7 +77,7 @@ impl Charsets {
 
 /// A character set error as the client's error: a 1235 refusal naming what Shoal cannot do.
 fn refusal(e: &charset::CharsetError) -> Error {
-    crate::exec::refusal(e)
+    Error::refusal(e)
 }
 
 /// The client's statement `bytes`, written in `cs`, as text that reads as MariaDB's lexer reads
