@@ -5,7 +5,7 @@
 //! `character_set_connection`, and what it is sent comes in `character_set_results` (NULL: as
 //! stored). They are known from the variables a session or connection holds
 //! ([`SessionState::vars`](crate::backend::state::SessionState)): a backend connection opens in
-//! utf8mb4 ([`BACKEND_COLLATION`](super::BACKEND_COLLATION)), a session starts with its handshake
+//! utf8mb4 (`session::BACKEND_COLLATION`), a session starts with its handshake
 //! collation's (`session::charset_vars`), and every later change (`SET NAMES`, `SET CHARACTER
 //! SET`, `SET character_set_... = `, `SET @@session.`..., in a multi-statement text too) is
 //! what the backends' session trackers report; RESET CONNECTION and COM_CHANGE_USER go back to
