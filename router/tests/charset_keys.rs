@@ -157,3 +157,83 @@ fn binary_keys_are_the_connection_bytes() {
         assert_eq!(plan(&r), plan(&router()), "{cs}");
     }
 }
+
+/// `_cs'...'`, `N'...'` and `CONVERT(... USING cs)` on a key: the literal's bytes re-read in
+/// the named charset, or refused (scattered) where Shoal does not read the conversion.
+#[test]
+fn introducers_and_convert() {
+    let r = router();
+    let plan = |cs: Charset, sql: &[u8]| {
+        let text = decode(cs, sql).expect("decode");
+        r.route_in(
+            Some("shop"),
+            SqlMode::default(),
+            Charsets::names(cs),
+            &text,
+            &[],
+        )
+    };
+    let dn = |cs: Charset, sql: &[u8]| match plan(cs, sql) {
+        RoutePlan::Single(t) => t.datanode,
+        other => panic!("{other:?}"),
+    };
+    let city = |lit: &str| format!("INSERT INTO cities (city) VALUES ({lit})").into_bytes();
+    // A utf8mb4 client's 'café' bytes read as latin1 are 'cafÃ©': not 'café'.
+    assert_eq!(
+        dn(
+            Charset::Latin1,
+            b"INSERT INTO cities (city) VALUES (_latin1'caf\xE9')"
+        ),
+        3
+    );
+    assert_eq!(dn(Charset::Utf8mb4, &city("_latin1'café'")), 4);
+    assert_eq!(dn(Charset::Utf8mb4, &city("_utf8mb4'café'")), 3);
+    assert_eq!(dn(Charset::Utf8mb4, &city("N'CAFÉ'")), 3);
+    assert_eq!(
+        dn(Charset::Utf8mb4, &city("CONVERT('café' USING utf8mb3)")),
+        3
+    );
+    assert_eq!(
+        dn(
+            Charset::Gbk,
+            b"INSERT INTO cities (city) VALUES (_gbk'\xA2\xA0')"
+        ),
+        1
+    );
+    // sjis bytes 0x815F inside a latin1 client's literal, introduced as sjis: a backslash.
+    assert_eq!(
+        dn(
+            Charset::Latin1,
+            b"INSERT INTO cities (city) VALUES (_sjis'\x81\x5F')"
+        ),
+        2
+    );
+    // A binary column stores an introduced literal's bytes.
+    let blob = |cs, lit: &[u8]| {
+        let mut s = b"INSERT INTO blobs (b) VALUES (".to_vec();
+        s.extend_from_slice(lit);
+        s.push(b')');
+        dn(cs, &s)
+    };
+    assert_eq!(
+        blob(Charset::Utf8mb4, b"_latin1'\xC3\x95\xC3\x85'"),
+        blob(Charset::Latin1, b"'\xC3\x95\xC3\x85'")
+    );
+    // Conversions from Unicode to another charset are MariaDB's own: refused, never guessed.
+    for sql in [
+        "INSERT INTO cities (city) VALUES (CONVERT('café' USING latin1))",
+        "INSERT INTO blobs (b) VALUES (CONVERT('x' USING sjis))",
+    ] {
+        assert!(
+            matches!(plan(Charset::Utf8mb4, sql.as_bytes()), RoutePlan::Refuse(_)),
+            "{sql}"
+        );
+    }
+    assert!(matches!(
+        plan(
+            Charset::Utf8mb4,
+            b"SELECT * FROM cities WHERE city = CONVERT('x' USING sjis)"
+        ),
+        RoutePlan::Scatter { .. }
+    ));
+}

@@ -368,7 +368,13 @@ pub fn stored_text(cs: Charsets, literal: &str) -> Result<Cow<'_, str>, CharsetE
             Cow::Owned(to_unicode(client, &bytes)?.into_owned())
         }
     };
-    if cs.connection == cs.client || cs.connection == Charset::Utf8mb4 || text.is_ascii() {
+    // ASCII converts to itself and back in every connection charset but swe7's kind.
+    let ascii_is_ascii =
+        !matches!(cs.connection.kind(), units::Kind::Single(t) if !t.low.is_empty());
+    if cs.connection == cs.client
+        || cs.connection == Charset::Utf8mb4
+        || (text.is_ascii() && ascii_is_ascii && cs.connection != Charset::Binary)
+    {
         return Ok(text);
     }
     if cs.connection == Charset::Binary {
@@ -378,20 +384,22 @@ pub fn stored_text(cs: Charsets, literal: &str) -> Result<Cow<'_, str>, CharsetE
             to_unicode(Charset::Binary, &bytes)?.into_owned(),
         ));
     }
-    // Through the connection's charset: what it cannot hold becomes '?'.
-    let conn = cs.connection.kind();
-    let utf8mb3 = cs.connection == Charset::Utf8mb3;
+    // Through a utf8mb3 connection: what it cannot hold becomes '?'. Into another charset
+    // MariaDB maps some characters its own way (uni -> sjis puts U+005C on 0x815F): not read.
+    if cs.connection != Charset::Utf8mb3 {
+        return Err(not_exact(cs.connection));
+    }
     Ok(Cow::Owned(
         text.chars()
-            .map(|c| {
-                let held = if utf8mb3 {
-                    u32::from(c) <= 0xFFFF
-                } else {
-                    c.is_ascii() || conn.encode_char(c).is_some()
-                };
-                if held { c } else { '?' }
-            })
+            .map(|c| if u32::from(c) <= 0xFFFF { c } else { '?' })
             .collect(),
+    ))
+}
+
+fn not_exact(to: Charset) -> CharsetError {
+    RouterError::unsupported(format!(
+        "a string key converted to {to} (Shoal reads conversions to Unicode exactly, not \
+         MariaDB's conversions from it)"
     ))
 }
 
@@ -402,20 +410,29 @@ pub fn stored_bytes(cs: Charsets, literal: &str) -> Result<Cow<'_, [u8]>, Charse
     if cs.connection == cs.client || cs.connection == Charset::Binary {
         return client_bytes(cs.client, literal);
     }
+    // Bytes of another charset are MariaDB's conversion from Unicode (uni -> sjis puts `\` on
+    // 0x815F): not read.
+    if !cs.connection.is_utf8() {
+        return Err(not_exact(cs.connection));
+    }
     let text = stored_text(cs, literal)?;
-    if cs.connection.is_utf8() {
-        return Ok(Cow::Owned(text.into_owned().into_bytes()));
+    Ok(Cow::Owned(text.into_owned().into_bytes()))
+}
+
+/// `CONVERT(text USING cs)` as Unicode text, for a Unicode `cs` (utf8mb4; utf8mb3, where a
+/// character beyond the BMP becomes one `'?'`). `None` for any other: MariaDB's conversions
+/// from Unicode are its own (uni -> sjis puts U+005C on 0x815F), and Shoal does not read them.
+pub fn convert_text(cs: Charset, text: &str) -> Option<Cow<'_, str>> {
+    match cs {
+        Charset::Utf8mb4 => Some(Cow::Borrowed(text)),
+        Charset::Utf8mb3 if !has_supplementary(text) => Some(Cow::Borrowed(text)),
+        Charset::Utf8mb3 => Some(Cow::Owned(
+            text.chars()
+                .map(|c| if u32::from(c) <= 0xFFFF { c } else { '?' })
+                .collect(),
+        )),
+        _ => None,
     }
-    let conn = cs.connection.kind();
-    let mut out = Vec::with_capacity(text.len());
-    for c in text.chars() {
-        match conn.encode_char(c) {
-            _ if c.is_ascii() => out.push(c as u8),
-            Some(u) => out.extend_from_slice(&u),
-            None => out.push(b'?'),
-        }
-    }
-    Ok(Cow::Owned(out))
 }
 
 fn has_supplementary(s: &str) -> bool {

@@ -92,6 +92,8 @@ impl Values<'_> {
                 // `-'5'` is numeric in MySQL: not a value we route on.
                 Literal::Str(_) => None,
             },
+            // Only a shard key reads them (`Self::key`).
+            ValueRef::Introduced(..) | ValueRef::Convert(..) => None,
         }
     }
 }
@@ -100,7 +102,65 @@ impl Values<'_> {
     /// The value of a shard key `x` as the key column of `rule` stores it (see [`Stored`]);
     /// `None` where it cannot be evaluated, or read exactly.
     fn key(&self, rule: &ShardRule, x: &ValueRef) -> Option<Stored> {
-        stored(rule, self.charsets, self.value(x)?)
+        let binary = rule.string_collation() == Some(Collation::Binary);
+        let bytes_key = |b: Vec<u8>| match String::from_utf8(b) {
+            Ok(s) => Stored::Lit(Literal::Str(s)),
+            Err(e) => Stored::Bytes(e.into_bytes()),
+        };
+        match x {
+            // A binary column stores an introduced literal's bytes as they are.
+            ValueRef::Introduced(_, inner) if binary => Some(bytes_key(self.client_bytes(inner)?)),
+            ValueRef::Introduced(..) | ValueRef::Convert(..) => {
+                let (cs, text) = self.recoded(x)?;
+                Some(match binary {
+                    // A Unicode string's bytes (an introduced one's are its own, above).
+                    true if cs.is_utf8() => Stored::Lit(Literal::Str(text)),
+                    true => return None,
+                    false => Stored::Lit(Literal::Str(text)),
+                })
+            }
+            _ => stored(rule, self.charsets, self.value(x)?),
+        }
+    }
+
+    /// The bytes the client sent for string literal `x`.
+    fn client_bytes(&self, x: &ValueRef) -> Option<Vec<u8>> {
+        let Literal::Str(s) = self.value(x)? else {
+            return None;
+        };
+        Some(match self.charsets.client.is_utf8() {
+            true => s.into_bytes(),
+            false => charset::encode(self.charsets.client, &s).ok()?.into_owned(),
+        })
+    }
+
+    /// `_cs'...'` or `CONVERT(x USING cs)` of a string: its charset and its text as MariaDB
+    /// reads it (an introduced literal's client bytes read in `cs`; a converted string with
+    /// `'?'` for what `cs` cannot hold).
+    fn recoded(&self, x: &ValueRef) -> Option<(charset::Charset, String)> {
+        match x {
+            ValueRef::Introduced(cs, inner) => {
+                // A binary string has no characters to compare with a text column.
+                if *cs == charset::Charset::Binary {
+                    return None;
+                }
+                let bytes = self.client_bytes(inner)?;
+                Some((*cs, charset::to_unicode(*cs, &bytes).ok()?.into_owned()))
+            }
+            ValueRef::Convert(cs, inner) => {
+                let text = match inner.as_ref() {
+                    ValueRef::Introduced(..) | ValueRef::Convert(..) => self.recoded(inner)?.1,
+                    _ => match self.value(inner)? {
+                        Literal::Str(s) => {
+                            charset::stored_text(self.charsets, &s).ok()?.into_owned()
+                        }
+                        _ => return None,
+                    },
+                };
+                Some((*cs, charset::convert_text(*cs, &text)?.into_owned()))
+            }
+            _ => None,
+        }
     }
 }
 

@@ -17,6 +17,7 @@ use super::lex::{LineIndex, TokKind, Token, glued, unquote_string};
 use super::mode::SqlMode;
 use super::normalize::Shape;
 use super::stmt::*;
+use crate::charset::Charset;
 
 /// Why a statement could not be described.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1046,6 +1047,75 @@ impl Builder<'_> {
         Assigned::Other
     }
 
+    /// `_cs'...'`, `N'...'` and `CONVERT(x USING cs)` as values (see [`ValueRef::Introduced`]).
+    #[inline(never)]
+    fn recoded_value(&self, e: &Expr) -> Option<ValueRef> {
+        match e {
+            // `_latin1'...'`: the string's bytes in the named charset. A name MariaDB does not
+            // know is its error; a hex string (`_cs X'..'`) is not read.
+            Expr::Prefixed { prefix, value } => {
+                let cs = Charset::from_name(prefix.value.strip_prefix('_')?)?;
+                let Expr::Value(v) = value.as_ref() else {
+                    return None;
+                };
+                match &v.value {
+                    sp::Value::SingleQuotedString(_) | sp::Value::DoubleQuotedString(_) => {
+                        let s = self.introduced_text(v.span.start)?;
+                        Some(ValueRef::Introduced(cs, Box::new(ValueRef::Const(s))))
+                    }
+                    _ => None,
+                }
+            }
+            // `N'...'` is `_utf8mb3'...'`.
+            Expr::Value(v) if matches!(v.value, sp::Value::NationalStringLiteral(_)) => {
+                let s = self.introduced_text(v.span.start)?;
+                Some(ValueRef::Introduced(
+                    Charset::Utf8mb3,
+                    Box::new(ValueRef::Const(s)),
+                ))
+            }
+            // `CONVERT('...' USING cs)` (MariaDB's form only).
+            Expr::Convert {
+                is_try: false,
+                expr,
+                data_type: None,
+                charset: Some(name),
+                target_before_value: false,
+                styles,
+            } if styles.is_empty() => {
+                let [ObjectNamePart::Identifier(id)] = name.0.as_slice() else {
+                    return None;
+                };
+                let cs = Charset::from_name(&id.value)?;
+                let inner = self.value(expr)?;
+                Some(ValueRef::Convert(cs, Box::new(inner)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The text of the string literal an introducer (`_cs`, `N`) precedes, at `loc`, as our
+    /// lexer reads it (one reading of escapes for every literal); `None` where it is not one
+    /// token (adjacent strings are one value).
+    #[inline(never)]
+    fn introduced_text(&self, loc: Location) -> Option<Literal> {
+        let toks = self.src.toks;
+        let mut i = self.src.tok_at(loc)? as usize;
+        // The location may be the introducer's (`N'x'`) or the string's.
+        if !matches!(toks.get(i)?.kind, TokKind::Str | TokKind::DqStr) {
+            i += 1;
+        }
+        let tok = toks.get(i)?;
+        if !matches!(tok.kind, TokKind::Str | TokKind::DqStr)
+            || toks
+                .get(i + 1)
+                .is_some_and(|n| matches!(n.kind, TokKind::Str | TokKind::DqStr))
+        {
+            return None;
+        }
+        Some(literal_of_token(self.src.sql, tok))
+    }
+
     fn value(&self, e: &Expr) -> Option<ValueRef> {
         match unnest(e) {
             Expr::Value(v) => {
@@ -1058,6 +1128,7 @@ impl Builder<'_> {
                     sp::Value::SingleQuotedString(s) | sp::Value::DoubleQuotedString(s) => {
                         Literal::Str(s.clone())
                     }
+                    sp::Value::NationalStringLiteral(_) => return self.recoded_value(unnest(e)),
                     _ => return None,
                 };
                 match self.slot_at(v.span.start) {
@@ -1083,6 +1154,8 @@ impl Builder<'_> {
                 let inner = self.value(expr)?;
                 Some(ValueRef::Neg(Box::new(inner)))
             }
+            // Kept out of this frame: `value` recurses once per `-` of `- - - 1`.
+            e @ (Expr::Prefixed { .. } | Expr::Convert { .. }) => self.recoded_value(e),
             Expr::UnaryOp {
                 op: UnaryOperator::Plus,
                 expr,

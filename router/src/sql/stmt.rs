@@ -48,6 +48,11 @@ pub enum ValueRef {
     Const(Literal),
     /// `-x`
     Neg(Box<ValueRef>),
+    /// `_cs'...'` (and `N'...'`, utf8mb3): the literal's bytes read in another charset. Only a
+    /// shard key reads it (as its column stores it); elsewhere it is no value.
+    Introduced(crate::charset::Charset, Box<ValueRef>),
+    /// `CONVERT(x USING cs)` of a string: as `Introduced`, a shard key value only.
+    Convert(crate::charset::Charset, Box<ValueRef>),
 }
 
 /// A column reference as written.
