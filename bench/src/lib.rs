@@ -1,7 +1,8 @@
 //! Shoal's bench crate: the local MariaDB launcher ([`cluster`]) used by tests, benchmarks and the
 //! demo, the load generator ([`load`]) and the experiments behind the `shoal-bench` binary
-//! (`overhead`, `mycat`, `scale`, `tpcc`, ...), with their progress display and report writers.
+//! (`overhead`, `mycat`, `scale`, `tpcc`, `clients`, ...), with their progress display and report writers.
 
+pub mod clients;
 pub mod cluster;
 pub mod cpu_limit;
 pub mod error;

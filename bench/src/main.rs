@@ -37,6 +37,10 @@ enum Command {
     /// Atomic commits: transfers between datanodes with `transactions: xa` vs `best_effort`
     /// (throughput, latency, CPU and backend statements per transaction).
     Xa(shoal_bench::xa::XaArgs),
+    /// Many clients over few backend connections (issue 51): login, point and scatter latency,
+    /// QPS, Shoal's CPU and RSS at 8 to 5,000 open clients and pools of 16 and 64 per server;
+    /// sysbench at 256 and 512 threads direct and through Shoal.
+    Clients(shoal_bench::clients::ClientsArgs),
 }
 
 #[tokio::main]
@@ -74,6 +78,9 @@ async fn main() -> ExitCode {
             .await
             .map_err(|e| e.to_string()),
         Command::Xa(args) => shoal_bench::xa::run(args).await.map_err(|e| e.to_string()),
+        Command::Clients(args) => shoal_bench::clients::run(args)
+            .await
+            .map_err(|e| e.to_string()),
     };
     match outcome {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,
