@@ -65,6 +65,16 @@ impl Error {
         )
     }
 
+    /// A router refusal (a `RouterError`: its code, SQLSTATE and message) as the client's error.
+    pub fn refusal(e: &shoal_router::RouterError) -> Self {
+        let mut state = [b'H', b'Y', b'0', b'0', b'0'];
+        let s = e.sqlstate().as_bytes();
+        if s.len() == 5 {
+            state.copy_from_slice(s);
+        }
+        Self::reply(e.code(), &state, e.message())
+    }
+
     /// 1049 (42000).
     pub fn unknown_database(db: &str) -> Self {
         Self::reply(1049, b"42000", format!("Unknown database '{db}'"))

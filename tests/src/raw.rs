@@ -308,8 +308,14 @@ impl RawConn {
     /// Sends a COM_QUERY and returns every packet of its response, all results of a
     /// multi-statement included, up to the final OK, EOF or ERR.
     pub async fn query_packets(&mut self, sql: &str) -> std::io::Result<Vec<Vec<u8>>> {
+        self.query_packets_bytes(sql.as_bytes()).await
+    }
+
+    /// [`RawConn::query_packets`] of a statement's bytes as they are (in a charset other than
+    /// UTF-8, say).
+    pub async fn query_packets_bytes(&mut self, sql: &[u8]) -> std::io::Result<Vec<Vec<u8>>> {
         const MORE_RESULTS: u16 = 0x0008;
-        let mut packets = vec![self.command_payload(COM_QUERY, sql.as_bytes()).await?];
+        let mut packets = vec![self.command_payload(COM_QUERY, sql).await?];
         loop {
             let head = packets.last().expect("a packet").clone();
             let more = match head.first() {

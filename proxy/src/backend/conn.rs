@@ -222,6 +222,31 @@ async fn start_tls(
 }
 
 impl BackendConn {
+    /// The character sets this connection is in now (see `backend::charset`).
+    pub fn charsets(&self) -> crate::backend::charset::Charsets {
+        crate::backend::charset::Charsets::of(&self.state.vars)
+    }
+
+    /// `sql` as the bytes this connection's `character_set_client` reads as that text.
+    pub fn sql_bytes<'a>(&self, sql: &'a str) -> Result<std::borrow::Cow<'a, [u8]>> {
+        if sql.is_ascii() {
+            return Ok(std::borrow::Cow::Borrowed(sql.as_bytes()));
+        }
+        crate::backend::charset::sql_bytes(self.charsets().client(), sql)
+    }
+
+    /// An ERR payload this connection sent, its message read in its `character_set_results`.
+    fn error_of(&self, payload: &[u8]) -> Error {
+        match parse_err(payload) {
+            Some((code, state, msg)) => Error::Reply {
+                code,
+                state,
+                message: crate::backend::charset::backend_message(self.charsets().results, msg),
+            },
+            None => server_err(payload),
+        }
+    }
+
     /// Opens and authenticates a connection, then turns session tracking on.
     /// `wire` is the client's choice of [`wire_capabilities`].
     pub async fn connect(
@@ -564,7 +589,7 @@ impl BackendConn {
                 Event::Ok(ok) | Event::ResultDone { ok: Some(ok), .. } if !ok.state.is_empty() => {
                     tracked.add_block(ok.state);
                 }
-                Event::Err { .. } => *error = Some(server_err(&p)),
+                Event::Err { .. } => *error = Some(self.error_of(&p)),
                 _ => {}
             }
         }
@@ -619,7 +644,7 @@ impl BackendConn {
             self.read_packet().await.map_err(io_err)?;
             let p = self.io.packet_payload();
             match reader.next(&p)? {
-                Event::Err { .. } => error = Some(server_err(&p)),
+                Event::Err { .. } => error = Some(self.error_of(&p)),
                 Event::ColumnDef(mut def) => {
                     // catalog, schema, table, org_table, then the name.
                     let mut name = None;

@@ -1,6 +1,7 @@
 //! Connections from the proxy to backend servers, and pools of them.
 
 pub mod balance;
+pub mod charset;
 pub mod conn;
 pub mod health;
 pub mod interrupt;

@@ -77,6 +77,31 @@ impl Session {
         Ok(())
     }
 
+    /// Expressions (no declared collation) whose strings a non-UTF-8 `character_set_results`
+    /// converted (gbk, latin1...: they are reported in its default collation, whatever they
+    /// were): compared as the UTF-8 text they were converted from, under utf8mb4_general_ci
+    /// (`_bin` with the BINARY flag), as a UTF-8 session's expressions are. The merge's order
+    /// checks catch a server that sorted otherwise (an expression over a column of another
+    /// collation) rather than answer in another order.
+    pub(super) fn read_converted_expressions(&mut self, columns: &mut [Vec<Column>]) {
+        let Some(cs) = self
+            .charsets()
+            .results
+            .filter(|cs| !cs.is_utf8() && *cs != shoal_router::charset::Charset::Binary)
+        else {
+            return;
+        };
+        let (reported, _) = crate::backend::charset::default_collation(cs);
+        for c in columns.iter_mut().flatten() {
+            if c.declared.is_none()
+                && c.charset == reported
+                && crate::merge::is_char_or_blob(c.column_type)
+            {
+                c.declared = Some(if c.binary_flag() { 46 } else { 45 });
+            }
+        }
+    }
+
     /// The declared collation of every string column of database `db`, read on a connection
     /// of `t`'s datanode taken for this lookup.
     async fn read_declared(&mut self, routing: &Routing, t: &Target, db: &str) -> Result<Declared> {

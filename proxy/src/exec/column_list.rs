@@ -27,10 +27,7 @@ impl Session {
         fill: ColumnListFill,
         reply_seq: u8,
     ) -> Result<()> {
-        let sql = {
-            let p = self.client.packet_payload();
-            String::from_utf8_lossy(&p[1..]).into_owned()
-        };
+        let sql = self.client_text();
         let columns = self.column_order(routing, &fill).await?;
         let text = fill.apply(&sql, &columns);
         let r = self

@@ -119,10 +119,7 @@ impl Session {
 
     /// Whether the client's COM_QUERY is a plain ROLLBACK (not ROLLBACK TO SAVEPOINT).
     fn command_is_rollback(&self) -> bool {
-        let p = self.client.packet_payload();
-        let Ok(sql) = std::str::from_utf8(&p[1..]) else {
-            return false;
-        };
+        let sql = &self.client_text();
         let mut toks = Vec::new();
         if shoal_router::sql::lex::tokenize_into(sql, &mut toks).is_err() {
             return false;

@@ -429,7 +429,8 @@ impl Session {
     /// A write of Shoal's own on held connection `i`: its OK, the session learning from it.
     async fn write_on(&mut self, i: usize, sql: &str) -> Result<WriteDone> {
         let conn = &mut self.conns.held[i].conn;
-        conn.io.write_command(COM_QUERY, sql.as_bytes());
+        let bytes = conn.sql_bytes(sql)?.into_owned();
+        conn.io.write_command(COM_QUERY, &bytes);
         conn.io.flush().await.map_err(Error::BackendIo)?;
         let done = read_write_result(conn).await?;
         let tracked = done.tracked.clone();

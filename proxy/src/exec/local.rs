@@ -5,6 +5,7 @@
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use shoal_router::plan::{LocalAnswer, SessionValue};
 
+use crate::backend::charset;
 use crate::error::Result;
 use crate::merge::value::encode_row;
 use crate::merge::{Protocol, parse_column};
@@ -125,6 +126,23 @@ impl Session {
         Ok(())
     }
 
+    /// The session's `character_set_results` when what Shoal builds itself must be converted
+    /// to it (not UTF-8, not NULL, not binary).
+    fn own_results_charset(&mut self) -> Option<shoal_router::charset::Charset> {
+        self.charsets()
+            .results
+            .filter(|cs| !cs.is_utf8() && *cs != shoal_router::charset::Charset::Binary)
+    }
+
+    /// Column definitions of a result Shoal builds itself, as they are sent (see
+    /// [`charset::definitions_in`]).
+    pub(crate) fn own_definitions(&mut self, defs: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        match self.own_results_charset() {
+            Some(cs) => charset::definitions_in(cs, &defs).0,
+            None => defs,
+        }
+    }
+
     /// Writes and flushes a result set, leaving the session's diagnostics to the caller.
     pub(crate) async fn write_result(
         &mut self,
@@ -133,6 +151,30 @@ impl Session {
         rows: Vec<Vec<Option<Vec<u8>>>>,
         protocol: Protocol,
     ) -> Result<()> {
+        // In the client's `character_set_results`, as MariaDB sends what it builds.
+        let converted;
+        let (defs, rows) = match self.own_results_charset() {
+            Some(cs) => {
+                let (d, text) = charset::definitions_in(cs, defs);
+                let rows = rows
+                    .into_iter()
+                    .map(|row| {
+                        row.into_iter()
+                            .zip(text.iter().chain(std::iter::repeat(&false)))
+                            .map(|(v, &t)| match v {
+                                Some(v) if t => {
+                                    Some(charset::value_bytes(Some(cs), &v).into_owned())
+                                }
+                                v => v,
+                            })
+                            .collect()
+                    })
+                    .collect();
+                converted = d;
+                (&converted[..], rows)
+            }
+            _ => (defs, rows),
+        };
         // Binary rows are laid out by column type; text rows need no columns.
         let cols = match protocol {
             Protocol::Text => Vec::new(),

@@ -78,13 +78,7 @@ impl Session {
         t: &Target,
         reply_seq: u8,
     ) -> Result<bool> {
-        let logical = {
-            let p = self.client.packet_payload();
-            let Ok(sql) = std::str::from_utf8(&p[1..]) else {
-                return Ok(false);
-            };
-            shown_table(sql)
-        };
+        let logical = shown_table(&self.client_text());
         let (Some((kind, logical)), Some((_, physical))) = (logical, shown_table(&t.sql)) else {
             return Ok(false);
         };
@@ -196,7 +190,8 @@ impl Session {
     ) -> Result<(Vec<Vec<u8>>, Vec<Vec<Option<Vec<u8>>>>)> {
         let i = self.touch(routing, t.datanode).await?;
         let conn = &mut self.conns.held[i].conn;
-        conn.io.write_command(COM_QUERY, t.sql.as_bytes());
+        let sql = conn.sql_bytes(&t.sql)?.into_owned();
+        conn.io.write_command(COM_QUERY, &sql);
         conn.io.flush().await.map_err(Error::BackendIo)?;
         let mut stream = ResultStream::new(conn, false);
         let defs = stream.columns(conn).await?;

@@ -37,10 +37,12 @@ mod server_show;
 mod statement_time;
 mod table_locks;
 mod txn;
+mod unreadable;
 mod user_vars;
 mod write;
 mod xa;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use mysql_common::constants::StatusFlags;
@@ -50,6 +52,7 @@ use shoal_router::sql::lex::{TokKind, Token};
 use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
+use crate::backend::charset;
 use crate::backend::pool::Wanted;
 use crate::backend::pool::align_to;
 use crate::error::{Error, Result};
@@ -91,12 +94,7 @@ fn changes_schema(sql: &[u8]) -> bool {
 
 /// A router refusal as the error the client gets.
 pub fn refusal(e: &RouterError) -> Error {
-    let mut state = [b'H', b'Y', b'0', b'0', b'0'];
-    let s = e.sqlstate().as_bytes();
-    if s.len() == 5 {
-        state.copy_from_slice(s);
-    }
-    Error::reply(e.code(), &state, e.message())
+    Error::refusal(e)
 }
 
 fn unsupported(what: &str) -> Error {
@@ -283,13 +281,19 @@ impl Session {
         // `is_show`: the statement is a SHOW (read on its tokens, comments skipped).
         // `commits`: a statement MariaDB runs with an implicit commit, which an XA branch
         // refuses: the transaction is committed first, as MariaDB would.
+        let charsets = self.charsets();
+        // The tokenizer could not read the statement to its end (see `unreadable`).
+        let mut unreadable = false;
         let (plan, effects, diag, read_route, is_show, commits) = {
             let p = self.client.packet_payload();
-            let Ok(sql) = std::str::from_utf8(&p[1..]) else {
-                return Err(refusal(&RouterError::unsupported(
-                    "a statement that is not valid UTF-8 on a sharded configuration",
-                )));
+            // Read in the client's charset as MariaDB reads it; what the router renders is
+            // written back in it (`run_on`, `query_payload`).
+            let read = charset::read_statement(charsets.client(), &p[1..])?;
+            self.decoded = match &read {
+                Cow::Owned(text) => Some(text.clone()),
+                Cow::Borrowed(_) => None,
             };
+            let sql: &str = &read;
             self.check_read_only(routing, mode, sql)?;
             // MariaDB would run a Mycat hint `/*!mycat:...*/` as code: it is cut off (after
             // the read/write decision has seen it).
@@ -307,14 +311,17 @@ impl Session {
             }
             match routing.router.tokenize(text, mode, &mut toks) {
                 // Unterminated string or comment: refused, nothing runs.
-                Err(e) => (
-                    Some(RoutePlan::Refuse(e)),
-                    Default::default(),
-                    None,
-                    None,
-                    false,
-                    false,
-                ),
+                Err(e) => {
+                    unreadable = true;
+                    (
+                        Some(RoutePlan::Refuse(e)),
+                        Default::default(),
+                        None,
+                        None,
+                        false,
+                        false,
+                    )
+                }
                 // A backend would read NULL for a variable only the session holds.
                 Ok(())
                     if !toks.first().is_some_and(|t| t.is_kw(text, "SET"))
@@ -344,7 +351,7 @@ impl Session {
                             None => routing.router.route_tokens(
                                 self.logical.as_deref(),
                                 mode,
-                                shoal_router::charset::Charsets::UTF8MB4,
+                                charsets.statements,
                                 text,
                                 &toks,
                                 &[],
@@ -441,32 +448,27 @@ impl Session {
             RoutePlan::Session(kind) => {
                 cold(self.session_statement(routing, kind, None, reply_seq)).await
             }
+            RoutePlan::Refuse(e) if unreadable => {
+                let text = self.client_text();
+                Err(cold(self.unreadable(routing, &text, &e)).await)
+            }
             RoutePlan::Refuse(e) => {
                 // Off the hot path: only an INSERT the planner refused can need a sequence.
-                let fill = {
-                    let p = self.client.packet_payload();
-                    std::str::from_utf8(&p[1..]).ok().and_then(|sql| {
-                        shoal_router::plan::sequence::sequence_fill(
-                            &routing.topology,
-                            self.logical.as_deref(),
-                            sql,
-                        )
-                    })
-                };
+                let text = self.client_text();
+                let fill = shoal_router::plan::sequence::sequence_fill(
+                    &routing.topology,
+                    self.logical.as_deref(),
+                    &text,
+                );
                 if let Some(fill) = fill {
                     return cold(self.insert_with_sequence(routing, fill, reply_seq)).await;
                 }
                 // Or an INSERT without a column list into a sharded table.
-                let columns = {
-                    let p = self.client.packet_payload();
-                    std::str::from_utf8(&p[1..]).ok().and_then(|sql| {
-                        shoal_router::plan::column_list::column_list_fill(
-                            &routing.topology,
-                            self.logical.as_deref(),
-                            sql,
-                        )
-                    })
-                };
+                let columns = shoal_router::plan::column_list::column_list_fill(
+                    &routing.topology,
+                    self.logical.as_deref(),
+                    &text,
+                );
                 match columns {
                     Some(fill) => {
                         cold(self.insert_with_column_list(routing, fill, reply_seq)).await
@@ -475,11 +477,7 @@ impl Session {
                 }
             }
             RoutePlan::Broadcast { targets } => {
-                let dml = {
-                    let p = self.client.packet_payload();
-                    let sql = std::str::from_utf8(&p[1..]).unwrap_or("");
-                    shoal_router::sql::classify(sql).is_dml()
-                };
+                let dml = shoal_router::sql::classify(&self.client_text()).is_dml();
                 let req = prepared::Request::Text;
                 if dml {
                     cold(self.run_writes(routing, targets, false, &req, reply_seq)).await
@@ -552,9 +550,13 @@ impl Session {
         }
     }
 
-    /// Whether `sql` is exactly the text of the client's COM_QUERY (then its frame is relayed).
+    /// Whether `sql` is exactly the text of the client's COM_QUERY (then its frame, the client's
+    /// own bytes, is relayed).
     fn is_client_text(&self, sql: &str) -> bool {
-        self.client.packet_payload().get(1..) == Some(sql.as_bytes())
+        match &self.decoded {
+            Some(text) => text == sql,
+            None => self.client.packet_payload().get(1..) == Some(sql.as_bytes()),
+        }
     }
 
     /// State a statement left on a connection out of the trackers' sight pins it.
@@ -746,9 +748,13 @@ impl Session {
             && let Some((begin, xa)) = self.branch_start(routing, i, dn)
         {
             let h = &mut self.conns.held[i];
-            result = cold(h.conn.command(COM_QUERY, begin.as_bytes()))
-                .await
-                .map(|_| ());
+            result = match h.conn.sql_bytes(&begin) {
+                Ok(bytes) => {
+                    let bytes = bytes.into_owned();
+                    cold(h.conn.command(COM_QUERY, &bytes)).await.map(|_| ())
+                }
+                Err(e) => Err(e),
+            };
             if result.is_ok() {
                 h.txn_begun = true;
                 h.xa = xa;
@@ -893,7 +899,10 @@ impl Session {
         let h = &mut self.conns.held[i];
         match sql {
             None => h.conn.io.write_raw(self.client.frame()),
-            Some(s) => h.conn.io.write_command(COM_QUERY, s.as_bytes()),
+            Some(s) => {
+                let bytes = h.conn.sql_bytes(s)?;
+                h.conn.io.write_command(COM_QUERY, &bytes);
+            }
         }
         self.relay_from(i, expect, reply_seq, Some((&routing.names, dn)))
             .await
@@ -1202,10 +1211,14 @@ impl Session {
     }
 }
 
-/// A target's SQL as a COM_QUERY payload.
-pub(crate) fn query_payload(t: &Target) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(1 + t.sql.len());
+/// A target's SQL as a COM_QUERY payload for `conn` (in its `character_set_client`).
+pub(crate) fn query_payload(
+    conn: &crate::backend::conn::BackendConn,
+    t: &Target,
+) -> Result<Vec<u8>> {
+    let sql = conn.sql_bytes(&t.sql)?;
+    let mut payload = Vec::with_capacity(1 + sql.len());
     payload.push(COM_QUERY);
-    payload.extend_from_slice(t.sql.as_bytes());
-    payload
+    payload.extend_from_slice(&sql);
+    Ok(payload)
 }

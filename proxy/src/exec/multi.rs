@@ -70,11 +70,14 @@ impl Session {
             }
         }
         let mode = self.sql_mode();
+        let cs = self.charsets().client();
         let p = self.client.packet_payload();
-        let sql = std::str::from_utf8(&p[1..]).ok()?;
-        let ranges =
+        // Split as read in the client's charset (and in the one a SET NAMES in the text
+        // switches to); the ranges are of the client's bytes.
+        let ranges = crate::backend::charset::split_statements(cs, &p[1..], |sql| {
             shoal_router::sql::lex::split_statements_in(sql, mode, routing.router.server_version())
-                .ok()?;
+                .ok()
+        })?;
         (ranges.len() > 1).then_some(ranges)
     }
 
@@ -93,8 +96,14 @@ impl Session {
         if k + 1 >= ranges.len() {
             return None;
         }
+        // The ranges are of the client's bytes: read as text where the bytes are it (a UTF-8
+        // client); another charset's statements run one by one.
+        let cs = self.charsets().statements;
+        if !cs.client.is_utf8() {
+            return None;
+        }
         let sql = std::str::from_utf8(text).ok()?;
-        let mode = self.sql_mode();
+        let mode = (self.sql_mode(), cs);
         let mut toks = Vec::new();
         let (dn, qualified, _) =
             self.batchable(routing, mode, &sql[ranges[k].clone()], &mut toks)?;
@@ -123,7 +132,7 @@ impl Session {
     fn batchable(
         &self,
         routing: &Routing,
-        mode: SqlMode,
+        (mode, cs): (SqlMode, shoal_router::charset::Charsets),
         piece: &str,
         toks: &mut Vec<Token>,
     ) -> Option<(DatanodeId, bool, Arc<str>)> {
@@ -146,14 +155,10 @@ impl Session {
         {
             return None;
         }
-        match routing.router.route_tokens(
-            self.logical.as_deref(),
-            mode,
-            shoal_router::charset::Charsets::UTF8MB4,
-            piece,
-            toks,
-            &[],
-        ) {
+        match routing
+            .router
+            .route_tokens(self.logical.as_deref(), mode, cs, piece, toks, &[])
+        {
             RoutePlan::Single(t) => Some((t.datanode, t.qualified, t.sql)),
             _ => None,
         }

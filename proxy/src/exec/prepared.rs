@@ -110,14 +110,10 @@ impl Statements {
         router: &shoal_router::plan::Router,
         current: Option<&str>,
         mode: shoal_router::sql::SqlMode,
+        cs: shoal_router::charset::Charsets,
     ) {
         for s in &mut self.list {
-            s.route = router.prepare_route(
-                current,
-                mode,
-                shoal_router::charset::Charsets::UTF8MB4,
-                &s.sql,
-            );
+            s.route = router.prepare_route(current, mode, cs, &s.sql);
         }
     }
 
@@ -147,8 +143,14 @@ fn value_len(ty: u8, b: &[u8]) -> Option<usize> {
     })
 }
 
-/// The router's view of a bound value.
+/// [`literal_in`] from a UTF-8 client.
 pub(crate) fn literal(p: &RawParam) -> ParamValue {
+    literal_in(p, shoal_router::charset::Charset::Utf8mb4)
+}
+
+/// The router's view of a bound value, its strings read in `cs` (the session's
+/// `character_set_client`, which MariaDB reads them in).
+pub(crate) fn literal_in(p: &RawParam, cs: shoal_router::charset::Charset) -> ParamValue {
     let Some(v) = &p.value else {
         return ParamValue::Null;
     };
@@ -183,7 +185,10 @@ pub(crate) fn literal(p: &RawParam) -> ParamValue {
         _ => {
             let mut s = &v[..];
             let t = read_lenenc_bytes(&mut s).unwrap_or(&[]);
-            ParamValue::Str(String::from_utf8_lossy(t).into_owned())
+            let text = crate::backend::charset::read_statement(cs, t)
+                .map(std::borrow::Cow::into_owned)
+                .unwrap_or_else(|_| String::from_utf8_lossy(t).into_owned());
+            ParamValue::Str(text)
         }
     }
 }
@@ -385,7 +390,8 @@ async fn prepare_once(
     sql: &str,
     columns: bool,
 ) -> Result<(u32, Vec<Vec<u8>>)> {
-    conn.io.write_command(COM_STMT_PREPARE, sql.as_bytes());
+    let bytes = conn.sql_bytes(sql)?;
+    conn.io.write_command(COM_STMT_PREPARE, &bytes);
     conn.io.flush().await.map_err(Error::BackendIo)?;
     let mut reader = conn.reader(response::Expect::Prepare);
     let mut defs: Vec<Vec<u8>> = Vec::new();
@@ -405,7 +411,10 @@ async fn prepare_once(
                 error = Some(Error::Reply {
                     code,
                     state,
-                    message: String::from_utf8_lossy(message).into_owned(),
+                    message: crate::backend::charset::backend_message(
+                        conn.charsets().results,
+                        message,
+                    ),
                 })
             }
             _ => {}
@@ -440,7 +449,7 @@ pub(super) async fn request_on(
 ) -> Result<()> {
     let params = match req {
         Request::Text => {
-            *out = super::query_payload(t);
+            *out = super::query_payload(conn, t)?;
             return Ok(());
         }
         Request::Execute { params } => *params,
@@ -497,12 +506,11 @@ impl Session {
     /// COM_STMT_PREPARE with the router.
     pub(super) async fn prepare_routed(&mut self, routing: &Routing, reply_seq: u8) -> Result<()> {
         let mode = self.sql_mode();
+        // Read in the client's charset; each target's SQL is written back in it (`prepare_on`).
+        let charsets = self.charsets().statements;
         let sql = {
             let p = self.client.packet_payload();
-            let Ok(sql) = std::str::from_utf8(&p[1..]) else {
-                return Err(unsupported("a statement that is not valid UTF-8"));
-            };
-            sql.to_string()
+            crate::backend::charset::read_statement(charsets.client, &p[1..])?.into_owned()
         };
         // An INSERT without a column list into a sharded table is prepared with the table's
         // list spliced in (`column_list.rs`): each execute then plans like any INSERT with
@@ -559,7 +567,7 @@ impl Session {
             (Ok(()), None) => routing.router.route_tokens(
                 self.logical.as_deref(),
                 mode,
-                shoal_router::charset::Charsets::UTF8MB4,
+                charsets,
                 &sql,
                 &toks,
                 values,
@@ -637,6 +645,10 @@ impl Session {
                 params: Params::first(params as usize),
                 qualified: false,
             }),
+            // Unreadable to the tokenizer: MariaDB's error for it (see `unreadable`).
+            RoutePlan::Refuse(e) if tokenized.is_err() => {
+                return Err(cold(self.unreadable(routing, &sql, &e)).await);
+            }
             RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
             // Shoal's administration statements: the privilege first, then MariaDB's refusal
             // of a statement it cannot prepare.
@@ -663,14 +675,11 @@ impl Session {
                 routing.names.rename_all(target.datanode, &mut defs);
                 defs
             }
-            None => local_columns,
+            None => self.own_definitions(local_columns),
         };
-        let prepared = routing.router.prepare_route(
-            self.logical.as_deref(),
-            mode,
-            shoal_router::charset::Charsets::UTF8MB4,
-            &sql,
-        );
+        let prepared = routing
+            .router
+            .prepare_route(self.logical.as_deref(), mode, charsets, &sql);
         // The parameters the client binds (a sequence's keys are Shoal's).
         let params = sequence
             .as_ref()
@@ -747,6 +756,8 @@ impl Session {
         reply_seq: u8,
     ) -> Result<()> {
         let mode = self.sql_mode();
+        let charsets = self.charsets().statements;
+        let cs = charsets.client;
         let xa_tracking = self.xa_tracking(routing);
         let payload = self.client.packet_payload();
         let Some(stmt) = self.statements.get_mut(id) else {
@@ -765,25 +776,19 @@ impl Session {
             return cold(self.execute_with_sequence(routing, id, params, reply_seq)).await;
         }
         values.clear();
-        values.extend(params.iter().map(literal));
+        values.extend(params.iter().map(|p| literal_in(p, cs)));
         let (params, values) = (&params[..], &values[..]);
         let current = self.logical.as_deref();
         let cached_route = stmt.read_route;
         let planned = match prepared {
-            Some(r) => routing.router.route_kept(
-                r,
-                current,
-                mode,
-                shoal_router::charset::Charsets::UTF8MB4,
-                values,
+            Some(r) => routing
+                .router
+                .route_kept(r, current, mode, charsets, values),
+            None => Routed::Plan(
+                routing
+                    .router
+                    .route_in(current, mode, charsets, &stmt.sql, values),
             ),
-            None => Routed::Plan(routing.router.route_in(
-                current,
-                mode,
-                shoal_router::charset::Charsets::UTF8MB4,
-                &stmt.sql,
-                values,
-            )),
         };
         self.mark.route = Some(match &planned {
             Routed::Kept(_) => crate::observe::RouteKind::Single,

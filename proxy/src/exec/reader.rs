@@ -21,7 +21,7 @@ fn reply(conn: &BackendConn, code: u16, state: [u8; 5], message: &[u8]) -> Error
     Error::Reply {
         code,
         state,
-        message: String::from_utf8_lossy(message).into_owned(),
+        message: crate::backend::charset::backend_message(conn.charsets().results, message),
     }
 }
 

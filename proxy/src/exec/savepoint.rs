@@ -131,7 +131,12 @@ impl Session {
             if op != SavepointOp::Set && !h.savepoints_set {
                 continue;
             }
-            if let Err(e) = h.conn.command(COM_QUERY, sql.as_bytes()).await {
+            let bytes = h.conn.sql_bytes(&sql).map(std::borrow::Cow::into_owned);
+            let sent = match bytes {
+                Ok(bytes) => h.conn.command(COM_QUERY, &bytes).await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = sent {
                 failed = Some((routing.topology.datanodes[h.dn].name.clone(), e));
                 break;
             }
@@ -194,7 +199,8 @@ impl Session {
         }
         for name in &self.savepoints {
             let sql = format!("SAVEPOINT {}", quote_ident(name));
-            h.conn.command(COM_QUERY, sql.as_bytes()).await?;
+            let bytes = h.conn.sql_bytes(&sql)?.into_owned();
+            h.conn.command(COM_QUERY, &bytes).await?;
         }
         h.savepoints_set = true;
         Ok(())

@@ -172,6 +172,11 @@ impl Session {
         {
             parsed = Err(e);
         }
+        if let Ok(cols) = &mut parsed
+            && compares
+        {
+            self.read_converted_expressions(cols);
+        }
         let merger = match (first_err, parsed) {
             (Some(e), _) => Err(e),
             (None, Err(e)) => Err(e),
@@ -301,10 +306,10 @@ impl Session {
         if let Some(e) = error {
             let p = match e.as_reply() {
                 Some((code, state, msg)) => {
-                    match routing.names.rewrite(msg, self.logical.as_deref()) {
-                        Some(m) => err_payload(code, state, &m),
-                        None => err_payload(code, state, msg),
-                    }
+                    let m = routing.names.rewrite(msg, self.logical.as_deref());
+                    let (code, state) = (code, *state);
+                    let m = m.unwrap_or_else(|| msg.to_string());
+                    self.error_payload(code, &state, &m)
                 }
                 None => err_payload(
                     crate::error::LOST_BACKEND.0,

@@ -17,7 +17,7 @@ use shoal_router::plan::sequence::SequenceFill;
 use shoal_router::plan::{Merge, ParamValue, RoutePlan};
 use shoal_router::sql::lex::TokKind;
 
-use super::prepared::{RawParam, Request, literal};
+use super::prepared::{RawParam, Request, literal_in};
 use super::unsupported;
 use crate::error::{Error, Result};
 use crate::runtime::routing::Routing;
@@ -109,10 +109,7 @@ impl Session {
         fill: SequenceFill,
         reply_seq: u8,
     ) -> Result<()> {
-        let sql = {
-            let p = self.client.packet_payload();
-            String::from_utf8_lossy(&p[1..]).into_owned()
-        };
+        let sql = self.client_text();
         let first = self.next_ids(routing, &fill).await?;
         let text = fill.apply(&sql, first);
         self.sequence_first = Some(first);
@@ -155,20 +152,20 @@ impl Session {
             Error::reply(1615, b"HY000", "Prepared statement needs to be re-prepared")
         })?;
         let mode = self.sql_mode();
+        let charsets = self.charsets().statements;
         let route = self
             .read_route_of(routing, mode, &sql)
             .or_else(|| self.xa_route(routing, mode, &sql));
         self.note_statement_writes(route);
         let first = self.next_ids(routing, &fill).await?;
         let bound = seq.bind(params, first);
-        let values: Vec<ParamValue> = bound.iter().map(literal).collect();
-        let plan = routing.router.route_in(
-            self.logical.as_deref(),
-            mode,
-            shoal_router::charset::Charsets::UTF8MB4,
-            &sql,
-            &values,
-        );
+        let values: Vec<ParamValue> = bound
+            .iter()
+            .map(|p| literal_in(p, charsets.client))
+            .collect();
+        let plan = routing
+            .router
+            .route_in(self.logical.as_deref(), mode, charsets, &sql, &values);
         self.mark.route = Some(crate::observe::RouteKind::of(&plan));
         if let Some(route) = route {
             (self.conns.want, self.conns.writing) = super::replica::statement_want(route, &plan);

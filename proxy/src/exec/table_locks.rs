@@ -353,7 +353,10 @@ impl Session {
             let r = match self.touch(routing, dn).await {
                 Ok(i) => {
                     let h = &mut self.conns.held[i];
-                    let r = h.conn.command(COM_QUERY, stmt.as_bytes()).await;
+                    let r = match h.conn.sql_bytes(&stmt).map(std::borrow::Cow::into_owned) {
+                        Ok(bytes) => h.conn.command(COM_QUERY, &bytes).await,
+                        Err(e) => Err(e),
+                    };
                     if r.is_ok() {
                         h.table_locks = true;
                         let mut names: Vec<String> =

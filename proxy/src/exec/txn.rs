@@ -30,7 +30,7 @@ impl Session {
         let text = |s: &Self| -> String {
             match prepared {
                 Some(sql) => sql.to_string(),
-                None => String::from_utf8_lossy(&s.client.packet_payload()[1..]).into_owned(),
+                None => s.client_text(),
             }
         };
         // The statement's words as the backend reads them: comments skipped, executable
@@ -347,7 +347,8 @@ impl Session {
         for &dn in &dns {
             let i = self.conns.touched(dn)?;
             let h = &mut self.conns.held[i];
-            h.conn.io.write_command(COM_QUERY, begin.as_bytes());
+            let bytes = h.conn.sql_bytes(&begin)?.into_owned();
+            h.conn.io.write_command(COM_QUERY, &bytes);
             sent.push(h.conn.io.flush().await.map_err(Error::BackendIo));
         }
         let mut failed = None;

@@ -88,7 +88,12 @@ impl Session {
         what: &str,
         reply_seq: u8,
     ) -> Result<()> {
-        let targets = match routing.router.route(self.logical.as_deref(), text, &[]) {
+        // Read as the client's text was (its sql_mode and character sets).
+        let (mode, cs) = (self.sql_mode(), self.charsets().statements);
+        let targets = match routing
+            .router
+            .route_in(self.logical.as_deref(), mode, cs, text, &[])
+        {
             RoutePlan::Single(t) => vec![t],
             RoutePlan::Scatter {
                 targets,

@@ -4,6 +4,7 @@ use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
+use shoal_router::charset::Charset;
 use shoal_router::rule::collation::general_ci_weight;
 use smallvec::SmallVec;
 
@@ -31,6 +32,13 @@ pub enum Coll {
     /// `latin1_bin` values sent as UTF-8: the latin1 byte order (which is not the code point
     /// order: latin1 is cp1252 in MariaDB, 0x80 is the euro sign), PAD SPACE.
     Latin1BinUtf8,
+    /// `utf8mb4_general_ci` / `utf8mb3_general_ci` values sent in another character set (the
+    /// client's `character_set_results`, gbk say): read back to Unicode as MariaDB converts
+    /// them, then weighed as [`Coll::GeneralCi`].
+    GeneralCiIn(Charset),
+    /// `utf8mb4_bin` / `utf8mb3_bin` values sent in another character set: code point order
+    /// of the text read back, PAD SPACE.
+    BinIn(Charset),
 }
 
 /// MariaDB's latin1 (cp1252, its undefined bytes mapped to C1 controls) for bytes 0x80..=0x9F;
@@ -59,7 +67,8 @@ enum Encoding {
     Utf8,
     Latin1,
     Binary,
-    Other,
+    /// Another client character set (a non-UTF-8 `character_set_results`), if Shoal reads it.
+    Other(Option<Charset>),
 }
 
 fn encoding(collation: u16) -> Encoding {
@@ -68,7 +77,7 @@ fn encoding(collation: u16) -> Encoding {
         "utf8mb4" | "utf8mb3" | "utf8" => Encoding::Utf8,
         "latin1" => Encoding::Latin1,
         "binary" => Encoding::Binary,
-        _ => Encoding::Other,
+        _ => Encoding::Other(Charset::from_collation_id(collation)),
     }
 }
 
@@ -81,6 +90,17 @@ fn declared_kind(declared: u16, reported: u16) -> Kind {
         Encoding::Binary => encoding(declared),
         e => e,
     };
+    // UTF-8 columns whose values a non-UTF-8 `character_set_results` converted.
+    let converted = match cells {
+        Encoding::Latin1 => Some(Charset::Latin1),
+        Encoding::Other(cs) => cs.filter(|cs| !cs.is_utf8() && *cs != Charset::Binary),
+        _ => None,
+    };
+    match (declared, converted) {
+        (33 | 45, Some(cs)) => return Kind::Str(Coll::GeneralCiIn(cs)),
+        (46 | 83, Some(cs)) => return Kind::Str(Coll::BinIn(cs)),
+        _ => {}
+    }
     match (declared, cells) {
         (63, _) => Kind::Str(Coll::Binary),
         (33 | 45, Encoding::Utf8) => Kind::Str(Coll::GeneralCi),
@@ -654,6 +674,19 @@ pub fn weights(s: &[u8], coll: Coll) -> Result<Key> {
             let s = std::str::from_utf8(s)
                 .map_err(|_| protocol_error("invalid UTF-8 in a utf8 string column"))?;
             s.chars().map(|c| general_ci_weight(c) as u32).collect()
+        }
+        Coll::GeneralCiIn(cs) | Coll::BinIn(cs) => {
+            if coll == Coll::GeneralCiIn(cs)
+                && let Some(upper) = ascii_upper(s)
+            {
+                return narrow(upper, true);
+            }
+            let s = shoal_router::charset::to_unicode(cs, s)
+                .map_err(|_| protocol_error("a string not in the results' character set"))?;
+            match coll {
+                Coll::GeneralCiIn(_) => s.chars().map(|c| general_ci_weight(c) as u32).collect(),
+                _ => s.chars().map(|c| c as u32).collect(),
+            }
         }
         Coll::Latin1SwedishCiUtf8 | Coll::Latin1BinUtf8 => {
             let bad = || protocol_error("a latin1 column's value is not latin1 text");

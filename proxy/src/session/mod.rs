@@ -27,6 +27,7 @@ use crate::wire::tls::ClientStream;
 use tokio::sync::watch;
 use tracing::{debug, trace, warn};
 
+use crate::backend::charset;
 use crate::backend::pool::{PooledConn, Wanted, align_to};
 use crate::backend::state::{SessionState, Vars};
 use crate::error::{Error, Result};
@@ -34,7 +35,7 @@ use crate::exec::connset::ConnSet;
 use crate::out_of_line::cold;
 use crate::wire::Wire;
 use crate::wire::command::*;
-use crate::wire::messages::{err_payload, ok_payload};
+use crate::wire::messages::{err_payload_bytes, ok_payload};
 use crate::wire::packet::{PacketStream, is_too_large};
 use crate::wire::resultset::column_definition;
 use relay::{Expect, Outcome, relay};
@@ -142,6 +143,12 @@ pub struct Session {
     /// The variables sql_mode was last read from, and what it means for the router (parsed
     /// once per change, not per statement).
     mode_seen: (Vars, shoal_router::sql::SqlMode),
+    /// The variables the character sets were last read from, and the character sets (see
+    /// [`charset`]; read once per change, not per statement).
+    charsets_seen: (Vars, charset::Charsets),
+    /// The running COM_QUERY's text when it is not its bytes as they are (a client whose
+    /// `character_set_client` is not UTF-8 sent non-ASCII bytes): what the router read.
+    pub(crate) decoded: Option<String>,
     /// The routed path's token buffer, reused from statement to statement: each COM_QUERY is
     /// tokenized once into it and read by the router, the pin check and the diagnostics check.
     pub(crate) tokens: Vec<Token>,
@@ -233,6 +240,8 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
         },
         logical: None,
         mode_seen: (Vars::default(), shoal_router::sql::SqlMode::default()),
+        charsets_seen: (Vars::default(), charset::Charsets::default()),
+        decoded: None,
         tokens: Vec::new(),
         renamed: Default::default(),
         conns: ConnSet::default(),
@@ -458,9 +467,15 @@ impl Session {
     ) -> Result<()> {
         let mut s = seq;
         self.mark.error = Some(code);
-        self.client
-            .write_packet(&mut s, &err_payload(code, state, message));
+        let p = self.error_payload(code, state, message);
+        self.client.write_packet(&mut s, &p);
         self.client.flush().await.map_err(Error::ClientIo)
+    }
+
+    /// An ERR payload of Shoal's own, its message in the session's `character_set_results`.
+    pub(crate) fn error_payload(&mut self, code: u16, state: &[u8; 5], message: &str) -> Vec<u8> {
+        let results = self.charsets().results;
+        err_payload_bytes(code, state, &charset::message_bytes(results, message))
     }
 
     pub(crate) async fn send_ok(&mut self, seq: u8) -> Result<()> {
@@ -803,9 +818,9 @@ impl Session {
             w.applied_on.clear();
         }
         if let Some(r) = self.routing.clone() {
-            let mode = self.sql_mode();
+            let (mode, cs) = (self.sql_mode(), self.charsets().statements);
             self.statements
-                .replan(&r.router, self.logical.as_deref(), mode);
+                .replan(&r.router, self.logical.as_deref(), mode, cs);
         }
     }
 
@@ -1232,6 +1247,26 @@ impl Session {
             self.mode_seen = (self.want.vars.clone(), mode);
         }
         self.mode_seen.1
+    }
+
+    /// The session's character sets (see [`charset`]): read again only when its variables
+    /// changed.
+    pub(crate) fn charsets(&mut self) -> charset::Charsets {
+        if !self.charsets_seen.0.same(&self.want.vars) {
+            self.charsets_seen = (
+                self.want.vars.clone(),
+                charset::Charsets::of(&self.want.vars),
+            );
+        }
+        self.charsets_seen.1
+    }
+
+    /// The running COM_QUERY's text as the router read it (owned: off the hot path).
+    pub(crate) fn client_text(&self) -> String {
+        match &self.decoded {
+            Some(text) => text.clone(),
+            None => String::from_utf8_lossy(&self.client.packet_payload()[1..]).into_owned(),
+        }
     }
 
     /// An unknown schema is 1049; a known one outside the user's list is 1044, as MySQL says.

@@ -15,7 +15,7 @@ use crate::backend::state::Tracked;
 use crate::error::{Error, Result};
 use crate::runtime::names::{LogicalNames, RenameMemo};
 use crate::wire::Wire;
-use crate::wire::messages::{OkInfo, encode_ok, err_payload, set_more_results};
+use crate::wire::messages::{OkInfo, encode_ok, err_payload, err_payload_bytes, set_more_results};
 use crate::wire::packet::PacketStream;
 pub use crate::wire::response::Expect;
 use crate::wire::response::{Event, protocol_error};
@@ -114,15 +114,19 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
                     state,
                     message,
                 } => {
-                    // Only an error can name a physical database or table: in logical names.
+                    // Only an error can name a physical database or table: in logical names,
+                    // read and written in the connection's (the client's) character_set_results.
+                    let results = errors.map(|_| backend.charsets().results);
                     let logical = errors.and_then(|(n, current)| {
-                        let m = std::str::from_utf8(message).ok()?;
-                        n.rewrite(m, current)
+                        let m =
+                            crate::backend::charset::backend_message(results.flatten(), message);
+                        n.rewrite(&m, current)
                     });
                     match logical {
                         Some(m) if !continuing => {
                             let mut s = h.seq;
-                            client.write_packet(&mut s, &err_payload(code, &state, &m));
+                            let m = crate::backend::charset::message_bytes(results.flatten(), &m);
+                            client.write_packet(&mut s, &err_payload_bytes(code, &state, &m));
                         }
                         _ => forward_raw(client, backend.io.frame(), shift),
                     }

@@ -198,12 +198,17 @@ pub fn eof_payload(status: u16) -> Vec<u8> {
 
 /// An ERR payload in protocol 4.1 form.
 pub fn err_payload(code: u16, state: &[u8; 5], message: &str) -> Vec<u8> {
+    err_payload_bytes(code, state, message.as_bytes())
+}
+
+/// [`err_payload`] with the message's bytes as they go out (in the client's charset).
+pub fn err_payload_bytes(code: u16, state: &[u8; 5], message: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(9 + message.len());
     out.push(0xFF);
     out.extend_from_slice(&code.to_le_bytes());
     out.push(b'#');
     out.extend_from_slice(state);
-    out.extend_from_slice(message.as_bytes());
+    out.extend_from_slice(message);
     out
 }
 

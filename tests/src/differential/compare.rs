@@ -157,7 +157,7 @@ pub(super) fn cells(row: Row) -> Cells {
     row.unwrap().into_iter().map(cell).collect()
 }
 
-fn cell(v: Value) -> Option<String> {
+pub(super) fn cell(v: Value) -> Option<String> {
     match v {
         Value::NULL => None,
         Value::Bytes(b) => Some(String::from_utf8_lossy(&b).into_owned()),

@@ -90,9 +90,12 @@ impl Lit {
 
 // Value pools with collation ties: under utf8mb4_general_ci 'new', 'NEW' and 'New ' are equal;
 // under utf8mb4_bin (PAD SPACE) 'x' and 'x ' are equal but 'X' is not.
+//
+// Some values are not ASCII, in characters every client charset the differential runs through
+// (gbk, latin1, big5) can write: § ° ± · × ÷ – — ‘ ’ “ ” … (so no value converts to '?' there).
 pub const STATUS: &[&str] = &[
     "new", "NEW", "New ", "paid", "PAID", "Paid", "shipped", "SHIPPED ", "a", "A", "a ", "b", "B",
-    "",
+    "", "paid…", "PAID… ", "§new",
 ];
 pub const TAGS: &[&str] = &["x", "X", "x ", "y", "Y", "z", "zz", "Zz", ""];
 pub const COUNTRY_CODES: &[&str] = &[
@@ -101,11 +104,35 @@ pub const COUNTRY_CODES: &[&str] = &[
 pub const REGIONS: &[&str] = &["europe", "EUROPE", "America", "asia", "Asia "];
 pub const SKUS: &[&str] = &["ab-1", "AB-1", "ab-1 ", "cd-2", "ef-3", "EF-3", "gh-4", "z"];
 pub const NAMES: &[&str] = &[
-    "alice", "Alice", "ALICE ", "bob", "o'neil", "O'Neil", "carol", "dave", "eve", "",
+    "alice",
+    "Alice",
+    "ALICE ",
+    "bob",
+    "o'neil",
+    "O'Neil",
+    "carol",
+    "dave",
+    "eve",
+    "",
+    "o’neil",
+    "“Bob” × 2",
+    "“BOB” × 2 ",
+    "±eve°",
 ];
-pub const KINDS: &[&str] = &["click", "CLICK", "view", "View ", "buy", "refund"];
-pub const PAYLOADS: &[&str] = &["p1", "P1", "p1 ", "p2", "q", "Q", "r r", ""];
-pub const LEDGER_ACCOUNTS: &[&str] = &["cash", "CASH", "Cash ", "bank", "Bank", "sales", "tax"];
+pub const KINDS: &[&str] = &[
+    "click",
+    "CLICK",
+    "view",
+    "View ",
+    "buy",
+    "refund",
+    "“buy”",
+    "–view–",
+];
+pub const PAYLOADS: &[&str] = &["p1", "P1", "p1 ", "p2", "q", "Q", "r r", "", "p—1", "q÷2 "];
+pub const LEDGER_ACCOUNTS: &[&str] = &[
+    "cash", "CASH", "Cash ", "bank", "Bank", "sales", "tax", "cash°", "CASH° ",
+];
 
 /// Days since 1970-01-01 to `YYYY-MM-DD` (proleptic Gregorian).
 pub fn date_of(days: i64) -> String {
@@ -340,10 +367,17 @@ pub fn account_row(rng: &mut Rng, id: i64) -> Vec<Lit> {
 /// general_ci key, so they must share a shard.
 pub fn email(rng: &mut Rng) -> String {
     let k = rng.below(60);
+    // One key in five is not ASCII (see the pools above): read from each client charset's
+    // bytes, it must be routed where the same key in UTF-8 lives.
+    let at = if k.is_multiple_of(5) {
+        "§“×”@ex·io"
+    } else {
+        "@ex.io"
+    };
     match rng.below(4) {
-        0 => format!("USER{k}@EX.IO"),
-        1 => format!("user{k}@ex.io "),
-        _ => format!("user{k}@ex.io"),
+        0 => format!("USER{k}{}", at.to_uppercase()),
+        1 => format!("user{k}{at} "),
+        _ => format!("user{k}{at}"),
     }
 }
 

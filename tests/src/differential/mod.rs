@@ -15,6 +15,8 @@
 //! - [`capi`]: the prepared statements again through MariaDB Connector/C, and prepared INSERTs
 //!   into the date-ruled table with binary DATE/DATETIME parameters;
 //! - [`multi`]: multi-statement texts, through mysql_async and through Connector/C.
+//! - [`charsets`]: the SELECTs with string literals or parameters again through connections in
+//!   gbk, latin1 and big5 (text and prepared), their bytes in that charset.
 //!
 //! A subject's error is a *refusal* (counted per message, not a failure) only when it is
 //! `ER_NOT_SUPPORTED_YET` (1235) naming a construct on the documented refusal list
@@ -26,6 +28,7 @@
 
 pub mod capi;
 pub mod catalog;
+pub mod charsets;
 pub mod colocated;
 pub mod compare;
 pub mod data;
@@ -474,6 +477,8 @@ pub async fn run(plan: &Plan, subject_name: &str, oracle: &mut Conn, subject_opt
         multi::run_one(&mut report, m, oracle, &mut subject).await;
     }
     let oracle_opts = oracle.opts().clone();
+    // The string families through gbk, latin1 and big5 connections.
+    charsets::run(&mut report, plan, &oracle_opts, &subject.opts).await;
     if let Some(c) = &plan.capi {
         capi_selects(&mut report, plan, c, &oracle_opts, &subject.opts).await;
         multi::run_capi(
