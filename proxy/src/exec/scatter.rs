@@ -397,7 +397,10 @@ impl Session {
     ) -> Result<(Vec<Place>, Vec<(PooledConn, bool)>)> {
         if targets.len() > 1 {
             self.admit(routing).await?;
-            self.acquire_together(routing, targets).await?;
+            // Under LOCK TABLES the locked connections serve (touch refuses any other).
+            if self.table_locks.is_empty() {
+                self.acquire_together(routing, targets).await?;
+            }
         }
         for t in targets {
             self.touch(routing, t.datanode).await?;
