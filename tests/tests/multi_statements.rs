@@ -10,44 +10,10 @@ use mysql_async::{Conn, Row};
 use shoal_tests::{shared_backend, shared_backend_layout, unique_name};
 
 /// Every result of `sql`: each result's rows as text (an OK result: no rows), then the error
-/// that ended the text, if one did (mysql_async gives an error that follows a result set to
-/// the next query: a `DO 0` asks for it).
+/// that ended the text, if one did (see [`outcomes`]).
 async fn results(c: &mut Conn, sql: &str) -> (Vec<Vec<Vec<Option<String>>>>, Option<u16>) {
-    let (out, e) = results_of(c, sql).await;
-    if e.is_some() {
-        return (out, e);
-    }
-    match c.query_drop("DO 0").await {
-        Err(mysql_async::Error::Server(e)) => (out, Some(e.code)),
-        _ => (out, None),
-    }
-}
-
-async fn results_of(c: &mut Conn, sql: &str) -> (Vec<Vec<Vec<Option<String>>>>, Option<u16>) {
-    let mut out = Vec::new();
-    let mut r = match c.query_iter(sql).await {
-        Ok(r) => r,
-        Err(mysql_async::Error::Server(e)) => return (out, Some(e.code)),
-        Err(e) => panic!("{sql}: {e}"),
-    };
-    loop {
-        match r.collect::<Row>().await {
-            Ok(rows) => out.push(
-                rows.iter()
-                    .map(|row| {
-                        (0..row.len())
-                            .map(|i| row.get::<Option<String>, _>(i).flatten())
-                            .collect()
-                    })
-                    .collect(),
-            ),
-            Err(mysql_async::Error::Server(e)) => return (out, Some(e.code)),
-            Err(e) => panic!("{sql}: {e}"),
-        }
-        if r.is_empty() {
-            return (out, None);
-        }
-    }
+    let (out, e) = outcomes(c, sql).await;
+    (out.into_iter().map(|(rows, ..)| rows).collect(), e)
 }
 
 #[tokio::test]
@@ -235,7 +201,8 @@ async fn a_statement_refused_inside_a_text_ends_it_with_its_error() {
 }
 
 /// Each result of `sql` with what its OK said: rows as text, affected rows and last insert id;
-/// then the error that ended the text, if one did.
+/// then the error that ended the text, if one did (mysql_async gives an error that follows a
+/// result set to the next query: a `DO 0` asks for it).
 type Outcomes = (
     Vec<(Vec<Vec<Option<String>>>, u64, Option<u64>)>,
     Option<u16>,
