@@ -7,7 +7,7 @@
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
-use shoal_tests::{shared_backend, shared_backend_layout, unique_name};
+use shoal_tests::{ShoalProcess, shared_backend, shared_backend_layout, unique_name};
 
 /// Every result of `sql`: each result's rows as text (an OK result: no rows), then the error
 /// that ended the text, if one did (see [`outcomes`]).
@@ -16,16 +16,18 @@ async fn results(c: &mut Conn, sql: &str) -> (Vec<Vec<Vec<Option<String>>>>, Opt
     (out.into_iter().map(|(rows, ..)| rows).collect(), e)
 }
 
-#[tokio::test]
-async fn multi_statement_texts_answer_as_one_mariadb() {
+/// A sharded `orders (id INT PRIMARY KEY, v INT)` over two datanodes through Shoal, and the
+/// same table in a database of its own on the backend directly, each holding `rows` as
+/// `(id, v)` pairs: the proxy, a client of it and a direct client.
+async fn orders_both_ways(prefix: &str, rows: &str) -> (ShoalProcess, Conn, Conn) {
     let backend = shared_backend();
     let (schema, shoal) = shared_backend_layout(
         &backend,
-        "multi",
+        prefix,
         "      - { name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }\n",
     )
     .await;
-    let direct_db = unique_name("multi_direct");
+    let direct_db = unique_name(&format!("{prefix}_direct"));
     backend.fresh_db(&direct_db).await;
     let mut s = Conn::new(shoal.opts_as("app", "app-secret", Some(&schema)))
         .await
@@ -35,10 +37,17 @@ async fn multi_statement_texts_answer_as_one_mariadb() {
         c.query_drop("CREATE TABLE orders (id INT PRIMARY KEY, v INT)")
             .await
             .unwrap();
-        c.query_drop("INSERT INTO orders (id, v) VALUES (1, 1), (2, 2), (3, 3), (4, 4), (5, 5)")
+        c.query_drop(format!("INSERT INTO orders (id, v) VALUES {rows}"))
             .await
             .unwrap();
     }
+    (shoal, s, d)
+}
+
+#[tokio::test]
+async fn multi_statement_texts_answer_as_one_mariadb() {
+    let (shoal, mut s, mut d) =
+        orders_both_ways("multi", "(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)").await;
     for sql in [
         // Led by a session statement: once counted one datanode's rows.
         "SET NAMES utf8mb4; SELECT COUNT(*) FROM orders WHERE id < 11000",
@@ -81,31 +90,8 @@ async fn multi_statement_texts_answer_as_one_mariadb() {
 #[tokio::test]
 #[ignore = "a measurement, not a check"]
 async fn measure_a_batch_of_1000_updates() {
-    let backend = shared_backend();
-    let (schema, shoal) = shared_backend_layout(
-        &backend,
-        "batch",
-        "      - { name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }\n",
-    )
-    .await;
-    let direct_db = unique_name("batch_direct");
-    backend.fresh_db(&direct_db).await;
-    let mut s = Conn::new(shoal.opts_as("app", "app-secret", Some(&schema)))
-        .await
-        .unwrap();
-    let mut d = backend.conn(Some(&direct_db)).await;
     let values: Vec<String> = (1..=1000).map(|id| format!("({id}, 0)")).collect();
-    for c in [&mut s, &mut d] {
-        c.query_drop("CREATE TABLE orders (id INT PRIMARY KEY, v INT)")
-            .await
-            .unwrap();
-        c.query_drop(format!(
-            "INSERT INTO orders (id, v) VALUES {}",
-            values.join(", ")
-        ))
-        .await
-        .unwrap();
-    }
+    let (_shoal, mut s, mut d) = orders_both_ways("batch", &values.join(", ")).await;
     let updates: Vec<String> = (1..=1000)
         .map(|id| format!("UPDATE orders SET v = v + 1 WHERE id = {id}"))
         .collect();
@@ -247,27 +233,8 @@ async fn outcomes(c: &mut Conn, sql: &str) -> Outcomes {
 /// it (the writes after it not applied), inside and outside a transaction.
 #[tokio::test]
 async fn batched_writes_keep_each_statements_result_and_error() {
-    let backend = shared_backend();
-    let (schema, shoal) = shared_backend_layout(
-        &backend,
-        "batchres",
-        "      - { name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }\n",
-    )
-    .await;
-    let direct_db = unique_name("batchres_direct");
-    backend.fresh_db(&direct_db).await;
-    let mut s = Conn::new(shoal.opts_as("app", "app-secret", Some(&schema)))
-        .await
-        .unwrap();
-    let mut d = backend.conn(Some(&direct_db)).await;
-    for c in [&mut s, &mut d] {
-        c.query_drop("CREATE TABLE orders (id INT PRIMARY KEY, v INT)")
-            .await
-            .unwrap();
-        c.query_drop("INSERT INTO orders (id, v) VALUES (1, 1), (2, 2), (3, 3), (4, 4), (5, 5)")
-            .await
-            .unwrap();
-    }
+    let (shoal, mut s, mut d) =
+        orders_both_ways("batchres", "(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)").await;
     let updates = |ids: &[i32]| {
         ids.iter()
             .map(|id| format!("UPDATE orders SET v = v + {id} WHERE id = {id}"))

@@ -496,6 +496,15 @@ fn keep_types(held: &mut ParamTypes, params: &[RawParam], which: &[u16]) -> bool
     false
 }
 
+/// Whether `sql` starts with INSERT or REPLACE: the cheap look before a prepared statement is
+/// read for an INSERT the executor completes (a column list, a sequence's keys).
+pub(super) fn is_insert(sql: &str) -> bool {
+    let head = sql.trim_start().get(..7).unwrap_or_default();
+    head.get(..6)
+        .is_some_and(|h| h.eq_ignore_ascii_case("insert"))
+        || head.eq_ignore_ascii_case("replace")
+}
+
 /// The SQL request each target gets: text, or an execute of a prepared statement.
 pub enum Request<'a> {
     Text,
@@ -515,19 +524,15 @@ impl Session {
         // An INSERT without a column list into a sharded table is prepared with the table's
         // list spliced in (`column_list.rs`): each execute then plans like any INSERT with
         // one. The order is the table's at PREPARE.
-        let head = sql.trim_start().get(..7).unwrap_or_default();
-        let sql = match (head
-            .get(..6)
-            .is_some_and(|h| h.eq_ignore_ascii_case("insert"))
-            || head.eq_ignore_ascii_case("replace"))
-        .then(|| {
-            shoal_router::plan::column_list::column_list_fill(
-                &routing.topology,
-                self.logical.as_deref(),
-                &sql,
-            )
-        })
-        .flatten()
+        let sql = match is_insert(&sql)
+            .then(|| {
+                shoal_router::plan::column_list::column_list_fill(
+                    &routing.topology,
+                    self.logical.as_deref(),
+                    &sql,
+                )
+            })
+            .flatten()
         {
             Some(fill) => {
                 let columns = self.column_order(routing, &fill).await?;

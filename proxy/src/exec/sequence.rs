@@ -70,12 +70,7 @@ pub(super) fn prepared_sequence(
     mode: shoal_router::sql::SqlMode,
     sql: &str,
 ) -> Option<(String, Arc<PreparedSequence>)> {
-    let head = sql.trim_start().get(..7).unwrap_or_default();
-    if !(head
-        .get(..6)
-        .is_some_and(|h| h.eq_ignore_ascii_case("insert"))
-        || head.eq_ignore_ascii_case("replace"))
-    {
+    if !super::prepared::is_insert(sql) {
         return None;
     }
     let fill = shoal_router::plan::sequence::sequence_fill(&routing.topology, current, sql)?;
