@@ -185,7 +185,11 @@ impl Cursor {
                 let reset = matches!(command, Command::StmtReset(_));
                 match self.statements.get_mut(id) {
                     None => {
-                        let cmd = if reset { COM_STMT_RESET } else { COM_STMT_FETCH };
+                        let cmd = if reset {
+                            COM_STMT_RESET
+                        } else {
+                            COM_STMT_FETCH
+                        };
                         Err(Error::unknown_statement(id, name(cmd)))
                     }
                     Some(s) if reset => {
