@@ -25,7 +25,6 @@ pub use cursor::Cursor;
 pub use prepared::Statements;
 pub(crate) use replica::BACKEND_COLUMNS;
 mod datanode_union;
-mod fate;
 mod gtid_position;
 mod keymove;
 pub mod kill;
@@ -37,7 +36,6 @@ pub(crate) mod prepared;
 mod reader;
 pub mod relay;
 mod replica;
-mod savepoint;
 mod scatter;
 mod single;
 pub(crate) use single::query_payload;
@@ -47,10 +45,10 @@ mod statement_time;
 mod table_locks;
 mod touch;
 mod txn;
+use txn::xa;
 mod unreadable;
 mod user_vars;
 mod write;
-mod xa;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -113,7 +111,7 @@ fn unsupported(what: &str) -> Error {
     )))
 }
 
-/// What a statement needs of the connection [`Session::touch_for`] gives it.
+/// What a statement needs of the connection [`Cursor::touch_for`] gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Use {
     /// Text run in the datanode's database: the connection must be in it.
