@@ -7,6 +7,8 @@
 //! - [`depth`]: how deep a statement's tree can be, checked before it is built;
 //! - [`current_db`]: whether text reads the current database beyond its table names;
 //! - [`normalize`]: statement shapes (literals lifted out) for the plan cache;
+//! - [`effects`]: implicit commits, schema changes and user variables a statement reads;
+//! - [`statement_time`]: `SET STATEMENT max_statement_time = n FOR ...`;
 //! - [`analyze`]: sqlparser's AST turned into our [`stmt::Dml`] description.
 
 pub mod admin;
@@ -15,10 +17,12 @@ pub mod classify;
 pub mod current_db;
 pub mod depth;
 mod dialect;
+pub mod effects;
 pub mod lex;
 pub mod mode;
 pub mod normalize;
 pub mod readwrite;
+pub mod statement_time;
 pub mod stmt;
 
 pub use classify::{
