@@ -4,6 +4,7 @@
 //! - [`lex`]: our tokenizer (byte offsets, MariaDB comment rules, sql_mode-aware);
 //! - [`mode`]: the sql_mode flags and server version that change how text reads;
 //! - [`classify()`]: statement kind by leading keywords, for the session layer and the planner;
+//! - [`clauses`]: the clause keywords that end a part of a statement, for token-level edits;
 //! - [`depth`]: how deep a statement's tree can be, checked before it is built;
 //! - [`current_db`]: whether text reads the current database beyond its table names;
 //! - [`normalize`]: statement shapes (literals lifted out) for the plan cache;
@@ -14,6 +15,7 @@
 pub mod admin;
 pub mod analyze;
 pub mod classify;
+pub mod clauses;
 pub mod current_db;
 pub mod depth;
 mod dialect;
