@@ -312,3 +312,35 @@ impl Router {
         plan
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Diagnostics, diagnostics_of};
+    use crate::sql::lex::tokenize;
+
+    #[test]
+    fn recognises_diagnostics_queries_on_tokens() {
+        let diag = |sql: &str| diagnostics_of(sql, &tokenize(sql).expect("tokens"));
+        assert_eq!(diag("SELECT ROW_COUNT()"), Some(Diagnostics::RowCount));
+        assert_eq!(
+            diag(" select found_rows( ) ;"),
+            Some(Diagnostics::FoundRows)
+        );
+        assert_eq!(
+            diag("SELECT /* id 7 */ connection_id()"),
+            Some(Diagnostics::ConnectionId)
+        );
+        for sql in [
+            "SELECT ROW_COUNT() + 1",
+            "SELECT 1",
+            "SELECT 'ROW_COUNT()'",
+            "SELECT `ROW_COUNT`()",
+            "SELECT ROW_COUNT(); SELECT 1",
+            "SELECT FOUND_ROWS(1)",
+            ";",
+            "",
+        ] {
+            assert_eq!(diag(sql), None, "{sql}");
+        }
+    }
+}

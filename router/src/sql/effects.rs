@@ -4,9 +4,11 @@
 
 use super::lex::{TokKind, Token, tokenize_into};
 
-/// Whether MariaDB runs the statement (tokens `toks` of `sql`) with an implicit commit: DDL
-/// other than on temporary tables, table maintenance, account statements. An XA branch
-/// refuses such a statement, so the proxy commits the transaction first, as MariaDB would.
+/// Whether MariaDB runs the statement (tokens `toks` of `sql`) with an implicit commit (and
+/// refuses it inside an XA branch with 1399): DDL other than on temporary tables, table
+/// maintenance, account management, index cache statements. The proxy commits the
+/// transaction first, as MariaDB would. BEGIN, LOCK TABLES and SET autocommit=1 are handled
+/// where the proxy runs them.
 pub fn causes_implicit_commit(sql: &str, toks: &[Token]) -> bool {
     let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(sql, w));
     if ["CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE"]
