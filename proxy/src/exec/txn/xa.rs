@@ -19,11 +19,11 @@ use shoal_router::config::Transactions;
 use shoal_router::topology::DatanodeId;
 use tracing::{debug, warn};
 
-use super::IN_TRANS;
-use super::reader::{WriteDone, read_write_result};
 use crate::backend::pool::Wanted;
 use crate::error::{Error, LOST_BACKEND, Result};
 use crate::exec::Cursor;
+use crate::exec::IN_TRANS;
+use crate::exec::reader::{WriteDone, read_write_result};
 use crate::runtime::routing::Routing;
 use crate::wire::command::COM_QUERY;
 use crate::xa::{Fault, Xid, fault_point, log};
@@ -64,7 +64,7 @@ fn broken() -> Error {
 impl Cursor {
     /// How the session's transactions over several datanodes commit: as its logical schema
     /// says; before USE, XA if any schema uses it.
-    pub(super) fn txn_mode(&self, routing: &Routing) -> Transactions {
+    pub(in crate::exec) fn txn_mode(&self, routing: &Routing) -> Transactions {
         let schemas = &routing.topology.schemas;
         match self
             .logical
@@ -80,7 +80,7 @@ impl Cursor {
     }
 
     /// Whether the session's transactions over datanodes use XA (see [`Self::txn_mode`]).
-    pub(super) fn xa_mode(&self) -> bool {
+    pub(in crate::exec) fn xa_mode(&self) -> bool {
         self.rt
             .routing
             .as_ref()
@@ -89,7 +89,7 @@ impl Cursor {
 
     /// Whether the session is in a transaction whose branches XA tracks (explicit, or any
     /// statement with autocommit off), so that the statements' read/write nature matters.
-    pub(super) fn xa_tracking(&self, routing: &Routing) -> bool {
+    pub(in crate::exec) fn xa_tracking(&self, routing: &Routing) -> bool {
         (self.txn_begin.is_some() || self.autocommit_off())
             && self.txn_mode(routing) == Transactions::Xa
     }
@@ -97,7 +97,7 @@ impl Cursor {
     /// What starts the session's transaction on held connection `i` (datanode `dn`), if it
     /// is not started there yet: `XA START` for an XA branch, else the client's BEGIN text.
     /// `Some((sql, xa))`.
-    pub(super) fn branch_start(
+    pub(in crate::exec) fn branch_start(
         &mut self,
         routing: &Routing,
         i: usize,
@@ -131,7 +131,11 @@ impl Cursor {
 
     /// A transaction started WITH CONSISTENT SNAPSHOT uses plain BEGINs, so its commit over
     /// several datanodes could not be atomic: under XA, its writes stay on one datanode.
-    pub(super) fn check_plain_write(&self, routing: &Routing, dn: DatanodeId) -> Result<()> {
+    pub(in crate::exec) fn check_plain_write(
+        &self,
+        routing: &Routing,
+        dn: DatanodeId,
+    ) -> Result<()> {
         let Some(why @ "WITH CONSISTENT SNAPSHOT") = self.txn_plain else {
             return Ok(());
         };
@@ -156,7 +160,7 @@ impl Cursor {
     /// Ends the session's XA transaction: COMMIT (`commit`) or ROLLBACK of every branch, as
     /// the module says. The session is outside any transaction afterwards, whatever the
     /// outcome.
-    pub(super) async fn end_xa(&mut self, routing: &Routing, commit: bool) -> Result<()> {
+    pub(in crate::exec) async fn end_xa(&mut self, routing: &Routing, commit: bool) -> Result<()> {
         let gtrid = self.xa_gtrid.take().unwrap_or_default();
         let branches: Vec<Branch> = self
             .conns
