@@ -233,53 +233,50 @@ impl Router {
     pub fn plan_statement(&self, input: &StatementInput, toks: &mut Vec<Token>) -> StatementPlan {
         let sql = input.sql;
         toks.clear();
-        let mut plan = StatementPlan {
-            step: Step::Route(RoutePlan::Any { sql: String::new() }),
-            start: 0,
-            deadline: None,
+        // A plan that ends before the route: `step`, nothing else decided past `start`.
+        let early = |step: Step, start: usize, deadline: Option<Duration>, digest| StatementPlan {
+            step,
+            start,
+            deadline,
             want: ReadWant::UNDECIDED,
             implicit_commit: false,
             changes_schema: changes_schema(sql.as_bytes()),
             is_show: false,
-            digest: None,
+            digest,
         };
         if input.read_only
             && let Some(what) = read_only_violation(sql, input.mode, self.server_version())
         {
-            plan.step = Step::ReadOnly(what);
-            return plan;
+            return early(Step::ReadOnly(what), 0, None, None);
         }
         // MariaDB would run a Mycat hint `/*!mycat:...*/` as code: it is cut off (the read
         // decision below sees it).
-        plan.start = mycat_hint_len(sql).unwrap_or(0);
-        if let Some((limit, statement)) = statement_time_for(&sql[plan.start..]) {
+        let mut start = mycat_hint_len(sql).unwrap_or(0);
+        let mut deadline = None;
+        if let Some((limit, statement)) = statement_time_for(&sql[start..]) {
             // Run as written after FOR, under its own deadline.
-            plan.deadline = limit;
-            plan.start = sql.len() - statement.len();
+            deadline = limit;
+            start = sql.len() - statement.len();
         }
-        let text = &sql[plan.start..];
+        let text = &sql[start..];
         if let Err(e) = self.tokenize(text, input.mode, toks) {
-            plan.step = Step::Unreadable(e);
-            return plan;
+            return early(Step::Unreadable(e), start, deadline, None);
         }
         // A backend would read NULL for a variable only the session holds.
-        if !toks.first().is_some_and(|t| t.is_kw(text, "SET"))
+        if !input.user_vars.holds_none()
+            && !toks.first().is_some_and(|t| t.is_kw(text, "SET"))
             && reads_held_var(text, toks, input.user_vars)
         {
-            plan.step = Step::Route(RoutePlan::Refuse(RouterError::unsupported(
+            let e = RouterError::unsupported(
                 "reading a user variable outside SET (through Shoal user variables save and \
                  restore system variables only)",
-            )));
-            return plan;
+            );
+            return early(Step::Route(RoutePlan::Refuse(e)), start, deadline, None);
         }
-        if input.digest {
-            plan.digest = Some(normalize::digest(text, toks));
-        }
+        let digest = input.digest.then(|| normalize::digest(text, toks));
         if let Some(d) = diagnostics_of(text, toks) {
-            plan.step = Step::Diagnostics(d);
-            return plan;
+            return early(Step::Diagnostics(d), start, deadline, digest);
         }
-        plan.is_show = toks.first().is_some_and(|t| t.is_kw(text, "SHOW"));
         let denied = denied_schema_named(text, toks, input.denied_schemas);
         let refused_here = denied.is_some();
         let route = match denied {
@@ -288,9 +285,8 @@ impl Router {
         };
         let read = (input.read_split || input.xa_tracking)
             .then(|| read_route(sql, input.mode, self.server_version()));
-        plan.want = ReadWant::of(read, &route);
-        plan.implicit_commit = input.xa_tracking && causes_implicit_commit(text, toks);
-        plan.step = match route {
+        let want = ReadWant::of(read, &route);
+        let step = match route {
             RoutePlan::Broadcast { targets } if classify_tokens(text, toks).is_dml() => {
                 Step::BroadcastWrites(targets)
             }
@@ -309,7 +305,16 @@ impl Router {
             }
             route => Step::Route(route),
         };
-        plan
+        StatementPlan {
+            step,
+            start,
+            deadline,
+            want,
+            implicit_commit: input.xa_tracking && causes_implicit_commit(text, toks),
+            changes_schema: changes_schema(sql.as_bytes()),
+            is_show: toks.first().is_some_and(|t| t.is_kw(text, "SHOW")),
+            digest,
+        }
     }
 }
 
