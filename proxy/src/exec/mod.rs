@@ -1,14 +1,16 @@
-//! The executor: with the router, each statement is planned ([`shoal_router::plan::Router`])
-//! and run here, one arm per plan kind, over the session's backend connections (one per
-//! datanode touched, see [`connset`]). The request path: client -> wire -> session -> router
-//! plan -> executor -> backend pool.
+//! The executor: with the router, each statement is planned in one call
+//! ([`shoal_router::plan::Router::plan_statement`]: the route and every other decision its
+//! text and the session's inputs settle) and run here, one arm per plan kind, over the
+//! session's backend connections (one per datanode touched, see [`connset`]). The request
+//! path: client -> wire -> session -> router plan -> executor -> backend pool.
 //!
 //! - `Single` and `Any`: one datanode; the client's bytes are relayed as they are when the
 //!   router left the text unchanged, and the response is relayed frame by frame;
 //! - `Local`: answered here (`local`);
 //! - `Session`: transaction control and session state (`txn`);
-//! - `Broadcast` and `Scatter` writes: every target, one OK (`write`);
+//! - broadcast writes and `Scatter` writes: every target, one OK (`write`); broadcast DDL;
 //! - `Scatter` reads: merged while streaming (`scatter`, [`crate::merge`]);
+//! - an INSERT completed from a sequence (`sequence`) or with its column list (`column_list`);
 //! - `Refuse`: the router's error; the session goes on.
 //!
 //! Prepared statements (`prepared`) are planned per EXECUTE with their bound values and run

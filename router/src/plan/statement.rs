@@ -311,7 +311,8 @@ impl Router {
             deadline,
             want,
             implicit_commit: input.xa_tracking && causes_implicit_commit(text, toks),
-            changes_schema: changes_schema(sql.as_bytes()),
+            // The statement that runs: `SET STATEMENT ... FOR ALTER TABLE` changes the schema.
+            changes_schema: changes_schema(text.as_bytes()),
             is_show: toks.first().is_some_and(|t| t.is_kw(text, "SHOW")),
             digest,
         }
