@@ -68,6 +68,7 @@ use crate::runtime::routing::Routing;
 use crate::wire::command::*;
 use connset::{Held, Want};
 use diagnostics::diagnostics_tokens;
+use reader::read_write_result;
 use relay::{Expect, Outcome, relay};
 use shoal_router::config::ReadWhenPrimaryDown;
 
@@ -185,7 +186,11 @@ impl Cursor {
                 let reset = matches!(command, Command::StmtReset(_));
                 match self.statements.get_mut(id) {
                     None => {
-                        let cmd = if reset { COM_STMT_RESET } else { COM_STMT_FETCH };
+                        let cmd = if reset {
+                            COM_STMT_RESET
+                        } else {
+                            COM_STMT_FETCH
+                        };
                         Err(Error::unknown_statement(id, name(cmd)))
                     }
                     Some(s) if reset => {
@@ -734,11 +739,24 @@ impl Cursor {
             // compare a pointer.
             h.conn.state.vars = self.want.vars.clone();
         }
+        self.conns.held[i].begin_deferred = None;
         if result.is_ok()
             && let Some((begin, xa)) = self.branch_start(routing, i, dn)
         {
+            // The BEGIN travels with the statement (one round trip) when the caller writes
+            // the statement next, and it cannot fail: the connection is in no transaction (a
+            // BEGIN or an XA START with a fresh xid fails only there), and no deadline can
+            // interrupt it. Savepoints to replay need it first.
+            let defer = self.conns.pipeline_begin
+                && self.savepoints.is_empty()
+                && self.conns.deadline.is_none();
             let h = &mut self.conns.held[i];
+            let defer = defer && !h.conn.in_transaction();
             result = match h.conn.sql_bytes(&begin) {
+                Ok(bytes) if defer => {
+                    h.begin_deferred = Some(bytes.into_owned());
+                    Ok(())
+                }
                 Ok(bytes) => {
                     let bytes = bytes.into_owned();
                     cold(h.conn.command(COM_QUERY, &bytes)).await.map(|_| ())
@@ -759,6 +777,9 @@ impl Cursor {
         }
         if result.is_ok() && !self.savepoints.is_empty() {
             result = cold(self.replay_savepoints(i)).await;
+        }
+        if result.is_err() {
+            self.conns.held[i].cancel_begin();
         }
         let node = &routing.topology.datanodes[dn];
         match result {
@@ -885,17 +906,71 @@ impl Cursor {
         expect: Expect,
         reply_seq: u8,
     ) -> Result<Option<Outcome>> {
-        let i = self.touch_for(routing, dn, how).await?;
+        self.conns.pipeline_begin = true;
+        let i = self.touch_for(routing, dn, how).await;
+        self.conns.pipeline_begin = false;
+        let i = i?;
         let h = &mut self.conns.held[i];
         match sql {
-            None => h.conn.io.write_raw(self.client.frame()),
-            Some(s) => {
-                let bytes = h.conn.sql_bytes(s)?;
-                h.conn.io.write_command(COM_QUERY, &bytes);
+            None => {
+                h.write_begin();
+                h.conn.io.write_raw(self.client.frame());
             }
+            Some(s) => match h.conn.sql_bytes(s) {
+                Ok(bytes) => {
+                    h.write_begin();
+                    h.conn.io.write_command(COM_QUERY, &bytes);
+                }
+                Err(e) => {
+                    h.cancel_begin();
+                    return Err(e);
+                }
+            },
         }
         self.relay_from(i, expect, reply_seq, Some((&routing.names, dn)))
             .await
+    }
+
+    /// The BEGIN written ahead of the statement on held connection `i` failed with `e`: the
+    /// statement's response (read as `expect`) is read and dropped, and the BEGIN's error is
+    /// the statement's. The transaction is not started there, as when a BEGIN sent alone
+    /// fails. A statement that ran anyway left nothing half-applied: the BEGIN was sent only
+    /// to a connection in no transaction, where it fails only if the server is lost (the
+    /// statement then fails too); should the statement have opened a transaction of its own,
+    /// the connection is closed, which rolls it back.
+    async fn begin_failed(
+        &mut self,
+        i: usize,
+        e: Error,
+        expect: Expect,
+    ) -> Result<Option<Outcome>> {
+        let h = &mut self.conns.held[i];
+        h.txn_begun = false;
+        h.xa = false;
+        h.wrote = false;
+        let dn = h.dn;
+        let drained = h.conn.discard_response(expect).await;
+        if drained.is_err() || h.conn.in_transaction() {
+            self.conns.take(i);
+        }
+        let node = self
+            .rt
+            .routing
+            .as_ref()
+            .map(|r| r.topology.datanodes[dn].name.clone())
+            .unwrap_or_default();
+        Err(match e {
+            Error::Reply {
+                code,
+                state,
+                message,
+            } => Error::Reply {
+                code,
+                state,
+                message: format!("datanode {node}: {message}"),
+            },
+            e => e,
+        })
     }
 
     /// Flushes what was written to held connection `i` and relays its response.
@@ -918,7 +993,26 @@ impl Cursor {
             .as_ref()
             .map(|r| (&r.names, self.logical.as_deref()));
         let more = self.conns.more_results;
-        let result = match h.conn.io.flush().await {
+        let flushed = match h.conn.io.flush().await {
+            Ok(()) if h.begin_unread => {
+                // The transaction's BEGIN went first, in the same round trip: its reply
+                // comes first.
+                h.begin_unread = false;
+                match read_write_result(&mut h.conn).await {
+                    Ok(done) => {
+                        h.conn.state.apply(&done.tracked);
+                        Ok(())
+                    }
+                    Err(e @ Error::Reply { .. }) => {
+                        return cold(self.begin_failed(i, e, expect)).await;
+                    }
+                    Err(Error::BackendIo(e)) => Err(e),
+                    Err(e) => Err(std::io::Error::other(e.to_string())),
+                }
+            }
+            flushed => flushed,
+        };
+        let result = match flushed {
             Ok(()) => {
                 relay(
                     &mut h.conn,
