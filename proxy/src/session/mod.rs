@@ -109,7 +109,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
     };
     match session.login(connection_id).await {
         Ok(()) => {
-            let _open = crate::observe::metrics::OpenSession::new(&session.cur.shared);
+            let _open = crate::process::scrape::OpenSession::new(&session.cur.shared);
             debug!(connection_id, user = %session.cur.user, "client logged in");
             *session
                 .cur
