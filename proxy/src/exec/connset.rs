@@ -130,6 +130,12 @@ pub struct ConnSet {
     /// which write a deferred BEGIN ahead of it: a transaction starting on its connection
     /// starts in the statement's round trip.
     pub pipeline_begin: bool,
+    /// The datanodes whose branch of the session's XA transaction (its current gtrid) had an
+    /// `XA START` sent, whatever came of it.
+    pub xa_started: Vec<DatanodeId>,
+    /// A BEGIN written ahead of a statement got no reply (the connection broke): the caller
+    /// runs the statement again, once, with the BEGIN sent alone first.
+    pub begin_lost: bool,
     pub failed_read: Option<usize>,
     /// A server the running statement must not read from (it just failed).
     pub avoid: Option<usize>,

@@ -894,8 +894,9 @@ impl Cursor {
         let retry = matches!(self.conns.want, super::connset::Want::Read { .. })
             && !self.in_transaction_now();
         for attempt in 0..2 {
-            // A BEGIN starting the transaction on this connection goes with the execute.
-            self.conns.pipeline_begin = true;
+            // A BEGIN starting the transaction on this connection goes with the execute (the
+            // first time: see `begin_lost`).
+            self.conns.pipeline_begin = attempt == 0;
             let i = self.touch_for(routing, t.datanode, Use::AnyDatabase).await;
             self.conns.pipeline_begin = false;
             let i = i?;
@@ -933,6 +934,9 @@ impl Cursor {
             };
             self.statements.payload = p;
             self.conns.retry_read = false;
+            if std::mem::take(&mut self.conns.begin_lost) {
+                continue;
+            }
             match self.conns.failed_read.take() {
                 Some(bad) if out.is_ok() => self.conns.avoid = Some(bad),
                 _ => return out,

@@ -51,7 +51,29 @@ impl Cursor {
         expect: Expect,
         reply_seq: u8,
     ) -> Result<Option<Outcome>> {
-        self.conns.pipeline_begin = true;
+        let out = self
+            .run_on_once(routing, dn, how, sql, expect, reply_seq, true)
+            .await;
+        if !std::mem::take(&mut self.conns.begin_lost) {
+            return out;
+        }
+        self.run_on_once(routing, dn, how, sql, expect, reply_seq, false)
+            .await
+    }
+
+    /// [`Self::run_on`] once; `pipeline`: a BEGIN the statement needs is written ahead of it.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_on_once(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+        how: Use,
+        sql: Option<&str>,
+        expect: Expect,
+        reply_seq: u8,
+        pipeline: bool,
+    ) -> Result<Option<Outcome>> {
+        self.conns.pipeline_begin = pipeline;
         let i = self.touch_for(routing, dn, how).await;
         self.conns.pipeline_begin = false;
         let i = i?;
@@ -74,6 +96,24 @@ impl Cursor {
         }
         self.relay_from(i, expect, reply_seq, Some((&routing.names, dn)))
             .await
+    }
+
+    /// The BEGIN written ahead of the statement on held connection `i` got no reply: the
+    /// connection broke. Nothing of the two stayed on the server (the connection was in no
+    /// transaction before, and a transaction open there is rolled back when it closes): the
+    /// connection is dropped without dooming the transaction, whose start never happened there,
+    /// and the caller runs the statement again ([`super::connset::ConnSet::begin_lost`]), the BEGIN alone
+    /// first; a connection that died unseen between statements is replaced, as when a BEGIN
+    /// sent alone finds it dead.
+    async fn begin_lost(&mut self, i: usize) -> Option<Outcome> {
+        let h = &mut self.conns.held[i];
+        h.txn_begun = false;
+        h.xa = false;
+        h.wrote = false;
+        let h = self.conns.take(i);
+        self.rt.backends.servers[h.server].health.note_error();
+        self.conns.begin_lost = true;
+        None
     }
 
     /// The BEGIN written ahead of the statement on held connection `i` failed with `e`: the
@@ -151,7 +191,9 @@ impl Cursor {
                     Err(e @ Error::Reply { .. }) => {
                         return cold(self.begin_failed(i, e, expect)).await;
                     }
-                    Err(Error::BackendIo(e)) => Err(e),
+                    Err(Error::BackendIo(_)) => {
+                        return Ok(cold(self.begin_lost(i)).await);
+                    }
                     Err(e) => Err(std::io::Error::other(e.to_string())),
                 }
             }

@@ -166,13 +166,16 @@ impl Cursor {
         }
         self.conns.held[i].begin_deferred = None;
         if result.is_ok()
-            && let Some((begin, xa)) = self.branch_start(routing, i, dn)
+            && let Some(start) = self.branch_start(routing, i, dn)
         {
+            let (begin, xa) = (start.sql, start.xa);
             // The BEGIN travels with the statement (one round trip) when the caller writes
             // the statement next, and it cannot fail: the connection is in no transaction (a
-            // BEGIN or an XA START with a fresh xid fails only there), and no deadline can
-            // interrupt it. Savepoints to replay need it first.
+            // BEGIN or an XA START with a fresh xid fails only there), the xid was never
+            // started here, and no deadline can interrupt it. Savepoints to replay need it
+            // first.
             let defer = self.conns.pipeline_begin
+                && !start.again
                 && self.savepoints.is_empty()
                 && self.conns.deadline.is_none();
             let h = &mut self.conns.held[i];
