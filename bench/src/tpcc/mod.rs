@@ -185,6 +185,11 @@ pub struct ExperimentArgs {
     /// (tpmC over 1, 2, 4 servers) cannot show on shared cores without it.
     #[arg(long)]
     pub server_cpus: Option<f64>,
+    /// Another shoal binary (a before or after build) measured beside the first: side
+    /// `shoal-1-b`, Shoal over the first server with databases of its own, loaded, run in the
+    /// same interleaved rounds and checked like the others.
+    #[arg(long)]
+    pub compare_bin: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -310,6 +315,9 @@ async fn run_experiment(a: ExperimentArgs) -> Result<Verdict, BenchError> {
     let primaries = a.servers.iter().copied().max().unwrap_or(1);
     let mut databases = vec![SCHEMA.to_string()];
     databases.extend(a.servers.iter().map(|s| format!("{SCHEMA}_s{s}_1")));
+    if a.compare_bin.is_some() {
+        databases.push(format!("{SCHEMA}_b_1"));
+    }
     eprintln!(
         "tpcc: starting {primaries} MariaDB primar{}",
         if primaries == 1 { "y" } else { "ies" }
@@ -351,14 +359,26 @@ async fn experiment(
         shoal: None,
     }];
     let mut not_run: Vec<(String, String)> = Vec::new();
-    for &s in &a.servers {
-        let mut layout = Layout::from_cluster(cluster, 1, &format!("{SCHEMA}_s{s}"));
+    // (servers, binary, database prefix, side, servers for the by-servers chart)
+    let compared = a
+        .compare_bin
+        .as_deref()
+        .map(|b| (1, b, format!("{SCHEMA}_b"), "shoal-1-b".to_string(), None));
+    let shoals = a
+        .servers
+        .iter()
+        .map(|&s| {
+            let name = format!("shoal-{s}");
+            (s, bin, format!("{SCHEMA}_s{s}"), name, Some(s))
+        })
+        .chain(compared);
+    for (s, bin, prefix, name, servers) in shoals {
+        let mut layout = Layout::from_cluster(cluster, 1, &prefix);
         layout.datahosts.truncate(s);
         layout.datanodes.retain(|d| d.datahost < s);
         // Every terminal may hold a connection per datanode of a server inside a transaction.
         layout.pool_max = layout.pool_max.max(max_threads + 8);
         let layout = sharded(layout);
-        let name = format!("shoal-{s}");
         match RunningShoal::start_with(work, bin, &layout, &name, |listen| {
             layout.yaml_with(listen, &[HEALTH])
         }) {
@@ -366,7 +386,7 @@ async fn experiment(
                 shoal.endpoint.name = format!("shoal over {s} server(s)");
                 sides.push(Side {
                     name,
-                    servers: Some(s),
+                    servers,
                     endpoint: shoal.endpoint.clone(),
                     shoal: Some(shoal),
                 });

@@ -568,6 +568,17 @@ impl BackendConn {
         }
     }
 
+    /// Reads and drops a whole response to a command that was sent, read as `expect` says
+    /// (a statement whose answer is not wanted): `Ok(Some(error))` if it was the backend's
+    /// error, `Err` if the connection broke.
+    pub async fn discard_response(&mut self, expect: Expect) -> Result<Option<Error>> {
+        let mut tracked = Tracked::default();
+        let mut error = None;
+        self.drain_as(expect, &mut tracked, &mut error).await?;
+        self.state.apply(&tracked);
+        Ok(error)
+    }
+
     /// Reads a whole response to `cmd` (possibly several results), keeping only what the
     /// session-state blocks and any ERR said.
     async fn drain_response(
@@ -581,6 +592,16 @@ impl BackendConn {
         } else {
             Expect::Single
         };
+        self.drain_as(expect, tracked, error).await
+    }
+
+    /// [`Self::drain_response`] for a response read as `expect` says.
+    async fn drain_as(
+        &mut self,
+        expect: Expect,
+        tracked: &mut Tracked,
+        error: &mut Option<Error>,
+    ) -> Result<()> {
         let mut reader = self.reader(expect);
         while !reader.finished() {
             self.read_packet().await.map_err(io_err)?;

@@ -81,6 +81,9 @@ pub struct BackendPool {
     /// Connections sessions gave back between commands because others waited for them
     /// ([`BackendPool::note_reclaimed`]).
     reclaimed: AtomicU64,
+    /// Requests sent to the server on this pool's connections once opened: each write out,
+    /// one command or several pipelined, is one round trip.
+    requests: Arc<AtomicU64>,
 }
 
 /// A pool's counts at one moment (`/metrics`).
@@ -102,6 +105,8 @@ pub struct PoolStats {
     pub handed_off: u64,
     /// Connections sessions gave back between commands because others waited.
     pub reclaimed: u64,
+    /// Requests (round trips) sent on the pool's connections.
+    pub requests: u64,
 }
 
 /// A connection checked out of a pool. Dropping it without [`PooledConn::release`] closes it
@@ -199,6 +204,7 @@ impl BackendPool {
             acquire_wait: AtomicHistogram::default(),
             handed_off: AtomicU64::new(0),
             reclaimed: AtomicU64::new(0),
+            requests: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -266,6 +272,7 @@ impl BackendPool {
             waits: self.acquire_wait.count(),
             handed_off: self.handed_off.load(Ordering::Relaxed),
             reclaimed: self.reclaimed.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
         }
     }
 
@@ -354,8 +361,9 @@ impl BackendPool {
         )
         .await
         {
-            Ok(c) => {
+            Ok(mut c) => {
                 self.opened.fetch_add(1, Ordering::Relaxed);
+                c.io.count_writes(self.requests.clone());
                 debug!(
                     backend_id = c.id,
                     thread_id = c.thread_id,

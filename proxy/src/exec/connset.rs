@@ -15,8 +15,15 @@ pub struct Held {
     /// The server (index in `Backends::servers` and `Shared::pools`) it is connected to.
     pub server: usize,
     pub conn: PooledConn,
-    /// The session's explicit BEGIN (or, for an XA branch, XA START) was sent here.
+    /// The session's explicit BEGIN (or, for an XA branch, XA START) was sent here (or is
+    /// about to be, with the statement: `begin_deferred`, `begin_unread`).
     pub txn_begun: bool,
+    /// The BEGIN (or XA START) that starts the transaction here, kept to be written just
+    /// before the statement that needs it, so that both travel in one round trip
+    /// ([`Held::write_begin`]).
+    pub begin_deferred: Option<Vec<u8>>,
+    /// That BEGIN was written ahead of the statement: its reply comes first.
+    pub begin_unread: bool,
     /// An XA branch of the session's transaction is open here (see `exec::xa`).
     pub xa: bool,
     /// A statement that may write ran here since the branch started (read-only branches are
@@ -44,6 +51,8 @@ impl Held {
             server,
             conn,
             txn_begun: false,
+            begin_deferred: None,
+            begin_unread: false,
             xa: false,
             wrote: false,
             sticky: false,
@@ -64,6 +73,26 @@ impl Held {
     /// off alone is not a transaction: nothing is lost with a connection that has none open.)
     pub fn in_session_transaction(&self) -> bool {
         self.txn_begun || self.xa || self.conn.in_transaction()
+    }
+
+    /// Writes the deferred BEGIN, if any, ahead of the statement about to be written here.
+    pub fn write_begin(&mut self) {
+        if let Some(begin) = self.begin_deferred.take() {
+            self.conn
+                .io
+                .write_command(crate::wire::command::COM_QUERY, &begin);
+            self.begin_unread = true;
+        }
+    }
+
+    /// The statement the BEGIN was deferred for is not sent: neither is the BEGIN, and the
+    /// transaction is not started here (the next statement starts it).
+    pub fn cancel_begin(&mut self) {
+        if self.begin_deferred.take().is_some() {
+            self.txn_begun = false;
+            self.xa = false;
+            self.wrote = false;
+        }
     }
 
     /// Whether giving this connection back would lose something the session relies on.
@@ -97,6 +126,16 @@ pub struct ConnSet {
     /// The caller retries a read that fails on a replica before anything reached the client:
     /// the failure is not reported, `failed_read` names the server instead.
     pub retry_read: bool,
+    /// The running statement is sent by [`super::Cursor::run_on`] or a one-target execute,
+    /// which write a deferred BEGIN ahead of it: a transaction starting on its connection
+    /// starts in the statement's round trip.
+    pub pipeline_begin: bool,
+    /// The datanodes whose branch of the session's XA transaction (its current gtrid) had an
+    /// `XA START` sent, whatever came of it.
+    pub xa_started: Vec<DatanodeId>,
+    /// A BEGIN written ahead of a statement got no reply (the connection broke): the caller
+    /// runs the statement again, once, with the BEGIN sent alone first.
+    pub begin_lost: bool,
     pub failed_read: Option<usize>,
     /// A server the running statement must not read from (it just failed).
     pub avoid: Option<usize>,

@@ -891,14 +891,19 @@ impl Cursor {
         let retry = matches!(self.conns.want, super::connset::Want::Read { .. })
             && !self.in_transaction_now();
         for attempt in 0..2 {
-            let i = self
-                .touch_for(routing, t.datanode, Use::AnyDatabase)
-                .await?;
+            // A BEGIN starting the transaction on this connection goes with the execute (the
+            // first time: see `begin_lost`).
+            self.conns.pipeline_begin = attempt == 0;
+            let i = self.touch_for(routing, t.datanode, Use::AnyDatabase).await;
+            self.conns.pipeline_begin = false;
+            let i = i?;
             let mut p = std::mem::take(&mut self.statements.payload);
             let out = match self.request_into(routing, i, t, req, &mut p).await {
                 Ok(()) => {
                     self.conns.retry_read = retry && attempt == 0;
-                    self.conns.held[i].conn.io.write_packet(&mut 0, &p);
+                    let h = &mut self.conns.held[i];
+                    h.write_begin();
+                    h.conn.io.write_packet(&mut 0, &p);
                     let out = self
                         .relay_from(
                             i,
@@ -917,10 +922,18 @@ impl Cursor {
                     }
                     out.map(|_| ())
                 }
-                Err(e) => Err(e),
+                Err(e) => {
+                    if let Some(h) = self.conns.held.get_mut(i) {
+                        h.cancel_begin();
+                    }
+                    Err(e)
+                }
             };
             self.statements.payload = p;
             self.conns.retry_read = false;
+            if std::mem::take(&mut self.conns.begin_lost) {
+                continue;
+            }
             match self.conns.failed_read.take() {
                 Some(bad) if out.is_ok() => self.conns.avoid = Some(bad),
                 _ => return out,

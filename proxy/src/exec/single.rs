@@ -1,6 +1,7 @@
 //! A statement on one datanode: sent (the client's own bytes when the router left the text as
 //! it was), its response relayed to the client frame by frame, and what it changed learned.
 
+use super::reader::read_write_result;
 use super::*;
 
 impl Cursor {
@@ -50,17 +51,111 @@ impl Cursor {
         expect: Expect,
         reply_seq: u8,
     ) -> Result<Option<Outcome>> {
-        let i = self.touch_for(routing, dn, how).await?;
+        let out = self
+            .run_on_once(routing, dn, how, sql, expect, reply_seq, true)
+            .await;
+        if !std::mem::take(&mut self.conns.begin_lost) {
+            return out;
+        }
+        self.run_on_once(routing, dn, how, sql, expect, reply_seq, false)
+            .await
+    }
+
+    /// [`Self::run_on`] once; `pipeline`: a BEGIN the statement needs is written ahead of it.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_on_once(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+        how: Use,
+        sql: Option<&str>,
+        expect: Expect,
+        reply_seq: u8,
+        pipeline: bool,
+    ) -> Result<Option<Outcome>> {
+        self.conns.pipeline_begin = pipeline;
+        let i = self.touch_for(routing, dn, how).await;
+        self.conns.pipeline_begin = false;
+        let i = i?;
         let h = &mut self.conns.held[i];
         match sql {
-            None => h.conn.io.write_raw(self.client.frame()),
-            Some(s) => {
-                let bytes = h.conn.sql_bytes(s)?;
-                h.conn.io.write_command(COM_QUERY, &bytes);
+            None => {
+                h.write_begin();
+                h.conn.io.write_raw(self.client.frame());
             }
+            Some(s) => match h.conn.sql_bytes(s) {
+                Ok(bytes) => {
+                    h.write_begin();
+                    h.conn.io.write_command(COM_QUERY, &bytes);
+                }
+                Err(e) => {
+                    h.cancel_begin();
+                    return Err(e);
+                }
+            },
         }
         self.relay_from(i, expect, reply_seq, Some((&routing.names, dn)))
             .await
+    }
+
+    /// The BEGIN written ahead of the statement on held connection `i` got no reply: the
+    /// connection broke. Nothing of the two stayed on the server (the connection was in no
+    /// transaction before, and a transaction open there is rolled back when it closes): the
+    /// connection is dropped without dooming the transaction, whose start never happened there,
+    /// and the caller runs the statement again ([`super::connset::ConnSet::begin_lost`]), the BEGIN alone
+    /// first; a connection that died unseen between statements is replaced, as when a BEGIN
+    /// sent alone finds it dead.
+    async fn begin_lost(&mut self, i: usize) -> Option<Outcome> {
+        let h = &mut self.conns.held[i];
+        h.txn_begun = false;
+        h.xa = false;
+        h.wrote = false;
+        let h = self.conns.take(i);
+        self.rt.backends.servers[h.server].health.note_error();
+        self.conns.begin_lost = true;
+        None
+    }
+
+    /// The BEGIN written ahead of the statement on held connection `i` failed with `e`: the
+    /// statement's response (read as `expect`) is read and dropped, and the BEGIN's error is
+    /// the statement's. The transaction is not started there, as when a BEGIN sent alone
+    /// fails. A statement that ran anyway left nothing half-applied: the BEGIN was sent only
+    /// to a connection in no transaction, where it fails only if the server is lost (the
+    /// statement then fails too); should the statement have opened a transaction of its own,
+    /// the connection is closed, which rolls it back.
+    async fn begin_failed(
+        &mut self,
+        i: usize,
+        e: Error,
+        expect: Expect,
+    ) -> Result<Option<Outcome>> {
+        let h = &mut self.conns.held[i];
+        h.txn_begun = false;
+        h.xa = false;
+        h.wrote = false;
+        let dn = h.dn;
+        let drained = h.conn.discard_response(expect).await;
+        if drained.is_err() || h.conn.in_transaction() {
+            self.conns.take(i);
+        }
+        let node = self
+            .rt
+            .routing
+            .as_ref()
+            .map(|r| r.topology.datanodes[dn].name.clone())
+            .unwrap_or_default();
+        Err(match e {
+            Error::Reply {
+                code,
+                state,
+                message,
+            } => Error::Reply {
+                code,
+                state,
+                message: format!("datanode {node}: {message}"),
+            },
+            e => e,
+        })
     }
 
     /// Flushes what was written to held connection `i` and relays its response.
@@ -83,7 +178,28 @@ impl Cursor {
             .as_ref()
             .map(|r| (&r.names, self.logical.as_deref()));
         let more = self.conns.more_results;
-        let result = match h.conn.io.flush().await {
+        let flushed = match h.conn.io.flush().await {
+            Ok(()) if h.begin_unread => {
+                // The transaction's BEGIN went first, in the same round trip: its reply
+                // comes first.
+                h.begin_unread = false;
+                match read_write_result(&mut h.conn).await {
+                    Ok(done) => {
+                        h.conn.state.apply(&done.tracked);
+                        Ok(())
+                    }
+                    Err(e @ Error::Reply { .. }) => {
+                        return cold(self.begin_failed(i, e, expect)).await;
+                    }
+                    Err(Error::BackendIo(_)) => {
+                        return Ok(cold(self.begin_lost(i)).await);
+                    }
+                    Err(e) => Err(std::io::Error::other(e.to_string())),
+                }
+            }
+            flushed => flushed,
+        };
+        let result = match flushed {
             Ok(()) => {
                 relay(
                     &mut h.conn,

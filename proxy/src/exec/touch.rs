@@ -164,11 +164,27 @@ impl Cursor {
             // compare a pointer.
             h.conn.state.vars = self.want.vars.clone();
         }
+        self.conns.held[i].begin_deferred = None;
         if result.is_ok()
-            && let Some((begin, xa)) = self.branch_start(routing, i, dn)
+            && let Some(start) = self.branch_start(routing, i, dn)
         {
+            let (begin, xa) = (start.sql, start.xa);
+            // The BEGIN travels with the statement (one round trip) when the caller writes
+            // the statement next, and it cannot fail: the connection is in no transaction (a
+            // BEGIN or an XA START with a fresh xid fails only there), the xid was never
+            // started here, and no deadline can interrupt it. Savepoints to replay need it
+            // first.
+            let defer = self.conns.pipeline_begin
+                && !start.again
+                && self.savepoints.is_empty()
+                && self.conns.deadline.is_none();
             let h = &mut self.conns.held[i];
+            let defer = defer && !h.conn.in_transaction();
             result = match h.conn.sql_bytes(&begin) {
+                Ok(bytes) if defer => {
+                    h.begin_deferred = Some(bytes.into_owned());
+                    Ok(())
+                }
                 Ok(bytes) => {
                     let bytes = bytes.into_owned();
                     cold(h.conn.command(COM_QUERY, &bytes)).await.map(|_| ())
@@ -189,6 +205,9 @@ impl Cursor {
         }
         if result.is_ok() && !self.savepoints.is_empty() {
             result = cold(self.replay_savepoints(i)).await;
+        }
+        if result.is_err() {
+            self.conns.held[i].cancel_begin();
         }
         let node = &routing.topology.datanodes[dn];
         match result {

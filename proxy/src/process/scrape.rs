@@ -136,6 +136,15 @@ fn encode_live(sh: &Shared, enc: &mut DescriptorEncoder) -> Result<(), std::fmt:
     )?;
     family(
         enc,
+        "pool_requests",
+        "Requests sent to the server on pooled connections (each one round trip: one command, or several pipelined), per server.",
+        MetricType::Counter,
+        stats
+            .iter()
+            .map(|(s, a)| (vec![("server", *a)], C(s.requests))),
+    )?;
+    family(
+        enc,
         "pool_reclaim_calls",
         "Times a session about to wait for a pool or for admission woke the idle sessions at once (instead of the periodic sweep).",
         MetricType::Counter,

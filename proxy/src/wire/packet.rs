@@ -11,6 +11,8 @@
 
 use std::borrow::Cow;
 use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -69,6 +71,10 @@ pub struct PacketStream<S> {
     /// The sequence id after the last frame written, kept while tracked
     /// ([`Self::track_seq`]): the responses to a multi-statement text continue one numbering.
     next_seq: Option<u8>,
+    /// Where writes out are counted ([`Self::count_writes`]): a backend connection's pool, so
+    /// that the requests Shoal sends a server (each a round trip: one command, or several
+    /// pipelined) can be read from `/metrics`.
+    writes: Option<Arc<AtomicU64>>,
 }
 
 fn eof() -> io::Error {
@@ -93,6 +99,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             max_packet,
             written: 0,
             next_seq: None,
+            writes: None,
         }
     }
 
@@ -116,6 +123,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
             max_packet: self.max_packet,
             written: self.written,
             next_seq: self.next_seq,
+            writes: self.writes,
         })
     }
 
@@ -378,10 +386,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketStream<S> {
         self.wbuf.len() >= FLUSH_THRESHOLD
     }
 
+    /// Counts every write out from now on into `counter`.
+    pub fn count_writes(&mut self, counter: Arc<AtomicU64>) {
+        self.writes = Some(counter);
+    }
+
     /// Writes out everything buffered.
     pub async fn flush(&mut self) -> io::Result<()> {
         if !self.wbuf.is_empty() {
             self.written += self.wbuf.len() as u64;
+            if let Some(c) = &self.writes {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
             self.stream.write_all(&self.wbuf).await?;
             self.wbuf.clear();
             // A TLS stream may keep the last records after accepting all bytes (when the

@@ -41,6 +41,17 @@ const XA_RBROLLBACK: (u16, [u8; 5]) = (1402, *b"XA100");
 /// xid), XA_RBROLLBACK, XA_RBTIMEOUT, XA_RBDEADLOCK.
 const ALREADY_ROLLED_BACK: [u16; 4] = [1397, 1402, 1613, 1614];
 
+/// What starts a transaction's branch on one datanode ([`Cursor::branch_start`]).
+pub(in crate::exec) struct BranchStart {
+    pub sql: String,
+    /// An XA branch, not a plain BEGIN.
+    pub xa: bool,
+    /// The same xid was started on this datanode before in this transaction (its start failed
+    /// or its connection was lost): the server may still hold it, so that this `XA START` can
+    /// fail (XAER_DUPID). It is sent on its own, never ahead of a statement.
+    pub again: bool,
+}
+
 /// One branch at commit time.
 struct Branch {
     dn: DatanodeId,
@@ -102,7 +113,7 @@ impl Cursor {
         routing: &Routing,
         i: usize,
         dn: DatanodeId,
-    ) -> Option<(String, bool)> {
+    ) -> Option<BranchStart> {
         let h = &self.conns.held[i];
         if h.txn_begun {
             return None;
@@ -117,16 +128,31 @@ impl Cursor {
             && self.txn_plain.is_none()
             && self.table_locks.is_empty();
         if !xa {
-            return self.txn_begin.clone().map(|b| (b, false));
+            return self.txn_begin.clone().map(|sql| BranchStart {
+                sql,
+                xa: false,
+                again: false,
+            });
         }
         if !self.conns.held.iter().any(|h| h.xa) {
             self.xa_gtrid = None;
+        }
+        if self.xa_gtrid.is_none() {
+            self.conns.xa_started.clear();
         }
         let gtrid = self
             .xa_gtrid
             .get_or_insert_with(|| self.shared.xa.new_gtrid());
         let xid = Xid::branch(gtrid, &routing.topology.datanodes[dn].name);
-        Some((format!("XA START {}", xid.sql()), true))
+        let again = self.conns.xa_started.contains(&dn);
+        if !again {
+            self.conns.xa_started.push(dn);
+        }
+        Some(BranchStart {
+            sql: format!("XA START {}", xid.sql()),
+            xa: true,
+            again,
+        })
     }
 
     /// A transaction started WITH CONSISTENT SNAPSHOT uses plain BEGINs, so its commit over
