@@ -107,7 +107,6 @@ impl Cursor {
 
     /// What starts the session's transaction on held connection `i` (datanode `dn`), if it
     /// is not started there yet: `XA START` for an XA branch, else the client's BEGIN text.
-    /// `Some((sql, xa))`.
     pub(in crate::exec) fn branch_start(
         &mut self,
         routing: &Routing,
