@@ -42,6 +42,7 @@ pub(crate) use single::query_payload;
 pub mod sequence;
 mod server_show;
 mod statement_time;
+mod subquery;
 mod table_locks;
 mod touch;
 mod txn;
@@ -495,6 +496,7 @@ impl Cursor {
                 cold(self.run_scatter(routing, targets, &spec, &req, reply_seq)).await
             }
             RoutePlan::KeyMove(km) => cold(self.run_key_move(routing, &km, reply_seq)).await,
+            RoutePlan::BindFirst(b) => cold(self.run_bind_first(routing, &b, reply_seq)).await,
         }
     }
 
