@@ -496,7 +496,10 @@ impl Cursor {
                 cold(self.run_scatter(routing, targets, &spec, &req, reply_seq)).await
             }
             RoutePlan::KeyMove(km) => cold(self.run_key_move(routing, &km, reply_seq)).await,
-            RoutePlan::BindFirst(b) => cold(self.run_bind_first(routing, &b, reply_seq)).await,
+            RoutePlan::BindFirst(b) => {
+                let req = prepared::Request::Text;
+                cold(self.run_bind_first(routing, &b, &req, reply_seq)).await
+            }
         }
     }
 

@@ -667,7 +667,22 @@ impl Cursor {
                      statement (text protocol only)",
                 ));
             }
-            RoutePlan::BindFirst(_) => return Err(self.refuse(&bind_first_prepared())),
+            // Subqueries run first at each execute: described by the outer statement with
+            // stand-ins (its columns do not depend on the values bound).
+            RoutePlan::BindFirst(b) => {
+                let current = self.logical.as_deref();
+                match routing.router.route_in(current, mode, charsets, &b.trial(), &[]) {
+                    RoutePlan::Single(t) => Some(t),
+                    RoutePlan::Scatter {
+                        mut targets,
+                        merge: Merge::Rows(spec),
+                    } if !targets.is_empty() => {
+                        hidden = spec.hidden_columns;
+                        Some(targets.swap_remove(0))
+                    }
+                    _ => return Err(self.refuse(&bind_first_prepared())),
+                }
+            }
             _ => return Err(unsupported("preparing this statement")),
         };
         let columns = match target {
@@ -870,7 +885,7 @@ impl Cursor {
             RoutePlan::Local(_) | RoutePlan::Session(_) => {
                 Err(unsupported("this statement through a prepared statement"))
             }
-            RoutePlan::BindFirst(_) => Err(self.refuse(&bind_first_prepared())),
+            RoutePlan::BindFirst(b) => cold(self.run_bind_first(routing, &b, &req, reply_seq)).await,
             RoutePlan::KeyMove(km) if !km.has_params => {
                 cold(self.run_key_move(routing, &km, reply_seq)).await
             }
@@ -886,7 +901,7 @@ impl Cursor {
 
     /// Executes on one target; a read that fails on its server before anything reached the
     /// client is retried once on another server (see `run_read_on`).
-    async fn execute_on(
+    pub(super) async fn execute_on(
         &mut self,
         routing: &Routing,
         t: &Target,
@@ -1093,11 +1108,11 @@ mod value_len_tests {
     }
 }
 
-/// Subqueries run first are bound into text the outer statement is planned from: a prepared
-/// statement's binary result would need that text prepared on the datanodes at each execute.
+/// A prepared statement whose subqueries run first but whose outer statement cannot be
+/// described on one datanode.
 fn bind_first_prepared() -> shoal_router::RouterError {
     shoal_router::RouterError::unsupported(
         "This version of Shoal doesn't yet support 'a subquery across shards run first in a \
-         prepared statement (send it as text)'",
+         prepared statement whose outer statement is planned this way'",
     )
 }

@@ -25,8 +25,6 @@
 //! values makes `NOT IN` unknown, as the list does); `EXISTS` as `(1)` or `(0)`; a scalar as
 //! its one row or `(NULL)`, more than one row MariaDB's 1242.
 
-use std::sync::Arc;
-
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use shoal_router::RouterError;
 use shoal_router::plan::bind::{BindFirst, EMPTY, Form, more_than_one_row};
@@ -101,8 +99,9 @@ impl Cursor {
     /// Runs `b`: its subqueries, then the outer statement with their values.
     pub(super) async fn run_bind_first(
         &mut self,
-        routing: &Arc<Routing>,
+        routing: &Routing,
         b: &BindFirst,
+        req: &Request<'_>,
         reply_seq: u8,
     ) -> Result<()> {
         let mut max_values = self.rt.config.subquery_max_values;
@@ -169,6 +168,20 @@ impl Cursor {
             .router
             .route_in(self.logical.as_deref(), mode, cs, &outer, &[]);
         let expect = Expect::Results { binary: false };
+        // A prepared statement's execute: the outer statement (its values written in, no
+        // placeholder left) is prepared on its datanodes and executed without parameters, so
+        // that the client gets the binary result it asked for.
+        if let Request::Execute { .. } = req {
+            return match plan {
+                RoutePlan::Single(t) => self.execute_on(routing, &t, req, reply_seq).await,
+                RoutePlan::Scatter {
+                    targets,
+                    merge: Merge::Rows(spec),
+                } => self.run_scatter(routing, targets, &spec, req, reply_seq).await,
+                RoutePlan::Refuse(e) => Err(self.refuse(&e)),
+                _ => Err(self.refuse(&unbindable("an outer statement planned this way"))),
+            };
+        }
         match plan {
             RoutePlan::Single(t) => {
                 let how = if t.qualified {

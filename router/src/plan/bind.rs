@@ -74,6 +74,21 @@ impl BindFirst {
         out
     }
 
+    /// The outer statement with stand-ins that narrow nothing (an empty table-less subquery,
+    /// EXISTS true): planned, it says whether the outer statement can run at all, and the
+    /// columns its result has (what a prepared statement describes).
+    pub fn trial(&self) -> String {
+        let stand_ins: Vec<String> = self
+            .inner
+            .iter()
+            .map(|s| match s.form {
+                Form::In | Form::Scalar => EMPTY.to_string(),
+                Form::Exists => "(1 = 1)".to_string(),
+            })
+            .collect();
+        self.outer_with(&stand_ins)
+    }
+
     /// The outer statement as EXPLAIN ROUTE shows it: `<values of subquery N>` in place of
     /// each.
     pub fn outer_template(&self) -> String {
@@ -102,6 +117,7 @@ pub(crate) fn plan(
     sql: &str,
     toks: &[Token],
 ) -> Option<RoutePlan> {
+    // Placeholders: a prepared statement is bound with its values filled in ([`filled`]).
     if !toks.first().is_some_and(|t| t.is_kw(sql, "SELECT"))
         || toks.iter().any(|t| t.kind == TokKind::Placeholder)
     {
@@ -116,9 +132,7 @@ pub(crate) fn plan(
             i += 1;
             continue;
         }
-        let Some(close) = closing(sql, toks, i) else {
-            return None;
-        };
+        let close = closing(sql, toks, i)?;
         let Some(form) = form_at(sql, toks, i, close) else {
             i += 1;
             continue;
@@ -152,20 +166,32 @@ pub(crate) fn plan(
     }
     outer.push(sql[from..].to_string());
     let b = BindFirst { inner, outer };
-    // The outer statement with stand-ins that narrow nothing (an empty table-less subquery):
-    // refused anyway, it keeps the first refusal.
-    let trial: Vec<String> = b
-        .inner
-        .iter()
-        .map(|s| match s.form {
-            Form::In | Form::Scalar => EMPTY.to_string(),
-            Form::Exists => "(1)".to_string(),
-        })
-        .collect();
-    match router.route_in(current, mode, cs, &b.outer_with(&trial), &[]) {
+    // Refused anyway, it keeps the first refusal.
+    match router.route_in(current, mode, cs, &b.trial(), &[]) {
         RoutePlan::Refuse(_) | RoutePlan::BindFirst(_) => None,
         _ => Some(RoutePlan::BindFirst(Box::new(b))),
     }
+}
+
+/// `sql` with its `?` placeholders replaced by `params` as the literals MariaDB reads as
+/// those bound values (`None`: fewer values than placeholders, or a value not readable in the
+/// session's character sets).
+pub(crate) fn filled(
+    sql: &str,
+    toks: &[Token],
+    params: &[super::ParamValue],
+    cs: Charsets,
+) -> Option<String> {
+    let mut out = String::with_capacity(sql.len() + 16 * params.len());
+    let mut at = 0usize;
+    let placeholders = toks.iter().filter(|t| t.kind == TokKind::Placeholder);
+    for (k, t) in placeholders.enumerate() {
+        out.push_str(&sql[at..t.start as usize]);
+        out.push_str(&super::eval::literal_sql_in(params.get(k)?, cs).ok()?);
+        at = t.end as usize;
+    }
+    out.push_str(&sql[at..]);
+    Some(out)
 }
 
 /// The token closing the parenthesis opened at `open`.

@@ -531,11 +531,20 @@ impl Router {
         params: &[ParamValue],
     ) -> RoutePlan {
         match plan {
-            RoutePlan::Refuse(e)
-                if e.code() == codes::ER_NOT_SUPPORTED_YET.0 && params.is_empty() =>
-            {
-                super::bind::plan(self, current, mode, cs, sql, toks)
-                    .unwrap_or(RoutePlan::Refuse(e))
+            RoutePlan::Refuse(e) if e.code() == codes::ER_NOT_SUPPORTED_YET.0 => {
+                let found = if params.is_empty() {
+                    super::bind::plan(self, current, mode, cs, sql, toks)
+                } else {
+                    // A prepared statement's values are written into its text as literals
+                    // (the subqueries run as text, the outer statement is planned from its
+                    // text with the rows bound).
+                    let mut filled_toks = Vec::new();
+                    super::bind::filled(sql, toks, params, cs).and_then(|filled| {
+                        self.tokenize(&filled, mode, &mut filled_toks).ok()?;
+                        super::bind::plan(self, current, mode, cs, &filled, &filled_toks)
+                    })
+                };
+                found.unwrap_or(RoutePlan::Refuse(e))
             }
             plan => plan,
         }
