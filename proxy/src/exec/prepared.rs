@@ -671,7 +671,10 @@ impl Cursor {
             // stand-ins (its columns do not depend on the values bound).
             RoutePlan::BindFirst(b) => {
                 let current = self.logical.as_deref();
-                match routing.router.route_in(current, mode, charsets, &b.trial(), &[]) {
+                match routing
+                    .router
+                    .route_in(current, mode, charsets, &b.trial(), &[])
+                {
                     RoutePlan::Single(t) => Some(t),
                     RoutePlan::Scatter {
                         mut targets,
@@ -885,7 +888,9 @@ impl Cursor {
             RoutePlan::Local(_) | RoutePlan::Session(_) => {
                 Err(unsupported("this statement through a prepared statement"))
             }
-            RoutePlan::BindFirst(b) => cold(self.run_bind_first(routing, &b, &req, reply_seq)).await,
+            RoutePlan::BindFirst(b) => {
+                cold(self.run_bind_first(routing, &b, &req, reply_seq)).await
+            }
             RoutePlan::KeyMove(km) if !km.has_params => {
                 cold(self.run_key_move(routing, &km, reply_seq)).await
             }

@@ -177,7 +177,10 @@ impl Cursor {
                 RoutePlan::Scatter {
                     targets,
                     merge: Merge::Rows(spec),
-                } => self.run_scatter(routing, targets, &spec, req, reply_seq).await,
+                } => {
+                    self.run_scatter(routing, targets, &spec, req, reply_seq)
+                        .await
+                }
                 RoutePlan::Refuse(e) => Err(self.refuse(&e)),
                 _ => Err(self.refuse(&unbindable("an outer statement planned this way"))),
             };
