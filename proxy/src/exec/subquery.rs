@@ -400,3 +400,124 @@ fn string_literal(
         if known { name } else { declared.to_string() }
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::resultset::text_row;
+
+    fn col(ty: ColumnType, charset: u16, declared: Option<u16>) -> Column {
+        Column {
+            name: "c".into(),
+            column_type: ty,
+            flags: ColumnFlags::empty(),
+            decimals: 0,
+            charset,
+            length: 0,
+            schema: String::new(),
+            org_table: String::new(),
+            org_name: String::new(),
+            declared,
+            raw: Vec::new(),
+        }
+    }
+
+    fn kept(columns: Vec<Column>, rows: &[&[Option<&[u8]>]]) -> Collected {
+        let mut c = Collected::new(1000, 1 << 20);
+        c.columns = columns;
+        for r in rows {
+            let mut row = Vec::new();
+            text_row(&mut row, r.iter().copied());
+            c.keep(row).unwrap();
+        }
+        c
+    }
+
+    /// Each value as the literal MariaDB reads as the column's: numbers as written, dates
+    /// cast, binary cast (implicit), text in its charset's default collation converted
+    /// (implicit), `_bin` with COLLATE; what cannot be exact refused by name.
+    #[test]
+    fn values_are_written_with_their_columns_type_and_collation() {
+        use ColumnType as T;
+        let lit = |c: &Column, v: &[u8]| literal(c, Some(v), false);
+        assert_eq!(
+            lit(&col(T::MYSQL_TYPE_LONGLONG, 63, None), b"-12").unwrap(),
+            "-12"
+        );
+        assert_eq!(
+            lit(&col(T::MYSQL_TYPE_NEWDECIMAL, 63, None), b"1.50").unwrap(),
+            "1.50"
+        );
+        assert!(lit(&col(T::MYSQL_TYPE_LONG, 63, None), b"1 OR 1").is_err());
+        let mut dt = col(T::MYSQL_TYPE_DATETIME, 63, None);
+        dt.decimals = 6;
+        assert_eq!(
+            lit(&dt, b"2024-01-01 10:00:00.000001").unwrap(),
+            "CAST('2024-01-01 10:00:00.000001' AS DATETIME(6))"
+        );
+        assert!(lit(&col(T::MYSQL_TYPE_DATE, 63, None), b"0000-00-00").is_err());
+        assert_eq!(
+            lit(&col(T::MYSQL_TYPE_VAR_STRING, 63, None), b"a\0").unwrap(),
+            "CAST(X'6100' AS BINARY)"
+        );
+        let ci = col(T::MYSQL_TYPE_VAR_STRING, 45, Some(45));
+        assert_eq!(
+            lit(&ci, "é".as_bytes()).unwrap(),
+            "CONVERT(_utf8mb4 X'C3A9' USING utf8mb4)"
+        );
+        let bin = col(T::MYSQL_TYPE_VAR_STRING, 45, Some(46));
+        assert_eq!(
+            lit(&bin, b"a ").unwrap(),
+            "CONVERT(_utf8mb4 X'6120' USING utf8mb4) COLLATE utf8mb4_bin"
+        );
+        assert!(
+            literal(&bin, Some(b"a"), true).is_err(),
+            "COLLATE in the statement"
+        );
+        // utf8mb4_unicode_ci, an expression, another character_set_results, DOUBLE, ENUM.
+        assert!(lit(&col(T::MYSQL_TYPE_VAR_STRING, 45, Some(224)), b"a").is_err());
+        assert!(lit(&col(T::MYSQL_TYPE_VAR_STRING, 45, None), b"a").is_err());
+        assert!(lit(&col(T::MYSQL_TYPE_VAR_STRING, 8, Some(8)), b"a").is_err());
+        assert!(lit(&col(T::MYSQL_TYPE_DOUBLE, 63, None), b"0.1").is_err());
+        let mut e = col(T::MYSQL_TYPE_STRING, 45, Some(45));
+        e.flags = ColumnFlags::ENUM_FLAG;
+        assert!(lit(&e, b"a").is_err());
+        assert_eq!(literal(&ci, None, false).unwrap(), "NULL");
+    }
+
+    /// IN lists (NULLs kept, rows of several columns as row constructors, no rows as an empty
+    /// subquery), EXISTS, and scalars (none, one, more than one row: 1242).
+    #[test]
+    fn forms_render_as_mariadb_reads_the_subquery() {
+        use ColumnType as T;
+        let int = || col(T::MYSQL_TYPE_LONG, 63, None);
+        let c = kept(vec![int()], &[&[Some(b"1")], &[None]]);
+        assert_eq!(render(Form::In, &c, &[]).unwrap(), "(1, NULL)");
+        assert_eq!(render(Form::Exists, &c, &[]).unwrap(), "(1 = 1)");
+        assert_eq!(render(Form::Scalar, &c, &[]).unwrap_err().code(), 1242);
+        let none = kept(vec![int()], &[]);
+        assert_eq!(render(Form::In, &none, &[]).unwrap(), EMPTY);
+        assert_eq!(render(Form::Exists, &none, &[]).unwrap(), "(1 = 0)");
+        assert_eq!(render(Form::Scalar, &none, &[]).unwrap(), "(NULL)");
+        let two = kept(vec![int(), int()], &[&[Some(b"1"), Some(b"2")]]);
+        assert_eq!(render(Form::In, &two, &[]).unwrap(), "((1, 2))");
+        assert_eq!(render(Form::Scalar, &two, &[]).unwrap(), "((1, 2))");
+        let none2 = kept(vec![int(), int()], &[]);
+        assert_eq!(
+            render(Form::In, &none2, &[]).unwrap(),
+            "(SELECT NULL, NULL FROM DUAL WHERE 0)"
+        );
+    }
+
+    /// Past the cap of values the rows are refused, naming the setting.
+    #[test]
+    fn the_cap_counts_values() {
+        let mut c = Collected::new(3, 1 << 20);
+        c.columns = vec![col(ColumnType::MYSQL_TYPE_LONG, 63, None)];
+        for _ in 0..3 {
+            c.keep(vec![1, b'1']).unwrap();
+        }
+        let e = c.keep(vec![1, b'1']).unwrap_err();
+        assert!(e.to_string().contains("subquery_max_values"), "{e}");
+    }
+}
