@@ -137,6 +137,11 @@ pub(crate) fn plan(
             i += 1;
             continue;
         };
+        // MariaDB refuses `IN (SELECT ... LIMIT n)` itself (1235): bound, it would answer.
+        if form == Form::In && limited(sql, &toks[i + 1..close]) {
+            i += 1;
+            continue;
+        }
         let text = &sql[toks[i + 1].start as usize..toks[close - 1].end as usize];
         let plan = match runs_alone(router, current, mode, cs, text) {
             Some(p) => p,
@@ -208,6 +213,19 @@ fn closing(sql: &str, toks: &[Token], open: usize) -> Option<usize> {
         }
     }
     None
+}
+
+/// Whether the SELECT of `toks` has a LIMIT of its own (outside any parentheses).
+fn limited(sql: &str, toks: &[Token]) -> bool {
+    let mut depth = 0i32;
+    toks.iter().any(|t| {
+        if t.is_punct(sql, "(") {
+            depth += 1;
+        } else if t.is_punct(sql, ")") {
+            depth -= 1;
+        }
+        depth == 0 && t.is_kw(sql, "LIMIT")
+    })
 }
 
 /// How the subquery in parentheses `open..=close` is used, if it is one Shoal binds.
