@@ -41,12 +41,10 @@ mod single;
 pub(crate) use single::query_payload;
 pub mod sequence;
 mod server_show;
-mod statement_time;
 mod subquery;
 mod table_locks;
 mod touch;
 mod txn;
-use txn::xa;
 mod unreadable;
 mod user_vars;
 mod write;
@@ -56,8 +54,7 @@ use std::sync::Arc;
 
 use mysql_common::constants::StatusFlags;
 use shoal_router::RouterError;
-use shoal_router::plan::{Merge, RoutePlan, Target, namespace};
-use shoal_router::sql::lex::{TokKind, Token};
+use shoal_router::plan::{Merge, RoutePlan, StatementInput, Step, Target, namespace};
 use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
@@ -69,37 +66,9 @@ use crate::out_of_line::cold;
 use crate::runtime::routing::Routing;
 use crate::wire::command::*;
 use connset::{Held, Want};
-use diagnostics::diagnostics_tokens;
+use diagnostics::DiagQuery;
 use relay::{Expect, Outcome, relay};
 use shoal_router::config::ReadWhenPrimaryDown;
-
-/// Whether a statement may change the logical schema's tables (DDL, and the stored programs
-/// and views the catalog lists): the catalog's built rows are then stale. Read by its first
-/// keyword (comments skipped by the tokenizer); a false positive only rebuilds the catalog.
-fn changes_schema(sql: &[u8]) -> bool {
-    const WORDS: [&[u8]; 5] = [b"CREATE", b"ALTER", b"DROP", b"RENAME", b"TRUNCATE"];
-    // The hot path (a statement starting with a word): no tokenizing.
-    let rest = sql.trim_ascii_start();
-    if rest.first().is_some_and(u8::is_ascii_alphabetic) {
-        let n = rest
-            .iter()
-            .position(|c| !c.is_ascii_alphanumeric() && *c != b'_')
-            .unwrap_or(rest.len());
-        return WORDS.iter().any(|w| w.eq_ignore_ascii_case(&rest[..n]));
-    }
-    let Ok(sql) = std::str::from_utf8(sql) else {
-        return false;
-    };
-    let mut toks = Vec::new();
-    if shoal_router::sql::lex::tokenize_into(sql, &mut toks).is_err() {
-        return false;
-    }
-    toks.first().is_some_and(|t| {
-        ["CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE"]
-            .iter()
-            .any(|k| t.is_kw(sql, k))
-    })
-}
 
 /// A router refusal as the error the client gets.
 pub fn refusal(e: &RouterError) -> Error {
@@ -152,13 +121,7 @@ impl Cursor {
             Command::Ping => self.send_ok(reply_seq).await,
             Command::Query => match self.statements_of_text(routing) {
                 Some(ranges) => cold(self.run_multi(routing, ranges, reply_seq)).await,
-                None => {
-                    // From before it runs until after it ended (or failed part-way): the
-                    // catalog is built again for every read meanwhile and after.
-                    let _ddl = changes_schema(&self.client.packet_payload()[1..])
-                        .then(|| routing.catalog.changing());
-                    self.query_routed(routing, reply_seq).await
-                }
+                None => self.query_routed(routing, reply_seq).await,
             },
             Command::InitDb(db) => cold(self.use_logical(&db, reply_seq)).await,
             Command::FieldList => cold(self.field_list_routed(routing, reply_seq)).await,
@@ -271,16 +234,10 @@ impl Cursor {
 
     /// A COM_QUERY: plan it, then run the plan.
     async fn query_routed(&mut self, routing: &Arc<Routing>, reply_seq: u8) -> Result<()> {
-        let mode = self.sql_mode();
-        // One tokenization serves the diagnostics check, the pin check and the router.
+        // One tokenization serves the router and the pin check.
         let mut toks = std::mem::take(&mut self.tokens);
-        // `is_show`: the statement is a SHOW (read on its tokens, comments skipped).
-        // `commits`: a statement MariaDB runs with an implicit commit, which an XA branch
-        // refuses: the transaction is committed first, as MariaDB would.
-        let charsets = self.charsets();
-        // The tokenizer could not read the statement to its end (see `unreadable`).
-        let mut unreadable = false;
-        let (plan, effects, diag, read_route, is_show, commits) = {
+        let (mode, charsets) = (self.sql_mode(), self.charsets());
+        let plan = {
             let p = self.client.packet_payload();
             // Read in the client's charset as MariaDB reads it; what the router renders is
             // written back in it (`run_on`, `query_payload`).
@@ -289,113 +246,91 @@ impl Cursor {
                 Cow::Owned(text) => Some(text.clone()),
                 Cow::Borrowed(_) => None,
             };
-            let sql: &str = &read;
-            self.check_read_only(routing, mode, sql)?;
-            // MariaDB would run a Mycat hint `/*!mycat:...*/` as code: it is cut off (after
-            // the read/write decision has seen it).
-            let mut text = match shoal_router::sql::readwrite::mycat_hint_len(sql) {
-                Some(n) => &sql[n..],
-                None => sql,
+            let input = StatementInput {
+                sql: &read,
+                current: self.logical.as_deref(),
+                mode,
+                charsets: charsets.statements,
+                read_only: !routing.read_only_users.is_empty()
+                    && routing.read_only_users.contains(&self.user),
+                denied_schemas: self.denied_schemas(routing),
+                user_vars: &self.user_vars,
+                read_split: self.rt.backends.any_read_balancing(),
+                xa_tracking: self.xa_tracking(routing),
+                digest: self.shared.observe.wants_digest(),
             };
-            if let Some((limit, statement)) = statement_time::statement_time_for(text) {
-                // Run as written after FOR, under its own deadline (the sooner one wins).
-                if let Some(limit) = limit {
-                    let at = tokio::time::Instant::now() + limit;
-                    self.conns.deadline = Some(self.conns.deadline.map_or(at, |d| d.min(at)));
-                }
-                text = statement;
-            }
-            match routing.router.tokenize(text, mode, &mut toks) {
-                // Unterminated string or comment: refused, nothing runs.
-                Err(e) => {
-                    unreadable = true;
-                    (
-                        Some(RoutePlan::Refuse(e)),
-                        Default::default(),
-                        None,
-                        None,
-                        false,
-                        false,
-                    )
-                }
-                // A backend would read NULL for a variable only the session holds.
-                Ok(())
-                    if !toks.first().is_some_and(|t| t.is_kw(text, "SET"))
-                        && self.reads_held_user_var(text, &toks) =>
-                {
-                    (
-                        Some(RoutePlan::Refuse(RouterError::unsupported(
-                            "reading a user variable outside SET (through Shoal user variables \
-                             save and restore system variables only)",
-                        ))),
-                        Default::default(),
-                        None,
-                        None,
-                        false,
-                        false,
-                    )
-                }
-                Ok(()) => {
-                    if self.shared.observe.wants_digest() {
-                        self.mark.digest = Some(shoal_router::sql::normalize::digest(text, &toks));
-                    }
-                    let diag = diagnostics_tokens(text, &toks);
-                    let effects = pinning::token_effects(text, &toks);
-                    let plan = diag.is_none().then(|| {
-                        match self.denied_schema_named(routing, text, &toks) {
-                            Some(e) => RoutePlan::Refuse(e),
-                            None => routing.router.route_tokens(
-                                self.logical.as_deref(),
-                                mode,
-                                charsets.statements,
-                                text,
-                                &toks,
-                                &[],
-                            ),
-                        }
-                    });
-                    let route = plan.as_ref().and_then(|_| {
-                        self.read_route_of(routing, mode, sql)
-                            .or_else(|| self.xa_route(routing, mode, sql))
-                    });
-                    let is_show = toks.first().is_some_and(|t| t.is_kw(text, "SHOW"));
-                    let commits = plan.is_some()
-                        && self.xa_tracking(routing)
-                        && xa::causes_implicit_commit(text, &toks);
-                    (plan, effects, diag, route, is_show, commits)
-                }
-            }
+            let plan = routing.router.plan_statement(&input, &mut toks);
+            let effects = matches!(plan.step, Step::Route(_))
+                .then(|| pinning::token_effects(plan.text(&read), &toks))
+                .unwrap_or_default();
+            (plan, effects)
         };
-        self.mark.route = plan.as_ref().map(crate::observe::RouteKind::of);
-        if let (Some(route), Some(plan)) = (read_route, &plan) {
-            (self.conns.want, self.conns.writing) = replica::statement_want(route, plan);
+        let (plan, effects) = plan;
+        // A huge statement's buffer is not kept for the session's lifetime.
+        if toks.capacity() <= MAX_KEPT_TOKENS {
+            self.tokens = toks;
         }
-        self.note_statement_writes(read_route);
-        if commits {
+        if plan.digest.is_some() {
+            self.mark.digest = plan.digest;
+        }
+        // From before it runs until after it ended (or failed part-way): the catalog is
+        // built again for every read meanwhile and after.
+        let _ddl = plan.changes_schema.then(|| routing.catalog.changing());
+        if let Some(limit) = plan.deadline {
+            // Its own deadline besides `query_timeout`'s: the sooner one wins.
+            let at = tokio::time::Instant::now() + limit;
+            self.conns.deadline = Some(self.conns.deadline.map_or(at, |d| d.min(at)));
+        }
+        self.mark.route = match &plan.step {
+            Step::Route(r) => Some(crate::observe::RouteKind::of(r)),
+            Step::BroadcastWrites(_) | Step::BroadcastDdl(_) => {
+                Some(crate::observe::RouteKind::Broadcast)
+            }
+            Step::InsertWithSequence(_) | Step::InsertWithColumnList(_) | Step::Unreadable(_) => {
+                Some(crate::observe::RouteKind::Refused)
+            }
+            Step::Diagnostics(_) | Step::ReadOnly(_) => None,
+        };
+        self.apply_want(plan.want);
+        if plan.implicit_commit {
             if self.txn_begin.is_some() || self.conns.in_transaction() {
                 cold(self.end_transaction(true)).await?;
             }
             self.conns.no_branch = true;
         }
-        // A huge statement's buffer is not kept for the session's lifetime.
-        if toks.capacity() <= MAX_KEPT_TOKENS {
-            self.tokens = toks;
-        }
-        if let Some(which) = diag {
-            // The statement before may have run anywhere: the session's own record answers.
-            if self.diag.known || which == crate::exec::diagnostics::DiagQuery::ConnectionId {
-                return cold(self.answer_diagnostics(which, reply_seq)).await;
+        let route = match plan.step {
+            Step::Route(route) => route,
+            Step::ReadOnly(what) => return Err(replica::read_only_refused(&self.user, &what)),
+            Step::Diagnostics(which) => {
+                // The statement before may have run anywhere: the session's own record answers.
+                if self.diag.known || which == DiagQuery::ConnectionId {
+                    return cold(self.answer_diagnostics(which, reply_seq)).await;
+                }
+                let dn = self.any_datanode(routing);
+                let expect = Expect::Results { binary: false };
+                cold(self.run_on(routing, dn, Use::Text, None, expect, reply_seq)).await?;
+                return Ok(());
             }
-            let dn = self.any_datanode(routing);
-            let expect = Expect::Results { binary: false };
-            cold(self.run_on(routing, dn, Use::Text, None, expect, reply_seq)).await?;
-            return Ok(());
-        }
-        let Some(plan) = plan else {
-            // Only a diagnostics query goes unplanned, and it was answered above.
-            return Err(Error::malformed("COM_QUERY"));
+            Step::Unreadable(e) => {
+                let text = self.client_text();
+                return Err(cold(self.unreadable(routing, &text, &e)).await);
+            }
+            Step::InsertWithSequence(fill) => {
+                return cold(self.insert_with_sequence(routing, fill, reply_seq)).await;
+            }
+            Step::InsertWithColumnList(fill) => {
+                return cold(self.insert_with_column_list(routing, fill, reply_seq)).await;
+            }
+            Step::BroadcastWrites(targets) => {
+                let req = prepared::Request::Text;
+                return cold(self.run_writes(routing, targets, false, &req, reply_seq)).await;
+            }
+            Step::BroadcastDdl(targets) => {
+                return cold(self.run_ddl(routing, targets, reply_seq)).await;
+            }
         };
-        match plan {
+        let is_show = plan.is_show;
+        match route {
             RoutePlan::Single(t) => {
                 // The statements of a multi-statement text batched behind this one.
                 let joined = self.conns.batch_tail.take().map(|(tail, more)| {
@@ -444,43 +379,9 @@ impl Cursor {
             RoutePlan::Session(kind) => {
                 cold(self.session_statement(routing, kind, None, reply_seq)).await
             }
-            RoutePlan::Refuse(e) if unreadable => {
-                let text = self.client_text();
-                Err(cold(self.unreadable(routing, &text, &e)).await)
-            }
-            RoutePlan::Refuse(e) => {
-                // Off the hot path: only an INSERT the planner refused can need a sequence.
-                let text = self.client_text();
-                let fill = shoal_router::plan::sequence::sequence_fill(
-                    &routing.topology,
-                    self.logical.as_deref(),
-                    &text,
-                );
-                if let Some(fill) = fill {
-                    return cold(self.insert_with_sequence(routing, fill, reply_seq)).await;
-                }
-                // Or an INSERT without a column list into a sharded table.
-                let columns = shoal_router::plan::column_list::column_list_fill(
-                    &routing.topology,
-                    self.logical.as_deref(),
-                    &text,
-                );
-                match columns {
-                    Some(fill) => {
-                        cold(self.insert_with_column_list(routing, fill, reply_seq)).await
-                    }
-                    None => Err(self.refuse(&e)),
-                }
-            }
-            RoutePlan::Broadcast { targets } => {
-                let dml = shoal_router::sql::classify(&self.client_text()).is_dml();
-                let req = prepared::Request::Text;
-                if dml {
-                    cold(self.run_writes(routing, targets, false, &req, reply_seq)).await
-                } else {
-                    cold(self.run_ddl(routing, targets, reply_seq)).await
-                }
-            }
+            RoutePlan::Refuse(e) => Err(self.refuse(&e)),
+            // The statement plan makes a broadcast one of its own steps (above).
+            RoutePlan::Broadcast { .. } => Err(unsupported("an unclassified broadcast")),
             RoutePlan::Scatter {
                 targets,
                 merge: Merge::AffectedRows,
@@ -503,29 +404,16 @@ impl Cursor {
         }
     }
 
-    /// A logical schema of the topology that this session's user may not use, named in the
-    /// statement: refused as MySQL refuses a database the user has no grant on (1044). Read
-    /// on the tokens: any identifier with that name counts, whatever it names.
-    pub(crate) fn denied_schema_named(
-        &self,
-        routing: &Routing,
-        sql: &str,
-        toks: &[Token],
-    ) -> Option<RouterError> {
+    /// The logical schemas this session's user may not use (`users.schemas`).
+    pub(crate) fn denied_schemas<'r>(&self, routing: &'r Routing) -> &'r [String] {
         if routing.denied_schemas.is_empty() {
-            return None;
+            return &[];
         }
-        let (_, denied) = routing
+        routing
             .denied_schemas
             .iter()
-            .find(|(user, _)| *user == self.user)?;
-        denied.iter().find_map(|s| {
-            let named = toks.iter().any(|t| {
-                matches!(t.kind, TokKind::Word | TokKind::QuotedIdent)
-                    && t.ident_value(sql).eq_ignore_ascii_case(s)
-            });
-            named.then(|| namespace::access_denied(s))
-        })
+            .find(|(user, _)| *user == self.user)
+            .map_or(&[], |(_, denied)| denied.as_slice())
     }
 
     /// A router refusal of access names the session's account, as MySQL's message does (the

@@ -16,7 +16,6 @@
 //! SNAPSHOT` (such a transaction may then write to one datanode only), and under LOCK TABLES.
 
 use shoal_router::config::Transactions;
-use shoal_router::sql::readwrite::{PrimaryWhy, ReadRoute, read_route};
 use shoal_router::topology::DatanodeId;
 use tracing::{debug, warn};
 
@@ -93,27 +92,6 @@ impl Cursor {
     pub(in crate::exec) fn xa_tracking(&self, routing: &Routing) -> bool {
         (self.txn_begin.is_some() || self.autocommit_off())
             && self.txn_mode(routing) == Transactions::Xa
-    }
-
-    /// The router's read/write decision for `sql` when XA needs it and read balancing did not
-    /// ask for it (see [`Self::note_statement_writes`]).
-    pub(in crate::exec) fn xa_route(
-        &self,
-        routing: &Routing,
-        mode: shoal_router::sql::SqlMode,
-        sql: &str,
-    ) -> Option<ReadRoute> {
-        self.xa_tracking(routing)
-            .then(|| read_route(sql, mode, routing.router.server_version()))
-    }
-
-    /// Records whether the running statement may write, from the router's read decision:
-    /// only plain and locking reads leave a branch read-only.
-    pub(in crate::exec) fn note_statement_writes(&mut self, route: Option<ReadRoute>) {
-        self.conns.maybe_writes = !matches!(
-            route,
-            Some(ReadRoute::Replica { .. } | ReadRoute::Primary(PrimaryWhy::LockingRead))
-        );
     }
 
     /// What starts the session's transaction on held connection `i` (datanode `dn`), if it
@@ -728,75 +706,4 @@ enum Decision {
     Refused(String),
     /// Perhaps written (the connection broke): recovery decides.
     Unknown(String),
-}
-
-/// Statements MariaDB runs with an implicit commit (and refuses inside an XA branch with
-/// 1399): DDL other than on temporary tables, table maintenance, account management, index
-/// cache statements. BEGIN, LOCK TABLES and SET autocommit=1 are handled where they are run.
-pub(in crate::exec) fn causes_implicit_commit(
-    sql: &str,
-    toks: &[shoal_router::sql::lex::Token],
-) -> bool {
-    let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(sql, w));
-    if ["CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE"]
-        .iter()
-        .any(|w| is(0, w))
-    {
-        // CREATE [OR REPLACE] TEMPORARY TABLE, DROP TEMPORARY TABLE: no implicit commit.
-        return !(1..4).any(|i| is(i, "TEMPORARY"));
-    }
-    [
-        "ANALYZE",
-        "OPTIMIZE",
-        "REPAIR",
-        "GRANT",
-        "REVOKE",
-        "CACHE",
-        "INSTALL",
-        "UNINSTALL",
-    ]
-    .iter()
-    .any(|w| is(0, w))
-        || (is(0, "CHECK") && (is(1, "TABLE") || is(1, "TABLES")))
-        || (is(0, "LOAD") && is(1, "INDEX"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::causes_implicit_commit;
-    use shoal_router::sql::lex::tokenize;
-
-    fn commits(sql: &str) -> bool {
-        causes_implicit_commit(sql, &tokenize(sql).expect("tokens"))
-    }
-
-    #[test]
-    fn statements_with_an_implicit_commit() {
-        for sql in [
-            "CREATE TABLE t (a INT)",
-            "alter table t add column b int",
-            "DROP TABLE t",
-            "TRUNCATE t",
-            "RENAME TABLE a TO b",
-            "CREATE INDEX i ON t (a)",
-            "ANALYZE TABLE t",
-            "OPTIMIZE TABLE t",
-            "CHECK TABLE t",
-            "GRANT SELECT ON *.* TO u",
-            "/* c */ DROP VIEW v",
-        ] {
-            assert!(commits(sql), "{sql}");
-        }
-        for sql in [
-            "CREATE TEMPORARY TABLE t (a INT)",
-            "CREATE OR REPLACE TEMPORARY TABLE t (a INT)",
-            "DROP TEMPORARY TABLE IF EXISTS t",
-            "SELECT 1",
-            "INSERT INTO t VALUES (1)",
-            "CHECKSUM TABLE t",
-            "SET autocommit = 0",
-        ] {
-            assert!(!commits(sql), "{sql}");
-        }
-    }
 }
