@@ -270,6 +270,10 @@ pub struct ProxyConfig {
     /// `server.query_timeout`: a backend statement not answered within this long is
     /// interrupted (see `backend::interrupt`); `None` = off.
     pub query_timeout: Option<Duration>,
+    /// `server.subquery_max_values` and `server.subquery_max_bytes`: what one statement may
+    /// bind from subqueries run first across shards (see `exec::subquery`).
+    pub subquery_max_values: usize,
+    pub subquery_max_bytes: usize,
     /// TLS to clients, if configured.
     pub tls: Option<TlsFiles>,
     /// The RSA private key (PEM) for caching_sha2 over plain TCP; generated at start if `None`.
@@ -321,6 +325,8 @@ impl ProxyConfig {
             max_packet: server.max_allowed_packet as usize,
             handshake_timeout: server.handshake_timeout,
             query_timeout: None,
+            subquery_max_values: server.subquery_max_values as usize,
+            subquery_max_bytes: server.subquery_max_bytes as usize,
             tls: None,
             rsa_private_key: None,
             schema_map: Vec::new(),

@@ -236,6 +236,21 @@ fn assert_clean(report: &Report) {
         routed.matched, routed.run,
         "shard-key filters refused:\n{report}"
     );
+    // Uncorrelated subqueries over other shards run first and are bound (issue 49): over a
+    // utf8mb4 connection (text, and prepared through mysql_async and Connector/C) only the
+    // values Shoal cannot write exactly are refused, a few percent.
+    for family in [
+        diff::subqueries::FAMILY.to_string(),
+        format!("capi:{}", diff::subqueries::FAMILY),
+    ] {
+        let sub = report.families.get(&family).copied().unwrap_or_default();
+        assert!(
+            sub.run > 0 && sub.refused * 10 <= sub.run,
+            "{family}: {} of {} refused:\n{report}",
+            sub.refused,
+            sub.run
+        );
+    }
     assert_eq!(report.tables_identical, report.tables_compared, "{report}");
 }
 

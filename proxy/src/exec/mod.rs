@@ -43,6 +43,7 @@ mod single;
 pub(crate) use single::query_payload;
 pub mod sequence;
 mod server_show;
+mod subquery;
 mod table_locks;
 mod touch;
 mod txn;
@@ -398,6 +399,10 @@ impl Cursor {
                 cold(self.run_scatter(routing, targets, &spec, &req, reply_seq)).await
             }
             RoutePlan::KeyMove(km) => cold(self.run_key_move(routing, &km, reply_seq)).await,
+            RoutePlan::BindFirst(b) => {
+                let req = prepared::Request::Text;
+                cold(self.run_bind_first(routing, &b, &req, reply_seq)).await
+            }
         }
     }
 

@@ -668,6 +668,25 @@ impl Cursor {
                      statement (text protocol only)",
                 ));
             }
+            // Subqueries run first at each execute: described by the outer statement with
+            // stand-ins (its columns do not depend on the values bound).
+            RoutePlan::BindFirst(b) => {
+                let current = self.logical.as_deref();
+                match routing
+                    .router
+                    .route_in(current, mode, charsets, &b.trial(), &[])
+                {
+                    RoutePlan::Single(t) => Some(t),
+                    RoutePlan::Scatter {
+                        mut targets,
+                        merge: Merge::Rows(spec),
+                    } if !targets.is_empty() => {
+                        hidden = spec.hidden_columns;
+                        Some(targets.swap_remove(0))
+                    }
+                    _ => return Err(self.refuse(&bind_first_prepared())),
+                }
+            }
             _ => return Err(unsupported("preparing this statement")),
         };
         let columns = match target {
@@ -866,6 +885,9 @@ impl Cursor {
             RoutePlan::Local(_) | RoutePlan::Session(_) => {
                 Err(unsupported("this statement through a prepared statement"))
             }
+            RoutePlan::BindFirst(b) => {
+                cold(self.run_bind_first(routing, &b, &req, reply_seq)).await
+            }
             RoutePlan::KeyMove(km) if !km.has_params => {
                 cold(self.run_key_move(routing, &km, reply_seq)).await
             }
@@ -881,7 +903,7 @@ impl Cursor {
 
     /// Executes on one target; a read that fails on its server before anything reached the
     /// client is retried once on another server (see `run_read_on`).
-    async fn execute_on(
+    pub(super) async fn execute_on(
         &mut self,
         routing: &Routing,
         t: &Target,
@@ -1099,4 +1121,13 @@ mod value_len_tests {
         let b = [0xFEu8, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF];
         assert_eq!(value_len(0xFE, &b), None);
     }
+}
+
+/// A prepared statement whose subqueries run first but whose outer statement cannot be
+/// described on one datanode.
+fn bind_first_prepared() -> shoal_router::RouterError {
+    shoal_router::RouterError::unsupported(
+        "This version of Shoal doesn't yet support 'a subquery across shards run first in a \
+         prepared statement whose outer statement is planned this way'",
+    )
 }

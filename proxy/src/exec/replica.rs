@@ -241,15 +241,37 @@ impl Cursor {
         req: &Request<'_>,
         reply_seq: u8,
     ) -> Result<()> {
+        self.run_scatter_into(routing, targets, spec, req, reply_seq, None)
+            .await
+    }
+
+    /// [`Self::run_scatter`], the merged rows kept in `collect` instead of sent to the client
+    /// when it is given (a subquery run first, see `subquery.rs`).
+    pub(super) async fn run_scatter_into(
+        &mut self,
+        routing: &Routing,
+        targets: Vec<Target>,
+        spec: &MergeSpec,
+        req: &Request<'_>,
+        reply_seq: u8,
+        mut collect: Option<&mut super::subquery::Collected>,
+    ) -> Result<()> {
         let retry = matches!(self.conns.want, Want::Read { .. }) && !self.in_transaction_now();
         if !retry {
             return self
-                .scatter_attempt(routing, targets, spec, req, reply_seq)
+                .scatter_attempt(routing, targets, spec, req, reply_seq, collect)
                 .await;
         }
         self.conns.retry_read = true;
         let out = self
-            .scatter_attempt(routing, targets.clone(), spec, req, reply_seq)
+            .scatter_attempt(
+                routing,
+                targets.clone(),
+                spec,
+                req,
+                reply_seq,
+                collect.as_deref_mut(),
+            )
             .await;
         self.conns.retry_read = false;
         match (out, self.conns.failed_read.take()) {
@@ -257,7 +279,10 @@ impl Cursor {
                 debug!(server = bad, error = %e, "scatter read failed on a server: retried");
                 self.rt.backends.servers[bad].health.note_error();
                 self.conns.avoid = Some(bad);
-                self.scatter_attempt(routing, targets, spec, req, reply_seq)
+                if let Some(c) = collect.as_deref_mut() {
+                    c.reset();
+                }
+                self.scatter_attempt(routing, targets, spec, req, reply_seq, collect)
                     .await
             }
             (out, _) => out,

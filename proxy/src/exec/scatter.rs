@@ -34,13 +34,15 @@ impl Cursor {
         spec: &MergeSpec,
         req: &Request<'_>,
         reply_seq: u8,
+        mut collect: Option<&mut super::subquery::Collected>,
     ) -> Result<()> {
         // sql_select_limit caps the merged result, as one server caps its result; each shard
         // must answer in full, or a shard's cut rows (groups, the rows of an ORDER BY) would be
         // missing from the merge.
         let capped;
+        // Not a subquery's rows: MariaDB applies sql_select_limit to the statement's result only.
         let spec = match self.select_limit() {
-            Some(n) if spec.limit.is_none() => {
+            Some(n) if spec.limit.is_none() && collect.is_none() => {
                 capped = MergeSpec {
                     limit: Some(n),
                     ..spec.clone()
@@ -164,7 +166,11 @@ impl Cursor {
                 .collect(),
         };
         // Strings the merge compares go by the collation their columns are declared with.
-        let compares = spec.aggregate.is_some() || spec.distinct || !spec.order_by.is_empty();
+        // Rows kept to be bound as values are written with their columns' collations too.
+        let compares = spec.aggregate.is_some()
+            || spec.distinct
+            || !spec.order_by.is_empty()
+            || collect.is_some();
         if let Ok(cols) = &mut parsed
             && compares
             && first_err.is_none()
@@ -219,13 +225,20 @@ impl Cursor {
         let visible = merger.visible_columns();
         let wire = self.client_wire();
         let status = self.reply_status();
-        let mut out = ResultSetWriter::start(
-            &mut self.client,
-            reply_seq,
-            wire,
-            status,
-            merger.columns()[..visible].iter().map(|c| c.raw.as_slice()),
-        );
+        // Kept rows: no header to the client.
+        let mut out = match collect.as_deref_mut() {
+            Some(c) => {
+                c.columns = merger.columns()[..visible].to_vec();
+                None
+            }
+            None => Some(ResultSetWriter::start(
+                &mut self.client,
+                reply_seq,
+                wire,
+                status,
+                merger.columns()[..visible].iter().map(|c| c.raw.as_slice()),
+            )),
+        };
         let mut sent = 0u64;
         // The buffer of the row sent last, for the next row read.
         let mut spare: Option<Vec<u8>> = None;
@@ -247,7 +260,17 @@ impl Cursor {
             match step {
                 Step::Done => break,
                 Step::Row(row) => {
-                    out.row(&mut self.client, &row);
+                    if let Some(c) = collect.as_deref_mut() {
+                        if let Err(e) = c.keep(row) {
+                            error = Some(e);
+                            break;
+                        }
+                        sent += 1;
+                        continue;
+                    }
+                    if let Some(out) = out.as_mut() {
+                        out.row(&mut self.client, &row);
+                    }
                     spare = Some(row);
                     sent += 1;
                     if self.client.needs_flush() {
@@ -304,6 +327,10 @@ impl Cursor {
             release_extra(extra);
         }
         if let Some(e) = error {
+            if let Some(c) = collect {
+                c.error = Some(e);
+                return Ok(());
+            }
             let p = match e.as_reply() {
                 Some((code, state, msg)) => {
                     let m = routing.names.rewrite(msg, self.logical.as_deref());
@@ -317,7 +344,9 @@ impl Cursor {
                     &e.to_string(),
                 ),
             };
-            out.fail(&mut self.client, &p);
+            if let Some(out) = out {
+                out.fail(&mut self.client, &p);
+            }
             self.diag.known = true;
             self.diag.row_count = -1;
             return self.flush_client().await;
@@ -326,6 +355,9 @@ impl Cursor {
         if self.conns.held.iter().any(|h| h.conn.in_transaction()) {
             self.status |= super::IN_TRANS;
         }
+        let Some(out) = out else {
+            return Ok(());
+        };
         let status = self.reply_status();
         out.finish(&mut self.client, status);
         self.diag.known = true;

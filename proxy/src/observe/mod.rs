@@ -63,7 +63,9 @@ impl RouteKind {
     pub fn of(plan: &RoutePlan) -> RouteKind {
         match plan {
             RoutePlan::Single(_) | RoutePlan::Any { .. } => RouteKind::Single,
-            RoutePlan::Scatter { .. } | RoutePlan::KeyMove(_) => RouteKind::Scatter,
+            RoutePlan::Scatter { .. } | RoutePlan::KeyMove(_) | RoutePlan::BindFirst(_) => {
+                RouteKind::Scatter
+            }
             RoutePlan::Broadcast { .. } => RouteKind::Broadcast,
             RoutePlan::Local(_) | RoutePlan::Session(_) => RouteKind::Local,
             RoutePlan::Refuse(_) => RouteKind::Refused,

@@ -88,6 +88,14 @@ pub struct ServerConfig {
     /// MariaDB's `max_statement_time` (`0` = off, the default).
     #[serde(default, with = "de::duration")]
     pub query_timeout: Duration,
+    /// Subqueries run first across shards (their rows bound into the outer statement as
+    /// values): the most values (rows x columns) one statement binds; past it the statement
+    /// is refused.
+    #[serde(default = "default_subquery_max_values")]
+    pub subquery_max_values: u64,
+    /// ... and the most bytes of those values, as the datanodes sent them.
+    #[serde(default = "default_subquery_max_bytes")]
+    pub subquery_max_bytes: u64,
     /// TLS to clients; without it clients connect in plain text only.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
@@ -228,6 +236,8 @@ impl Default for ServerConfig {
             handshake_timeout: default_handshake_timeout(),
             max_allowed_packet: default_max_allowed_packet(),
             query_timeout: Duration::ZERO,
+            subquery_max_values: default_subquery_max_values(),
+            subquery_max_bytes: default_subquery_max_bytes(),
             tls: None,
             rsa: None,
             xa: XaConfig::default(),
@@ -254,6 +264,12 @@ fn default_shutdown_timeout() -> Duration {
 }
 fn default_handshake_timeout() -> Duration {
     Duration::from_secs(10)
+}
+fn default_subquery_max_values() -> u64 {
+    100_000
+}
+fn default_subquery_max_bytes() -> u64 {
+    16 << 20
 }
 fn default_max_allowed_packet() -> u64 {
     64 << 20 // MySQL 8's default

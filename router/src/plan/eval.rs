@@ -762,7 +762,7 @@ pub(crate) fn literal_sql(l: &Literal) -> String {
 /// [`literal_sql`] for a bound value of a session in character sets `cs`: a string as the
 /// bytes MariaDB reads the bound value as (in the connection's character set), with that
 /// character set's introducer.
-fn literal_sql_in(l: &Literal, cs: Charsets) -> Result<String, RouterError> {
+pub(crate) fn literal_sql_in(l: &Literal, cs: Charsets) -> Result<String, RouterError> {
     let Literal::Str(s) = l else {
         return Ok(literal_sql(l));
     };

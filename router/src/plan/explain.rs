@@ -189,6 +189,29 @@ pub fn rows(topo: &Topology, p: &RoutePlan) -> Vec<(String, String)> {
             ));
             r
         }
+        RoutePlan::BindFirst(b) => {
+            let mut r = Vec::new();
+            for (i, s) in b.inner.iter().enumerate() {
+                let form = match s.form {
+                    super::bind::Form::In => "IN list",
+                    super::bind::Form::Exists => "EXISTS",
+                    super::bind::Form::Scalar => "scalar",
+                };
+                r.push((
+                    format!("(subquery {})", i + 1),
+                    format!("{form}, run first: {}", s.sql),
+                ));
+                r.extend(rows(topo, &s.plan));
+            }
+            r.push((
+                "(outer)".into(),
+                format!(
+                    "values bound at execution, then planned: {}",
+                    b.outer_template()
+                ),
+            ));
+            r
+        }
     }
 }
 
@@ -229,6 +252,7 @@ pub fn render(topo: &Topology, p: &RoutePlan) -> String {
         RoutePlan::Session(_) => "session",
         RoutePlan::Refuse(_) => "error",
         RoutePlan::KeyMove(_) => "keymove",
+        RoutePlan::BindFirst(_) => "bind-first",
     };
     let mut out = String::from(kind);
     for (a, b) in rows(topo, p) {

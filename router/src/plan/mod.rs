@@ -11,6 +11,7 @@
 //! every other decision its text and the session's inputs settle (the server it wants, an
 //! implicit commit, its deadline, the refusals, a sequence or column-list INSERT).
 
+pub mod bind;
 mod cache;
 pub mod column_list;
 mod ddl;
@@ -96,6 +97,10 @@ pub enum RoutePlan {
     /// An UPDATE assigning a sharded table's shard key whose rows may land on other shards:
     /// run in one transaction over the datanodes involved (see [`KeyMove`]).
     KeyMove(Box<KeyMove>),
+    /// A SELECT refused across shards only for its uncorrelated subqueries over other shards:
+    /// they run first and their rows are bound into the outer statement as literals, which is
+    /// then planned as any statement (see [`bind`]).
+    BindFirst(Box<bind::BindFirst>),
 }
 
 /// An UPDATE that assigns a sharded table's shard key (or an ER child's join key), where some

@@ -262,7 +262,8 @@ impl Router {
             singles: None,
             charsets: cs,
         };
-        eval::evaluate(&template, &self.topo, &values)
+        let plan = eval::evaluate(&template, &self.topo, &values);
+        self.bind_first(plan, current, mode, cs, sql, &toks, params)
     }
 
     /// The plan as text: one line for its kind, then one per datanode and merge step.
@@ -461,7 +462,12 @@ impl Router {
         if !p.current_for(self, current, mode, cs) {
             return Routed::Plan(self.route_in(current, mode, cs, &p.sql, params));
         }
-        eval::evaluate_kept(&p.template, &self.topo, &p.values(params), &p.singles)
+        match eval::evaluate_kept(&p.template, &self.topo, &p.values(params), &p.singles) {
+            Routed::Plan(plan) => {
+                Routed::Plan(self.bind_first(plan, current, mode, cs, &p.sql, &p.toks, params))
+            }
+            kept => kept,
+        }
     }
 
     fn dml(
@@ -506,7 +512,42 @@ impl Router {
             singles: None,
             charsets: cs,
         };
-        eval::evaluate(&template, &self.topo, &values)
+        let plan = eval::evaluate(&template, &self.topo, &values);
+        self.bind_first(plan, current, mode, cs, sql, toks, params)
+    }
+
+    /// A DML plan refused across shards: perhaps only for subqueries that can run first and
+    /// be bound as values ([`super::bind`]). Every way of planning a statement (cached,
+    /// uncached, prepared) goes through here, so that they agree.
+    #[allow(clippy::too_many_arguments)]
+    fn bind_first(
+        &self,
+        plan: RoutePlan,
+        current: Option<&str>,
+        mode: SqlMode,
+        cs: Charsets,
+        sql: &str,
+        toks: &[Token],
+        params: &[ParamValue],
+    ) -> RoutePlan {
+        match plan {
+            RoutePlan::Refuse(e) if e.code() == codes::ER_NOT_SUPPORTED_YET.0 => {
+                let found = if params.is_empty() {
+                    super::bind::plan(self, current, mode, cs, sql, toks)
+                } else {
+                    // A prepared statement's values are written into its text as literals
+                    // (the subqueries run as text, the outer statement is planned from its
+                    // text with the rows bound).
+                    let mut filled_toks = Vec::new();
+                    super::bind::filled(sql, toks, params, cs).and_then(|filled| {
+                        self.tokenize(&filled, mode, &mut filled_toks).ok()?;
+                        super::bind::plan(self, current, mode, cs, &filled, &filled_toks)
+                    })
+                };
+                found.unwrap_or(RoutePlan::Refuse(e))
+            }
+            plan => plan,
+        }
     }
 
     fn build(

@@ -157,6 +157,7 @@ impl ReadWant {
                     merge: super::Merge::Rows(_),
                     ..
                 }
+                | RoutePlan::BindFirst(_)
         );
         let write_plan = matches!(
             plan,

@@ -15,6 +15,8 @@
 //! - [`capi`]: the prepared statements again through MariaDB Connector/C, and prepared INSERTs
 //!   into the date-ruled table with binary DATE/DATETIME parameters;
 //! - [`multi`]: multi-statement texts, through mysql_async and through Connector/C.
+//! - [`subqueries`]: the generated family of uncorrelated subqueries over other shards, run
+//!   first and bound as values.
 //! - [`charsets`]: the SELECTs with string literals or parameters again through connections in
 //!   gbk, latin1 and big5 (text and prepared), their bytes in that charset.
 //!
@@ -36,6 +38,7 @@ pub mod multi;
 pub mod queries;
 pub mod savepoints;
 pub mod schema;
+pub mod subqueries;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -81,6 +84,8 @@ impl Plan {
         let data = Dataset::generate(seed, rows);
         let mut selects = queries::hand_written();
         selects.extend(queries::generate(seed, count, &data));
+        // From a random stream of its own: the families above stay what they were.
+        selects.extend(subqueries::generate(seed, (count / 10).max(100), &data));
         let mut writes = queries::writes(seed, 3, &data);
         // A few percent of the work: transactions with savepoints over several datanodes.
         writes.extend(savepoints::transactions(
@@ -371,6 +376,10 @@ pub const DOCUMENTED_REFUSALS: &[&str] = &[
     "* JOIN with the * preserved against the * across shards*",
     "a subquery over the * in a query over the * across shards*",
     "a subquery over the * in a SELECT without a sharded table across shards",
+    "a subquery across shards returning *",
+    "a correlated subquery across shards*",
+    "a subquery across shards binding more than *",
+    "a subquery across shards run first in a prepared statement*",
     "a statement over a global table that is not on datanode *",
     "a statement over a table on datanode * and rows on datanode *",
     "UPDATE of shard key column *",
@@ -928,13 +937,28 @@ pub async fn start_cluster() -> Cluster {
         .map(|s| s.to_string())
         .collect();
     databases.extend([ORACLE_DB.to_string(), COPY_DB.to_string()]);
-    Cluster::start(ClusterSpec {
+    let cluster = Cluster::start(ClusterSpec {
         primaries: 2,
         databases,
         ..ClusterSpec::default()
     })
     .await
-    .unwrap_or_else(|e| panic!("cannot start two MariaDB instances: {e}"))
+    .unwrap_or_else(|e| panic!("cannot start two MariaDB instances: {e}"));
+    // MariaDB 10.11 answers `x NOT IN (SELECT ...)` over a set holding a NULL as if the NULL
+    // were not there when it materializes the subquery and matches partially (a set of more
+    // than a few rows: 515 rows where every other plan, and `NOT IN (1, 2, NULL)`, give none).
+    // Both sides run without those two strategies (before Shoal connects), so that a NOT IN
+    // with NULLs compares SQL's answer, which MariaDB gives with every other plan.
+    for i in 0..cluster.instances().len() {
+        let mut c = connect(cluster.opts(i, None), "a MariaDB instance").await;
+        c.query_drop(
+            "SET GLOBAL optimizer_switch = \
+             'partial_match_rowid_merge=off,partial_match_table_scan=off'",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("optimizer_switch: {e}"));
+    }
+    cluster
 }
 
 /// The sharded config over the cluster's two primaries, and its topology.
