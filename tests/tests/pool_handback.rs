@@ -9,7 +9,9 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
 use shoal_tests::shoal::free_port;
-use shoal_tests::{ShoalProcess, http_get, metric_value, scratch_dir, shared_backend, unique_name};
+use shoal_tests::{
+    SharedLayout, http_get, metric_value, shared_backend, shared_backend_layout_with,
+};
 
 /// The counters that tell the hand-back apart: on-demand wakes of idle holders, connections
 /// they gave back, and connections that went straight to a queued session.
@@ -27,47 +29,18 @@ async fn counters(admin: &str) -> (f64, f64, f64, String) {
 #[tokio::test]
 async fn idle_sessions_hand_their_connections_to_a_queued_scatter_at_once() {
     let backend = shared_backend();
-    let p = unique_name("handback");
-    for db in [format!("{p}_1"), format!("{p}_2"), format!("{p}_m")] {
-        backend.fresh_db(&db).await;
-    }
     // Three connections for the server, eight clients, and a ninth that scatters.
-    let path = scratch_dir().join(format!("{p}.yaml"));
-    std::fs::write(
-        &path,
-        format!(
-            "users:
-  - {{ name: app, password: app-secret, schemas: [{p}] }}
-datahosts:
-  - name: dh1
-    primary: {{ address: {h}:{port}, user: {u}, password: {pw} }}
-    pool: {{ max: 3, acquire_timeout: 60s }}
-datanodes:
-  - {{ name: dn1, datahost: dh1, database: {p}_1 }}
-  - {{ name: dn2, datahost: dh1, database: {p}_2 }}
-  - {{ name: dnm, datahost: dh1, database: {p}_m }}
-rules:
-  - {{ name: by_id, algorithm: mod }}
-schemas:
-  - name: {p}
-    default_datanode: dnm
-    tables:
-      - {{ name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }}
-",
-            h = backend.host,
-            port = backend.port,
-            u = backend.user,
-            pw = backend.password,
-        ),
-    )
-    .expect("write config");
     let admin = format!("127.0.0.1:{}", free_port());
-    let shoal = ShoalProcess::start(&[
-        "--config".to_string(),
-        path.display().to_string(),
-        "--admin-listen".to_string(),
-        admin.clone(),
-    ]);
+    let (p, shoal) = shared_backend_layout_with(
+        &backend,
+        "handback",
+        "      - { name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }\n",
+        SharedLayout {
+            pool: Some("{ max: 3, acquire_timeout: 60s }"),
+            args: &["--admin-listen".to_string(), admin.clone()],
+        },
+    )
+    .await;
     let opts: Opts = shoal.opts_as("app", "app-secret", Some(&p));
     let mut setup = Conn::new(opts.clone()).await.unwrap();
     setup
