@@ -31,9 +31,9 @@ use tracing::{debug, info, warn};
 use crate::backend::conn::BackendConn;
 use crate::config::BackendSpec;
 use crate::error::{Error, Result};
-use crate::session::Shared;
-use crate::session::kill::Published;
-use crate::session::processlist::ms_since;
+use crate::process::Shared;
+use crate::process::processlist::ms_since;
+use crate::process::sessions::Published;
 use crate::wire::command::COM_QUERY;
 
 /// Every transaction on a server, with the one it waits for if it waits: one row per
@@ -161,7 +161,7 @@ fn running_sessions(
 }
 
 /// When the session's running statement started, if one runs.
-fn statement_since(h: &crate::session::kill::SessionHandle) -> Option<u64> {
+fn statement_since(h: &crate::process::sessions::SessionHandle) -> Option<u64> {
     let d = &h.doing;
     match d.idle_since_ms() {
         Some(_) => None,

@@ -174,9 +174,9 @@ pub fn client_command(data: &[u8]) {
     }
     let sql = data.get(1..).unwrap_or(&[]);
     let _ = crate::session::use_statement(sql);
-    let _ = crate::session::diagnostics_query(sql);
-    let _ = crate::session::kill::parse_kill(sql);
-    let _ = crate::session::pinning::effects(sql);
+    let _ = crate::exec::diagnostics::diagnostics_query(sql);
+    let _ = crate::exec::kill::parse_kill(sql);
+    let _ = crate::exec::pinning::effects(sql);
 }
 
 /// Splits `data` into packets framed as on the wire, lengths clamped to what is left.

@@ -15,6 +15,7 @@ pub mod histogram;
 pub mod merge;
 pub mod observe;
 pub mod out_of_line;
+pub mod process;
 pub mod reload;
 pub mod runtime;
 pub mod server;

@@ -7,10 +7,10 @@ use shoal_router::plan::Target;
 
 use super::reader::{ResultStream, Row};
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
 use crate::merge::Column;
 use crate::runtime::collations::Declared;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::messages::read_lenenc_bytes;
 
 /// A string column read straight from a table (not an expression).
@@ -26,7 +26,7 @@ fn quoted(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
 }
 
-impl Session {
+impl Cursor {
     /// Sets [`Column::declared`] on every shard's string columns read from a table, and checks
     /// the shards declare each column alike (a merge across different collations has no one
     /// right order).

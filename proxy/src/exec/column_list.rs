@@ -13,13 +13,13 @@ use std::sync::Arc;
 use shoal_router::plan::column_list::ColumnListFill;
 
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 
 /// ER_WRONG_VALUE_COUNT_ON_ROW.
 const WRONG_VALUE_COUNT: u16 = 1136;
 
-impl Session {
+impl Cursor {
     /// Runs the client's INSERT with the table's column list spliced in.
     pub(super) async fn insert_with_column_list(
         &mut self,

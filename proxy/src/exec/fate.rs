@@ -26,8 +26,8 @@ use tracing::{debug, warn};
 use super::IN_TRANS;
 use crate::backend::txn_errors::{TxnEffect, effect};
 use crate::error::{Error, Result};
-use crate::session::Session;
-use crate::wire::command::{COM_QUERY, COM_STMT_EXECUTE};
+use crate::exec::Cursor;
+use crate::wire::command::Command;
 
 /// ER_XA_RBROLLBACK: what a statement gets in a transaction already rolled back.
 const RBROLLBACK: (u16, [u8; 5]) = (1402, *b"XA100");
@@ -75,7 +75,7 @@ impl Doom {
     }
 }
 
-impl Session {
+impl Cursor {
     /// The running statement may not go on in a doomed transaction: its error, naming why.
     pub(super) fn check_doom(&self) -> Result<()> {
         match self.conns.doom {
@@ -97,17 +97,17 @@ impl Session {
     /// that succeeded) is reported to its next statement, which does not run. ROLLBACK runs
     /// (it ends nothing, and answers OK as on one MariaDB); so do commands that are no
     /// statement of the transaction (ping, prepare, close...).
-    pub(super) fn tell_doom(&mut self, cmd: u8) -> Result<()> {
+    pub(super) fn tell_doom(&mut self, command: &Command) -> Result<()> {
         let Some(d) = self.conns.untold else {
             return Ok(());
         };
-        let statement = match cmd {
-            COM_QUERY => !self.command_is_rollback(),
-            COM_STMT_EXECUTE => true,
+        let statement = match command {
+            Command::Query => !self.command_is_rollback(),
+            Command::StmtExecute { .. } => true,
             _ => false,
         };
         if !statement {
-            if cmd == COM_QUERY {
+            if *command == Command::Query {
                 self.conns.untold = None;
             }
             return Ok(());

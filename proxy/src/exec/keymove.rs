@@ -28,8 +28,8 @@ use shoal_router::plan::KeyMove;
 use super::reader::{WriteDone, read_write_result};
 use crate::backend::conn::BackendConn;
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 
 /// Rows per UPDATE / read-back / DELETE / INSERT statement.
@@ -250,7 +250,7 @@ async fn table_meta(
     )))
 }
 
-impl Session {
+impl Cursor {
     /// Runs a [`KeyMove`]: the client gets one OK with the UPDATE's matched or changed rows.
     pub(super) async fn run_key_move(
         &mut self,

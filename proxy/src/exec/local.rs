@@ -7,16 +7,16 @@ use shoal_router::plan::{LocalAnswer, SessionValue};
 
 use crate::backend::charset;
 use crate::error::Result;
+use crate::exec::Cursor;
 use crate::merge::value::encode_row;
 use crate::merge::{Protocol, parse_column};
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::resultset::{ResultSetWriter, column_definition, text_row};
 
 /// utf8mb4_general_ci, the collation of the proxy's own string columns.
 const UTF8MB4: u16 = 45;
 
-impl Session {
+impl Cursor {
     pub(super) async fn answer_local(
         &mut self,
         routing: &Routing,
@@ -41,31 +41,6 @@ impl Session {
                     .await
             }
         }
-    }
-
-    /// `RELOAD SHOAL CONFIG`: the new version and what changed, or the reason nothing did.
-    pub(crate) async fn answer_reload(&mut self, reply_seq: u8) -> Result<()> {
-        let summary = crate::reload::reload(&*self.shared).await?;
-        let mut rows = vec![vec![
-            Some("version".to_string()),
-            Some(summary.version.to_string()),
-        ]];
-        rows.extend(
-            summary
-                .changes
-                .into_iter()
-                .map(|c| vec![Some("change".to_string()), Some(c)]),
-        );
-        self.send_rows(reply_seq, &["item", "value"], rows).await
-    }
-
-    /// `SHOW SHOAL CONFIG`: the running configuration, passwords redacted.
-    pub(crate) async fn answer_show_config(&mut self, reply_seq: u8) -> Result<()> {
-        let rows = crate::reload::show_config(&*self.shared)
-            .into_iter()
-            .map(|(k, v)| vec![Some(k), Some(v)])
-            .collect();
-        self.send_rows(reply_seq, &["key", "value"], rows).await
     }
 
     /// `SELECT DATABASE(), USER()...`: one row of the session's values (none when `row` is

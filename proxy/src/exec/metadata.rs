@@ -13,8 +13,8 @@ use shoal_router::topology::TableDef;
 
 use super::reader::{ResultStream, Row};
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 use crate::wire::messages::read_lenenc_bytes;
 
@@ -69,7 +69,7 @@ fn shown_table(sql: &str) -> Option<(Shown, String)> {
     Some((kind, name))
 }
 
-impl Session {
+impl Cursor {
     /// Runs a SHOW that names its table in its rows with the physical name, if `t` is one:
     /// `Ok(false)` when `t` is something else (the caller relays it).
     pub(super) async fn show_logical(
@@ -111,7 +111,7 @@ impl Session {
     }
 }
 
-impl Session {
+impl Cursor {
     /// COM_FIELD_LIST (the `mariadb` client's completion sends one per table): the column
     /// definitions of the table's first physical table (a sharded or child table's first
     /// shard, a global table's first copy, an unlisted table on the schema's default
@@ -177,9 +177,9 @@ impl Session {
     }
 }
 
-impl Session {}
+impl Cursor {}
 
-impl Session {
+impl Cursor {
     /// Runs `t` on its datanode and reads its answer whole: the column definitions and every
     /// row's cells. Only for the small answers of metadata statements (a few rows per table),
     /// which are rewritten before the client sees them.

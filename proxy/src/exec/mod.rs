@@ -14,21 +14,28 @@
 //! Prepared statements (`prepared`) are planned per EXECUTE with their bound values and run
 //! through the same arms.
 
+pub(crate) mod admin;
 pub mod catalog;
 pub mod collations;
 mod column_list;
 pub mod connset;
+mod cursor;
+pub(crate) mod diagnostics;
+pub use cursor::Cursor;
 pub use prepared::Statements;
 pub(crate) use replica::BACKEND_COLUMNS;
 mod datanode_union;
 mod fate;
 mod gtid_position;
 mod keymove;
+pub mod kill;
 mod local;
 mod metadata;
 mod multi;
+pub mod pinning;
 pub(crate) mod prepared;
 mod reader;
+pub mod relay;
 mod replica;
 mod savepoint;
 mod scatter;
@@ -58,10 +65,10 @@ use crate::backend::pool::align_to;
 use crate::error::{Error, Result};
 use crate::out_of_line::cold;
 use crate::runtime::routing::Routing;
-use crate::session::relay::{Expect, Outcome, relay};
-use crate::session::{Session, diagnostics_tokens, pinning};
 use crate::wire::command::*;
 use connset::{Held, Want};
+use diagnostics::diagnostics_tokens;
+use relay::{Expect, Outcome, relay};
 use shoal_router::config::ReadWhenPrimaryDown;
 
 /// Whether a statement may change the logical schema's tables (DDL, and the stored programs
@@ -120,16 +127,17 @@ const MAX_KEPT_TOKENS: usize = 4096;
 const IN_TRANS: u16 = StatusFlags::SERVER_STATUS_IN_TRANS.bits();
 const AUTOCOMMIT: u16 = StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
 
-impl Session {
-    /// Runs one command with the router.
+impl Cursor {
+    /// Runs one command with the router (decoded by the session's dispatch, which runs
+    /// COM_RESET_CONNECTION and COM_CHANGE_USER itself).
     pub(crate) async fn dispatch_routed(
         &mut self,
         routing: &Arc<Routing>,
-        cmd: u8,
+        command: Command,
         reply_seq: u8,
     ) -> Result<()> {
         if self.conns.untold.is_some() {
-            self.tell_doom(cmd)?;
+            self.tell_doom(&command)?;
         }
         self.begin_statement();
         // Off: no clock read.
@@ -138,9 +146,9 @@ impl Session {
             .config
             .query_timeout
             .map(|t| tokio::time::Instant::now() + t);
-        let result = match cmd {
-            COM_PING => self.send_ok(reply_seq).await,
-            COM_QUERY => match self.statements_of_text(routing) {
+        let result = match command {
+            Command::Ping => self.send_ok(reply_seq).await,
+            Command::Query => match self.statements_of_text(routing) {
                 Some(ranges) => cold(self.run_multi(routing, ranges, reply_seq)).await,
                 None => {
                     // From before it runs until after it ended (or failed part-way): the
@@ -150,29 +158,14 @@ impl Session {
                     self.query_routed(routing, reply_seq).await
                 }
             },
-            COM_INIT_DB => {
-                let db = String::from_utf8_lossy(&self.client.packet_payload()[1..]).into_owned();
-                cold(self.use_logical(&db, reply_seq)).await
-            }
-            COM_FIELD_LIST => cold(self.field_list_routed(routing, reply_seq)).await,
-            COM_STATISTICS | COM_SET_OPTION => {
+            Command::InitDb(db) => cold(self.use_logical(&db, reply_seq)).await,
+            Command::FieldList => cold(self.field_list_routed(routing, reply_seq)).await,
+            Command::Statistics | Command::SetOption(_) => {
                 let dn = self.any_datanode(routing);
                 let expect = Expect::Single;
-                let on = if cmd == COM_SET_OPTION {
-                    let p = self.client.packet_payload();
-                    match p.get(1..3).map(|b| u16::from_le_bytes([b[0], b[1]])) {
-                        Some(MYSQL_OPTION_MULTI_STATEMENTS_ON) => Some(true),
-                        Some(MYSQL_OPTION_MULTI_STATEMENTS_OFF) => Some(false),
-                        _ => {
-                            return Err(Error::reply(
-                                1047,
-                                b"08S01",
-                                "Unknown COM_SET_OPTION option",
-                            ));
-                        }
-                    }
-                } else {
-                    None
+                let on = match command {
+                    Command::SetOption(on) => Some(on),
+                    _ => None,
                 };
                 let out =
                     cold(self.run_on(routing, dn, Use::Text, None, expect, reply_seq)).await?;
@@ -186,38 +179,35 @@ impl Session {
                 }
                 Ok(())
             }
-            COM_RESET_CONNECTION => {
-                cold(self.reset_session()).await?;
-                self.send_ok(reply_seq).await
-            }
-            COM_CHANGE_USER => cold(self.change_user(reply_seq)).await,
-            COM_STMT_PREPARE => cold(self.prepare_routed(routing, reply_seq)).await,
-            COM_STMT_EXECUTE => self.execute_routed(routing, reply_seq).await,
-            COM_STMT_RESET | COM_STMT_FETCH => {
-                let id = stmt_id(&self.client.packet_payload()).unwrap_or(0);
+            Command::StmtPrepare => cold(self.prepare_routed(routing, reply_seq)).await,
+            Command::StmtExecute { .. } => self.execute_routed(routing, reply_seq).await,
+            Command::StmtReset(id) | Command::StmtFetch(id) => {
+                let reset = matches!(command, Command::StmtReset(_));
                 match self.statements.get_mut(id) {
-                    None => Err(Error::unknown_statement(id, name(cmd))),
-                    Some(s) if cmd == COM_STMT_RESET => {
+                    None => {
+                        let cmd = if reset { COM_STMT_RESET } else { COM_STMT_FETCH };
+                        Err(Error::unknown_statement(id, name(cmd)))
+                    }
+                    Some(s) if reset => {
                         s.long_data = false;
                         self.send_ok(reply_seq).await
                     }
                     Some(_) => Err(unsupported("cursors on prepared statements")),
                 }
             }
-            COM_STMT_SEND_LONG_DATA => {
+            Command::StmtSendLongData(id) => {
                 // No response; the next EXECUTE reports it.
-                let id = stmt_id(&self.client.packet_payload()).unwrap_or(0);
                 if let Some(s) = self.statements.get_mut(id) {
                     s.long_data = true;
                 }
                 Ok(())
             }
-            COM_STMT_CLOSE => {
-                let id = stmt_id(&self.client.packet_payload()).unwrap_or(0);
+            Command::StmtClose(id) => {
                 self.close_routed(id);
                 Ok(())
             }
-            other => Err(Error::unknown_command(other)),
+            // The session's dispatch runs these itself.
+            Command::ResetConnection | Command::ChangeUser => Err(Error::malformed("command")),
         };
         if self.conns.doom.is_some() || self.conns.held.iter().any(|h| h.conn.txn_error.is_some()) {
             let told = result.is_err() || self.mark.error.is_some();
@@ -387,7 +377,7 @@ impl Session {
         }
         if let Some(which) = diag {
             // The statement before may have run anywhere: the session's own record answers.
-            if self.diag.known || which == crate::session::DiagQuery::ConnectionId {
+            if self.diag.known || which == crate::exec::diagnostics::DiagQuery::ConnectionId {
                 return cold(self.answer_diagnostics(which, reply_seq)).await;
             }
             let dn = self.any_datanode(routing);

@@ -27,8 +27,8 @@ use shoal_router::topology::DatanodeId;
 use super::changes_schema;
 use super::statement_time::statement_time_for;
 use crate::error::Result;
+use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 
 const MORE_RESULTS: u16 = StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits();
@@ -45,7 +45,7 @@ struct Batch {
     tail: String,
 }
 
-impl Session {
+impl Cursor {
     /// The status flags of the response being written: the session's, and
     /// SERVER_MORE_RESULTS_EXISTS while a statement of a multi-statement text that is not its
     /// last runs.

@@ -16,11 +16,11 @@ use super::{Use, unsupported};
 use crate::backend::conn::BackendConn;
 use crate::backend::stmt_cache::{ParamTypes, fingerprint, fingerprint_in};
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
+use crate::exec::relay::Expect;
 use crate::merge::Protocol;
 use crate::out_of_line::cold;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
-use crate::session::relay::Expect;
 use crate::wire::command::{COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE};
 use crate::wire::messages::{eof_payload, read_lenenc, read_lenenc_bytes};
 use crate::wire::response::{self, Event};
@@ -511,7 +511,7 @@ pub enum Request<'a> {
     Execute { params: &'a [RawParam] },
 }
 
-impl Session {
+impl Cursor {
     /// COM_STMT_PREPARE with the router.
     pub(super) async fn prepare_routed(&mut self, routing: &Routing, reply_seq: u8) -> Result<()> {
         let mode = self.sql_mode();
@@ -659,7 +659,7 @@ impl Session {
             // of a statement it cannot prepare.
             RoutePlan::Local(LocalAnswer::Admin(_)) => {
                 self.check_admin()?;
-                return Err(crate::session::admin::not_preparable());
+                return Err(crate::exec::admin::not_preparable());
             }
             RoutePlan::Local(_) => {
                 return Err(unsupported(

@@ -17,9 +17,9 @@ use super::prepared::Request;
 use super::{AUTOCOMMIT, IN_TRANS, Use};
 use crate::backend::pool::PooledConn;
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
+use crate::exec::relay::{Expect, Outcome};
 use crate::runtime::routing::Routing;
-use crate::session::Session;
-use crate::session::relay::{Expect, Outcome};
 
 /// 1429 (ER_CONNECT_TO_FOREIGN_DATA_SOURCE, as for any unreachable backend: 2003 is a client
 /// library's code, which libmariadb reports as a malformed packet): writes (and reads with
@@ -84,7 +84,7 @@ fn read_only_refused(user: &str, what: &str) -> Error {
     )
 }
 
-impl Session {
+impl Cursor {
     /// A `read_only` user's statement that is not a read is refused.
     pub(super) fn check_read_only(
         &self,
@@ -292,7 +292,7 @@ impl Session {
     }
 }
 
-impl Session {
+impl Cursor {
     /// `SHOW SHOAL BACKENDS`: one row per server ([`BACKEND_COLUMNS`]). Without the router,
     /// the one backend, which no monitor watches.
     pub(crate) fn backend_rows(&self) -> Vec<Vec<Option<String>>> {

@@ -13,8 +13,8 @@
 use shoal_router::sql::lex::{TokKind, Token};
 
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 
 /// ER_SP_DOES_NOT_EXIST, as MariaDB reports an unknown savepoint.
@@ -70,7 +70,7 @@ pub(super) fn quote_ident(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
 
-impl Session {
+impl Cursor {
     /// Whether the session is inside a transaction MariaDB keeps savepoints for: an explicit
     /// one, or any statement with autocommit off.
     pub(super) fn in_multi_statement_transaction(&self) -> bool {

@@ -15,16 +15,16 @@ use crate::backend::conn::BackendConn;
 use crate::backend::pool::align_to;
 use crate::backend::pool::{PooledConn, Wanted};
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
 use crate::merge::{Column, Merger, Protocol, Step, merge_columns, parse_column};
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::messages::err_payload;
 use crate::wire::resultset::ResultSetWriter;
 
 /// `sql_select_limit`'s default: no limit.
 const UNLIMITED_SELECT: &str = "18446744073709551615";
 
-impl Session {
+impl Cursor {
     /// One attempt at a scatter read (`run_scatter` in `replica.rs` retries a read whose
     /// server failed before anything reached the client).
     pub(super) async fn scatter_attempt(

@@ -20,8 +20,8 @@ use shoal_router::sql::lex::TokKind;
 use super::prepared::{RawParam, Request, literal_in};
 use super::unsupported;
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 
 /// A prepared INSERT that leaves out its table's shard key, which has a sequence: prepared
@@ -96,7 +96,7 @@ pub(super) fn prepared_sequence(
 
 const TABLE: &str = "shoal_sequence";
 
-impl Session {
+impl Cursor {
     /// Runs the client's INSERT with its shard keys filled from the table's sequence.
     pub(super) async fn insert_with_sequence(
         &mut self,

@@ -12,8 +12,8 @@
 use shoal_router::sql::lex::Token;
 
 use crate::error::Result;
-use crate::session::Session;
-use crate::session::processlist;
+use crate::exec::Cursor;
+use crate::process::processlist;
 
 /// Which of the statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +138,7 @@ const ALL_SLAVES_TAIL: [&str; 6] = [
     "Gtid_Slave_Pos",
 ];
 
-impl Session {
+impl Cursor {
     pub(super) async fn answer_server_show(
         &mut self,
         what: ServerShow,
@@ -146,7 +146,7 @@ impl Session {
     ) -> Result<()> {
         match what {
             ServerShow::Processlist { full } => {
-                let now = self.proxy_ms(std::time::Instant::now());
+                let now = self.shared.ms(std::time::Instant::now());
                 let admin = self.is_admin();
                 let mut rows: Vec<Vec<Option<String>>> = self
                     .shared

@@ -26,8 +26,8 @@ use shoal_router::topology::{DatanodeId, LogicalSchema, TableDef};
 use super::savepoint::quote_ident;
 use super::unsupported;
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 
 /// ER_TABLE_NOT_LOCKED.
@@ -258,7 +258,7 @@ pub(super) fn not_locked(routing: &Routing, dn: DatanodeId) -> Error {
     )
 }
 
-impl Session {
+impl Cursor {
     /// LOCK TABLES: commits an open transaction and releases the locks held, as MariaDB does,
     /// then locks every physical table of the named tables, datanode by datanode.
     pub(super) async fn lock_tables(

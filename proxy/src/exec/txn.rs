@@ -8,15 +8,15 @@ use super::savepoint::{SavepointOp, savepoint_name};
 use super::user_vars;
 use super::{IN_TRANS, Use, unsupported};
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
+use crate::exec::relay::Expect;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
-use crate::session::relay::Expect;
 use crate::wire::command::COM_QUERY;
 
 /// ER_ERROR_DURING_COMMIT: a commit across datanodes that took effect on some only.
 const PARTIAL_COMMIT: u16 = 1180;
 
-impl Session {
+impl Cursor {
     /// `prepared`: the statement's text when it came as a prepared statement's execute;
     /// `None` when it is the client's COM_QUERY (relayed as it is where it goes to a backend).
     pub(super) async fn session_statement(
@@ -219,7 +219,7 @@ impl Session {
             K::Kill => {
                 let parsed = {
                     let (sql, toks) = words(self);
-                    crate::session::kill::kill_tokens(&sql, &toks)
+                    crate::exec::kill::kill_tokens(&sql, &toks)
                 };
                 match parsed {
                     Some((query_only, target)) => self.kill(query_only, target, reply_seq).await,

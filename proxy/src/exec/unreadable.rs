@@ -11,15 +11,15 @@ use super::prepared::{close_statements, prepare_freeing};
 use crate::backend::pool::align_to;
 use crate::backend::state::SessionState;
 use crate::error::Error;
+use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 
 /// The variables that decide how MariaDB reads a statement's bytes.
 fn reads_statements(name: &str) -> bool {
     name.starts_with("character_set_") || name == "collation_connection" || name == "sql_mode"
 }
 
-impl Session {
+impl Cursor {
     /// The error for the client's statement `sql` (its text as read) that the tokenizer
     /// refused with `e`: MariaDB's own (see the module docs), else `e`.
     pub(super) async fn unreadable(

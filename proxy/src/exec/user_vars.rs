@@ -20,8 +20,8 @@ use shoal_router::sql::lex::{TokKind, Token};
 
 use super::unsupported;
 use crate::error::Result;
+use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 
 /// `@name` (not `@@`): the variable's key (user variable names are case-insensitive).
 fn user_var(text: &str) -> Option<String> {
@@ -109,7 +109,7 @@ fn literal_of(cell: Option<&[u8]>, numeric: bool) -> String {
     }
 }
 
-impl Session {
+impl Cursor {
     /// A statement other than SET that reads a user variable the session holds.
     pub(super) fn reads_held_user_var(&self, sql: &str, toks: &[Token]) -> bool {
         !self.user_vars.is_empty()

@@ -8,14 +8,14 @@ use super::AUTOCOMMIT;
 use super::prepared::Request;
 use super::reader::{WriteDone, read_write_result};
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::messages::{OkInfo, encode_ok};
 
 /// The outcome of one target.
 type Each = (usize, std::result::Result<WriteDone, Error>);
 
-impl Session {
+impl Cursor {
     /// Sends every target its SQL (all requests first, then all responses read: the datanodes
     /// work in parallel) and returns each one's result, in target order.
     async fn send_all(

@@ -24,8 +24,8 @@ use super::IN_TRANS;
 use super::reader::{WriteDone, read_write_result};
 use crate::backend::pool::Wanted;
 use crate::error::{Error, LOST_BACKEND, Result};
+use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 use crate::xa::{Fault, Xid, fault_point, log};
 
@@ -62,7 +62,7 @@ fn broken() -> Error {
     Error::BackendIo(std::io::Error::other("backend connection broke"))
 }
 
-impl Session {
+impl Cursor {
     /// How the session's transactions over several datanodes commit: as its logical schema
     /// says; before USE, XA if any schema uses it.
     pub(super) fn txn_mode(&self, routing: &Routing) -> Transactions {

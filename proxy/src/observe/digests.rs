@@ -219,42 +219,6 @@ pub enum DigestStatement {
     Reset,
 }
 
-impl crate::session::Session {
-    /// Answers `SHOW SHOAL QUERIES` (the digests by total time) or `RESET SHOAL QUERIES`.
-    pub(crate) async fn answer_digests(
-        &mut self,
-        what: DigestStatement,
-        reply_seq: u8,
-    ) -> crate::error::Result<()> {
-        let Some(d) = &self.shared.observe.digests else {
-            return Err(crate::error::Error::reply(
-                1289,
-                b"HY000",
-                "query digests are off (they need server.admin_listen, and server.digests not false)",
-            ));
-        };
-        match what {
-            DigestStatement::Reset => {
-                d.reset();
-                self.send_ok(reply_seq).await
-            }
-            DigestStatement::Show => {
-                let names: Vec<String> = match &self.rt.config.routing {
-                    Some(r) => r
-                        .topology
-                        .datanodes
-                        .iter()
-                        .map(|d| d.name.clone())
-                        .collect(),
-                    None => vec!["backend".to_string()],
-                };
-                let rows = d.rows(&names);
-                self.send_rows(reply_seq, &Digests::COLUMNS, rows).await
-            }
-        }
-    }
-}
-
 thread_local! {
     /// The relay path's tokens for digests, reused: a statement read there allocates nothing
     /// once the buffer has grown.

@@ -21,7 +21,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tracing::{debug, info, warn};
 
-use crate::session::Shared;
+use crate::process::Shared;
 
 /// How long `/ready` waits to connect to quick mode's backend.
 const QUICK_CHECK_TIMEOUT: Duration = Duration::from_secs(1);

@@ -18,8 +18,8 @@ use prometheus_client::registry::Registry;
 use super::{RouteKind, Statement, StatementKind};
 use crate::config::ProxyConfig;
 use crate::histogram::AtomicHistogram;
+use crate::process::Shared;
 use crate::runtime::Runtime;
-use crate::session::Shared;
 
 /// Why a client connection was refused (a label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

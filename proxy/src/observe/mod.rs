@@ -12,7 +12,6 @@
 pub mod digests;
 pub mod http;
 pub mod metrics;
-mod point;
 pub mod slow_log;
 
 use std::time::Duration;

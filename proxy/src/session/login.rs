@@ -74,7 +74,7 @@ impl Session {
         auth: Vec<u8>,
         seq: u8,
     ) -> Result<(bool, bool, u8)> {
-        let account = self.rt.config.user(user).cloned();
+        let account = self.cur.rt.config.user(user).cloned();
         // Unknown users go through the native exchange, so a client cannot tell them apart
         // from a wrong password.
         let target = account.as_ref().map_or(AuthPlugin::Native, |u| u.plugin);
@@ -85,12 +85,13 @@ impl Session {
             (auth, seq)
         } else {
             let mut s = seq;
-            self.client
+            self.cur
+                .client
                 .write_packet(&mut s, &auth_switch(target.name(), &self.scramble));
-            self.client.flush().await.map_err(Error::ClientIo)?;
+            self.cur.client.flush().await.map_err(Error::ClientIo)?;
             let info = self.next_login_packet().await?;
             (
-                self.client.packet_payload().into_owned(),
+                self.cur.client.packet_payload().into_owned(),
                 info.last_seq.wrapping_add(1),
             )
         };
@@ -125,19 +126,19 @@ impl Session {
         let mut seq = seq;
         let stage2 = secret
             .sha2_stage2()
-            .or_else(|| self.shared.sha2_cache.get(user));
+            .or_else(|| self.cur.shared.sha2_cache.get(user));
         if let Some(stage2) = stage2
             && verify_sha2_scramble(&stage2, &self.scramble, auth)
         {
-            self.client.write_packet(&mut seq, &[0x01, 0x03]);
+            self.cur.client.write_packet(&mut seq, &[0x01, 0x03]);
             return Ok((true, seq));
         }
-        self.client.write_packet(&mut seq, &[0x01, 0x04]);
-        self.client.flush().await.map_err(Error::ClientIo)?;
+        self.cur.client.write_packet(&mut seq, &[0x01, 0x04]);
+        self.cur.client.flush().await.map_err(Error::ClientIo)?;
         let info = self.next_login_packet().await?;
         seq = info.last_seq.wrapping_add(1);
-        let mut reply = self.client.packet_payload().into_owned();
-        let password = if self.client.get_ref().is_tls() {
+        let mut reply = self.cur.client.packet_payload().into_owned();
+        let password = if self.cur.client.get_ref().is_tls() {
             if reply.last() == Some(&0) {
                 reply.pop();
             }
@@ -145,28 +146,31 @@ impl Session {
         } else {
             if reply == [0x02] {
                 let mut pem = vec![0x01];
-                pem.extend_from_slice(self.shared.rsa.public_pem.as_bytes());
-                self.client.write_packet(&mut seq, &pem);
-                self.client.flush().await.map_err(Error::ClientIo)?;
+                pem.extend_from_slice(self.cur.shared.rsa.public_pem.as_bytes());
+                self.cur.client.write_packet(&mut seq, &pem);
+                self.cur.client.flush().await.map_err(Error::ClientIo)?;
                 let info = self.next_login_packet().await?;
                 seq = info.last_seq.wrapping_add(1);
-                reply = self.client.packet_payload().into_owned();
+                reply = self.cur.client.packet_payload().into_owned();
             }
-            self.shared.rsa.decrypt_password(&reply, &self.scramble)
+            self.cur.shared.rsa.decrypt_password(&reply, &self.scramble)
         };
         let Some(password) = password else {
             return Ok((false, seq));
         };
         let ok = secret.verify_clear(&password);
         if ok {
-            self.shared.sha2_cache.put(user, sha256(&sha256(&password)));
+            self.cur
+                .shared
+                .sha2_cache
+                .put(user, sha256(&sha256(&password)));
         }
         Ok((ok, seq))
     }
 
     /// The next packet of the connection phase (capped at [`LOGIN_MAX_PACKET`]).
     async fn next_login_packet(&mut self) -> Result<crate::wire::packet::PacketInfo> {
-        match self.client.next_packet().await {
+        match self.cur.client.next_packet().await {
             Ok(i) => Ok(i),
             Err(e) if is_too_large(&e) => Err(Error::packet_too_large()),
             Err(e) => Err(Error::ClientIo(e)),
@@ -175,9 +179,9 @@ impl Session {
 
     /// Waits before answering a login from an address with repeated failures.
     async fn throttle(&self) {
-        if let Some((delay, failures)) = self.shared.throttle.delay_for(&self.peer_host) {
+        if let Some((delay, failures)) = self.cur.shared.throttle.delay_for(&self.cur.peer_host) {
             warn!(
-                client = %self.peer_host,
+                client = %self.cur.peer_host,
                 failures,
                 delay_ms = delay.as_millis() as u64,
                 "login throttled after repeated failed logins from this address"
@@ -187,18 +191,18 @@ impl Session {
     }
 
     fn login_failed(&self, user: &str) {
-        let failures = self.shared.throttle.failed(&self.peer_host);
-        info!(client = %self.peer_host, user, failures, "failed login");
+        let failures = self.cur.shared.throttle.failed(&self.cur.peer_host);
+        info!(client = %self.cur.peer_host, user, failures, "failed login");
     }
 
     /// The connection phase, bounded by the handshake timeout: a client that has not logged
     /// in by then is disconnected.
     pub(super) async fn login(&mut self, connection_id: u32) -> Result<()> {
-        let limit = self.rt.config.handshake_timeout;
+        let limit = self.cur.rt.config.handshake_timeout;
         match crate::timers::timeout(limit, self.login_steps(connection_id)).await {
             Ok(r) => r,
             Err(_) => {
-                debug!(connection_id, client = %self.peer_host, "handshake timeout");
+                debug!(connection_id, client = %self.cur.peer_host, "handshake timeout");
                 Err(Error::ClientIo(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     "no login within the handshake timeout",
@@ -208,31 +212,31 @@ impl Session {
     }
 
     async fn login_steps(&mut self, connection_id: u32) -> Result<()> {
-        self.client.set_max_packet(LOGIN_MAX_PACKET);
+        self.cur.client.set_max_packet(LOGIN_MAX_PACKET);
         self.scramble = new_scramble();
-        let mut capabilities = self.shared.capabilities;
-        if self.shared.tls.is_some() {
+        let mut capabilities = self.cur.shared.capabilities;
+        if self.cur.shared.tls.is_some() {
             capabilities |= CapabilityFlags::CLIENT_SSL;
         }
         let hs = initial_handshake(
-            &self.shared.server_version,
+            &self.cur.shared.server_version,
             connection_id,
             &self.scramble,
             super::BACKEND_COLLATION,
             capabilities,
-            self.shared.mariadb,
+            self.cur.shared.mariadb,
             NATIVE_PLUGIN,
         );
         let mut seq = 0;
-        self.client.write_packet(&mut seq, &hs);
-        self.client.flush().await.map_err(Error::ClientIo)?;
+        self.cur.client.write_packet(&mut seq, &hs);
+        self.cur.client.flush().await.map_err(Error::ClientIo)?;
 
         let mut info = match self.next_login_packet().await {
             Ok(i) => i,
             Err(e) => return self.fail(1, e).await,
         };
-        if is_ssl_request(&self.client.packet_payload()) {
-            let Some(tls) = self.shared.tls.clone() else {
+        if is_ssl_request(&self.cur.client.packet_payload()) {
+            let Some(tls) = self.cur.shared.tls.clone() else {
                 let e = Error::fatal(
                     1043,
                     b"08S01",
@@ -240,9 +244,9 @@ impl Session {
                 );
                 return self.fail(info.last_seq.wrapping_add(1), e).await;
             };
-            let unread = self.client.take_unread();
+            let unread = self.cur.client.take_unread();
             let ClientStream::Plain(tcp) =
-                std::mem::replace(self.client.stream_mut(), ClientStream::Detached)
+                std::mem::replace(self.cur.client.stream_mut(), ClientStream::Detached)
             else {
                 return Err(Error::malformed("second SSL request"));
             };
@@ -251,22 +255,24 @@ impl Session {
                 .accept(Rewind::new(unread, tcp))
                 .await
                 .map_err(Error::ClientIo)?;
-            *self.client.stream_mut() = ClientStream::Tls(Box::new(stream));
+            *self.cur.client.stream_mut() = ClientStream::Tls(Box::new(stream));
             info = match self.next_login_packet().await {
                 Ok(i) => i,
                 Err(e) => return self.fail(info.last_seq.wrapping_add(2), e).await,
             };
         }
         let seq = info.last_seq.wrapping_add(1);
-        if !self.client.get_ref().is_tls() && self.shared.tls.as_ref().is_some_and(|t| t.required) {
+        if !self.cur.client.get_ref().is_tls()
+            && self.cur.shared.tls.as_ref().is_some_and(|t| t.required)
+        {
             return self.fail(seq, Error::insecure_transport()).await;
         }
-        let hello = match parse_handshake_response(&self.client.packet_payload()) {
+        let hello = match parse_handshake_response(&self.cur.client.packet_payload()) {
             Ok(h) => h,
             Err(e) => return self.fail(seq, e).await,
         };
-        self.caps = hello.capabilities & capabilities;
-        self.cache_metadata = (hello.mariadb & self.shared.mariadb)
+        self.cur.caps = hello.capabilities & capabilities;
+        self.cur.cache_metadata = (hello.mariadb & self.cur.shared.mariadb)
             .contains(MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA);
         self.throttle().await;
         let (ok, given, seq) = self
@@ -279,19 +285,20 @@ impl Session {
             .await?;
         if !ok {
             self.login_failed(&hello.user);
-            let e = Error::access_denied(&hello.user, &self.peer_host, given);
+            let e = Error::access_denied(&hello.user, &self.cur.peer_host, given);
             return self.fail(seq, e).await;
         }
-        self.shared.throttle.succeeded(&self.peer_host);
-        let Some(account) = self.rt.config.user(&hello.user).cloned() else {
+        self.cur.shared.throttle.succeeded(&self.cur.peer_host);
+        let Some(account) = self.cur.rt.config.user(&hello.user).cloned() else {
             return self
                 .fail(
                     seq,
-                    Error::access_denied(&hello.user, &self.peer_host, given),
+                    Error::access_denied(&hello.user, &self.cur.peer_host, given),
                 )
                 .await;
         };
         match self
+            .cur
             .shared
             .user_conns
             .acquire(&account.name, account.max_connections)
@@ -303,43 +310,49 @@ impl Session {
                     .await;
             }
         }
-        self.user = hello.user;
-        self.want.multi_statements = self.caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
+        self.cur.user = hello.user;
+        self.cur.want.multi_statements = self
+            .cur
+            .caps
+            .contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
         self.initial_vars = charset_vars(hello.collation);
-        self.want.vars = self.initial_vars.clone();
+        self.cur.want.vars = self.initial_vars.clone();
         if let Err(e) = self.enter_schema(hello.database).await {
             return self.fail(seq, e).await;
         }
-        self.send_ok(seq).await?;
-        self.client.set_max_packet(self.rt.config.max_packet);
+        self.cur.send_ok(seq).await?;
+        self.cur
+            .client
+            .set_max_packet(self.cur.rt.config.max_packet);
         Ok(())
     }
 
     /// Sets the schema a (re)authenticated session starts in, checking a requested one
     /// against the user's list and the backend.
     async fn enter_schema(&mut self, requested: Option<String>) -> Result<()> {
-        if self.rt.config.routing.is_some() {
+        if self.cur.rt.config.routing.is_some() {
             // The router plans in logical schemas; connections get their datanode's database.
             if let Some(db) = &requested {
-                self.check_schema_allowed(db)?;
+                self.cur.check_schema_allowed(db)?;
             }
-            self.logical = requested;
+            self.cur.logical = requested;
             return Ok(());
         }
         match requested {
             Some(db) => {
-                self.check_schema_allowed(&db)?;
+                self.cur.check_schema_allowed(&db)?;
                 let physical = self
+                    .cur
                     .rt
                     .config
                     .physical_schema(&db)
                     .ok_or_else(|| Error::unknown_database(&db))?
                     .to_string();
-                self.want.schema = Some(physical);
+                self.cur.want.schema = Some(physical);
                 self.ensure_backend().await.map(|_| ())
             }
             None => {
-                self.want.schema = self.rt.pool.spec().database.clone();
+                self.cur.want.schema = self.cur.rt.pool.spec().database.clone();
                 Ok(())
             }
         }
@@ -348,7 +361,7 @@ impl Session {
     async fn fail(&mut self, seq: u8, e: Error) -> Result<()> {
         if let Some((code, state, msg)) = e.as_reply() {
             let (msg, state) = (msg.to_string(), *state);
-            let _ = self.send_error(seq, code, &state, &msg).await;
+            let _ = self.cur.send_error(seq, code, &state, &msg).await;
         }
         Err(match e {
             Error::Reply {
@@ -366,24 +379,25 @@ impl Session {
 
     /// COM_CHANGE_USER: authenticates again, then starts over like a new connection.
     pub(crate) async fn change_user(&mut self, reply_seq: u8) -> Result<()> {
-        let req = parse_change_user(&self.client.packet_payload(), self.caps)?;
+        let req = parse_change_user(&self.cur.client.packet_payload(), self.cur.caps)?;
         self.throttle().await;
         let (ok, given, seq) = self
             .authenticate(&req.user, req.plugin.as_deref(), req.auth, reply_seq)
             .await?;
         if !ok {
             self.login_failed(&req.user);
-            let e = Error::access_denied(&req.user, &self.peer_host, given);
+            let e = Error::access_denied(&req.user, &self.cur.peer_host, given);
             return self.fail(seq, e).await;
         }
         let limit = self
+            .cur
             .rt
             .config
             .user(&req.user)
             .map_or(0, |u| u.max_connections);
         // The session stops counting as its old user before it counts as the new one.
         self.user_slot = None;
-        match self.shared.user_conns.acquire(&req.user, limit) {
+        match self.cur.shared.user_conns.acquire(&req.user, limit) {
             Some(slot) => self.user_slot = Some(slot),
             None => {
                 return self
@@ -391,7 +405,7 @@ impl Session {
                     .await;
             }
         }
-        debug!(from = %self.user, to = %req.user, "change user");
+        debug!(from = %self.cur.user, to = %req.user, "change user");
         if self.pins.any()
             && let Some(b) = self.backend.as_mut()
             && b.reset().await.is_err()
@@ -399,31 +413,32 @@ impl Session {
             self.backend = None;
         }
         self.pins = Pins::default();
-        self.txn_begin = None;
-        self.txn_plain = None;
-        self.xa_gtrid = None;
-        self.savepoints.clear();
-        self.table_locks.clear();
-        self.user_vars.clear();
-        self.statements = Default::default();
-        self.release_conns(true).await;
-        self.user = req.user;
+        self.cur.txn_begin = None;
+        self.cur.txn_plain = None;
+        self.cur.xa_gtrid = None;
+        self.cur.savepoints.clear();
+        self.cur.table_locks.clear();
+        self.cur.user_vars.clear();
+        self.cur.statements = Default::default();
+        self.cur.release_conns(true).await;
+        self.cur.user = req.user;
         // Other sessions (KILL's owner check, SHOW SHOAL SESSIONS) see the new user.
-        self.handle
+        self.cur
+            .handle
             .user
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone_from(&self.user);
+            .clone_from(&self.cur.user);
         if let Some(c) = req.collation {
             self.initial_vars = charset_vars(c);
         }
-        self.want.vars = self.initial_vars.clone();
-        self.want.last_insert_id = 0;
-        self.status = mysql_common::constants::StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
+        self.cur.want.vars = self.initial_vars.clone();
+        self.cur.want.last_insert_id = 0;
+        self.cur.status = mysql_common::constants::StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits();
         if let Err(e) = self.enter_schema(req.database).await {
             return self.fail(seq, e).await;
         }
-        self.send_ok(seq).await
+        self.cur.send_ok(seq).await
     }
 }
 

@@ -32,10 +32,10 @@ use shoal_router::plan::ParamValue;
 use shoal_router::sql::lex::TokKind;
 
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
 use crate::merge::Protocol;
 use crate::runtime::catalog::Built;
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::messages::{column_def_names, put_column_def};
 
 /// Prefix of the temporary tables' names.
@@ -45,7 +45,7 @@ fn temp_name(table: &str, filter: usize) -> String {
     format!("{TEMP_PREFIX}{}_{filter}", table.to_ascii_lowercase())
 }
 
-impl Session {
+impl Cursor {
     /// Answers `sql`, a SELECT over `information_schema` tables the router planned as
     /// `LocalAnswer::Catalog`, in `protocol`.
     pub(super) async fn answer_catalog(

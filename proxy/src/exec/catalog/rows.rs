@@ -15,10 +15,10 @@ use shoal_router::topology::{TableDef, Topology};
 
 use super::spec::Spec;
 use crate::error::{Error, Result};
+use crate::exec::Cursor;
 use crate::exec::reader::{ResultStream, Row};
 use crate::runtime::catalog::{Cell, LogicalRows};
 use crate::runtime::routing::Routing;
-use crate::session::Session;
 use crate::wire::command::COM_QUERY;
 use crate::wire::messages::read_lenenc_bytes;
 
@@ -158,7 +158,7 @@ struct Placed {
     key: Vec<Vec<u8>>,
 }
 
-impl Session {
+impl Cursor {
     /// The logical rows of catalog table `spec`, read from every datanode's database.
     pub(super) async fn logical_rows(
         &mut self,

@@ -9,8 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Instant;
 
-use super::Session;
-use super::kill::SessionHandle;
+use super::sessions::SessionHandle;
 use crate::wire::command::*;
 
 /// Most bytes of a statement `SHOW SHOAL SESSIONS` shows.
@@ -155,49 +154,4 @@ pub fn ms_since(started: Instant, at: Instant) -> u64 {
     // Seconds and millis apart: `as_millis` divides a u128 (twice per command).
     let d = at.saturating_duration_since(started);
     d.as_secs() * 1000 + u64::from(d.subsec_millis())
-}
-
-impl Session {
-    /// Milliseconds from the proxy's start to `at`.
-    pub(crate) fn proxy_ms(&self, at: Instant) -> u64 {
-        ms_since(self.shared.started, at)
-    }
-
-    /// The command in the client's frame starts now (`at`).
-    pub(crate) fn publish_begin(&self, cmd: u8, at: Instant) {
-        let ms = self.proxy_ms(at);
-        self.handle.doing.begin(cmd, self.client.frame(), ms);
-    }
-
-    /// The command ended at `at`: publishes what the session holds, and its schema if it
-    /// changed (compared against the last one published, without a lock).
-    pub(crate) fn publish_end(&mut self, at: Instant) {
-        let holds = if !self.table_locks.is_empty() {
-            LOCKED_TABLES
-        } else if self.pins.transaction || self.txn_begin.is_some() || self.conns.in_transaction() {
-            IN_TRANSACTION
-        } else {
-            IDLE
-        };
-        let ms = self.proxy_ms(at);
-        self.handle.doing.end(ms, holds);
-        let current = match &self.logical {
-            Some(l) => Some(l.as_str()),
-            None => self.want.schema.as_deref(),
-        };
-        if current != self.shown_schema.as_deref() {
-            self.shown_schema = current.map(str::to_string);
-            // Without the router the session's schema is the physical database: show the
-            // logical name clients used for it.
-            let shown = current.map(|c| {
-                self.rt
-                    .config
-                    .schema_map
-                    .iter()
-                    .find(|(_, p)| self.logical.is_none() && p == c)
-                    .map_or(c, |(l, _)| l.as_str())
-            });
-            self.handle.doing.set_schema(shown);
-        }
-    }
 }

@@ -25,7 +25,7 @@ pub struct Effects {
 /// What `sql` may do out of the trackers' sight.
 pub fn effects(sql: &[u8]) -> Effects {
     let mut candidate = scan(sql);
-    if super::starts_with_comment(sql) {
+    if super::diagnostics::starts_with_comment(sql) {
         // The scan's leading-word checks (`XA`, `HANDLER`, `SET TRANSACTION`) see the comment:
         // the tokens decide.
         candidate.leaves_state = true;

@@ -4,9 +4,10 @@
 
 use shoal_router::sql::admin::AdminStatement;
 
-use super::{Session, processlist};
+use super::Cursor;
 use crate::error::{Error, Result};
 use crate::observe::digests::DigestStatement;
+use crate::process::processlist;
 
 /// `SHOW SHOAL VERSION`'s columns.
 const VERSION_COLUMNS: [&str; 5] = [
@@ -53,7 +54,7 @@ pub(crate) fn not_preparable() -> Error {
     )
 }
 
-impl Session {
+impl Cursor {
     /// Whether the session's user is an admin in the current configuration, not the
     /// session's snapshot: a reload that takes the flag away (or the user) takes it from open
     /// sessions at once.
@@ -89,7 +90,7 @@ impl Session {
                 self.send_rows(reply_seq, &VERSION_COLUMNS, rows).await
             }
             AdminStatement::Sessions => {
-                let now = self.proxy_ms(std::time::Instant::now());
+                let now = self.shared.ms(std::time::Instant::now());
                 let rows = self
                     .shared
                     .sessions
@@ -178,5 +179,65 @@ impl Session {
                 )
             })
             .collect()
+    }
+
+    /// Answers `SHOW SHOAL QUERIES` (the digests by total time) or `RESET SHOAL QUERIES`.
+    pub(crate) async fn answer_digests(
+        &mut self,
+        what: DigestStatement,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let Some(d) = &self.shared.observe.digests else {
+            return Err(Error::reply(
+                1289,
+                b"HY000",
+                "query digests are off (they need server.admin_listen, and server.digests not false)",
+            ));
+        };
+        match what {
+            DigestStatement::Reset => {
+                d.reset();
+                self.send_ok(reply_seq).await
+            }
+            DigestStatement::Show => {
+                let names: Vec<String> = match &self.rt.config.routing {
+                    Some(r) => r
+                        .topology
+                        .datanodes
+                        .iter()
+                        .map(|d| d.name.clone())
+                        .collect(),
+                    None => vec!["backend".to_string()],
+                };
+                let rows = d.rows(&names);
+                self.send_rows(reply_seq, &crate::observe::digests::Digests::COLUMNS, rows)
+                    .await
+            }
+        }
+    }
+
+    /// `RELOAD SHOAL CONFIG`: the new version and what changed, or the reason nothing did.
+    pub(crate) async fn answer_reload(&mut self, reply_seq: u8) -> Result<()> {
+        let summary = crate::reload::reload(&*self.shared).await?;
+        let mut rows = vec![vec![
+            Some("version".to_string()),
+            Some(summary.version.to_string()),
+        ]];
+        rows.extend(
+            summary
+                .changes
+                .into_iter()
+                .map(|c| vec![Some("change".to_string()), Some(c)]),
+        );
+        self.send_rows(reply_seq, &["item", "value"], rows).await
+    }
+
+    /// `SHOW SHOAL CONFIG`: the running configuration, passwords redacted.
+    pub(crate) async fn answer_show_config(&mut self, reply_seq: u8) -> Result<()> {
+        let rows = crate::reload::show_config(&*self.shared)
+            .into_iter()
+            .map(|(k, v)| vec![Some(k), Some(v)])
+            .collect();
+        self.send_rows(reply_seq, &["key", "value"], rows).await
     }
 }
