@@ -6,7 +6,7 @@
 //! Pools are indexed per snapshot (`Backends::servers` order): a session holding connections
 //! keeps the snapshot they were taken from (see `Session::follow_reload` for the rule).
 //!
-//! This is the process layer: besides the configuration (data), a snapshot holds what the
+//! Besides the configuration (data), a snapshot holds what the
 //! process keeps while it serves it ([`routing::Routing`]: sequences, admission, collations,
 //! the catalog, the logical names).
 
@@ -56,10 +56,20 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// The servers' addresses of a snapshot, in its pools' order (the `server` label).
+    pub fn server_addresses(&self) -> Vec<String> {
+        (0..self.pools.len())
+            .map(|i| match self.backends.servers.get(i) {
+                Some(s) => s.address.clone(),
+                None => self.pools[i].spec().addr(),
+            })
+            .collect()
+    }
+
     /// Gives this snapshot its metrics slots (before it is shared).
     pub fn observe(&mut self, o: &crate::observe::Observer) {
         if let Some(m) = &o.metrics {
-            let addrs = crate::observe::metrics::server_addresses(self);
+            let addrs = self.server_addresses();
             self.slots = Some(m.slots(&self.config, &addrs));
         }
     }

@@ -229,7 +229,7 @@ impl Proxy {
         let cfg = rt.config.clone();
         crate::reload::start_tasks(&*shared, &rt, None);
         if let Some(admin) = admin {
-            tokio::spawn(crate::observe::http::serve(admin, shared.clone()));
+            tokio::spawn(crate::process::http::serve(admin, shared.clone()));
         }
         tokio::spawn(crate::session::nudge::sweep(shared.clone()));
         // Lock cycles across servers (it reads `server.deadlock_check` at every tick: off

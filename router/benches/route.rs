@@ -5,7 +5,9 @@
 //! - `cached/*`: a sysbench point select through the plan cache (tokenize, shape key, cache
 //!   lookup, evaluate the template with this statement's value, render the SQL);
 //!   `cached/point_select_tokens` as the proxy's session runs it (`Router::tokenize` into a
-//!   reused buffer, then `Router::route_tokens`);
+//!   reused buffer, then `Router::route_tokens`); `cached/point_select_statement` as the
+//!   executor runs it now (`Router::plan_statement`: the route and the statement's other
+//!   decisions, in one call);
 //! - `cold/*`: the same statement parsed and planned from scratch (no cache);
 //! - `datanodes/N`: the cached point select on a table sharded over N datanodes (should be flat).
 
@@ -79,6 +81,26 @@ fn bench(c: &mut Criterion) {
                 &toks,
                 &[],
             ))
+        })
+    });
+    // The executor's one call: the route and every other decision of the statement plan.
+    let held: std::collections::HashMap<String, String> = Default::default();
+    g.bench_function("point_select_statement", |b| {
+        b.iter(|| {
+            i = (i + 1) % texts.len();
+            let input = shoal_router::plan::StatementInput {
+                sql: black_box(&texts[i]),
+                current: Some("sbtest"),
+                mode: SqlMode::default(),
+                charsets: shoal_router::charset::Charsets::UTF8MB4,
+                read_only: false,
+                denied_schemas: &[],
+                user_vars: &held,
+                read_split: false,
+                xa_tracking: false,
+                digest: false,
+            };
+            black_box(router.plan_statement(&input, &mut toks))
         })
     });
     let values: Vec<[Literal; 1]> = (0..1024)

@@ -540,3 +540,60 @@ async fn field_list_answers_every_kind_of_table_in_logical_names() {
         "a datanode's database is not a schema"
     );
 }
+
+/// A refusal made for the user's sake (a schema it may not use, a user variable only the
+/// session holds) is final: it never turns into the INSERT Shoal completes itself (the shard
+/// key from a sequence, the column list from the table), which would write into the denied
+/// schema, or write NULL where the client wrote its variable. Before the statement plan kept
+/// the two kinds apart, both INSERTs below ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_for_the_user_never_becomes_a_completed_insert() {
+    // `crm.contacts`: sharded over dn3 and dn4, its key from a sequence on dn4.
+    let layout = crm_layout()
+        + "    tables:\n      \
+           - { name: contacts, type: sharded, shard_key: id, rule: by_user, datanodes: \"dn3, dn4\", \
+           sequence: { datanode: dn4 } }\n";
+    let (_cluster, shoal) =
+        shoal_tests::two_servers_and_shoal(&DBS, &ops_users(), &layout, "namespace_fill").await;
+    let connect = |user: &'static str, password: &'static str| {
+        let opts = shoal.opts_as(user, password, Some("shop"));
+        async move { Conn::new(opts).await.expect("connect through shoal") }
+    };
+    let mut ops = connect("ops", "ops-secret").await;
+    ops.query_drop("CREATE TABLE crm.contacts (id BIGINT PRIMARY KEY, name VARCHAR(20))")
+        .await
+        .unwrap_or_else(|e| panic!("create crm.contacts: {e}\n{}", shoal.log()));
+    // The table works for a user who may use it: both completed forms run.
+    ops.query_drop("INSERT INTO crm.contacts (name) VALUES ('ops')")
+        .await
+        .unwrap_or_else(|e| panic!("a sequence insert: {e}\n{}", shoal.log()));
+    ops.query_drop("INSERT INTO crm.contacts VALUES (1000001, 'ops2')")
+        .await
+        .unwrap_or_else(|e| panic!("an insert without a column list: {e}\n{}", shoal.log()));
+
+    let mut app = connect("app", "app-secret").await;
+    for sql in [
+        "INSERT INTO crm.contacts (name) VALUES ('app')",
+        "INSERT INTO crm.contacts VALUES (2000002, 'app')",
+    ] {
+        let (code, _, message) = server_error(app.query_drop(sql).await);
+        assert_eq!(code, 1044, "{sql}: {message}");
+    }
+    // A variable only the session holds, read by an INSERT that needs a sequence.
+    ops.query_drop("SET @who = 'held'").await.unwrap();
+    let (code, _, message) = server_error(
+        ops.query_drop("INSERT INTO crm.contacts (name) VALUES (@who)")
+            .await,
+    );
+    assert_eq!(code, 1235, "{message}");
+
+    let names: Vec<Option<String>> = ops
+        .query("SELECT name FROM crm.contacts ORDER BY name")
+        .await
+        .unwrap();
+    assert_eq!(
+        names,
+        vec![Some("ops".to_string()), Some("ops2".to_string())],
+        "only the allowed user's rows"
+    );
+}

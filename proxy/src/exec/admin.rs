@@ -8,6 +8,8 @@ use super::Cursor;
 use crate::error::{Error, Result};
 use crate::observe::digests::DigestStatement;
 use crate::process::processlist;
+use crate::wire::command::*;
+use std::sync::atomic::Ordering;
 
 /// `SHOW SHOAL VERSION`'s columns.
 const VERSION_COLUMNS: [&str; 5] = [
@@ -96,9 +98,9 @@ impl Cursor {
                     .sessions
                     .all()
                     .iter()
-                    .map(|(id, h)| processlist::row(*id, h, now))
+                    .map(|(id, h)| session_row(*id, h, now))
                     .collect();
-                self.send_rows(reply_seq, &processlist::COLUMNS, rows).await
+                self.send_rows(reply_seq, &SESSION_COLUMNS, rows).await
             }
             AdminStatement::Pools => {
                 let rows = self.pool_rows();
@@ -240,4 +242,77 @@ impl Cursor {
             .collect();
         self.send_rows(reply_seq, &["key", "value"], rows).await
     }
+}
+
+/// MySQL's processlist name of a command.
+fn command_name(cmd: u8) -> &'static str {
+    match cmd {
+        processlist::COM_SLEEP => "Sleep",
+        COM_INIT_DB => "Init DB",
+        COM_QUERY => "Query",
+        COM_FIELD_LIST => "Field List",
+        COM_STATISTICS => "Statistics",
+        COM_PING => "Ping",
+        COM_CHANGE_USER => "Change user",
+        COM_STMT_PREPARE => "Prepare",
+        COM_STMT_EXECUTE => "Execute",
+        COM_STMT_SEND_LONG_DATA => "Long Data",
+        COM_STMT_CLOSE => "Close stmt",
+        COM_STMT_RESET => "Reset stmt",
+        COM_SET_OPTION => "Set option",
+        COM_STMT_FETCH => "Fetch",
+        COM_RESET_CONNECTION => "Reset connection",
+        _ => "Unknown",
+    }
+}
+
+/// `SHOW SHOAL SESSIONS`' columns.
+pub(crate) const SESSION_COLUMNS: [&str; 9] = [
+    "id", "user", "client", "schema", "command", "time", "state", "info", "backends",
+];
+
+/// One `SHOW SHOAL SESSIONS` row of session `id`; `now_ms` on the proxy's clock.
+pub(crate) fn session_row(
+    id: u32,
+    h: &crate::process::sessions::SessionHandle,
+    now_ms: u64,
+) -> Vec<Option<String>> {
+    let d = &h.doing;
+    let cmd = d.command.load(Ordering::Acquire);
+    let since = d.since_ms.load(Ordering::Relaxed);
+    let (info, schema) = {
+        let a = d.activity.lock().unwrap_or_else(|p| p.into_inner());
+        let info = matches!(cmd, COM_QUERY | COM_STMT_PREPARE)
+            .then(|| String::from_utf8_lossy(&a.info).into_owned());
+        (info, a.schema.clone())
+    };
+    let state = if cmd != processlist::COM_SLEEP {
+        "running"
+    } else {
+        match d.holds.load(Ordering::Relaxed) {
+            processlist::LOCKED_TABLES => "locked tables",
+            processlist::IN_TRANSACTION => "in transaction",
+            _ => "idle",
+        }
+    };
+    let user = h.user.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let backends = h
+        .backends
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|b| format!("{} thread {}", b.pool.spec().addr(), b.thread))
+        .collect::<Vec<_>>()
+        .join(", ");
+    vec![
+        Some(id.to_string()),
+        Some(user),
+        Some(h.client.clone()),
+        schema,
+        Some(command_name(cmd).to_string()),
+        Some((now_ms.saturating_sub(since) / 1000).to_string()),
+        Some(state.to_string()),
+        info,
+        (!backends.is_empty()).then_some(backends),
+    ]
 }

@@ -105,10 +105,10 @@ pub struct ConnSet {
     pub deadline: Option<tokio::time::Instant>,
     /// The session's transaction can no longer commit: a branch was rolled back by its server
     /// or lost with its connection ([`super::fate`] ends the rest).
-    pub doom: Option<super::fate::Doom>,
+    pub doom: Option<super::txn::fate::Doom>,
     /// The transaction was rolled back for `doom` after a statement that succeeded: the
     /// client has not been told yet, and is at its next statement.
-    pub untold: Option<super::fate::Doom>,
+    pub untold: Option<super::txn::fate::Doom>,
     /// The running statement is not the last of its multi-statement text: the last packet of
     /// its response says more results follow ([`super::multi`]).
     pub more_results: bool,
@@ -176,7 +176,7 @@ impl ConnSet {
     pub fn take(&mut self, i: usize) -> Held {
         let h = self.held.remove(i);
         if h.in_session_transaction() && self.doom.is_none() {
-            self.doom = Some(super::fate::Doom::lost(h.dn));
+            self.doom = Some(super::txn::fate::Doom::lost(h.dn));
         }
         h
     }

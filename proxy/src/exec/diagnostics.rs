@@ -3,19 +3,13 @@
 //! backend would answer on (or always, for Shoal's connection id).
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
-use shoal_router::sql::lex::Token;
 
 use super::Cursor;
 use crate::error::Result;
 use crate::wire::resultset::column_definition;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum DiagQuery {
-    RowCount,
-    FoundRows,
-    /// `SELECT CONNECTION_ID()`: Shoal's id (the handshake's), always answered by Shoal.
-    ConnectionId,
-}
+/// Which diagnostics function: the statement plan's reading (`Step::Diagnostics`).
+pub(crate) use shoal_router::plan::Diagnostics as DiagQuery;
 
 /// Whether the statement starts with a comment (`/* */`, `-- `, `#`): the byte-level fast
 /// paths below read its tokens instead, so that a comment never changes how it is read.
@@ -32,7 +26,7 @@ pub(crate) fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
     if starts_with_comment(sql) {
         let text = std::str::from_utf8(sql).ok()?;
         let toks = shoal_router::sql::lex::tokenize(text).ok()?;
-        return diagnostics_tokens(text, &toks);
+        return shoal_router::plan::diagnostics_of(text, &toks);
     }
     let s = sql.trim_ascii();
     let s = s.strip_suffix(b";").unwrap_or(s).trim_ascii_end();
@@ -52,30 +46,6 @@ pub(crate) fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {
     } else if squeezed().eq(b"FOUND_ROWS()".iter().copied()) {
         Some(DiagQuery::FoundRows)
     } else if squeezed().eq(b"CONNECTION_ID()".iter().copied()) {
-        Some(DiagQuery::ConnectionId)
-    } else {
-        None
-    }
-}
-
-/// [`diagnostics_query`] read on the statement's tokens (the routed path, which has them):
-/// comments and spacing do not matter, text in strings cannot match.
-pub(crate) fn diagnostics_tokens(sql: &str, toks: &[Token]) -> Option<DiagQuery> {
-    let toks = match toks.split_last() {
-        Some((last, rest)) if last.is_punct(sql, ";") => rest,
-        _ => toks,
-    };
-    let [select, func, open, close] = toks else {
-        return None;
-    };
-    if !select.is_kw(sql, "SELECT") || !open.is_punct(sql, "(") || !close.is_punct(sql, ")") {
-        return None;
-    }
-    if func.is_kw(sql, "ROW_COUNT") {
-        Some(DiagQuery::RowCount)
-    } else if func.is_kw(sql, "FOUND_ROWS") {
-        Some(DiagQuery::FoundRows)
-    } else if func.is_kw(sql, "CONNECTION_ID") {
         Some(DiagQuery::ConnectionId)
     } else {
         None
@@ -135,30 +105,5 @@ mod tests {
             diagnostics_query(b"/* tool */ SELECT ROW_COUNT()"),
             Some(DiagQuery::RowCount)
         );
-    }
-
-    #[test]
-    fn recognises_diagnostics_queries_on_tokens() {
-        use super::{DiagQuery, diagnostics_tokens};
-        use shoal_router::sql::lex::tokenize;
-        let diag = |sql: &str| diagnostics_tokens(sql, &tokenize(sql).expect("tokens"));
-        assert_eq!(diag("SELECT ROW_COUNT()"), Some(DiagQuery::RowCount));
-        assert_eq!(diag(" select found_rows( ) ;"), Some(DiagQuery::FoundRows));
-        assert_eq!(
-            diag("SELECT /* id 7 */ connection_id()"),
-            Some(DiagQuery::ConnectionId)
-        );
-        for sql in [
-            "SELECT ROW_COUNT() + 1",
-            "SELECT 1",
-            "SELECT 'ROW_COUNT()'",
-            "SELECT `ROW_COUNT`()",
-            "SELECT ROW_COUNT(); SELECT 1",
-            "SELECT FOUND_ROWS(1)",
-            ";",
-            "",
-        ] {
-            assert_eq!(diag(sql), None, "{sql}");
-        }
     }
 }

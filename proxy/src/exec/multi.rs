@@ -19,13 +19,12 @@ use std::sync::Arc;
 
 use mysql_common::constants::StatusFlags;
 
-use shoal_router::plan::RoutePlan;
+use shoal_router::plan::{RoutePlan, namespace};
 use shoal_router::sql::lex::Token;
+use shoal_router::sql::statement_time::statement_time_for;
 use shoal_router::sql::{SqlMode, readwrite};
 use shoal_router::topology::DatanodeId;
 
-use super::changes_schema;
-use super::statement_time::statement_time_for;
 use crate::error::Result;
 use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
@@ -150,7 +149,7 @@ impl Cursor {
             .iter()
             .any(|kw| first.is_kw(piece, kw))
             || toks.iter().any(|t| t.is_kw(piece, "LAST_INSERT_ID"))
-            || self.denied_schema_named(routing, piece, toks).is_some()
+            || namespace::denied_schema_named(piece, toks, self.denied_schemas(routing)).is_some()
             || self.check_read_only(routing, mode, piece).is_err()
         {
             return None;
@@ -207,9 +206,7 @@ impl Cursor {
             self.conns.batch_tail = batch.map(|b| (b.tail, end < ranges.len()));
             self.conns.more_results = k + 1 < ranges.len();
             self.mark.error = None;
-            let ddl = changes_schema(piece).then(|| routing.catalog.changing());
             let r = self.query_routed(routing, seq).await;
-            drop(ddl);
             // Not taken: statement `k` did not reach its datanode, and ran alone.
             let next = match self.conns.batch_tail.take() {
                 Some(_) => k + 1,

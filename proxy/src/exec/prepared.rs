@@ -7,7 +7,8 @@ use mysql_common::constants::CapabilityFlags;
 use std::sync::Arc;
 
 use shoal_router::plan::{
-    LocalAnswer, Merge, ParamValue, Params, PreparedRoute, RoutePlan, Routed, Target,
+    LocalAnswer, Merge, ParamValue, Params, PreparedRoute, ReadWant, RoutePlan, Routed, Target,
+    namespace,
 };
 use shoal_router::sql::lex::TokKind;
 
@@ -565,7 +566,7 @@ impl Cursor {
         self.check_read_only(routing, mode, &sql)?;
         let denied = tokenized
             .is_ok()
-            .then(|| self.denied_schema_named(routing, &sql, &toks))
+            .then(|| namespace::denied_schema_named(&sql, &toks, self.denied_schemas(routing)))
             .flatten();
         let route = |values: &[ParamValue]| match (&tokenized, &denied) {
             (Ok(()), Some(e)) => RoutePlan::Refuse(e.clone()),
@@ -809,20 +810,16 @@ impl Cursor {
             && (self.rt.backends.any_read_balancing() || xa_tracking));
         let sql = needs_text.then(|| stmt.sql.clone());
         let sql = sql.as_deref().unwrap_or("");
-        let route = cached_route.or_else(|| {
-            self.read_route_of(routing, mode, sql)
-                .or_else(|| self.xa_route(routing, mode, sql))
-        });
-        self.note_statement_writes(route);
-        if let Some(route) = route {
-            if let Some(stmt) = self.statements.get_mut(id) {
-                stmt.read_route = Some(route);
-            }
-            (self.conns.want, self.conns.writing) = match &planned {
-                Routed::Kept(_) => super::replica::single_want(route),
-                Routed::Plan(plan) => super::replica::statement_want(route, plan),
-            };
+        let route = cached_route.or_else(|| self.read_route_of(routing, mode, sql));
+        if route.is_some()
+            && let Some(stmt) = self.statements.get_mut(id)
+        {
+            stmt.read_route = route;
         }
+        self.apply_want(match &planned {
+            Routed::Kept(_) => ReadWant::single(route),
+            Routed::Plan(plan) => ReadWant::of(route, plan),
+        });
         let req = Request::Execute { params };
         let plan = match planned {
             Routed::Kept(t) => return self.execute_on(routing, t, &req, reply_seq).await,

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use shoal_router::config::{Balance, ReadYourWrites};
-use shoal_router::plan::{MergeSpec, RoutePlan, Target};
-use shoal_router::sql::readwrite::{PrimaryWhy, ReadRoute, read_route};
+use shoal_router::plan::{MergeSpec, ReadWant, Server, Target};
+use shoal_router::sql::readwrite::{ReadRoute, read_route};
 use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
@@ -35,45 +35,8 @@ fn primary_down(datanode: &str, datahost: &str, address: &str) -> Error {
     )
 }
 
-/// Where a statement planned as `plan` goes, from the router's decision on its text, and
-/// whether it writes (for read-your-writes).
-pub(super) fn statement_want(route: ReadRoute, plan: &RoutePlan) -> (Want, bool) {
-    let read_plan = matches!(
-        plan,
-        RoutePlan::Single(_)
-            | RoutePlan::Any { .. }
-            | RoutePlan::Scatter {
-                merge: shoal_router::plan::Merge::Rows(_),
-                ..
-            }
-    );
-    let write_plan = matches!(
-        plan,
-        RoutePlan::Single(_)
-            | RoutePlan::Scatter { .. }
-            | RoutePlan::Broadcast { .. }
-            | RoutePlan::KeyMove(_)
-            | RoutePlan::Refuse(_)
-    );
-    want_for(route, read_plan, write_plan)
-}
-
-/// [`statement_want`] of a `RoutePlan::Single`.
-pub(super) fn single_want(route: ReadRoute) -> (Want, bool) {
-    want_for(route, true, true)
-}
-
-/// Where a statement read as `route` goes when its plan may read (`read_plan`) or write.
-fn want_for(route: ReadRoute, read_plan: bool, write_plan: bool) -> (Want, bool) {
-    match route {
-        ReadRoute::Replica { hinted } if read_plan => (Want::Read { hinted }, false),
-        ReadRoute::Primary(PrimaryWhy::NotARead) => (Want::Primary, write_plan),
-        _ => (Want::Primary, false),
-    }
-}
-
 /// 1290 (HY000), as a server started with --read-only answers, naming the user.
-fn read_only_refused(user: &str, what: &str) -> Error {
+pub(super) fn read_only_refused(user: &str, what: &str) -> Error {
     Error::reply(
         1290,
         b"HY000",
@@ -105,17 +68,27 @@ impl Cursor {
         }
     }
 
-    /// The router's read/write decision for `sql`, when any datahost has replicas.
+    /// The router's read/write decision for `sql`, when something reads it: a datahost
+    /// balances reads, or the session's XA transaction notes which branches may write.
     pub(super) fn read_route_of(
         &self,
         routing: &Routing,
         mode: shoal_router::sql::SqlMode,
         sql: &str,
     ) -> Option<ReadRoute> {
-        if !self.rt.backends.any_read_balancing() {
-            return None;
-        }
-        Some(read_route(sql, mode, routing.router.server_version()))
+        (self.rt.backends.any_read_balancing() || self.xa_tracking(routing))
+            .then(|| read_route(sql, mode, routing.router.server_version()))
+    }
+
+    /// Takes the statement plan's want: the server the statement goes to, whether it counts
+    /// as a write for read-your-writes, and whether its XA branch may write.
+    pub(super) fn apply_want(&mut self, want: ReadWant) {
+        self.conns.want = match want.server {
+            Server::Primary => Want::Primary,
+            Server::Replica { hinted } => Want::Read { hinted },
+        };
+        self.conns.writing = want.writes;
+        self.conns.maybe_writes = want.maybe_writes;
     }
 
     /// Whether the session is inside a transaction (or has autocommit off).

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use shoal_router::plan::sequence::SequenceFill;
-use shoal_router::plan::{Merge, ParamValue, RoutePlan};
+use shoal_router::plan::{Merge, ParamValue, ReadWant, RoutePlan};
 use shoal_router::sql::lex::TokKind;
 
 use super::prepared::{RawParam, Request, literal_in};
@@ -148,10 +148,8 @@ impl Cursor {
         })?;
         let mode = self.sql_mode();
         let charsets = self.charsets().statements;
-        let route = self
-            .read_route_of(routing, mode, &sql)
-            .or_else(|| self.xa_route(routing, mode, &sql));
-        self.note_statement_writes(route);
+        let route = self.read_route_of(routing, mode, &sql);
+        self.conns.maybe_writes = ReadWant::single(route).maybe_writes;
         let first = self.next_ids(routing, &fill).await?;
         let bound = seq.bind(params, first);
         let values: Vec<ParamValue> = bound
@@ -162,9 +160,7 @@ impl Cursor {
             .router
             .route_in(self.logical.as_deref(), mode, charsets, &sql, &values);
         self.mark.route = Some(crate::observe::RouteKind::of(&plan));
-        if let Some(route) = route {
-            (self.conns.want, self.conns.writing) = super::replica::statement_want(route, &plan);
-        }
+        self.apply_want(ReadWant::of(route, &plan));
         let targets = match plan {
             RoutePlan::Single(t) => vec![t],
             RoutePlan::Scatter {

@@ -13,7 +13,6 @@ use shoal_router::sql::lex::Token;
 
 use crate::error::Result;
 use crate::exec::Cursor;
-use crate::process::processlist;
 
 /// Which of the statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,7 +152,7 @@ impl Cursor {
                     .sessions
                     .all()
                     .iter()
-                    .map(|(id, h)| processlist::row(*id, h, now))
+                    .map(|(id, h)| super::admin::session_row(*id, h, now))
                     // Without the PROCESS privilege MariaDB lists the user's own threads.
                     .filter(|r| admin || r[1].as_deref() == Some(self.user.as_str()))
                     .map(|r| mariadb_row(r, full))
@@ -176,7 +175,7 @@ impl Cursor {
     }
 }
 
-/// A `SHOW SHOAL SESSIONS` row ([`processlist::COLUMNS`]) in SHOW PROCESSLIST's columns.
+/// A `SHOW SHOAL SESSIONS` row ([`super::admin::SESSION_COLUMNS`]) in SHOW PROCESSLIST's columns.
 fn mariadb_row(r: Vec<Option<String>>, full: bool) -> Vec<Option<String>> {
     let mut r = r.into_iter();
     let mut next = || r.next().flatten();

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use shoal_router::sql::lex::{TokKind, Token};
 use shoal_router::topology::{DatanodeId, LogicalSchema, TableDef};
 
-use super::savepoint::quote_ident;
+use super::txn::savepoint::quote_ident;
 use super::unsupported;
 use crate::error::{Error, Result};
 use crate::exec::Cursor;

@@ -12,40 +12,17 @@
 //! session's value of `var` (on a connection in the session's state), `SET @v = <literal>` or
 //! `= @w` takes the value as written, and a system variable set from `@v` is set to that value
 //! (the SET sent to the backend carries it as a literal). Any other statement that reads a
-//! variable the session holds is refused (1235): the backend would read NULL.
+//! variable the session holds is refused (1235): the backend would read NULL (the statement
+//! plan's refusal, `shoal_router::sql::effects::reads_held_var`).
 
 use shoal_router::plan::{Params, Target};
 use shoal_router::sql::classify::{SetAssignment, VarScope};
-use shoal_router::sql::lex::{TokKind, Token};
+use shoal_router::sql::effects::user_var;
 
 use super::unsupported;
 use crate::error::Result;
 use crate::exec::Cursor;
 use crate::runtime::routing::Routing;
-
-/// `@name` (not `@@`): the variable's key (user variable names are case-insensitive).
-fn user_var(text: &str) -> Option<String> {
-    let name = text.strip_prefix('@')?;
-    if name.starts_with('@') || name.is_empty() {
-        return None;
-    }
-    let quoted = name
-        .strip_prefix('`')
-        .and_then(|n| n.strip_suffix('`'))
-        .or_else(|| name.strip_prefix('\'').and_then(|n| n.strip_suffix('\'')))
-        .or_else(|| name.strip_prefix('"').and_then(|n| n.strip_suffix('"')));
-    let name = match quoted {
-        Some(n) => n,
-        None if name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b == b'.') =>
-        {
-            name
-        }
-        None => return None,
-    };
-    Some(name.to_lowercase())
-}
 
 /// `@@name`, `@@session.name`, `@@local.name`: the system variable's name.
 fn session_var(text: &str) -> Option<&str> {
@@ -110,15 +87,6 @@ fn literal_of(cell: Option<&[u8]>, numeric: bool) -> String {
 }
 
 impl Cursor {
-    /// A statement other than SET that reads a user variable the session holds.
-    pub(super) fn reads_held_user_var(&self, sql: &str, toks: &[Token]) -> bool {
-        !self.user_vars.is_empty()
-            && toks.iter().any(|t| {
-                t.kind == TokKind::Variable
-                    && user_var(t.text(sql)).is_some_and(|n| self.user_vars.contains_key(&n))
-            })
-    }
-
     /// A SET with user variables: those assigned are held by the session, references to held
     /// ones are replaced by their values. Returns the SET of the system variables left to run
     /// on a backend, if any, and those assignments.
@@ -226,10 +194,6 @@ mod tests {
 
     #[test]
     fn variable_forms() {
-        assert_eq!(user_var("@OLD_Mode").as_deref(), Some("old_mode"));
-        assert_eq!(user_var("@`a b`").as_deref(), Some("a b"));
-        assert_eq!(user_var("@@sql_mode"), None);
-        assert_eq!(user_var("@n + 1"), None);
         assert_eq!(session_var("@@SQL_MODE"), Some("SQL_MODE"));
         assert_eq!(session_var("@@session.time_zone"), Some("time_zone"));
         assert_eq!(session_var("@@global.time_zone"), None);

@@ -1,16 +1,16 @@
-//! What operators see of a running proxy: Prometheus metrics (`metrics`, served by `http` with
-//! `/health` and `/ready`), query digests (`digests`, `SHOW SHOAL QUERIES`) and the slow log
-//! (`slow_log`).
+//! What operators see of a running proxy: Prometheus metrics (`metrics`, served with `/health`
+//! and `/ready` by `process::http`), query digests (`digests`, `SHOW SHOAL QUERIES`) and the
+//! slow log (`slow_log`).
 //!
 //! Every client command ends at one observation point (the session's command loop calls
 //! [`Observer::command`] with a [`Statement`]); what it costs there is a few relaxed atomic
 //! increments, one digest map lookup when digests are on, and a line sent to the slow log's
 //! writer when the statement was slow. The clock reads are the command loop's own (it reads
 //! the time before and after each command for the idle timeout). State that describes the
-//! live objects (pools, health, lag, XA outcomes, plan cache) is read at scrape time.
+//! live objects (pools, health, lag, XA outcomes, plan cache) is read at scrape time
+//! (`process::scrape`). This module imports neither the session nor the process.
 
 pub mod digests;
-pub mod http;
 pub mod metrics;
 pub mod slow_log;
 

@@ -4,9 +4,11 @@
 //! executor read it, and the layers below reach it through traits of their own (`hooks`).
 
 mod hooks;
+pub mod http;
 pub mod limits;
 pub mod nudge;
 pub mod processlist;
+pub mod scrape;
 pub mod sessions;
 
 use std::sync::Arc;

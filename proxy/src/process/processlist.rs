@@ -9,7 +9,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Instant;
 
-use super::sessions::SessionHandle;
 use crate::wire::command::*;
 
 /// Most bytes of a statement `SHOW SHOAL SESSIONS` shows.
@@ -42,7 +41,7 @@ pub struct Doing {
     pub since_ms: AtomicU64,
 }
 
-const COM_SLEEP: u8 = 0;
+pub(crate) const COM_SLEEP: u8 = 0;
 
 impl Doing {
     /// A command starts at `now_ms`; `frame` is its packet (header included).
@@ -78,75 +77,6 @@ impl Doing {
         let mut a = self.activity.lock().unwrap_or_else(|p| p.into_inner());
         a.schema = schema.map(str::to_string);
     }
-}
-
-/// MySQL's processlist name of a command.
-fn command_name(cmd: u8) -> &'static str {
-    match cmd {
-        COM_SLEEP => "Sleep",
-        COM_INIT_DB => "Init DB",
-        COM_QUERY => "Query",
-        COM_FIELD_LIST => "Field List",
-        COM_STATISTICS => "Statistics",
-        COM_PING => "Ping",
-        COM_CHANGE_USER => "Change user",
-        COM_STMT_PREPARE => "Prepare",
-        COM_STMT_EXECUTE => "Execute",
-        COM_STMT_SEND_LONG_DATA => "Long Data",
-        COM_STMT_CLOSE => "Close stmt",
-        COM_STMT_RESET => "Reset stmt",
-        COM_SET_OPTION => "Set option",
-        COM_STMT_FETCH => "Fetch",
-        COM_RESET_CONNECTION => "Reset connection",
-        _ => "Unknown",
-    }
-}
-
-/// `SHOW SHOAL SESSIONS`' columns.
-pub const COLUMNS: [&str; 9] = [
-    "id", "user", "client", "schema", "command", "time", "state", "info", "backends",
-];
-
-/// One `SHOW SHOAL SESSIONS` row of session `id`; `now_ms` on the proxy's clock.
-pub fn row(id: u32, h: &SessionHandle, now_ms: u64) -> Vec<Option<String>> {
-    let d = &h.doing;
-    let cmd = d.command.load(Ordering::Acquire);
-    let since = d.since_ms.load(Ordering::Relaxed);
-    let (info, schema) = {
-        let a = d.activity.lock().unwrap_or_else(|p| p.into_inner());
-        let info = matches!(cmd, COM_QUERY | COM_STMT_PREPARE)
-            .then(|| String::from_utf8_lossy(&a.info).into_owned());
-        (info, a.schema.clone())
-    };
-    let state = if cmd != COM_SLEEP {
-        "running"
-    } else {
-        match d.holds.load(Ordering::Relaxed) {
-            LOCKED_TABLES => "locked tables",
-            IN_TRANSACTION => "in transaction",
-            _ => "idle",
-        }
-    };
-    let user = h.user.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let backends = h
-        .backends
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|b| format!("{} thread {}", b.pool.spec().addr(), b.thread))
-        .collect::<Vec<_>>()
-        .join(", ");
-    vec![
-        Some(id.to_string()),
-        Some(user),
-        Some(h.client.clone()),
-        schema,
-        Some(command_name(cmd).to_string()),
-        Some((now_ms.saturating_sub(since) / 1000).to_string()),
-        Some(state.to_string()),
-        info,
-        (!backends.is_empty()).then_some(backends),
-    ]
 }
 
 /// Milliseconds from `started` (the proxy's start) to `at`: the clock of `since_ms`.

@@ -1,9 +1,10 @@
-//! One client session: login, then the command loop.
+//! One client session: login, then the command loop, which decodes each command once
+//! ([`Command`]) and hands it on: with the router to the executor, which runs it over the
+//! client's state ([`Cursor`], owned here as `Session::cur`); without it to the relay below.
 //!
-//! The session owns what the client believes about its connection (schema, variables,
-//! transaction, prepared statements) and decides which backend connection serves each command:
-//! it keeps the one it has while it can, gives it back to the pool when the pool is short and
-//! nothing pins it, and replays its state onto whatever connection it gets next.
+//! The relay (quick mode, or a configuration that lists no tables) keeps one backend
+//! connection per session while it can, gives it back to the pool when the pool is short and
+//! nothing pins it, and replays the client's state onto whatever connection it gets next.
 
 pub(crate) mod login;
 pub mod nudge;
@@ -109,7 +110,7 @@ pub async fn serve(stream: TcpStream, connection_id: u32, shared: Arc<Shared>) {
     };
     match session.login(connection_id).await {
         Ok(()) => {
-            let _open = crate::observe::metrics::OpenSession::new(&session.cur.shared);
+            let _open = crate::process::scrape::OpenSession::new(&session.cur.shared);
             debug!(connection_id, user = %session.cur.user, "client logged in");
             *session
                 .cur

@@ -43,7 +43,7 @@ pub async fn sweep(shared: Arc<Shared>) {
         let now_ms =
             crate::process::processlist::ms_since(shared.started, std::time::Instant::now());
         // Sessions waiting for admission want the idle ones' connections back too (see
-        // `Session::give_back`).
+        // `Cursor::give_back`).
         let admission_waits = shared.runtime.load().admission_contended();
         shared.sessions.for_each(|h| {
             if wants_nudge(h, now_ms, admission_waits) {

@@ -92,19 +92,17 @@ impl Command {
             COM_INIT_DB => Command::InitDb(String::from_utf8_lossy(&payload[1..]).into_owned()),
             COM_FIELD_LIST => Command::FieldList,
             COM_STATISTICS => Command::Statistics,
-            COM_SET_OPTION => {
-                match payload.get(1..3).map(|b| u16::from_le_bytes([b[0], b[1]])) {
-                    Some(MYSQL_OPTION_MULTI_STATEMENTS_ON) => Command::SetOption(true),
-                    Some(MYSQL_OPTION_MULTI_STATEMENTS_OFF) => Command::SetOption(false),
-                    _ => {
-                        return Err(Error::reply(
-                            1047,
-                            b"08S01",
-                            "Unknown COM_SET_OPTION option",
-                        ));
-                    }
+            COM_SET_OPTION => match payload.get(1..3).map(|b| u16::from_le_bytes([b[0], b[1]])) {
+                Some(MYSQL_OPTION_MULTI_STATEMENTS_ON) => Command::SetOption(true),
+                Some(MYSQL_OPTION_MULTI_STATEMENTS_OFF) => Command::SetOption(false),
+                _ => {
+                    return Err(Error::reply(
+                        1047,
+                        b"08S01",
+                        "Unknown COM_SET_OPTION option",
+                    ));
                 }
-            }
+            },
             COM_RESET_CONNECTION => Command::ResetConnection,
             COM_CHANGE_USER => Command::ChangeUser,
             COM_STMT_PREPARE => Command::StmtPrepare,
@@ -135,7 +133,10 @@ mod tests {
         );
         assert_eq!(
             Command::decode(&[COM_STMT_EXECUTE, 7, 0, 0, 0, 1, 1, 0, 0, 0]).unwrap(),
-            Command::StmtExecute { id: 7, cursor: true }
+            Command::StmtExecute {
+                id: 7,
+                cursor: true
+            }
         );
         assert_eq!(
             Command::decode(&[COM_SET_OPTION, 1, 0]).unwrap(),

@@ -6,6 +6,10 @@
 //! out, see [`crate::sql::normalize`]) and cached; a cached plan is a template of routes over
 //! value references, evaluated with the values of the statement at hand (Vitess-style: a route
 //! is an opcode plus shard-key expressions).
+//!
+//! [`Router::plan_statement`] wraps the route of a client statement in a [`StatementPlan`]:
+//! every other decision its text and the session's inputs settle (the server it wants, an
+//! implicit commit, its deadline, the refusals, a sequence or column-list INSERT).
 
 mod cache;
 pub mod column_list;
@@ -21,11 +25,15 @@ mod router;
 mod scope;
 pub mod sequence;
 pub mod show;
+mod statement;
 
 pub use cache::CacheStats;
 pub(crate) use eval::shard_value as shard_value_of;
 pub use explain::{merge_steps, render, rows as explain_rows};
 pub use router::{PreparedRoute, Router};
+pub use statement::{
+    Diagnostics, ReadWant, Server, StatementInput, StatementPlan, Step, diagnostics_of,
+};
 
 use std::sync::Arc;
 

@@ -84,6 +84,19 @@ pub fn access_denied(db: &str) -> RouterError {
     )
 }
 
+/// A logical schema in `denied` (those a user may not use) named in the statement: refused as
+/// MySQL refuses a database the user has no grant on (1044). Read on the tokens: any
+/// identifier with that name counts, whatever it names.
+pub fn denied_schema_named(sql: &str, toks: &[Token], denied: &[String]) -> Option<RouterError> {
+    denied.iter().find_map(|s| {
+        let named = toks.iter().any(|t| {
+            matches!(t.kind, TokKind::Word | TokKind::QuotedIdent)
+                && t.ident_value(sql).eq_ignore_ascii_case(s)
+        });
+        named.then(|| access_denied(s))
+    })
+}
+
 /// The start of an access-denied message from the router: the router does not know the
 /// session's account, the proxy writes it after `user` (`Access denied for user 'app'@'%' to
 /// database 'mysql'`, MySQL's wording).

@@ -10,6 +10,7 @@ use super::{RoutePlan, SessionValue};
 use crate::error::RouterError;
 use crate::rule::ShardRule;
 use crate::sql::SqlMode;
+use crate::sql::clauses::{BEFORE_ITEMS_END, ITEM_ENDS, is_one_of};
 use crate::sql::current_db::reads_current_database;
 use crate::sql::lex::{Token, called_at};
 use crate::sql::stmt::{Assigned, ColRef, Dml, DmlKind, ItemKind, ValueRef};
@@ -551,13 +552,6 @@ fn database_calls(
     Ok(out)
 }
 
-/// Clause words that end a SELECT's list of items (looking back from a token, the nearest of
-/// these or SELECT says which clause the token is in).
-const AFTER_ITEMS: &[&str] = &[
-    "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "INTO", "SET", "VALUES", "ON", "USING",
-    "WINDOW",
-];
-
 /// Whether token `at` is in a SELECT's list of items: `Some(nested)` (nested: inside
 /// parentheses there), `None` when the nearest clause before it is another (WHERE, SET, ...).
 pub(crate) fn in_select_list(sql: &str, toks: &[Token], at: usize) -> Option<bool> {
@@ -576,7 +570,7 @@ pub(crate) fn in_select_list(sql: &str, toks: &[Token], at: usize) -> Option<boo
             if t.is_kw(sql, "SELECT") {
                 return Some(nested);
             }
-            if AFTER_ITEMS.iter().any(|w| t.is_kw(sql, w)) {
+            if is_one_of(sql, t, BEFORE_ITEMS_END) {
                 return None;
             }
         }
@@ -607,7 +601,7 @@ fn in_select_list_subquery(sql: &str, toks: &[Token], at: usize) -> bool {
                     return true;
                 }
                 placed = true;
-            } else if AFTER_ITEMS.iter().any(|w| t.is_kw(sql, w)) {
+            } else if is_one_of(sql, t, BEFORE_ITEMS_END) {
                 placed = true;
             }
         }
@@ -619,25 +613,6 @@ fn in_select_list_subquery(sql: &str, toks: &[Token], at: usize) -> bool {
 /// nearest clause word before them at their parenthesis depth is SELECT, a `,`, SELECT or
 /// DISTINCT/ALL precedes them and a `,`, `)`, FROM, another clause or the end follows.
 fn select_item_alone(sql: &str, toks: &[Token], first: usize, last: usize) -> bool {
-    const CLAUSES: &[&str] = &[
-        "FROM",
-        "WHERE",
-        "GROUP",
-        "HAVING",
-        "ORDER",
-        "LIMIT",
-        "INTO",
-        "UNION",
-        "EXCEPT",
-        "INTERSECT",
-        "WINDOW",
-        "FOR",
-        "LOCK",
-        "SET",
-        "VALUES",
-        "ON",
-        "USING",
-    ];
     let starts = first > 0
         && [",", "SELECT", "DISTINCT", "ALL"]
             .iter()
@@ -648,7 +623,7 @@ fn select_item_alone(sql: &str, toks: &[Token], first: usize, last: usize) -> bo
             n.is_punct(sql, ",")
                 || n.is_punct(sql, ")")
                 || n.is_punct(sql, ";")
-                || CLAUSES.iter().any(|w| n.is_kw(sql, w))
+                || is_one_of(sql, n, ITEM_ENDS)
         }
     };
     if !starts || !ends {
@@ -667,7 +642,7 @@ fn select_item_alone(sql: &str, toks: &[Token], first: usize, last: usize) -> bo
             if t.is_kw(sql, "SELECT") {
                 return true;
             }
-            if CLAUSES.iter().any(|w| t.is_kw(sql, w)) {
+            if is_one_of(sql, t, ITEM_ENDS) {
                 return false;
             }
         }

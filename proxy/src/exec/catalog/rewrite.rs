@@ -16,62 +16,12 @@
 //!   table's comparison is case-insensitive (`TABLE_SCHEMA = 'SHOP'` finds no `shop`).
 //!
 //! Server-level tables (`information_schema.COLLATIONS`) stay as written: the backend's own.
+//!
+//! The clause keywords it reads by are the router's ([`shoal_router::sql::clauses`]).
 
 use shoal_router::plan::namespace;
+use shoal_router::sql::clauses::{CONDITION_ENDS, ITEM_ENDS, TABLE_REFERENCE_ENDS, is_one_of};
 use shoal_router::sql::lex::{TokKind, Token, called_at};
-
-/// Words that end a table reference rather than alias it.
-const AFTER_TABLE: &[&str] = &[
-    "WHERE",
-    "JOIN",
-    "INNER",
-    "LEFT",
-    "RIGHT",
-    "CROSS",
-    "NATURAL",
-    "STRAIGHT_JOIN",
-    "FULL",
-    "OUTER",
-    "ON",
-    "USING",
-    "GROUP",
-    "ORDER",
-    "LIMIT",
-    "HAVING",
-    "UNION",
-    "EXCEPT",
-    "INTERSECT",
-    "MINUS",
-    "FOR",
-    "LOCK",
-    "WINDOW",
-    "INTO",
-    "USE",
-    "IGNORE",
-    "FORCE",
-    "PARTITION",
-    "PROCEDURE",
-    "OFFSET",
-    "FETCH",
-    "RETURNING",
-];
-
-/// Words that end a SELECT's list of items.
-const END_OF_ITEMS: &[&str] = &[
-    "FROM",
-    "WHERE",
-    "GROUP",
-    "HAVING",
-    "ORDER",
-    "LIMIT",
-    "INTO",
-    "UNION",
-    "EXCEPT",
-    "INTERSECT",
-    "WINDOW",
-    "FOR",
-    "LOCK",
-];
 
 /// The rewritten statement and the catalog tables it reads (upper case, each once).
 #[derive(Debug, PartialEq)]
@@ -114,7 +64,7 @@ pub fn rewrite(
             }
         } else if t.is_kw(sql, "SELECT") {
             *in_items.last_mut().expect("a depth") = true;
-        } else if END_OF_ITEMS.iter().any(|w| t.is_kw(sql, w)) {
+        } else if is_one_of(sql, t, ITEM_ENDS) {
             *in_items.last_mut().expect("a depth") = false;
         }
         let after_dot = i > 0 && toks[i - 1].is_punct(sql, ".");
@@ -149,8 +99,7 @@ pub fn rewrite(
                     .get(a)
                     .filter(|n| {
                         n.kind == TokKind::QuotedIdent
-                            || (n.kind == TokKind::Word
-                                && !AFTER_TABLE.iter().any(|w| n.is_kw(sql, w)))
+                            || (n.kind == TokKind::Word && !is_one_of(sql, n, TABLE_REFERENCE_ENDS))
                     })
                     .map(|n| n.ident_value(sql))
                     .unwrap_or_else(|| name.clone());
@@ -163,7 +112,7 @@ pub fn rewrite(
                 let aliased = toks.get(i + 3).is_some_and(|n| {
                     n.is_kw(sql, "AS")
                         || n.kind == TokKind::QuotedIdent
-                        || (n.kind == TokKind::Word && !AFTER_TABLE.iter().any(|w| n.is_kw(sql, w)))
+                        || (n.kind == TokKind::Word && !is_one_of(sql, n, TABLE_REFERENCE_ENDS))
                 });
                 let mut with = quote(&temp(spec.name));
                 if !aliased {
@@ -196,7 +145,7 @@ pub fn rewrite(
                     n.is_punct(sql, ",")
                         || n.is_punct(sql, ")")
                         || n.is_punct(sql, ";")
-                        || END_OF_ITEMS.iter().any(|w| n.is_kw(sql, w))
+                        || is_one_of(sql, n, ITEM_ENDS)
                 }
             };
             let with = if *in_items.last().expect("a depth") && prev_starts_item && next_ends_item {
@@ -224,30 +173,6 @@ pub fn rewrite(
     out.push_str(&sql[at..]);
     Rewritten { sql: out, tables }
 }
-
-/// Words that end a WHERE's or an ON's condition at its own depth.
-const END_OF_CONDITION: &[&str] = &[
-    "GROUP",
-    "HAVING",
-    "ORDER",
-    "LIMIT",
-    "UNION",
-    "EXCEPT",
-    "INTERSECT",
-    "MINUS",
-    "WINDOW",
-    "FOR",
-    "LOCK",
-    "INTO",
-    "WHERE",
-    "JOIN",
-    "INNER",
-    "LEFT",
-    "RIGHT",
-    "CROSS",
-    "NATURAL",
-    "STRAIGHT_JOIN",
-];
 
 /// Words that make a condition other than a plain AND of comparisons (or split it where
 /// its AND is not a conjunction: `BETWEEN a AND b`).
@@ -289,7 +214,7 @@ fn exact_lookups(
                 || (depth_at[end] == d
                     && (u.is_punct(sql, ";")
                         || u.is_punct(sql, ",")
-                        || END_OF_CONDITION.iter().any(|k| u.is_kw(sql, k))))
+                        || is_one_of(sql, u, CONDITION_ENDS)))
             {
                 break;
             }

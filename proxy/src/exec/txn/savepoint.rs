@@ -2,7 +2,7 @@
 //!
 //! The session keeps its savepoints in order (`Session::savepoints`). Each is set on every
 //! datanode the transaction has touched, and on a datanode touched later right after its
-//! BEGIN, in order ([`Session::replay_savepoints`]): so `ROLLBACK TO s` on every datanode
+//! BEGIN, in order ([`Cursor::replay_savepoints`]): so `ROLLBACK TO s` on every datanode
 //! undoes exactly what followed `s`, a datanode first touched after `s` going back to its
 //! start. The list follows MariaDB's rules: a name is compared without regard to case,
 //! `SAVEPOINT` with an existing name moves it to the end, `ROLLBACK TO s` drops the later
@@ -22,7 +22,7 @@ const NO_SUCH_SAVEPOINT: u16 = 1305;
 
 /// Which savepoint statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum SavepointOp {
+pub(in crate::exec) enum SavepointOp {
     Set,
     RollbackTo,
     Release,
@@ -31,7 +31,11 @@ pub(super) enum SavepointOp {
 /// The savepoint a statement names: the identifier after `SAVEPOINT`, after `ROLLBACK [WORK]
 /// TO [SAVEPOINT]` or after `RELEASE SAVEPOINT`, with nothing after it but a `;`. `None`
 /// when the statement is not of that shape (a syntax error).
-pub(super) fn savepoint_name(op: SavepointOp, sql: &str, toks: &[Token]) -> Option<String> {
+pub(in crate::exec) fn savepoint_name(
+    op: SavepointOp,
+    sql: &str,
+    toks: &[Token],
+) -> Option<String> {
     let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(sql, w));
     let at = match op {
         SavepointOp::Set => 1,
@@ -66,26 +70,26 @@ pub(super) fn savepoint_name(op: SavepointOp, sql: &str, toks: &[Token]) -> Opti
 }
 
 /// `name` as a quoted identifier.
-pub(super) fn quote_ident(name: &str) -> String {
+pub(in crate::exec) fn quote_ident(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
 
 impl Cursor {
     /// Whether the session is inside a transaction MariaDB keeps savepoints for: an explicit
     /// one, or any statement with autocommit off.
-    pub(super) fn in_multi_statement_transaction(&self) -> bool {
+    pub(in crate::exec) fn in_multi_statement_transaction(&self) -> bool {
         self.txn_begin.is_some() || self.autocommit_off()
     }
 
     /// The session runs with autocommit off.
-    pub(super) fn autocommit_off(&self) -> bool {
+    pub(in crate::exec) fn autocommit_off(&self) -> bool {
         self.want
             .var("autocommit")
             .is_some_and(|v| v.eq_ignore_ascii_case("OFF") || v == "0")
     }
 
     /// SAVEPOINT, ROLLBACK TO SAVEPOINT or RELEASE SAVEPOINT `name`.
-    pub(super) async fn savepoint_statement(
+    pub(in crate::exec) async fn savepoint_statement(
         &mut self,
         routing: &Routing,
         op: SavepointOp,
@@ -178,7 +182,7 @@ impl Cursor {
 
     /// Sets the session's savepoints, in order, on held connection `i`, which has just joined
     /// the transaction: a later `ROLLBACK TO` takes it back to its start.
-    pub(super) async fn replay_savepoints(&mut self, i: usize) -> Result<()> {
+    pub(in crate::exec) async fn replay_savepoints(&mut self, i: usize) -> Result<()> {
         let autocommit_off = self.autocommit_off();
         let xa = self.xa_mode();
         let h = &mut self.conns.held[i];
@@ -207,7 +211,7 @@ impl Cursor {
     }
 
     /// The transaction ended: no savepoint survives it.
-    pub(super) fn forget_savepoints(&mut self) {
+    pub(in crate::exec) fn forget_savepoints(&mut self) {
         self.savepoints.clear();
         for h in self.conns.held.iter_mut() {
             h.savepoints_set = false;

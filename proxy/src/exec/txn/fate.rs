@@ -8,25 +8,25 @@
 //! server ended, or the other branches would commit half of it.
 //!
 //! So every path that can lose a branch only records it ([`Doom`], on the session's
-//! [`super::connset::ConnSet`]): a connection removed while it carried part of the
+//! [`crate::exec::connset::ConnSet`]): a connection removed while it carried part of the
 //! transaction (`ConnSet::remove`, `ConnSet::take`), or an error of the list above read on it
 //! by whoever read the response (`BackendConn::txn_error`). From then on no connection is
-//! touched for the statement ([`Session::check_doom`]), and when the command ends,
-//! [`Session::settle_fate`] rolls back every branch at once and ends the transaction:
+//! touched for the statement ([`Cursor::check_doom`]), and when the command ends,
+//! [`Cursor::settle_fate`] rolls back every branch at once and ends the transaction:
 //! - the client was told by an error of that command (the 1213 itself, or Shoal's error for
 //!   the lost connection): the session is then outside the transaction, as on one MariaDB;
 //! - the command succeeded all the same (a connection lost after its rows were sent): the
 //!   client still believes its transaction open, so its next statement other than ROLLBACK
-//!   gets 1402 "the transaction was rolled back" ([`Session::tell_doom`]), never a success
+//!   gets 1402 "the transaction was rolled back" ([`Cursor::tell_doom`]), never a success
 //!   that would run outside the transaction the client believes in.
 
 use shoal_router::topology::DatanodeId;
 use tracing::{debug, warn};
 
-use super::IN_TRANS;
 use crate::backend::txn_errors::{TxnEffect, effect};
 use crate::error::{Error, Result};
 use crate::exec::Cursor;
+use crate::exec::IN_TRANS;
 use crate::wire::command::Command;
 
 /// ER_XA_RBROLLBACK: what a statement gets in a transaction already rolled back.
@@ -77,7 +77,7 @@ impl Doom {
 
 impl Cursor {
     /// The running statement may not go on in a doomed transaction: its error, naming why.
-    pub(super) fn check_doom(&self) -> Result<()> {
+    pub(in crate::exec) fn check_doom(&self) -> Result<()> {
         match self.conns.doom {
             None => Ok(()),
             Some(d) => Err(d.error(&self.datanode_name(d.datanode))),
@@ -97,7 +97,7 @@ impl Cursor {
     /// that succeeded) is reported to its next statement, which does not run. ROLLBACK runs
     /// (it ends nothing, and answers OK as on one MariaDB); so do commands that are no
     /// statement of the transaction (ping, prepare, close...).
-    pub(super) fn tell_doom(&mut self, command: &Command) -> Result<()> {
+    pub(in crate::exec) fn tell_doom(&mut self, command: &Command) -> Result<()> {
         let Some(d) = self.conns.untold else {
             return Ok(());
         };
@@ -130,7 +130,7 @@ impl Cursor {
 
     /// After a command: whatever ended a branch of the session's transaction ends all of it
     /// (see the module docs). `told`: the client got an error for this command.
-    pub(super) async fn settle_fate(&mut self, told: bool) {
+    pub(in crate::exec) async fn settle_fate(&mut self, told: bool) {
         self.note_branch_errors().await;
         let Some(doom) = self.conns.doom else {
             return;

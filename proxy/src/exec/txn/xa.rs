@@ -16,15 +16,14 @@
 //! SNAPSHOT` (such a transaction may then write to one datanode only), and under LOCK TABLES.
 
 use shoal_router::config::Transactions;
-use shoal_router::sql::readwrite::{PrimaryWhy, ReadRoute, read_route};
 use shoal_router::topology::DatanodeId;
 use tracing::{debug, warn};
 
-use super::IN_TRANS;
-use super::reader::{WriteDone, read_write_result};
 use crate::backend::pool::Wanted;
 use crate::error::{Error, LOST_BACKEND, Result};
 use crate::exec::Cursor;
+use crate::exec::IN_TRANS;
+use crate::exec::reader::{WriteDone, read_write_result};
 use crate::runtime::routing::Routing;
 use crate::wire::command::COM_QUERY;
 use crate::xa::{Fault, Xid, fault_point, log};
@@ -65,7 +64,7 @@ fn broken() -> Error {
 impl Cursor {
     /// How the session's transactions over several datanodes commit: as its logical schema
     /// says; before USE, XA if any schema uses it.
-    pub(super) fn txn_mode(&self, routing: &Routing) -> Transactions {
+    pub(in crate::exec) fn txn_mode(&self, routing: &Routing) -> Transactions {
         let schemas = &routing.topology.schemas;
         match self
             .logical
@@ -81,7 +80,7 @@ impl Cursor {
     }
 
     /// Whether the session's transactions over datanodes use XA (see [`Self::txn_mode`]).
-    pub(super) fn xa_mode(&self) -> bool {
+    pub(in crate::exec) fn xa_mode(&self) -> bool {
         self.rt
             .routing
             .as_ref()
@@ -90,36 +89,15 @@ impl Cursor {
 
     /// Whether the session is in a transaction whose branches XA tracks (explicit, or any
     /// statement with autocommit off), so that the statements' read/write nature matters.
-    pub(super) fn xa_tracking(&self, routing: &Routing) -> bool {
+    pub(in crate::exec) fn xa_tracking(&self, routing: &Routing) -> bool {
         (self.txn_begin.is_some() || self.autocommit_off())
             && self.txn_mode(routing) == Transactions::Xa
-    }
-
-    /// The router's read/write decision for `sql` when XA needs it and read balancing did not
-    /// ask for it (see [`Self::note_statement_writes`]).
-    pub(super) fn xa_route(
-        &self,
-        routing: &Routing,
-        mode: shoal_router::sql::SqlMode,
-        sql: &str,
-    ) -> Option<ReadRoute> {
-        self.xa_tracking(routing)
-            .then(|| read_route(sql, mode, routing.router.server_version()))
-    }
-
-    /// Records whether the running statement may write, from the router's read decision:
-    /// only plain and locking reads leave a branch read-only.
-    pub(super) fn note_statement_writes(&mut self, route: Option<ReadRoute>) {
-        self.conns.maybe_writes = !matches!(
-            route,
-            Some(ReadRoute::Replica { .. } | ReadRoute::Primary(PrimaryWhy::LockingRead))
-        );
     }
 
     /// What starts the session's transaction on held connection `i` (datanode `dn`), if it
     /// is not started there yet: `XA START` for an XA branch, else the client's BEGIN text.
     /// `Some((sql, xa))`.
-    pub(super) fn branch_start(
+    pub(in crate::exec) fn branch_start(
         &mut self,
         routing: &Routing,
         i: usize,
@@ -153,7 +131,11 @@ impl Cursor {
 
     /// A transaction started WITH CONSISTENT SNAPSHOT uses plain BEGINs, so its commit over
     /// several datanodes could not be atomic: under XA, its writes stay on one datanode.
-    pub(super) fn check_plain_write(&self, routing: &Routing, dn: DatanodeId) -> Result<()> {
+    pub(in crate::exec) fn check_plain_write(
+        &self,
+        routing: &Routing,
+        dn: DatanodeId,
+    ) -> Result<()> {
         let Some(why @ "WITH CONSISTENT SNAPSHOT") = self.txn_plain else {
             return Ok(());
         };
@@ -178,7 +160,7 @@ impl Cursor {
     /// Ends the session's XA transaction: COMMIT (`commit`) or ROLLBACK of every branch, as
     /// the module says. The session is outside any transaction afterwards, whatever the
     /// outcome.
-    pub(super) async fn end_xa(&mut self, routing: &Routing, commit: bool) -> Result<()> {
+    pub(in crate::exec) async fn end_xa(&mut self, routing: &Routing, commit: bool) -> Result<()> {
         let gtrid = self.xa_gtrid.take().unwrap_or_default();
         let branches: Vec<Branch> = self
             .conns
@@ -724,72 +706,4 @@ enum Decision {
     Refused(String),
     /// Perhaps written (the connection broke): recovery decides.
     Unknown(String),
-}
-
-/// Statements MariaDB runs with an implicit commit (and refuses inside an XA branch with
-/// 1399): DDL other than on temporary tables, table maintenance, account management, index
-/// cache statements. BEGIN, LOCK TABLES and SET autocommit=1 are handled where they are run.
-pub(super) fn causes_implicit_commit(sql: &str, toks: &[shoal_router::sql::lex::Token]) -> bool {
-    let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is_kw(sql, w));
-    if ["CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE"]
-        .iter()
-        .any(|w| is(0, w))
-    {
-        // CREATE [OR REPLACE] TEMPORARY TABLE, DROP TEMPORARY TABLE: no implicit commit.
-        return !(1..4).any(|i| is(i, "TEMPORARY"));
-    }
-    [
-        "ANALYZE",
-        "OPTIMIZE",
-        "REPAIR",
-        "GRANT",
-        "REVOKE",
-        "CACHE",
-        "INSTALL",
-        "UNINSTALL",
-    ]
-    .iter()
-    .any(|w| is(0, w))
-        || (is(0, "CHECK") && (is(1, "TABLE") || is(1, "TABLES")))
-        || (is(0, "LOAD") && is(1, "INDEX"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::causes_implicit_commit;
-    use shoal_router::sql::lex::tokenize;
-
-    fn commits(sql: &str) -> bool {
-        causes_implicit_commit(sql, &tokenize(sql).expect("tokens"))
-    }
-
-    #[test]
-    fn statements_with_an_implicit_commit() {
-        for sql in [
-            "CREATE TABLE t (a INT)",
-            "alter table t add column b int",
-            "DROP TABLE t",
-            "TRUNCATE t",
-            "RENAME TABLE a TO b",
-            "CREATE INDEX i ON t (a)",
-            "ANALYZE TABLE t",
-            "OPTIMIZE TABLE t",
-            "CHECK TABLE t",
-            "GRANT SELECT ON *.* TO u",
-            "/* c */ DROP VIEW v",
-        ] {
-            assert!(commits(sql), "{sql}");
-        }
-        for sql in [
-            "CREATE TEMPORARY TABLE t (a INT)",
-            "CREATE OR REPLACE TEMPORARY TABLE t (a INT)",
-            "DROP TEMPORARY TABLE IF EXISTS t",
-            "SELECT 1",
-            "INSERT INTO t VALUES (1)",
-            "CHECKSUM TABLE t",
-            "SET autocommit = 0",
-        ] {
-            assert!(!commits(sql), "{sql}");
-        }
-    }
 }

@@ -28,7 +28,7 @@ const QUICK_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Serves the admin endpoints on `listener` until the process ends.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    let registry = Arc::new(super::metrics::registry(shared.clone()));
+    let registry = Arc::new(super::scrape::registry(shared.clone()));
     if let Ok(a) = listener.local_addr() {
         info!(admin_listen = %a, "admin HTTP listener: /metrics, /health, /ready");
     }
@@ -77,7 +77,7 @@ async fn answer(
     }
     match req.uri().path() {
         "/metrics" => {
-            let mut r = text(StatusCode::OK, super::metrics::encode(registry));
+            let mut r = text(StatusCode::OK, crate::observe::metrics::encode(registry));
             r.headers_mut().insert(
                 CONTENT_TYPE,
                 hyper::header::HeaderValue::from_static(

@@ -1,10 +1,15 @@
-//! Session statements with the router: transactions across datanodes (BEGIN sent lazily to
-//! each datanode on first touch, COMMIT and ROLLBACK to every datanode touched), SET and USE.
+//! A transaction's fate, in one place: its statements with the router (BEGIN sent lazily to
+//! each datanode on first touch, COMMIT and ROLLBACK to every datanode touched; SET and USE),
+//! XA across datanodes (`xa`), what ends a transaction behind the client's back and how the
+//! client learns it (`fate`), and savepoints (`savepoint`).
+
+pub(super) mod fate;
+pub(super) mod savepoint;
+pub(super) mod xa;
 
 use shoal_router::sql::lex::Token;
 use shoal_router::sql::{SetStatement, StatementKind, VarScope};
 
-use super::savepoint::{SavepointOp, savepoint_name};
 use super::user_vars;
 use super::{IN_TRANS, Use, unsupported};
 use crate::error::{Error, Result};
@@ -12,6 +17,7 @@ use crate::exec::Cursor;
 use crate::exec::relay::Expect;
 use crate::runtime::routing::Routing;
 use crate::wire::command::COM_QUERY;
+use savepoint::{SavepointOp, savepoint_name};
 
 /// ER_ERROR_DURING_COMMIT: a commit across datanodes that took effect on some only.
 const PARTIAL_COMMIT: u16 = 1180;

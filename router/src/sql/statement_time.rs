@@ -1,15 +1,16 @@
-//! `SET STATEMENT max_statement_time = n FOR statement` with the router: the statement is
-//! planned and run as written after `FOR`, under a deadline of `n` seconds (the one
-//! `server.query_timeout` arms, see `backend::interrupt`), so that it is interrupted with 1969
-//! as on one MariaDB, wherever it runs. Other variables in `SET STATEMENT` are still refused.
+//! `SET STATEMENT max_statement_time = n FOR statement`: the statement is planned and run as
+//! written after `FOR`, under a deadline of `n` seconds (the proxy arms the one
+//! `server.query_timeout` arms), so that it is interrupted with 1969 as on one MariaDB,
+//! wherever it runs. Other variables in `SET STATEMENT` are still refused (the planner reads
+//! them as a SET).
 
 use std::time::Duration;
 
-use shoal_router::sql::lex::{TokKind, tokenize};
+use super::lex::{TokKind, tokenize};
 
 /// The limit and the statement of `SET STATEMENT max_statement_time = n [, ...] FOR statement`
 /// (`None` for anything else). The last `n` given wins; 0 means no limit.
-pub(crate) fn statement_time_for(sql: &str) -> Option<(Option<Duration>, &str)> {
+pub fn statement_time_for(sql: &str) -> Option<(Option<Duration>, &str)> {
     // Cheap reject first: every routed query passes here.
     let head = sql.trim_ascii_start().as_bytes();
     if head.len() < 4 || !head[..4].eq_ignore_ascii_case(b"SET ") {
