@@ -210,9 +210,34 @@ pub async fn shared_backend_layout(
     prefix: &str,
     tables: &str,
 ) -> (String, ShoalProcess) {
+    shared_backend_layout_with(backend, prefix, tables, SharedLayout::default()).await
+}
+
+/// What [`shared_backend_layout_with`] sets beyond the tables.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SharedLayout<'a> {
+    /// The datahost's `pool` settings, a YAML flow map (`{ max: 3, acquire_timeout: 60s }`).
+    pub pool: Option<&'a str>,
+    /// More arguments for Shoal (`--admin-listen ADDR`, ...).
+    pub args: &'a [String],
+}
+
+/// [`shared_backend_layout`] with the datahost's pool settings and Shoal's arguments of
+/// `with`.
+pub async fn shared_backend_layout_with(
+    backend: &Backend,
+    prefix: &str,
+    tables: &str,
+    with: SharedLayout<'_>,
+) -> (String, ShoalProcess) {
     let p = unique_name(prefix);
     for db in [format!("{p}_1"), format!("{p}_2"), format!("{p}_m")] {
         backend.fresh_db(&db).await;
+    }
+    let mut head = app_on_shared_backend(backend, &p);
+    if let Some(pool) = with.pool {
+        // The datahost `dh1` is the head's last entry: its keys follow its `primary`.
+        head.push_str(&format!("    pool: {pool}\n"));
     }
     let path = scratch_dir().join(format!("{p}.yaml"));
     std::fs::write(
@@ -228,12 +253,13 @@ schemas:
   - name: {p}
     default_datanode: dnm
     tables:
-{tables}",
-            head = app_on_shared_backend(backend, &p),
+{tables}"
         ),
     )
     .expect("write config");
-    let shoal = ShoalProcess::start(&["--config".to_string(), path.display().to_string()]);
+    let mut args = vec!["--config".to_string(), path.display().to_string()];
+    args.extend_from_slice(with.args);
+    let shoal = ShoalProcess::start(&args);
     (p, shoal)
 }
 

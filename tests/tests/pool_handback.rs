@@ -9,7 +9,9 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
 use shoal_tests::shoal::free_port;
-use shoal_tests::{ShoalProcess, http_get, metric_value, scratch_dir, shared_backend, unique_name};
+use shoal_tests::{
+    SharedLayout, http_get, metric_value, shared_backend, shared_backend_layout_with,
+};
 
 /// The counters that tell the hand-back apart: on-demand wakes of idle holders, connections
 /// they gave back, and connections that went straight to a queued session.
@@ -27,47 +29,18 @@ async fn counters(admin: &str) -> (f64, f64, f64, String) {
 #[tokio::test]
 async fn idle_sessions_hand_their_connections_to_a_queued_scatter_at_once() {
     let backend = shared_backend();
-    let p = unique_name("handback");
-    for db in [format!("{p}_1"), format!("{p}_2"), format!("{p}_m")] {
-        backend.fresh_db(&db).await;
-    }
     // Three connections for the server, eight clients, and a ninth that scatters.
-    let path = scratch_dir().join(format!("{p}.yaml"));
-    std::fs::write(
-        &path,
-        format!(
-            "users:
-  - {{ name: app, password: app-secret, schemas: [{p}] }}
-datahosts:
-  - name: dh1
-    primary: {{ address: {h}:{port}, user: {u}, password: {pw} }}
-    pool: {{ max: 3, acquire_timeout: 60s }}
-datanodes:
-  - {{ name: dn1, datahost: dh1, database: {p}_1 }}
-  - {{ name: dn2, datahost: dh1, database: {p}_2 }}
-  - {{ name: dnm, datahost: dh1, database: {p}_m }}
-rules:
-  - {{ name: by_id, algorithm: mod }}
-schemas:
-  - name: {p}
-    default_datanode: dnm
-    tables:
-      - {{ name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }}
-",
-            h = backend.host,
-            port = backend.port,
-            u = backend.user,
-            pw = backend.password,
-        ),
-    )
-    .expect("write config");
     let admin = format!("127.0.0.1:{}", free_port());
-    let shoal = ShoalProcess::start(&[
-        "--config".to_string(),
-        path.display().to_string(),
-        "--admin-listen".to_string(),
-        admin.clone(),
-    ]);
+    let (p, shoal) = shared_backend_layout_with(
+        &backend,
+        "handback",
+        "      - { name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }\n",
+        SharedLayout {
+            pool: Some("{ max: 3, acquire_timeout: 60s }"),
+            args: &["--admin-listen".to_string(), admin.clone()],
+        },
+    )
+    .await;
     let opts: Opts = shoal.opts_as("app", "app-secret", Some(&p));
     let mut setup = Conn::new(opts.clone()).await.unwrap();
     setup
@@ -138,5 +111,86 @@ schemas:
             .await
             .unwrap();
         assert!(v.is_some(), "client {i}");
+    }
+}
+
+/// Sessions that hold a full pool's connections and stay idle give some back without anyone
+/// asking (an eighth of the pool, at least one, lies idle then): the next session to need one
+/// takes it at once instead of queueing for a hand-back. Before, they kept them until a session
+/// queued.
+#[tokio::test]
+async fn idle_sessions_holding_a_full_pool_give_a_connection_back_unasked() {
+    let backend = shared_backend();
+    let admin = format!("127.0.0.1:{}", free_port());
+    let (p, shoal) = shared_backend_layout_with(
+        &backend,
+        "idleback",
+        "      - { name: orders, type: sharded, shard_key: id, rule: by_id, datanodes: \"dn1, dn2\" }\n",
+        SharedLayout {
+            pool: Some("{ max: 3, acquire_timeout: 60s }"),
+            args: &["--admin-listen".to_string(), admin.clone()],
+        },
+    )
+    .await;
+    let opts: Opts = shoal.opts_as("app", "app-secret", Some(&p));
+    let mut setup = Conn::new(opts.clone()).await.unwrap();
+    setup
+        .query_drop("CREATE TABLE orders (id INT PRIMARY KEY, v INT)")
+        .await
+        .unwrap();
+    setup
+        .query_drop("INSERT INTO orders (id, v) VALUES (1, 1), (2, 2), (3, 3)")
+        .await
+        .unwrap();
+    drop(setup);
+
+    // Three clients read a row each and stay open: they hold the pool's three connections.
+    let mut idle = Vec::new();
+    for id in 1..=3 {
+        let mut c = Conn::new(opts.clone()).await.unwrap();
+        let v: Option<i64> = c
+            .query_first(format!("SELECT v FROM orders WHERE id = {id}"))
+            .await
+            .unwrap_or_else(|e| panic!("client {id}: {e}\n{}", shoal.log()));
+        assert_eq!(v, Some(id));
+        idle.push(c);
+    }
+    let (_, _, handed, _) = counters(&admin).await;
+
+    // Nobody asks for a connection; the sweep finds the idle holders of a full pool.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let (lying, body) = loop {
+        let (_, body) = http_get(&admin, "/metrics").await;
+        let lying = metric_value(&body, "shoal_pool_connections", &[("state", "idle")]);
+        if lying >= 1.0 || std::time::Instant::now() >= deadline {
+            break (lying, body);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(
+        lying >= 1.0,
+        "idle sessions kept every connection of the full pool\n{body}"
+    );
+    let (_, reclaimed, handed_after, metrics) = counters(&admin).await;
+    assert!(
+        reclaimed >= 1.0 && handed_after == handed,
+        "given back unasked ({reclaimed} given back), to nobody queued ({handed} -> \
+         {handed_after} handed over)\n{metrics}"
+    );
+
+    // A new session takes the connection lying idle, and every idle client still answers.
+    let mut fresh = Conn::new(opts.clone()).await.unwrap();
+    let v: Option<i64> = fresh
+        .query_first("SELECT v FROM orders WHERE id = 2")
+        .await
+        .unwrap();
+    assert_eq!(v, Some(2));
+    for (i, c) in idle.iter_mut().enumerate() {
+        let id = i as i64 + 1;
+        let v: Option<i64> = c
+            .query_first(format!("SELECT v FROM orders WHERE id = {id}"))
+            .await
+            .unwrap();
+        assert_eq!(v, Some(id), "client {id}");
     }
 }

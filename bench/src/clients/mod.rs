@@ -118,6 +118,12 @@ pub struct ClientsArgs {
     /// Leave the sysbench part out.
     #[arg(long)]
     pub no_sysbench: bool,
+    /// Another Shoal the sysbench part runs through, beside `--shoal-bin`, in the same run:
+    /// `NAME=BIN` or `NAME=BIN,ARG,ARG...` (quick mode with the same pool, then these
+    /// arguments: `before=/tmp/shoal-before`, `normal=target/release/shoal,--sched,normal`).
+    /// Repeatable; each (workload, threads) runs direct, then every Shoal in turn.
+    #[arg(long = "sysbench-also", value_parser = sysbench::Variant::parse)]
+    pub sysbench_also: Vec<sysbench::Variant>,
 }
 
 impl ClientsArgs {
@@ -271,7 +277,7 @@ async fn measure(
     let sysbench_runs = if args.no_sysbench {
         0
     } else {
-        2 * args.sysbench_threads.len() * args.sysbench_workloads.len()
+        (2 + args.sysbench_also.len()) * args.sysbench_threads.len() * args.sysbench_workloads.len()
     };
     let progress = Progress::new(
         "clients",
@@ -631,6 +637,35 @@ mod tests {
     fn parse(extra: &[&str]) -> Result<ClientsArgs, clap::Error> {
         use clap::Parser;
         Cli::try_parse_from(std::iter::once("clients").chain(extra.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn another_shoal_for_sysbench_is_a_name_a_binary_and_arguments() {
+        let a = parse(&[
+            "--sysbench-also",
+            "before=/tmp/shoal-before",
+            "--sysbench-also",
+            "normal=/tmp/shoal,--sched,normal",
+        ])
+        .unwrap();
+        assert_eq!(
+            a.sysbench_also,
+            vec![
+                sysbench::Variant {
+                    name: "before".into(),
+                    bin: "/tmp/shoal-before".into(),
+                    args: vec![],
+                },
+                sysbench::Variant {
+                    name: "normal".into(),
+                    bin: "/tmp/shoal".into(),
+                    args: vec!["--sched".into(), "normal".into()],
+                },
+            ]
+        );
+        for bad in ["shoal=/tmp/x", "direct=/tmp/x", "x", "=/tmp/x", "x="] {
+            assert!(parse(&["--sysbench-also", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

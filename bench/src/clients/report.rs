@@ -213,6 +213,22 @@ pub fn build(info: &RunInfo, args: &ClientsArgs, outcome: &Outcome) -> Report {
             args.sysbench_table_size,
             args.sysbench_duration.unwrap_or(args.duration)
         );
+        for v in &args.sysbench_also {
+            let _ = writeln!(
+                md,
+                "- `{}`: `{}` in quick mode with the same pool{}",
+                v.name,
+                v.bin.display(),
+                if v.args.is_empty() {
+                    String::new()
+                } else {
+                    format!(", then `{}`", v.args.join(" "))
+                }
+            );
+        }
+        if !args.sysbench_also.is_empty() {
+            md.push('\n');
+        }
         md.push_str(&sysbench_table(&outcome.sysbench));
     }
     md.push_str(&pools_section(&outcome.cells));
@@ -339,8 +355,8 @@ fn sysbench_table(runs: &[SysbenchRun]) -> String {
                 fixed(r.avg_ms, 2),
                 fixed(r.p95_ms, 2),
                 r.shoal_cpu_us_per_query.map_or("-".into(), |v| fixed(v, 1)),
-                match (r.target, direct_qps(r)) {
-                    ("shoal", Some(d)) if d > 0.0 => fixed(r.qps / d, 2),
+                match direct_qps(r) {
+                    Some(d) if d > 0.0 && r.target != "direct" => fixed(r.qps / d, 2),
                     _ => "-".into(),
                 },
                 r.errors.to_string(),

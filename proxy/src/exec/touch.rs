@@ -326,11 +326,24 @@ impl Cursor {
     /// Gives held connections back to their pools: all of them (`all`, resetting pinned ones
     /// first) or, between statements, the unpinned ones whose pool has sessions waiting.
     pub(crate) async fn release_conns(&mut self, all: bool) {
+        self.release_where(all, false).await;
+    }
+
+    /// Gives back, for a session idle a while (`session::nudge`), the unpinned connections
+    /// whose pool has none to give (see `BackendPool::short`), and those `release_conns(false)`
+    /// would.
+    pub(crate) async fn release_idle(&mut self) {
+        self.release_where(false, true).await;
+    }
+
+    async fn release_where(&mut self, all: bool, idle: bool) {
         let before = self.conns.held.len();
         let mut i = 0;
         while i < self.conns.held.len() {
             let h = &self.conns.held[i];
-            let wanted = all || self.give_back(h);
+            let wanted = all
+                || self.give_back(h)
+                || (idle && !h.pinned() && self.rt.pools[h.server].short());
             if !wanted {
                 i += 1;
                 continue;

@@ -3,7 +3,7 @@
 //! connections it holds at the moment, which `KILL` (`exec::kill`), the deadlock detector and
 //! `SHOW SHOAL SESSIONS` read.
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
@@ -26,6 +26,9 @@ pub struct SessionHandle {
     pub user: Mutex<String>,
     /// The backend connections held now.
     pub backends: Mutex<Vec<Published>>,
+    /// Whether `backends` is not empty, readable without its lock: the sweep that nudges idle
+    /// holders (`session::nudge`) looks at thousands of idle sessions that hold nothing.
+    pub holds: AtomicBool,
     /// Set by `KILL CONNECTION` from another session: the session ends before its next command
     /// (at once if it waits for one: the killer nudges it).
     pub killed: AtomicBool,
@@ -108,4 +111,5 @@ pub(crate) fn publish<'a>(
         thread: c.thread_id,
         victim: c.deadlock_victim.clone(),
     }));
+    handle.holds.store(!published.is_empty(), Ordering::Relaxed);
 }

@@ -338,6 +338,24 @@ impl Session {
         }
     }
 
+    /// Nudged while waiting for its client: once it has waited [`nudge::GIVE_BACK_IDLE`], the
+    /// unpinned connections of pools that have none to give go back (see `nudge`).
+    async fn give_back_idle(&mut self) {
+        let Some(since) = self.cur.handle.doing.idle_since_ms() else {
+            return;
+        };
+        if !nudge::idle_long(since, self.cur.shared.ms(Instant::now())) {
+            return;
+        }
+        if self.backend.is_some() && !self.pins.any() && self.cur.rt.pool.short() {
+            self.cur.rt.pool.note_reclaimed();
+            self.release_backend().await;
+        }
+        if !self.cur.conns.is_empty() {
+            self.cur.release_idle().await;
+        }
+    }
+
     /// Gives the connection back to the pool, resetting it first if it carries state that
     /// must not reach another session.
     async fn release_backend(&mut self) {
@@ -421,6 +439,7 @@ impl Session {
                     debug!("client idle timeout");
                     return Ok(());
                 }
+                cold(self.give_back_idle()).await;
                 // The loop's top checks the other reasons.
                 continue;
             };
