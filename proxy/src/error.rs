@@ -109,6 +109,24 @@ impl Error {
         Self::reply(1047, b"08S01", format!("Unknown command 0x{cmd:02x}"))
     }
 
+    /// A datanode's reply to something Shoal sent on the client's behalf (a BEGIN, a
+    /// transaction's start), its message prefixed with the datanode it came from; any other
+    /// error as it is.
+    pub fn on_datanode(self, datanode: &str) -> Self {
+        match self {
+            Error::Reply {
+                code,
+                state,
+                message,
+            } => Error::Reply {
+                code,
+                state,
+                message: format!("datanode {datanode}: {message}"),
+            },
+            e => e,
+        }
+    }
+
     /// The backend died while serving the statement. Not 2013: codes 2000-2999 are the
     /// client library's own, and libmariadb (the `mariadb` CLI) reads a server sending one as
     /// a malformed packet (2027); 1430 is what MariaDB's FEDERATED engine says of a remote

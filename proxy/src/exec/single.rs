@@ -144,18 +144,7 @@ impl Cursor {
             .as_ref()
             .map(|r| r.topology.datanodes[dn].name.clone())
             .unwrap_or_default();
-        Err(match e {
-            Error::Reply {
-                code,
-                state,
-                message,
-            } => Error::Reply {
-                code,
-                state,
-                message: format!("datanode {node}: {message}"),
-            },
-            e => e,
-        })
+        Err(e.on_datanode(&node))
     }
 
     /// Flushes what was written to held connection `i` and relays its response.

@@ -212,15 +212,7 @@ impl Cursor {
         let node = &routing.topology.datanodes[dn];
         match result {
             Ok(()) => Ok(i),
-            Err(Error::Reply {
-                code,
-                state,
-                message,
-            }) => Err(Error::Reply {
-                code,
-                state,
-                message: format!("datanode {}: {message}", node.name),
-            }),
+            Err(e @ Error::Reply { .. }) => Err(e.on_datanode(&node.name)),
             Err(e) => {
                 let h = self.conns.take(i);
                 if kept && matches!(e, Error::BackendIo(_)) {

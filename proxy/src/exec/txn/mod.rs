@@ -381,16 +381,7 @@ impl Cursor {
             let _ = self.end_transaction(false).await;
             return Err(match e {
                 Error::BackendIo(_) => Error::lost_backend(),
-                Error::Reply {
-                    code,
-                    state,
-                    message,
-                } => Error::Reply {
-                    code,
-                    state,
-                    message: format!("datanode {}: {message}", topology.datanodes[dn].name),
-                },
-                e => e,
+                e => e.on_datanode(&topology.datanodes[dn].name),
             });
         }
         Ok(())
