@@ -243,13 +243,20 @@ impl Cursor {
             let p = self.client.packet_payload();
             // Read in the client's charset as MariaDB reads it; what the router renders is
             // written back in it (`run_on`, `query_payload`).
-            let read = charset::read_statement(charsets.client(), &p[1..])?;
-            self.decoded = match &read {
-                Cow::Owned(text) => Some(text.clone()),
-                Cow::Borrowed(_) => None,
+            // A text decoded from another charset is kept (moved, not copied) for the arms
+            // that read the client's text again; UTF-8 text is read in the packet.
+            let read = match charset::read_statement(charsets.client(), &p[1..])? {
+                Cow::Borrowed(text) => {
+                    self.decoded = None;
+                    text
+                }
+                Cow::Owned(text) => {
+                    self.decoded = Some(text);
+                    self.decoded.as_deref().unwrap_or_default()
+                }
             };
             let input = StatementInput {
-                sql: &read,
+                sql: read,
                 current: self.logical.as_deref(),
                 mode,
                 charsets: charsets.statements,
@@ -263,7 +270,7 @@ impl Cursor {
             };
             let plan = routing.router.plan_statement(&input, &mut toks);
             let effects = matches!(plan.step, Step::Route(_))
-                .then(|| pinning::token_effects(plan.text(&read), &toks))
+                .then(|| pinning::token_effects(plan.text(read), &toks))
                 .unwrap_or_default();
             (plan, effects)
         };
