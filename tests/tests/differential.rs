@@ -238,19 +238,23 @@ fn assert_clean(report: &Report) {
     );
     // Uncorrelated subqueries over other shards run first and are bound (issue 49): over a
     // utf8mb4 connection (text, and prepared through mysql_async and Connector/C) only the
-    // values Shoal cannot write exactly are refused, a few percent.
+    // values Shoal cannot write exactly are refused, a few percent. Counted over the text and
+    // Connector/C families together: the latter alone is a dozen statements at the default
+    // size, where two refusals of a few percent happen by chance.
+    let (mut run, mut refused) = (0, 0);
     for family in [
         diff::subqueries::FAMILY.to_string(),
         format!("capi:{}", diff::subqueries::FAMILY),
     ] {
         let sub = report.families.get(&family).copied().unwrap_or_default();
-        assert!(
-            sub.run > 0 && sub.refused * 10 <= sub.run,
-            "{family}: {} of {} refused:\n{report}",
-            sub.refused,
-            sub.run
-        );
+        assert!(sub.run > 0, "{family} did not run:\n{report}");
+        run += sub.run;
+        refused += sub.refused;
     }
+    assert!(
+        refused * 10 <= run,
+        "subqueries: {refused} of {run} refused:\n{report}"
+    );
     assert_eq!(report.tables_identical, report.tables_compared, "{report}");
 }
 
