@@ -69,36 +69,13 @@ pub fn route_text(data: &[u8]) {
     }
     let (topo, warm) = fixture();
     let fresh = Router::new(topo.clone());
-    let cold = render(
-        topo,
-        &fresh.route_in(
-            schema,
-            mode,
-            crate::charset::Charsets::UTF8MB4,
-            &sql,
-            &params,
-        ),
-    );
-    let cached = render(
-        topo,
-        &warm.route_in(
-            schema,
-            mode,
-            crate::charset::Charsets::UTF8MB4,
-            &sql,
-            &params,
-        ),
-    );
-    let again = render(
-        topo,
-        &fresh.route_in(
-            schema,
-            mode,
-            crate::charset::Charsets::UTF8MB4,
-            &sql,
-            &params,
-        ),
-    );
+    let planned = |r: &Router| {
+        let cs = crate::charset::Charsets::UTF8MB4;
+        render(topo, &r.route_in(schema, mode, cs, &sql, &params))
+    };
+    let cold = planned(&fresh);
+    let cached = planned(warm);
+    let again = planned(&fresh);
     assert_eq!(cold, cached, "a warm cache changed the plan of {sql:?}");
     assert_eq!(cold, again, "the cache changed the plan of {sql:?}");
 }

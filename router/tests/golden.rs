@@ -189,37 +189,16 @@ fn golden_route_plans() {
                 Router::with_cache_capacity(topo.clone(), 64).with_server_version(version)
             });
             let schema = c.schema.as_deref();
-            let cold = render(
-                &topo,
-                &fresh.route_in(
-                    schema,
-                    mode,
-                    shoal_router::charset::Charsets::UTF8MB4,
-                    &c.sql,
-                    &c.params,
-                ),
-            );
-            let cached = render(
-                &topo,
-                &warm.route_in(
-                    schema,
-                    mode,
-                    shoal_router::charset::Charsets::UTF8MB4,
-                    &c.sql,
-                    &c.params,
-                ),
-            );
+            // Every way of planning it, rendered: cold, from another router's cache, and
+            // from this router's own cache the second time.
+            let planned = |r: &Router| {
+                let cs = shoal_router::charset::Charsets::UTF8MB4;
+                render(&topo, &r.route_in(schema, mode, cs, &c.sql, &c.params))
+            };
+            let cold = planned(&fresh);
+            let cached = planned(warm);
             // A second time through the same router: from its cache.
-            let again = render(
-                &topo,
-                &fresh.route_in(
-                    schema,
-                    mode,
-                    shoal_router::charset::Charsets::UTF8MB4,
-                    &c.sql,
-                    &c.params,
-                ),
-            );
+            let again = planned(&fresh);
             let uncached = render(
                 &topo,
                 &fresh.route_uncached_in(
