@@ -170,11 +170,12 @@ async fn cross_shard_selects_answer_as_one_mariadb() {
         "SELECT c.code, COUNT(o.id) FROM country c LEFT JOIN orders o ON o.country = c.code \
          AND o.amount > 100 GROUP BY c.code ORDER BY c.code",
         // A sharded table with an unlisted one.
-        "SELECT o.id, kv.v FROM orders o LEFT JOIN kv ON kv.v = o.tag ORDER BY o.id",
+        "SELECT o.id, kv.v FROM orders o LEFT JOIN kv ON kv.v = o.tag ORDER BY o.id, kv.k",
         "SELECT o.id, kv.k FROM orders o JOIN kv ON kv.v = o.note ORDER BY o.id, kv.k",
-        // UNION (a distinct by MariaDB's comparison: `_ci` folds case and trailing spaces)
-        // and UNION ALL.
-        "SELECT note FROM orders UNION SELECT name FROM country ORDER BY 1",
+        // UNION (a distinct by MariaDB's comparison) and UNION ALL. (Which of two values
+        // equal under `_ci` a UNION keeps depends on the order it reads them: unspecified.)
+        "SELECT user_id FROM orders UNION SELECT order_id FROM pay ORDER BY 1",
+        "SELECT country FROM orders UNION SELECT code FROM country ORDER BY 1",
         "SELECT tag, HEX(tag) FROM orders UNION ALL SELECT v, HEX(v) FROM kv ORDER BY 1, 2",
         // A LIMITed derived table joined with its child (SQLAlchemy joinedload + limit).
         "SELECT anon_1.id, anon_1.user_id, i.sku FROM (SELECT id, user_id FROM orders \
