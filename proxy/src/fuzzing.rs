@@ -176,7 +176,7 @@ pub fn client_command(data: &[u8]) {
     let _ = crate::session::use_statement(sql);
     let _ = crate::exec::diagnostics::diagnostics_query(sql);
     let _ = crate::exec::kill::parse_kill(sql);
-    let _ = crate::exec::pinning::effects(sql);
+    let _ = shoal_router::sql::pins::effects(sql);
 }
 
 /// Splits `data` into packets framed as on the wire, lengths clamped to what is left.

@@ -33,7 +33,6 @@ pub mod kill;
 mod local;
 mod metadata;
 mod multi;
-pub mod pinning;
 pub(crate) mod prepared;
 mod reader;
 pub mod relay;
@@ -234,6 +233,30 @@ impl Cursor {
         refusal(e)
     }
 
+    /// What the router needs of the session to plan statement `sql` (read in the client's
+    /// charset) under `mode` and `charsets`.
+    pub(super) fn statement_input<'a>(
+        &'a self,
+        routing: &'a Routing,
+        sql: &'a str,
+        mode: shoal_router::sql::SqlMode,
+        charsets: shoal_router::charset::Charsets,
+    ) -> StatementInput<'a> {
+        StatementInput {
+            sql,
+            current: self.logical.as_deref(),
+            mode,
+            charsets,
+            read_only: !routing.read_only_users.is_empty()
+                && routing.read_only_users.contains(&self.user),
+            denied_schemas: self.denied_schemas(routing),
+            user_vars: &self.user_vars,
+            read_split: self.rt.backends.any_read_balancing(),
+            xa_tracking: self.xa_tracking(routing),
+            digest: self.shared.observe.wants_digest(),
+        }
+    }
+
     /// A COM_QUERY: plan it, then run the plan.
     async fn query_routed(&mut self, routing: &Arc<Routing>, reply_seq: u8) -> Result<()> {
         // One tokenization serves the router and the pin check.
@@ -255,26 +278,10 @@ impl Cursor {
                     self.decoded.as_deref().unwrap_or_default()
                 }
             };
-            let input = StatementInput {
-                sql: read,
-                current: self.logical.as_deref(),
-                mode,
-                charsets: charsets.statements,
-                read_only: !routing.read_only_users.is_empty()
-                    && routing.read_only_users.contains(&self.user),
-                denied_schemas: self.denied_schemas(routing),
-                user_vars: &self.user_vars,
-                read_split: self.rt.backends.any_read_balancing(),
-                xa_tracking: self.xa_tracking(routing),
-                digest: self.shared.observe.wants_digest(),
-            };
-            let plan = routing.router.plan_statement(&input, &mut toks);
-            let effects = matches!(plan.step, Step::Route(_))
-                .then(|| pinning::token_effects(plan.text(read), &toks))
-                .unwrap_or_default();
-            (plan, effects)
+            let input = self.statement_input(routing, read, mode, charsets.statements);
+            routing.router.plan_statement(&input, &mut toks)
         };
-        let (plan, effects) = plan;
+        let effects = plan.pins;
         // A huge statement's buffer is not kept for the session's lifetime.
         if toks.capacity() <= MAX_KEPT_TOKENS {
             self.tokens = toks;

@@ -7,12 +7,13 @@ use mysql_common::constants::CapabilityFlags;
 use std::sync::Arc;
 
 use shoal_router::plan::{
-    LocalAnswer, Merge, ParamValue, Params, PreparedRoute, ReadWant, RoutePlan, Routed, Target,
-    namespace,
+    LocalAnswer, Merge, ParamValue, Params, PreparePlan, PreparedRoute, ReadWant, RoutePlan,
+    Routed, Step as PlanStep, Target,
 };
-use shoal_router::sql::lex::TokKind;
 
 use super::local::string_column;
+use super::replica::read_only_refused;
+use super::single::Relayed;
 use super::{Use, unsupported};
 use crate::backend::conn::BackendConn;
 use crate::backend::stmt_cache::{ParamTypes, fingerprint, fingerprint_in};
@@ -552,60 +553,28 @@ impl Cursor {
             Some((filled, seq)) => (filled, Some(seq)),
             None => (sql, None),
         };
-        // `?` counted on the tokens the session's server would read (sql_mode, versioned
-        // comments), the same tokens the router plans with.
+        // Every decision of a text statement's plan; routed with stand-in values where the
+        // values are needed to route at all: only the metadata is read there, every EXECUTE
+        // is planned with its own values.
         let mut toks = Vec::new();
-        let tokenized = routing.router.tokenize(&sql, mode, &mut toks);
-        let params = toks
-            .iter()
-            .filter(|t| t.kind == TokKind::Placeholder)
-            .count() as u16;
-        // Plan without values, for where to read the statement's metadata; where values are
-        // needed to plan at all (an INSERT's shard key), with stand-in values: only the
-        // metadata is read there, every EXECUTE is planned with its own values.
-        self.check_read_only(routing, mode, &sql)?;
-        let denied = tokenized
-            .is_ok()
-            .then(|| namespace::denied_schema_named(&sql, &toks, self.denied_schemas(routing)))
-            .flatten();
-        let route = |values: &[ParamValue]| match (&tokenized, &denied) {
-            (Ok(()), Some(e)) => RoutePlan::Refuse(e.clone()),
-            (Ok(()), None) => routing.router.route_tokens(
-                self.logical.as_deref(),
-                mode,
-                charsets,
-                &sql,
-                &toks,
-                values,
-            ),
-            (Err(e), _) => RoutePlan::Refuse(e.clone()),
+        let PreparePlan { plan, params } = {
+            let input = self.statement_input(routing, &sql, mode, charsets);
+            routing.router.plan_prepare(&input, &mut toks)
         };
-        let mut plan = route(&[]);
-        // `0` and `'0'` suit most rules; a date rule (or a range or list without a default)
-        // places neither, so each configured rule's own sample value is tried too.
-        let mut stand_ins = vec![ParamValue::Int(0), ParamValue::Str("0".into())];
-        if params > 0 && matches!(plan, RoutePlan::Refuse(_)) {
-            for schema in routing.router.topology().schemas.values() {
-                for t in schema.tables.values() {
-                    if let shoal_router::topology::TableDef::Sharded(t) = t
-                        && let Some(v) = t.rule.sample_value()
-                        && !stand_ins.contains(&v)
-                    {
-                        stand_ins.push(v);
-                    }
-                }
+        let plan = match plan.step {
+            PlanStep::Route(route) => route,
+            PlanStep::BroadcastWrites(targets) | PlanStep::BroadcastDdl(targets) => {
+                RoutePlan::Broadcast { targets }
             }
-        }
-        for stand_in in stand_ins {
-            if !matches!(plan, RoutePlan::Refuse(_)) {
-                break;
+            PlanStep::ReadOnly(what) => return Err(read_only_refused(&self.user, &what)),
+            // Unreadable to the tokenizer: MariaDB's error for it (see `unreadable`).
+            PlanStep::Unreadable(e) => return Err(cold(self.unreadable(routing, &sql, &e)).await),
+            PlanStep::Diagnostics(_)
+            | PlanStep::InsertWithSequence(_)
+            | PlanStep::InsertWithColumnList(_) => {
+                return Err(unsupported("preparing this statement"));
             }
-            let values = vec![stand_in; params as usize];
-            let retry = route(&values);
-            if !matches!(retry, RoutePlan::Refuse(_)) {
-                plan = retry;
-            }
-        }
+        };
         let mut local_columns = Vec::new();
         // The columns a scattered read's targets add for the merge (sort keys, AVG's parts):
         // dropped from what the execute returns, so not announced either (Connector/C checks
@@ -651,10 +620,6 @@ impl Cursor {
                 params: Params::first(params as usize),
                 qualified: false,
             }),
-            // Unreadable to the tokenizer: MariaDB's error for it (see `unreadable`).
-            RoutePlan::Refuse(e) if tokenized.is_err() => {
-                return Err(cold(self.unreadable(routing, &sql, &e)).await);
-            }
             RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
             // Shoal's administration statements: the privilege first, then MariaDB's refusal
             // of a statement it cannot prepare.
@@ -910,19 +875,16 @@ impl Cursor {
         req: &Request<'_>,
         reply_seq: u8,
     ) -> Result<()> {
-        let retry = matches!(self.conns.want, super::connset::Want::Read { .. })
-            && !self.in_transaction_now();
+        let retry = self.read_may_retry();
         for attempt in 0..2 {
             // A BEGIN starting the transaction on this connection goes with the execute (the
-            // first time: see `begin_lost`).
-            self.conns.pipeline_begin = attempt == 0;
-            let i = self.touch_for(routing, t.datanode, Use::AnyDatabase).await;
-            self.conns.pipeline_begin = false;
-            let i = i?;
+            // first time: see `Relayed::BeginLost`).
+            let i = self
+                .touch_ahead(routing, t.datanode, Use::AnyDatabase, attempt == 0)
+                .await?;
             let mut p = std::mem::take(&mut self.statements.payload);
             let out = match self.request_into(routing, i, t, req, &mut p).await {
                 Ok(()) => {
-                    self.conns.retry_read = retry && attempt == 0;
                     let h = &mut self.conns.held[i];
                     h.write_begin();
                     h.conn.io.write_packet(&mut 0, &p);
@@ -932,17 +894,18 @@ impl Cursor {
                             Expect::Results { binary: true },
                             reply_seq,
                             Some((&routing.names, t.datanode)),
+                            retry && attempt == 0,
                         )
                         .await;
                     // The server sets the sent types up before anything can fail; should an
                     // error come from before that all the same, the next execute sends them.
-                    if let Ok(Some(o)) = &out
+                    if let Ok(Relayed::Done(o)) = &out
                         && o.error
                         && let Some(h) = self.conns.held.get_mut(i)
                     {
                         h.conn.stmts.forget_types();
                     }
-                    out.map(|_| ())
+                    out
                 }
                 Err(e) => {
                     if let Some(h) = self.conns.held.get_mut(i) {
@@ -952,13 +915,10 @@ impl Cursor {
                 }
             };
             self.statements.payload = p;
-            self.conns.retry_read = false;
-            if std::mem::take(&mut self.conns.begin_lost) {
-                continue;
-            }
-            match self.conns.failed_read.take() {
-                Some(bad) if out.is_ok() => self.conns.avoid = Some(bad),
-                _ => return out,
+            match out? {
+                Relayed::BeginLost => continue,
+                Relayed::Unsent { server } => self.conns.avoid = Some(server),
+                Relayed::Done(_) | Relayed::Lost => return Ok(()),
             }
         }
         Ok(())
