@@ -14,7 +14,7 @@ use std::task::{Context, Poll, Waker};
 use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::exec::prepared::{decode_execute, literal};
+use crate::exec::params::{decode_execute, literal};
 use crate::merge::value::{Dec, cmp_keys, double_text, encode_row, key_of, kind, split_row};
 use crate::merge::{Column, Protocol, parse_column};
 use crate::session::login::parse_change_user;

@@ -33,10 +33,12 @@ pub mod kill;
 mod local;
 mod metadata;
 mod multi;
+pub(crate) mod params;
 pub(crate) mod prepared;
 mod reader;
 pub mod relay;
 mod replica;
+mod request;
 mod scatter;
 mod single;
 pub(crate) use single::query_payload;
@@ -74,6 +76,18 @@ use shoal_router::config::ReadWhenPrimaryDown;
 /// A router refusal as the error the client gets.
 pub fn refusal(e: &RouterError) -> Error {
     Error::refusal(e)
+}
+
+/// 1290 (HY000), as a server started with --read-only answers, naming the user.
+fn read_only_refused(user: &str, what: &str) -> Error {
+    Error::reply(
+        1290,
+        b"HY000",
+        format!(
+            "User '{user}' is read-only (users.read_only in Shoal's configuration), so it \
+             cannot execute this statement ({what})"
+        ),
+    )
 }
 
 fn unsupported(what: &str) -> Error {
@@ -316,7 +330,7 @@ impl Cursor {
         }
         let route = match plan.step {
             Step::Route(route) => route,
-            Step::ReadOnly(what) => return Err(replica::read_only_refused(&self.user, &what)),
+            Step::ReadOnly(what) => return Err(read_only_refused(&self.user, &what)),
             Step::Diagnostics(which) => {
                 // The statement before may have run anywhere: the session's own record answers.
                 if self.diag.known || which == DiagQuery::ConnectionId {
@@ -338,7 +352,7 @@ impl Cursor {
                 return cold(self.insert_with_column_list(routing, fill, reply_seq)).await;
             }
             Step::BroadcastWrites(targets) => {
-                let req = prepared::Request::Text;
+                let req = request::Request::Text;
                 return cold(self.run_writes(routing, targets, false, &req, reply_seq)).await;
             }
             Step::BroadcastDdl(targets) => {
@@ -402,19 +416,19 @@ impl Cursor {
                 targets,
                 merge: Merge::AffectedRows,
             } => {
-                let req = prepared::Request::Text;
+                let req = request::Request::Text;
                 cold(self.run_writes(routing, targets, true, &req, reply_seq)).await
             }
             RoutePlan::Scatter {
                 targets,
                 merge: Merge::Rows(spec),
             } => {
-                let req = prepared::Request::Text;
+                let req = request::Request::Text;
                 cold(self.run_scatter(routing, targets, &spec, &req, reply_seq)).await
             }
             RoutePlan::KeyMove(km) => cold(self.run_key_move(routing, &km, reply_seq)).await,
             RoutePlan::BindFirst(b) => {
-                let req = prepared::Request::Text;
+                let req = request::Request::Text;
                 cold(self.run_bind_first(routing, &b, &req, reply_seq)).await
             }
         }

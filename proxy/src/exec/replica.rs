@@ -7,14 +7,12 @@
 use std::time::Duration;
 
 use shoal_router::config::{Balance, ReadYourWrites};
-use shoal_router::plan::{MergeSpec, ReadWant, Server, Target};
+use shoal_router::plan::{ReadWant, Server};
 use shoal_router::sql::readwrite::{ReadRoute, read_route};
 use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
 use super::connset::Want;
-use super::prepared::Request;
-use super::scatter::Scattered;
 use super::single::Relayed;
 use super::{AUTOCOMMIT, IN_TRANS, Use};
 use crate::backend::pool::PooledConn;
@@ -33,18 +31,6 @@ fn primary_down(datanode: &str, datahost: &str, address: &str) -> Error {
         format!(
             "datanode {datanode}: the primary {address} of datahost {datahost} is down \
              (health check); statements that need it fail until it is back"
-        ),
-    )
-}
-
-/// 1290 (HY000), as a server started with --read-only answers, naming the user.
-pub(super) fn read_only_refused(user: &str, what: &str) -> Error {
-    Error::reply(
-        1290,
-        b"HY000",
-        format!(
-            "User '{user}' is read-only (users.read_only in Shoal's configuration), so it \
-             cannot execute this statement ({what})"
         ),
     )
 }
@@ -212,65 +198,6 @@ impl Cursor {
                 self.run_on(routing, dn, how, sql, expect, reply_seq).await
             }
             ran => Ok(ran.outcome()),
-        }
-    }
-
-    /// A read over several datanodes; when a server fails before anything reached the client
-    /// (the query not sent, or no column definitions back), the whole read runs once more with
-    /// that server avoided, on the same terms as [`Self::run_read_on`].
-    pub(super) async fn run_scatter(
-        &mut self,
-        routing: &Routing,
-        targets: Vec<Target>,
-        spec: &MergeSpec,
-        req: &Request<'_>,
-        reply_seq: u8,
-    ) -> Result<()> {
-        self.run_scatter_into(routing, targets, spec, req, reply_seq, None)
-            .await
-    }
-
-    /// [`Self::run_scatter`], the merged rows kept in `collect` instead of sent to the client
-    /// when it is given (a subquery run first, see `subquery.rs`).
-    pub(super) async fn run_scatter_into(
-        &mut self,
-        routing: &Routing,
-        targets: Vec<Target>,
-        spec: &MergeSpec,
-        req: &Request<'_>,
-        reply_seq: u8,
-        mut collect: Option<&mut super::subquery::Collected>,
-    ) -> Result<()> {
-        if !self.read_may_retry() {
-            return self
-                .scatter_attempt(routing, targets, spec, req, reply_seq, collect, false)
-                .await
-                .map(|_| ());
-        }
-        let first = self
-            .scatter_attempt(
-                routing,
-                targets.clone(),
-                spec,
-                req,
-                reply_seq,
-                collect.as_deref_mut(),
-                true,
-            )
-            .await?;
-        match first {
-            Scattered::Unsent { server, error } => {
-                debug!(server, %error, "scatter read failed on a server: retried");
-                self.rt.backends.servers[server].health.note_error();
-                self.conns.avoid = Some(server);
-                if let Some(c) = collect.as_deref_mut() {
-                    c.reset();
-                }
-                self.scatter_attempt(routing, targets, spec, req, reply_seq, collect, false)
-                    .await
-                    .map(|_| ())
-            }
-            Scattered::Done => Ok(()),
         }
     }
 }

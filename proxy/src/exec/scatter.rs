@@ -8,8 +8,8 @@ use shoal_router::topology::DatanodeId;
 
 use super::connset::{ConnSet, Held};
 use super::datanode_union;
-use super::prepared::{Request, request_on};
 use super::reader::{ResultStream, Row};
+use super::request::{Request, request_on};
 use super::unsupported;
 use crate::backend::conn::BackendConn;
 use crate::backend::pool::align_to;
@@ -35,8 +35,67 @@ pub(super) enum Scattered {
 const UNLIMITED_SELECT: &str = "18446744073709551615";
 
 impl Cursor {
+    /// A read over several datanodes; when a server fails before anything reached the client
+    /// (the query not sent, or no column definitions back), the whole read runs once more with
+    /// that server avoided, on the same terms as [`Self::run_read_on`].
+    pub(super) async fn run_scatter(
+        &mut self,
+        routing: &Routing,
+        targets: Vec<Target>,
+        spec: &MergeSpec,
+        req: &Request<'_>,
+        reply_seq: u8,
+    ) -> Result<()> {
+        self.run_scatter_into(routing, targets, spec, req, reply_seq, None)
+            .await
+    }
+
+    /// [`Self::run_scatter`], the merged rows kept in `collect` instead of sent to the client
+    /// when it is given (a subquery run first, see `subquery.rs`).
+    pub(super) async fn run_scatter_into(
+        &mut self,
+        routing: &Routing,
+        targets: Vec<Target>,
+        spec: &MergeSpec,
+        req: &Request<'_>,
+        reply_seq: u8,
+        mut collect: Option<&mut super::subquery::Collected>,
+    ) -> Result<()> {
+        if !self.read_may_retry() {
+            return self
+                .scatter_attempt(routing, targets, spec, req, reply_seq, collect, false)
+                .await
+                .map(|_| ());
+        }
+        let first = self
+            .scatter_attempt(
+                routing,
+                targets.clone(),
+                spec,
+                req,
+                reply_seq,
+                collect.as_deref_mut(),
+                true,
+            )
+            .await?;
+        match first {
+            Scattered::Unsent { server, error } => {
+                tracing::debug!(server, %error, "scatter read failed on a server: retried");
+                self.rt.backends.servers[server].health.note_error();
+                self.conns.avoid = Some(server);
+                if let Some(c) = collect.as_deref_mut() {
+                    c.reset();
+                }
+                self.scatter_attempt(routing, targets, spec, req, reply_seq, collect, false)
+                    .await
+                    .map(|_| ())
+            }
+            Scattered::Done => Ok(()),
+        }
+    }
+
     /// One attempt at a scatter read. `may_retry`: a server failing before anything reached
-    /// the client is returned ([`Scattered::Unsent`]) for `run_scatter` (`replica.rs`) to
+    /// the client is returned ([`Scattered::Unsent`]) for [`Self::run_scatter`] to
     /// run the read once more without it.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn scatter_attempt(
