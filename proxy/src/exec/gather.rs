@@ -25,13 +25,16 @@
 use mysql_common::constants::ColumnType;
 use shoal_router::RouterError;
 use shoal_router::plan::gather::{Copy, Gather, quote};
-use shoal_router::plan::{Merge, MergeSpec, RoutePlan};
+use shoal_router::plan::{Merge, RoutePlan, Target};
+use shoal_router::topology::DatanodeId;
 
+use super::Use;
+use super::reader::{ResultStream, Row};
 use super::request::Request;
 use crate::backend::pool::{PooledConn, align_to};
 use crate::error::{Error, Result};
 use crate::exec::Cursor;
-use crate::merge::Column;
+use crate::merge::{Column, parse_column};
 use crate::runtime::routing::Routing;
 use crate::wire::command::{COM_QUERY, COM_STMT_EXECUTE};
 use crate::wire::messages::{err_payload, put_lenenc_bytes, read_lenenc_bytes};
@@ -116,7 +119,7 @@ impl Cursor {
         };
         for c in &g.copies {
             // The scratch is dropped (closed, its temporary tables with it) on any error.
-            self.copy_table(routing, &mut scratch, c, &mut budget, reply_seq)
+            self.copy_table(routing, &mut scratch, c, &mut budget)
                 .await?;
         }
         let binary = matches!(req, Request::Execute { .. });
@@ -207,14 +210,15 @@ impl Cursor {
         Ok(cols)
     }
 
-    /// Creates `c`'s temporary table on the scratch and copies the table's rows into it.
+    /// Creates `c`'s temporary table on the scratch and copies the table's rows into it, one
+    /// batch at a time: each target's rows are read as they come and sent on in multi-row
+    /// INSERTs of at most [`BATCH_ROWS`] rows or about [`BATCH_BYTES`].
     async fn copy_table(
         &mut self,
         routing: &Routing,
         scratch: &mut PooledConn,
         c: &Copy,
         budget: &mut Budget,
-        reply_seq: u8,
     ) -> Result<()> {
         let cols = self.declared_columns(routing, c).await?;
         run_text(scratch, &create_table(c, &cols)).await?;
@@ -225,44 +229,15 @@ impl Cursor {
         let plan = routing
             .router
             .route_in(self.logical.as_deref(), mode, cs, &fetch, &[]);
-        let (targets, spec) = match plan {
-            RoutePlan::Single(t) => (vec![t], MergeSpec::default()),
+        let targets = match plan {
+            RoutePlan::Single(t) => vec![t],
             RoutePlan::Scatter {
                 targets,
                 merge: Merge::Rows(_),
-            } => (targets, MergeSpec::default()),
+            } => targets,
             RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
             _ => return Err(self.refuse(&ungathered("a copy planned this way"))),
         };
-        let mut rows = super::subquery::Collected::new(
-            budget.max_rows.saturating_sub(budget.rows) * cols.len().max(1),
-            budget.max_bytes.saturating_sub(budget.bytes),
-        );
-        rows.cap_refusal = Some(budget.refusal());
-        let ran = self
-            .run_scatter_into(
-                routing,
-                targets,
-                &spec,
-                &Request::Text,
-                reply_seq,
-                Some(&mut rows),
-            )
-            .await;
-        match ran {
-            Err(e @ Error::Reply { .. }) => return Err(self.gather_failed(e)),
-            Err(e) => return Err(e),
-            Ok(()) => {
-                if let Some(e) = rows.error.take() {
-                    return Err(self.gather_failed(e));
-                }
-            }
-        }
-        budget.rows += rows.rows.len();
-        budget.bytes += rows.bytes();
-        if rows.columns.len() != cols.len() {
-            return Err(self.refuse(&ungathered("a copy whose columns changed")));
-        }
         let names: Vec<String> = cols.iter().map(|d| quote(&d.name)).collect();
         let stamps = cols.iter().any(|d| d.data_type == "timestamp");
         let head = format!(
@@ -271,35 +246,115 @@ impl Cursor {
             c.temp,
             names.join(", ")
         );
-        let mut batch = String::with_capacity(BATCH_BYTES + 4096);
-        let mut in_batch = 0usize;
-        for row in &rows.rows {
-            if in_batch == 0 {
-                batch.clear();
-                batch.push_str(&head);
-            } else {
-                batch.push_str(", ");
-            }
-            let written = row_literal(row, &rows.columns, &cols).map_err(|e| self.refuse(&e))?;
-            batch.push_str(&written);
-            in_batch += 1;
-            if in_batch >= BATCH_ROWS || batch.len() >= BATCH_BYTES {
-                run_text(scratch, &batch).await?;
-                in_batch = 0;
-            }
+        let mut batch = Batch {
+            sql: String::with_capacity(BATCH_BYTES + 4096),
+            head,
+            rows: 0,
+        };
+        for t in &targets {
+            self.copy_target(routing, scratch, t, &cols, budget, &mut batch)
+                .await?;
         }
-        if in_batch > 0 {
-            run_text(scratch, &batch).await?;
-        }
-        Ok(())
+        batch.send(scratch).await
     }
 
-    /// A datanode's error or a cap's refusal while copying: the cap's stays as Shoal wrote it.
-    fn gather_failed(&mut self, e: Error) -> Error {
-        if e.as_reply().is_some_and(|r| r.0 == 1235) {
-            self.refused = true;
+    /// The rows of one target of a copy's fetch, read on the session's connection to its
+    /// datanode (its transaction and snapshot), into `batch`.
+    async fn copy_target(
+        &mut self,
+        routing: &Routing,
+        scratch: &mut PooledConn,
+        t: &Target,
+        cols: &[Declared],
+        budget: &mut Budget,
+        batch: &mut Batch,
+    ) -> Result<()> {
+        let how = if t.qualified {
+            Use::AnyDatabase
+        } else {
+            Use::Text
+        };
+        let i = self.touch_for(routing, t.datanode, how).await?;
+        let h = &mut self.conns.held[i];
+        let bytes = h.conn.sql_bytes(&t.sql)?.into_owned();
+        h.write_begin();
+        h.conn.io.write_command(COM_QUERY, &bytes);
+        if let Err(e) = h.conn.io.flush().await {
+            return Err(self.copy_broken(t.datanode, Error::BackendIo(e)));
         }
-        e
+        let mut stream = ResultStream::new(&self.conns.held[i].conn, false);
+        if std::mem::take(&mut self.conns.held[i].begin_unread) {
+            // The transaction's BEGIN went first: its reply comes first.
+            if let Err(e) = super::reader::read_write_result(&mut self.conns.held[i].conn).await {
+                let _ = stream.drain(&mut self.conns.held[i].conn).await;
+                return Err(e);
+            }
+        }
+        let defs = match stream.columns(&mut self.conns.held[i].conn).await {
+            Ok(d) => d,
+            Err(e @ Error::Reply { .. }) => {
+                return Err(e.on_datanode(&routing.topology.datanodes[t.datanode].name));
+            }
+            Err(e) => return Err(self.copy_broken(t.datanode, e)),
+        };
+        let fetched: Vec<Column> = match defs.iter().map(|d| parse_column(d)).collect() {
+            Ok(f) => f,
+            Err(e) => return Err(self.copy_broken(t.datanode, e)),
+        };
+        let mut failed: Option<Error> = None;
+        if fetched.len() != cols.len() {
+            failed = Some(self.refuse(&ungathered("a copy whose columns changed")));
+        }
+        let mut row_buf = Vec::new();
+        while failed.is_none() {
+            let conn = &mut self.conns.held[i].conn;
+            match stream.next_row_in(conn, std::mem::take(&mut row_buf)).await {
+                Ok(Row::Data(row)) => {
+                    budget.rows += 1;
+                    budget.bytes += row.len();
+                    if budget.rows > budget.max_rows || budget.bytes > budget.max_bytes {
+                        failed = Some(self.refuse(&RouterError::unsupported(budget.refusal())));
+                        break;
+                    }
+                    match row_literal(&row, &fetched, cols) {
+                        Ok(written) => batch.push(&written),
+                        Err(e) => {
+                            failed = Some(self.refuse(&e));
+                            break;
+                        }
+                    }
+                    row_buf = row;
+                    if batch.full()
+                        && let Err(e) = batch.send(scratch).await
+                    {
+                        failed = Some(e);
+                    }
+                }
+                Ok(Row::End) => return Ok(()),
+                Err(e @ Error::Reply { .. }) => return Err(e),
+                Err(e) => return Err(self.copy_broken(t.datanode, e)),
+            }
+        }
+        // Stopped early: the rest of the target's rows are read and dropped, so that its
+        // connection serves the next statement.
+        if let Err(e) = stream.drain(&mut self.conns.held[i].conn).await {
+            return Err(self.copy_broken(t.datanode, e));
+        }
+        Err(failed.unwrap_or_else(Error::lost_backend))
+    }
+
+    /// The session's connection to `dn` broke mid-copy: it is dropped (a transaction on it
+    /// is doomed with it, as a scatter's broken shard dooms it).
+    fn copy_broken(&mut self, dn: DatanodeId, e: Error) -> Error {
+        tracing::debug!(error = %e, "a datanode connection broke during a gather's copy");
+        let timed_out = crate::error::error_is_timeout(&e);
+        let in_txn = self.txn_begin.is_some();
+        self.conns.remove(dn);
+        if timed_out {
+            let in_transaction = in_txn || self.in_transaction_now();
+            return crate::backend::interrupt::stalled_error("a datanode", true, in_transaction);
+        }
+        Error::lost_backend()
     }
 
     /// Runs the statement on the scratch and relays its result, column definitions in logical
@@ -419,6 +474,40 @@ impl Cursor {
         self.diag.found_rows = sent;
         self.mark.rows += sent;
         self.flush_client().await
+    }
+}
+
+/// The INSERT being written into a copy.
+struct Batch {
+    sql: String,
+    /// `INSERT INTO shoal_gN (...) VALUES `, with its settings.
+    head: String,
+    rows: usize,
+}
+
+impl Batch {
+    fn push(&mut self, row: &str) {
+        if self.rows == 0 {
+            self.sql.clear();
+            self.sql.push_str(&self.head);
+        } else {
+            self.sql.push_str(", ");
+        }
+        self.sql.push_str(row);
+        self.rows += 1;
+    }
+
+    fn full(&self) -> bool {
+        self.rows >= BATCH_ROWS || self.sql.len() >= BATCH_BYTES
+    }
+
+    /// Sends the rows written so far, if any.
+    async fn send(&mut self, scratch: &mut PooledConn) -> Result<()> {
+        if self.rows == 0 {
+            return Ok(());
+        }
+        self.rows = 0;
+        run_text(scratch, &self.sql).await
     }
 }
 
