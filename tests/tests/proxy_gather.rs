@@ -246,6 +246,20 @@ async fn cross_shard_selects_answer_as_one_mariadb() {
          ON p.order_id = o.id ORDER BY o.id, p.id",
     )
     .await;
+    // Another character_set_results: the copies hold the stored strings all the same.
+    for conn in [&mut c, &mut r] {
+        conn.query_drop("SET NAMES latin1").await.unwrap();
+    }
+    same(
+        &mut c,
+        &mut r,
+        "SELECT c.code, c.name, o.note, o.tag FROM country c LEFT JOIN orders o \
+         ON o.country = c.code ORDER BY c.code, o.id",
+    )
+    .await;
+    for conn in [&mut c, &mut r] {
+        conn.query_drop("SET NAMES utf8mb4").await.unwrap();
+    }
     // GROUP_CONCAT cut at group_concat_max_len, with MariaDB's warning.
     for conn in [&mut c, &mut r] {
         conn.query_drop("SET SESSION group_concat_max_len = 5")

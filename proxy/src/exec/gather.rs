@@ -12,8 +12,9 @@
 //! - TIMESTAMP read as `UNIX_TIMESTAMP(c)` and written `FROM_UNIXTIME(v)` at time_zone UTC (the
 //!   session's local time is ambiguous in the hour a clock goes back);
 //! - DATE, DATETIME, TIME as their text; binary strings, BIT and geometry as `X'..'`; text,
-//!   ENUM and SET as `_utf8mb4 X'..'` (or in the column's charset when that is what
-//!   `character_set_results` sent them in), converted to the column's charset by MariaDB;
+//!   ENUM and SET read as `CAST(c AS BINARY)` (the stored bytes, whatever
+//!   `character_set_results` the session has) and written `_charset X'..'` in the column's own
+//!   charset;
 //! - the INSERTs run with `sql_mode=''`, so that stored values such as a zero date are copied
 //!   as they are (the statement itself runs in the session's sql_mode).
 //!
@@ -71,12 +72,32 @@ impl Declared {
         d
     }
 
+    /// A column of characters in a charset (read as bytes, written with an introducer).
+    fn text(&self) -> bool {
+        self.charset.is_some()
+            && matches!(
+                self.data_type.as_str(),
+                "char"
+                    | "varchar"
+                    | "tinytext"
+                    | "text"
+                    | "mediumtext"
+                    | "longtext"
+                    | "enum"
+                    | "set"
+                    | "json"
+            )
+    }
+
     /// The column in the fetch's select list.
     fn fetched(&self) -> String {
         let c = quote(&self.name);
         match self.data_type.as_str() {
             "float" => format!("CAST({c} AS DOUBLE)"),
             "timestamp" => format!("UNIX_TIMESTAMP({c})"),
+            // Text as its stored bytes, whatever character_set_results the session has: written
+            // back with its charset's introducer, it is the same string.
+            _ if self.text() => format!("CAST({c} AS BINARY)"),
             _ => c,
         }
     }
@@ -145,11 +166,7 @@ impl Cursor {
             run_text(&mut scratch, &create_table(c, &cols)).await?;
         }
         let (_, defs) = super::request::prepare_freeing(&mut scratch, &g.statement, true).await?;
-        let logical = self.logical.clone();
-        Ok(defs
-            .iter()
-            .map(|d| rename_column(d, g, logical.as_deref()))
-            .collect())
+        Ok(defs.iter().map(|d| rename_column(d, g)).collect())
     }
 
     /// A connection of Shoal's own to the scratch datanode's primary in the session's state.
@@ -379,8 +396,7 @@ impl Cursor {
             scratch.io.write_command(COM_QUERY, &bytes);
         }
         scratch.io.flush().await.map_err(Error::BackendIo)?;
-        let logical = self.logical.clone();
-        let rename = |def: &[u8]| rename_column(def, g, logical.as_deref());
+        let rename = |def: &[u8]| rename_column(def, g);
         let mut reader = scratch.reader(Expect::Results { binary });
         let mut defs: Vec<Vec<u8>> = Vec::new();
         let mut out: Option<ResultSetWriter> = None;
@@ -534,7 +550,7 @@ fn ungathered(what: impl std::fmt::Display) -> RouterError {
 
 /// A column definition of the scratch's result with the logical schema and, for a copy's
 /// column, the logical table as its original table (the alias the statement gave stays).
-fn rename_column(def: &[u8], g: &Gather, logical: Option<&str>) -> Vec<u8> {
+fn rename_column(def: &[u8], g: &Gather) -> Vec<u8> {
     let mut b = def;
     let mut fields: [&[u8]; 6] = [&[]; 6];
     for f in &mut fields {
@@ -548,10 +564,13 @@ fn rename_column(def: &[u8], g: &Gather, logical: Option<&str>) -> Vec<u8> {
         .iter()
         .find(|c| c.temp.as_bytes().eq_ignore_ascii_case(fields[3]));
     let mut out = Vec::with_capacity(def.len() + 16);
+    // A copy's column names its logical schema where the scratch names a database (one
+    // MariaDB names none for a derived table's or a CTE's columns, and neither does the
+    // scratch for those over a copy's columns); anything else names none.
     let (schema, org_table): (&[u8], &[u8]) = match copy {
+        Some(c) if fields[1].is_empty() => (&[], c.table.as_bytes()),
         Some(c) => (c.schema.as_bytes(), c.table.as_bytes()),
-        None if fields[1].is_empty() => (&[], fields[3]),
-        None => (logical.unwrap_or_default().as_bytes(), fields[3]),
+        None => (&[], fields[3]),
     };
     put_lenenc_bytes(&mut out, fields[0]);
     put_lenenc_bytes(&mut out, schema);
@@ -607,7 +626,6 @@ fn value_literal(
     f: &Column,
     d: &Declared,
 ) -> std::result::Result<(), RouterError> {
-    use shoal_router::charset::Charset;
     let bad = |what: &str| {
         ungathered(format!(
             "a copy of column '{}' ({}) holding {what}",
@@ -643,33 +661,22 @@ fn value_literal(
             hex_into(out, v);
             out.push('\'');
         }
-        "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set"
-        | "json" | "inet4" | "inet6" | "uuid" => {
-            // The bytes are in the charset character_set_results names (the column's own when
-            // it is NULL or binary): exact when that holds every value of the column's charset.
-            let column = d.charset.as_deref().and_then(Charset::from_name);
-            let sent = if f.charset == 63 {
-                column
-            } else {
-                Charset::from_collation_id(f.charset)
-            };
-            let exact = match (sent, column) {
-                (Some(Charset::Utf8mb4), _) => true,
-                (Some(s), Some(c)) => s == c,
-                // inet6 and uuid: no charset, ASCII text.
-                (Some(_), None) => d.charset.is_none(),
-                (None, _) => false,
-            };
-            let Some(sent) = sent.filter(|_| exact) else {
-                return Err(bad(
-                    "a string while character_set_results cannot hold its charset (set it to \
-                     utf8mb4)",
-                ));
-            };
+        _ if d.text() => {
+            // The stored bytes (read `CAST(c AS BINARY)`), in the column's charset.
+            let cs = d.charset.as_deref().unwrap_or_default();
+            if cs.is_empty() || !cs.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(bad("a string in an unknown charset"));
+            }
             out.push('_');
-            out.push_str(sent.name());
+            out.push_str(cs);
             out.push_str(" X'");
             hex_into(out, v);
+            out.push('\'');
+        }
+        // No charset: ASCII text (inet4, inet6, uuid).
+        "inet4" | "inet6" | "uuid" => {
+            out.push('\'');
+            out.push_str(text("0123456789abcdefABCDEF:.-")?);
             out.push('\'');
         }
         _ => {
