@@ -138,11 +138,20 @@ impl Cursor {
             max_rows: self.rt.config.gather_max_rows,
             max_bytes: self.rt.config.gather_max_bytes,
         };
+        let mut copied = Ok(());
         for c in &g.copies {
-            // The scratch is dropped (closed, its temporary tables with it) on any error.
-            self.copy_table(routing, &mut scratch, c, &mut budget)
-                .await?;
+            copied = self.copy_table(routing, &mut scratch, c, &mut budget).await;
+            if copied.is_err() {
+                break;
+            }
         }
+        if let Some(m) = &self.shared.observe.metrics {
+            use std::sync::atomic::Ordering::Relaxed;
+            m.gathered_rows.fetch_add(budget.rows as u64, Relaxed);
+            m.gathered_bytes.fetch_add(budget.bytes as u64, Relaxed);
+        }
+        // The scratch is dropped (closed, its temporary tables with it) on any error.
+        copied?;
         let binary = matches!(req, Request::Execute { .. });
         let out = self
             .gather_statement(routing, &mut scratch, g, binary, reply_seq)
