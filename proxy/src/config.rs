@@ -274,6 +274,10 @@ pub struct ProxyConfig {
     /// bind from subqueries run first across shards (see `exec::subquery`).
     pub subquery_max_values: usize,
     pub subquery_max_bytes: usize,
+    /// `server.gather_max_rows` and `server.gather_max_bytes`: what one statement gathered
+    /// on one datanode may copy (see `exec::gather`).
+    pub gather_max_rows: usize,
+    pub gather_max_bytes: usize,
     /// TLS to clients, if configured.
     pub tls: Option<TlsFiles>,
     /// The RSA private key (PEM) for caching_sha2 over plain TCP; generated at start if `None`.
@@ -327,6 +331,8 @@ impl ProxyConfig {
             query_timeout: None,
             subquery_max_values: server.subquery_max_values as usize,
             subquery_max_bytes: server.subquery_max_bytes as usize,
+            gather_max_rows: server.gather_max_rows as usize,
+            gather_max_bytes: server.gather_max_bytes as usize,
             tls: None,
             rsa_private_key: None,
             schema_map: Vec::new(),

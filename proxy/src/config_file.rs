@@ -234,6 +234,8 @@ pub fn proxy_config(t: &Topology, listen: Option<&str>) -> Result<ProxyConfig, S
     cfg.query_timeout = (!server.query_timeout.is_zero()).then_some(server.query_timeout);
     cfg.subquery_max_values = server.subquery_max_values as usize;
     cfg.subquery_max_bytes = server.subquery_max_bytes as usize;
+    cfg.gather_max_rows = server.gather_max_rows as usize;
+    cfg.gather_max_bytes = server.gather_max_bytes as usize;
     cfg.tls = server.tls.as_ref().map(|t| TlsFiles {
         cert: t.cert.clone(),
         key: t.key.clone(),

@@ -27,6 +27,7 @@ pub use cursor::Cursor;
 pub use prepared::Statements;
 pub(crate) use replica::BACKEND_COLUMNS;
 mod datanode_union;
+mod gather;
 mod gtid_position;
 mod keymove;
 pub mod kill;
@@ -409,6 +410,10 @@ impl Cursor {
             RoutePlan::BindFirst(b) => {
                 let req = prepared::Request::Text;
                 cold(self.run_bind_first(routing, &b, &req, reply_seq)).await
+            }
+            RoutePlan::Gather(g) => {
+                let req = prepared::Request::Text;
+                cold(self.run_gather(routing, &g, &req, reply_seq)).await
             }
         }
     }

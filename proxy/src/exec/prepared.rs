@@ -611,6 +611,7 @@ impl Cursor {
         // dropped from what the execute returns, so not announced either (Connector/C checks
         // the execute's column count against the prepare's).
         let mut hidden = 0;
+        let mut gathered = None;
         let target = match plan {
             RoutePlan::Single(t) => Some(t),
             RoutePlan::Scatter { mut targets, merge } if !targets.is_empty() => {
@@ -687,9 +688,16 @@ impl Cursor {
                     _ => return Err(self.refuse(&bind_first_prepared())),
                 }
             }
+            // Gathered on one datanode at each execute: described by the statement prepared
+            // over empty copies.
+            RoutePlan::Gather(g) => {
+                gathered = Some(self.gather_columns(routing, &g).await?);
+                None
+            }
             _ => return Err(unsupported("preparing this statement")),
         };
         let columns = match target {
+            _ if gathered.is_some() => gathered.unwrap_or_default(),
             Some(target) => {
                 let i = self.touch(routing, target.datanode).await?;
                 // The statement stays prepared on the connection: executes routed here reuse it.
@@ -888,6 +896,7 @@ impl Cursor {
             RoutePlan::BindFirst(b) => {
                 cold(self.run_bind_first(routing, &b, &req, reply_seq)).await
             }
+            RoutePlan::Gather(g) => cold(self.run_gather(routing, &g, &req, reply_seq)).await,
             RoutePlan::KeyMove(km) if !km.has_params => {
                 cold(self.run_key_move(routing, &km, reply_seq)).await
             }

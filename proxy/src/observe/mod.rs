@@ -63,9 +63,10 @@ impl RouteKind {
     pub fn of(plan: &RoutePlan) -> RouteKind {
         match plan {
             RoutePlan::Single(_) | RoutePlan::Any { .. } => RouteKind::Single,
-            RoutePlan::Scatter { .. } | RoutePlan::KeyMove(_) | RoutePlan::BindFirst(_) => {
-                RouteKind::Scatter
-            }
+            RoutePlan::Scatter { .. }
+            | RoutePlan::KeyMove(_)
+            | RoutePlan::BindFirst(_)
+            | RoutePlan::Gather(_) => RouteKind::Scatter,
             RoutePlan::Broadcast { .. } => RouteKind::Broadcast,
             RoutePlan::Local(_) | RoutePlan::Session(_) => RouteKind::Local,
             RoutePlan::Refuse(_) => RouteKind::Refused,

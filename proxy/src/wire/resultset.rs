@@ -67,6 +67,30 @@ impl ResultSetWriter {
         }
     }
 
+    /// [`Self::finish`] saying the statement left `warnings` (a result relayed from one
+    /// backend statement).
+    pub fn finish_warned<S: AsyncRead + AsyncWrite + Unpin>(
+        self,
+        out: &mut PacketStream<S>,
+        status: u16,
+        warnings: u16,
+    ) {
+        let mut seq = self.seq;
+        if self.deprecate_eof {
+            let mut ok = ok_payload(status);
+            ok[0] = 0xFE;
+            // header, affected rows, insert id, status (2), warnings (2)
+            if ok.len() >= 7 {
+                ok[5..7].copy_from_slice(&warnings.to_le_bytes());
+            }
+            out.write_packet(&mut seq, &ok);
+        } else {
+            let mut eof = eof_payload(status);
+            eof[1..3].copy_from_slice(&warnings.to_le_bytes());
+            out.write_packet(&mut seq, &eof);
+        }
+    }
+
     /// An ERR packet in place of the terminator (the statement failed after its header).
     pub fn fail<S: AsyncRead + AsyncWrite + Unpin>(self, out: &mut PacketStream<S>, err: &[u8]) {
         let mut seq = self.seq;

@@ -96,6 +96,13 @@ pub struct ServerConfig {
     /// ... and the most bytes of those values, as the datanodes sent them.
     #[serde(default = "default_subquery_max_bytes")]
     pub subquery_max_bytes: u64,
+    /// SELECTs gathered on one datanode (their tables copied into temporary tables there):
+    /// the most rows one statement copies; past it the statement is refused.
+    #[serde(default = "default_gather_max_rows")]
+    pub gather_max_rows: u64,
+    /// ... and the most bytes of those rows, as the datanodes sent them.
+    #[serde(default = "default_gather_max_bytes")]
+    pub gather_max_bytes: u64,
     /// TLS to clients; without it clients connect in plain text only.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
@@ -238,6 +245,8 @@ impl Default for ServerConfig {
             query_timeout: Duration::ZERO,
             subquery_max_values: default_subquery_max_values(),
             subquery_max_bytes: default_subquery_max_bytes(),
+            gather_max_rows: default_gather_max_rows(),
+            gather_max_bytes: default_gather_max_bytes(),
             tls: None,
             rsa: None,
             xa: XaConfig::default(),
@@ -270,6 +279,12 @@ fn default_subquery_max_values() -> u64 {
 }
 fn default_subquery_max_bytes() -> u64 {
     16 << 20
+}
+fn default_gather_max_rows() -> u64 {
+    1_000_000
+}
+fn default_gather_max_bytes() -> u64 {
+    256 << 20
 }
 fn default_max_allowed_packet() -> u64 {
     64 << 20 // MySQL 8's default

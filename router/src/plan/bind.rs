@@ -173,7 +173,7 @@ pub(crate) fn plan(
     let b = BindFirst { inner, outer };
     // Refused anyway, it keeps the first refusal.
     match router.route_in(current, mode, cs, &b.trial(), &[]) {
-        RoutePlan::Refuse(_) | RoutePlan::BindFirst(_) => None,
+        RoutePlan::Refuse(_) | RoutePlan::BindFirst(_) | RoutePlan::Gather(_) => None,
         _ => Some(RoutePlan::BindFirst(Box::new(b))),
     }
 }

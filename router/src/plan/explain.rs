@@ -212,6 +212,31 @@ pub fn rows(topo: &Topology, p: &RoutePlan) -> Vec<(String, String)> {
             ));
             r
         }
+        RoutePlan::Gather(g) => {
+            let mut r = Vec::new();
+            for c in &g.copies {
+                r.push((
+                    format!("(copy {})", c.temp),
+                    format!(
+                        "{}.{} into a temporary table on {}: SELECT <its columns>{}",
+                        c.schema,
+                        c.table,
+                        dn_name(topo, g.scratch),
+                        c.from
+                    ),
+                ));
+                r.extend(
+                    super::gather::fetch_targets(c)
+                        .into_iter()
+                        .map(|t| target_line(topo, t)),
+                );
+            }
+            r.push((
+                format!("(gather on {})", dn_name(topo, g.scratch)),
+                g.statement.clone(),
+            ));
+            r
+        }
     }
 }
 
@@ -253,6 +278,7 @@ pub fn render(topo: &Topology, p: &RoutePlan) -> String {
         RoutePlan::Refuse(_) => "error",
         RoutePlan::KeyMove(_) => "keymove",
         RoutePlan::BindFirst(_) => "bind-first",
+        RoutePlan::Gather(_) => "gather",
     };
     let mut out = String::from(kind);
     for (a, b) in rows(topo, p) {

@@ -17,6 +17,7 @@ pub mod column_list;
 mod ddl;
 mod eval;
 mod explain;
+pub mod gather;
 mod merge;
 pub mod namespace;
 mod placement;
@@ -101,6 +102,9 @@ pub enum RoutePlan {
     /// they run first and their rows are bound into the outer statement as literals, which is
     /// then planned as any statement (see [`bind`]).
     BindFirst(Box<bind::BindFirst>),
+    /// A SELECT refused across shards whose tables are copied into temporary tables on one
+    /// datanode, where the statement itself runs over the copies (see [`gather`]).
+    Gather(Box<gather::Gather>),
 }
 
 /// An UPDATE that assigns a sharded table's shard key (or an ER child's join key), where some

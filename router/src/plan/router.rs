@@ -532,19 +532,31 @@ impl Router {
     ) -> RoutePlan {
         match plan {
             RoutePlan::Refuse(e) if e.code() == codes::ER_NOT_SUPPORTED_YET.0 => {
-                let found = if params.is_empty() {
-                    super::bind::plan(self, current, mode, cs, sql, toks)
+                // A prepared statement's values are written into its text as literals (the
+                // subqueries run as text, the outer statement is planned from its text with
+                // the rows bound; a gathered statement runs as text).
+                let mut filled_toks = Vec::new();
+                let filled;
+                let (sql, toks) = if params.is_empty() {
+                    (sql, toks)
                 } else {
-                    // A prepared statement's values are written into its text as literals
-                    // (the subqueries run as text, the outer statement is planned from its
-                    // text with the rows bound).
-                    let mut filled_toks = Vec::new();
-                    super::bind::filled(sql, toks, params, cs).and_then(|filled| {
-                        self.tokenize(&filled, mode, &mut filled_toks).ok()?;
-                        super::bind::plan(self, current, mode, cs, &filled, &filled_toks)
-                    })
+                    match super::bind::filled(sql, toks, params, cs) {
+                        Some(f) if self.tokenize(&f, mode, &mut filled_toks).is_ok() => {
+                            filled = f;
+                            (filled.as_str(), filled_toks.as_slice())
+                        }
+                        _ => return RoutePlan::Refuse(e),
+                    }
                 };
-                found.unwrap_or(RoutePlan::Refuse(e))
+                if let Some(found) = super::bind::plan(self, current, mode, cs, sql, toks) {
+                    return found;
+                }
+                // Else the whole statement on one datanode, over copies of its tables.
+                match super::gather::plan(self, current, mode, cs, sql, toks) {
+                    Ok(g) => RoutePlan::Gather(Box::new(g)),
+                    Err(Some(why)) => RoutePlan::Refuse(why),
+                    Err(None) => RoutePlan::Refuse(e),
+                }
             }
             plan => plan,
         }

@@ -158,6 +158,7 @@ impl ReadWant {
                     ..
                 }
                 | RoutePlan::BindFirst(_)
+                | RoutePlan::Gather(_)
         );
         let write_plan = matches!(
             plan,

@@ -1,0 +1,595 @@
+//! A SELECT gathered on one datanode ([`RoutePlan::Gather`]): the rows of each table it reads
+//! are copied into a TEMPORARY table on a connection of Shoal's own to one datanode (the
+//! scratch), and the statement runs there over the copies; its result goes to the client with
+//! the logical schema and table names in its column definitions.
+//!
+//! Exactness: MariaDB evaluates the whole statement; Shoal only copies rows, each value written
+//! as a literal the copy's column (declared as the table's own, from
+//! `information_schema.COLUMNS`) stores as the value it was read as:
+//! - numbers as their text; FLOAT read as `CAST(c AS DOUBLE)` (the text protocol prints a
+//!   FLOAT rounded to 6 digits; a DOUBLE's text reads back exactly, and stored into the FLOAT
+//!   column it is the same FLOAT again);
+//! - TIMESTAMP read as `UNIX_TIMESTAMP(c)` and written `FROM_UNIXTIME(v)` at time_zone UTC (the
+//!   session's local time is ambiguous in the hour a clock goes back);
+//! - DATE, DATETIME, TIME as their text; binary strings, BIT and geometry as `X'..'`; text,
+//!   ENUM and SET as `_utf8mb4 X'..'` (or in the column's charset when that is what
+//!   `character_set_results` sent them in), converted to the column's charset by MariaDB;
+//! - the INSERTs run with `sql_mode=''`, so that stored values such as a zero date are copied
+//!   as they are (the statement itself runs in the session's sql_mode).
+//!
+//! The fetches run on the session's connections (inside a transaction, its snapshot and its own
+//! writes); the scratch is never the transaction's connection (a temporary table's statements
+//! would enter its XA branch), is set to `binlog_format=ROW` where the account may (temporary
+//! tables are then not binlogged), and is closed, never pooled, after the statement.
+
+use mysql_common::constants::ColumnType;
+use shoal_router::RouterError;
+use shoal_router::plan::gather::{Copy, Gather, quote};
+use shoal_router::plan::{Merge, MergeSpec, RoutePlan};
+
+use super::prepared::Request;
+use crate::backend::pool::{PooledConn, align_to};
+use crate::error::{Error, Result};
+use crate::exec::Cursor;
+use crate::merge::Column;
+use crate::runtime::routing::Routing;
+use crate::wire::command::{COM_QUERY, COM_STMT_EXECUTE};
+use crate::wire::messages::{err_payload, put_lenenc_bytes, read_lenenc_bytes};
+use crate::wire::response::{Event, Expect};
+use crate::wire::resultset::ResultSetWriter;
+
+/// Rows per INSERT into a copy, and the bytes past which a batch is sent sooner.
+const BATCH_ROWS: usize = 500;
+const BATCH_BYTES: usize = 1 << 20;
+
+/// One column of a copied table, as `information_schema.COLUMNS` declares it.
+#[derive(Debug, Clone)]
+struct Declared {
+    name: String,
+    column_type: String,
+    data_type: String,
+    charset: Option<String>,
+    collation: Option<String>,
+    nullable: bool,
+    invisible: bool,
+}
+
+impl Declared {
+    /// The column in CREATE TEMPORARY TABLE.
+    fn definition(&self) -> String {
+        let mut d = format!("{} {}", quote(&self.name), self.column_type);
+        if let (Some(cs), Some(co)) = (&self.charset, &self.collation) {
+            d.push_str(&format!(" CHARACTER SET {cs} COLLATE {co}"));
+        }
+        d.push_str(if self.nullable { " NULL" } else { " NOT NULL" });
+        if self.invisible {
+            d.push_str(" INVISIBLE");
+        }
+        d
+    }
+
+    /// The column in the fetch's select list.
+    fn fetched(&self) -> String {
+        let c = quote(&self.name);
+        match self.data_type.as_str() {
+            "float" => format!("CAST({c} AS DOUBLE)"),
+            "timestamp" => format!("UNIX_TIMESTAMP({c})"),
+            _ => c,
+        }
+    }
+}
+
+/// What the statement copied so far, against `server.gather_max_rows` / `_bytes`.
+struct Budget {
+    rows: usize,
+    bytes: usize,
+    max_rows: usize,
+    max_bytes: usize,
+}
+
+impl Budget {
+    fn refusal(&self) -> String {
+        format!(
+            "This version of Shoal doesn't yet support 'a statement gathered on one datanode \
+             copying more than {} rows or {} bytes (server.gather_max_rows, \
+             server.gather_max_bytes)'",
+            self.max_rows, self.max_bytes
+        )
+    }
+}
+
+impl Cursor {
+    /// Runs `g`: copies, then the statement on the scratch, its result relayed.
+    pub(super) async fn run_gather(
+        &mut self,
+        routing: &Routing,
+        g: &Gather,
+        req: &Request<'_>,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let mut scratch = self.scratch_connection(routing, g).await?;
+        let mut budget = Budget {
+            rows: 0,
+            bytes: 0,
+            max_rows: self.rt.config.gather_max_rows,
+            max_bytes: self.rt.config.gather_max_bytes,
+        };
+        for c in &g.copies {
+            // The scratch is dropped (closed, its temporary tables with it) on any error.
+            self.copy_table(routing, &mut scratch, c, &mut budget, reply_seq)
+                .await?;
+        }
+        let binary = matches!(req, Request::Execute { .. });
+        let out = self
+            .gather_statement(routing, &mut scratch, g, binary, reply_seq)
+            .await;
+        // The copies go with the connection, which is closed: it carries temporary tables and
+        // a binlog_format of its own.
+        drop(scratch);
+        out
+    }
+
+    /// The columns `g`'s result has (a PREPARE's answer): the statement prepared on the
+    /// scratch over empty copies.
+    pub(super) async fn gather_columns(
+        &mut self,
+        routing: &Routing,
+        g: &Gather,
+    ) -> Result<Vec<Vec<u8>>> {
+        let mut scratch = self.scratch_connection(routing, g).await?;
+        for c in &g.copies {
+            let cols = self.declared_columns(routing, c).await?;
+            run_text(&mut scratch, &create_table(c, &cols)).await?;
+        }
+        let (_, defs) = super::prepared::prepare_freeing(&mut scratch, &g.statement, true).await?;
+        let logical = self.logical.clone();
+        Ok(defs
+            .iter()
+            .map(|d| rename_column(d, g, logical.as_deref()))
+            .collect())
+    }
+
+    /// A connection of Shoal's own to the scratch datanode's primary in the session's state.
+    async fn scratch_connection(&mut self, routing: &Routing, g: &Gather) -> Result<PooledConn> {
+        let mut conn = self.own_primary_connection(routing, g.scratch).await?;
+        if let Some(at) = self.conns.deadline {
+            conn.arm(at);
+        }
+        let db = routing.topology.datanodes[g.scratch].database.clone();
+        align_to(&self.want, Some(&db), &mut conn).await?;
+        // Best effort: in ROW format temporary tables are not binlogged (in MIXED, MariaDB's
+        // default, every statement on them is); an account that may not set it goes on.
+        let _ = conn
+            .command(COM_QUERY, b"SET SESSION binlog_format = 'ROW'")
+            .await;
+        Ok(conn)
+    }
+
+    /// The columns of `c`'s table, read from its definition's datanode.
+    async fn declared_columns(&mut self, routing: &Routing, c: &Copy) -> Result<Vec<Declared>> {
+        let (dn, physical) = &c.definition;
+        let db = routing.topology.datanodes[*dn].database.clone();
+        let mut conn = self.own_primary_connection(routing, *dn).await?;
+        if let Some(at) = self.conns.deadline {
+            conn.arm(at);
+        }
+        let text = |s: &str| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"));
+        let read = format!(
+            "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, CHARACTER_SET_NAME, COLLATION_NAME, \
+             IS_NULLABLE, EXTRA FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = {} AND \
+             TABLE_NAME = {} ORDER BY ORDINAL_POSITION",
+            text(&db),
+            text(physical)
+        );
+        let rows = conn.query_rows(&read).await?;
+        conn.release();
+        let s = |v: &Option<Vec<u8>>| v.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
+        let cols: Vec<Declared> = rows
+            .iter()
+            .filter(|r| r.len() == 7)
+            .map(|r| Declared {
+                name: s(&r[0]).unwrap_or_default(),
+                column_type: s(&r[1]).unwrap_or_default(),
+                data_type: s(&r[2]).unwrap_or_default().to_ascii_lowercase(),
+                charset: s(&r[3]),
+                collation: s(&r[4]),
+                nullable: s(&r[5]).as_deref() == Some("YES"),
+                invisible: s(&r[6]).is_some_and(|e| e.to_ascii_uppercase().contains("INVISIBLE")),
+            })
+            .collect();
+        if cols.is_empty() {
+            return Err(Error::reply(
+                1146,
+                b"42S02",
+                format!("Table '{}.{}' doesn't exist", c.schema, c.table),
+            ));
+        }
+        Ok(cols)
+    }
+
+    /// Creates `c`'s temporary table on the scratch and copies the table's rows into it.
+    async fn copy_table(
+        &mut self,
+        routing: &Routing,
+        scratch: &mut PooledConn,
+        c: &Copy,
+        budget: &mut Budget,
+        reply_seq: u8,
+    ) -> Result<()> {
+        let cols = self.declared_columns(routing, c).await?;
+        run_text(scratch, &create_table(c, &cols)).await?;
+        let list: Vec<String> = cols.iter().map(Declared::fetched).collect();
+        let fetch = c.fetch(&list.join(", "));
+        let mode = self.sql_mode();
+        let cs = self.charsets().statements;
+        let plan = routing
+            .router
+            .route_in(self.logical.as_deref(), mode, cs, &fetch, &[]);
+        let (targets, spec) = match plan {
+            RoutePlan::Single(t) => (vec![t], MergeSpec::default()),
+            RoutePlan::Scatter {
+                targets,
+                merge: Merge::Rows(_),
+            } => (targets, MergeSpec::default()),
+            RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
+            _ => return Err(self.refuse(&ungathered("a copy planned this way"))),
+        };
+        let mut rows = super::subquery::Collected::new(
+            budget.max_rows.saturating_sub(budget.rows) * cols.len().max(1),
+            budget.max_bytes.saturating_sub(budget.bytes),
+        );
+        rows.cap_refusal = Some(budget.refusal());
+        let ran = self
+            .run_scatter_into(
+                routing,
+                targets,
+                &spec,
+                &Request::Text,
+                reply_seq,
+                Some(&mut rows),
+            )
+            .await;
+        match ran {
+            Err(e @ Error::Reply { .. }) => return Err(self.gather_failed(e)),
+            Err(e) => return Err(e),
+            Ok(()) => {
+                if let Some(e) = rows.error.take() {
+                    return Err(self.gather_failed(e));
+                }
+            }
+        }
+        budget.rows += rows.rows.len();
+        budget.bytes += rows.bytes();
+        if rows.columns.len() != cols.len() {
+            return Err(self.refuse(&ungathered("a copy whose columns changed")));
+        }
+        let names: Vec<String> = cols.iter().map(|d| quote(&d.name)).collect();
+        let stamps = cols.iter().any(|d| d.data_type == "timestamp");
+        let head = format!(
+            "SET STATEMENT sql_mode = ''{} FOR INSERT INTO {} ({}) VALUES ",
+            if stamps { ", time_zone = '+00:00'" } else { "" },
+            c.temp,
+            names.join(", ")
+        );
+        let mut batch = String::with_capacity(BATCH_BYTES + 4096);
+        let mut in_batch = 0usize;
+        for row in &rows.rows {
+            if in_batch == 0 {
+                batch.clear();
+                batch.push_str(&head);
+            } else {
+                batch.push_str(", ");
+            }
+            let written = row_literal(row, &rows.columns, &cols).map_err(|e| self.refuse(&e))?;
+            batch.push_str(&written);
+            in_batch += 1;
+            if in_batch >= BATCH_ROWS || batch.len() >= BATCH_BYTES {
+                run_text(scratch, &batch).await?;
+                in_batch = 0;
+            }
+        }
+        if in_batch > 0 {
+            run_text(scratch, &batch).await?;
+        }
+        Ok(())
+    }
+
+    /// A datanode's error or a cap's refusal while copying: the cap's stays as Shoal wrote it.
+    fn gather_failed(&mut self, e: Error) -> Error {
+        if e.as_reply().is_some_and(|r| r.0 == 1235) {
+            self.refused = true;
+        }
+        e
+    }
+
+    /// Runs the statement on the scratch and relays its result, column definitions in logical
+    /// names.
+    async fn gather_statement(
+        &mut self,
+        routing: &Routing,
+        scratch: &mut PooledConn,
+        g: &Gather,
+        binary: bool,
+        reply_seq: u8,
+    ) -> Result<()> {
+        if binary {
+            let (id, _) = super::prepared::prepare_freeing(scratch, &g.statement, false).await?;
+            let mut exec = Vec::with_capacity(10);
+            exec.extend_from_slice(&id.to_le_bytes());
+            exec.push(0); // no cursor
+            exec.extend_from_slice(&1u32.to_le_bytes());
+            scratch.io.write_command(COM_STMT_EXECUTE, &exec);
+        } else {
+            let bytes = scratch.sql_bytes(&g.statement)?.into_owned();
+            scratch.io.write_command(COM_QUERY, &bytes);
+        }
+        scratch.io.flush().await.map_err(Error::BackendIo)?;
+        let logical = self.logical.clone();
+        let rename = |def: &[u8]| rename_column(def, g, logical.as_deref());
+        let mut reader = scratch.reader(Expect::Results { binary });
+        let mut defs: Vec<Vec<u8>> = Vec::new();
+        let mut out: Option<ResultSetWriter> = None;
+        let mut sent = 0u64;
+        let wire = self.client_wire();
+        loop {
+            scratch.read_packet().await.map_err(Error::BackendIo)?;
+            let p = scratch.io.packet_payload();
+            match reader.next(&p)? {
+                Event::Err {
+                    code,
+                    state,
+                    message,
+                } => {
+                    let m = crate::backend::charset::backend_message(
+                        scratch.charsets().results,
+                        message,
+                    );
+                    drop(p);
+                    return match out {
+                        Some(w) => {
+                            let payload = err_payload(code, &state, &m);
+                            w.fail(&mut self.client, &payload);
+                            self.flush_client().await
+                        }
+                        None => Err(Error::Reply {
+                            code,
+                            state,
+                            message: m,
+                        }),
+                    };
+                }
+                Event::ColumnDef(d) => defs.push(rename(d)),
+                Event::Row(r) => {
+                    if out.is_none() {
+                        let status = self.reply_status();
+                        out = Some(ResultSetWriter::start(
+                            &mut self.client,
+                            reply_seq,
+                            wire,
+                            status,
+                            defs.iter().map(Vec::as_slice),
+                        ));
+                    }
+                    if let Some(w) = out.as_mut() {
+                        w.row(&mut self.client, r);
+                    }
+                    sent += 1;
+                    drop(p);
+                    if self.client.needs_flush() {
+                        self.flush_client().await?;
+                    }
+                    continue;
+                }
+                Event::ResultDone { warnings, .. } => {
+                    drop(p);
+                    let status = self.reply_status();
+                    let w = match out.take() {
+                        Some(w) => w,
+                        None => ResultSetWriter::start(
+                            &mut self.client,
+                            reply_seq,
+                            wire,
+                            status,
+                            defs.iter().map(Vec::as_slice),
+                        ),
+                    };
+                    w.finish_warned(&mut self.client, status, warnings);
+                    if reader.finished() {
+                        break;
+                    }
+                    return Err(crate::wire::response::protocol_error(
+                        "several results from a gathered statement",
+                    ));
+                }
+                Event::Ok(_) => {
+                    return Err(crate::wire::response::protocol_error(
+                        "a gathered SELECT answered without a result set",
+                    ));
+                }
+                _ => {}
+            }
+            if reader.finished() {
+                break;
+            }
+        }
+        scratch.note_response(&reader);
+        let _ = routing;
+        self.diag.known = true;
+        self.diag.row_count = -1;
+        self.diag.found_rows = sent;
+        self.mark.rows += sent;
+        self.flush_client().await
+    }
+}
+
+/// The CREATE TEMPORARY TABLE of `c`'s copy (no keys: only the rows matter).
+fn create_table(c: &Copy, cols: &[Declared]) -> String {
+    let defs: Vec<String> = cols.iter().map(Declared::definition).collect();
+    format!(
+        "CREATE TEMPORARY TABLE {} ({}) ENGINE=Aria",
+        c.temp,
+        defs.join(", ")
+    )
+}
+
+/// Runs one statement of Shoal's own on the scratch.
+async fn run_text(conn: &mut PooledConn, sql: &str) -> Result<()> {
+    conn.command(COM_QUERY, sql.as_bytes()).await.map(|_| ())
+}
+
+fn ungathered(what: impl std::fmt::Display) -> RouterError {
+    RouterError::unsupported(format!(
+        "This version of Shoal doesn't yet support '{what} gathered on one datanode'"
+    ))
+}
+
+/// A column definition of the scratch's result with the logical schema and, for a copy's
+/// column, the logical table as its original table (the alias the statement gave stays).
+fn rename_column(def: &[u8], g: &Gather, logical: Option<&str>) -> Vec<u8> {
+    let mut b = def;
+    let mut fields: [&[u8]; 6] = [&[]; 6];
+    for f in &mut fields {
+        match read_lenenc_bytes(&mut b) {
+            Some(v) => *f = v,
+            None => return def.to_vec(),
+        }
+    }
+    let copy = g
+        .copies
+        .iter()
+        .find(|c| c.temp.as_bytes().eq_ignore_ascii_case(fields[3]));
+    let mut out = Vec::with_capacity(def.len() + 16);
+    let (schema, org_table): (&[u8], &[u8]) = match copy {
+        Some(c) => (c.schema.as_bytes(), c.table.as_bytes()),
+        None if fields[1].is_empty() => (&[], fields[3]),
+        None => (logical.unwrap_or_default().as_bytes(), fields[3]),
+    };
+    put_lenenc_bytes(&mut out, fields[0]);
+    put_lenenc_bytes(&mut out, schema);
+    put_lenenc_bytes(&mut out, fields[2]);
+    put_lenenc_bytes(&mut out, org_table);
+    put_lenenc_bytes(&mut out, fields[4]);
+    put_lenenc_bytes(&mut out, fields[5]);
+    out.extend_from_slice(b);
+    out
+}
+
+fn hex_into(out: &mut String, v: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.reserve(v.len() * 2);
+    for &b in v {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
+    }
+}
+
+/// One fetched row (text protocol) as `(v1, v2, ...)` for the INSERT into its copy.
+fn row_literal(
+    row: &[u8],
+    fetched: &[Column],
+    declared: &[Declared],
+) -> std::result::Result<String, RouterError> {
+    let mut b = row;
+    let mut out = String::with_capacity(row.len() * 2 + 8);
+    out.push('(');
+    for (i, (f, d)) in fetched.iter().zip(declared).enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let v = if b.first() == Some(&0xFB) {
+            b = &b[1..];
+            None
+        } else {
+            Some(read_lenenc_bytes(&mut b).ok_or_else(|| ungathered("a malformed row"))?)
+        };
+        match v {
+            None => out.push_str("NULL"),
+            Some(v) => value_literal(&mut out, v, f, d)?,
+        }
+    }
+    out.push(')');
+    Ok(out)
+}
+
+/// One value of declared column `d` (fetched as `f`) as a literal its copy stores as that value.
+fn value_literal(
+    out: &mut String,
+    v: &[u8],
+    f: &Column,
+    d: &Declared,
+) -> std::result::Result<(), RouterError> {
+    use shoal_router::charset::Charset;
+    let bad = |what: &str| {
+        ungathered(format!(
+            "a copy of column '{}' ({}) holding {what}",
+            d.name, d.column_type
+        ))
+    };
+    let text = |chars: &str| -> std::result::Result<&str, RouterError> {
+        let t = std::str::from_utf8(v).map_err(|_| bad("a value that is not text"))?;
+        if t.is_empty() || !t.chars().all(|c| chars.contains(c)) {
+            return Err(bad("a value that does not read back"));
+        }
+        Ok(t)
+    };
+    match d.data_type.as_str() {
+        "tinyint" | "smallint" | "mediumint" | "int" | "integer" | "bigint" | "decimal"
+        | "numeric" | "year" | "float" | "double" | "real" => {
+            out.push_str(text("-+.0123456789eE")?);
+        }
+        "timestamp" => {
+            out.push_str("FROM_UNIXTIME(");
+            out.push_str(text("-.0123456789")?);
+            out.push(')');
+        }
+        "date" | "datetime" | "time" => {
+            out.push('\'');
+            out.push_str(text("-0123456789: .")?);
+            out.push('\'');
+        }
+        "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" | "bit"
+        | "geometry" | "point" | "linestring" | "polygon" | "multipoint" | "multilinestring"
+        | "multipolygon" | "geometrycollection" => {
+            out.push_str("X'");
+            hex_into(out, v);
+            out.push('\'');
+        }
+        "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set"
+        | "json" | "inet4" | "inet6" | "uuid" => {
+            // The bytes are in the charset character_set_results names (the column's own when
+            // it is NULL or binary): exact when that holds every value of the column's charset.
+            let column = d.charset.as_deref().and_then(Charset::from_name);
+            let sent = if f.charset == 63 {
+                column
+            } else {
+                Charset::from_collation_id(f.charset)
+            };
+            let exact = match (sent, column) {
+                (Some(Charset::Utf8mb4), _) => true,
+                (Some(s), Some(c)) => s == c,
+                // inet6 and uuid: no charset, ASCII text.
+                (Some(_), None) => d.charset.is_none(),
+                (None, _) => false,
+            };
+            let Some(sent) = sent.filter(|_| exact) else {
+                return Err(bad(
+                    "a string while character_set_results cannot hold its charset (set it to \
+                     utf8mb4)",
+                ));
+            };
+            out.push('_');
+            out.push_str(sent.name());
+            out.push_str(" X'");
+            hex_into(out, v);
+            out.push('\'');
+        }
+        _ => {
+            if f.column_type == ColumnType::MYSQL_TYPE_NULL {
+                out.push_str("NULL");
+            } else {
+                return Err(bad("a value of this type"));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,293 @@
+//! SELECTs refused across shards, answered on one MariaDB ([`RoutePlan::Gather`]): the rows of
+//! every table the statement reads are copied into TEMPORARY tables on one connection of one
+//! datanode (the "scratch"), and the statement itself runs there over the copies.
+//!
+//! MariaDB evaluates every predicate, join, comparison, collation, NULL rule and aggregate;
+//! Shoal only moves rows, so the answer is one MariaDB's by construction. This is the fallback
+//! after [`super::bind`]: a SELECT whose refusal is a cross-shard one (joins of tables that are
+//! not co-located, UNION, WITH, derived tables, correlated subqueries, aggregates that do not
+//! merge, window functions, ...).
+//!
+//! What stays refused, by name: locking reads (a lock on a copy locks nothing), `SELECT ...
+//! INTO`, the catalog (`information_schema` and the other system schemas), functions that
+//! answer for the connection (`DATABASE()`, `USER()`, `CONNECTION_ID()`, `FOUND_ROWS()`, ...:
+//! the scratch connection would answer for itself), user variables, sequences, and anything the
+//! statement reader cannot locate every table reference of.
+//!
+//! Each table reference becomes its copy under the name it is known by in the statement
+//! (``FROM `orders` o`` -> ``FROM shoal_g1 o``, ``FROM shop.orders`` -> ``FROM shoal_g1 AS
+//! `orders` ``), so that qualifiers and the result's column names keep working; ``shop.orders.id``
+//! loses its schema. A table referenced several times is copied once (MariaDB reopens a
+//! temporary table since 10.2).
+
+use super::placement::{self, Kind};
+use super::router::Router;
+use super::{RoutePlan, Target};
+use crate::charset::Charsets;
+use crate::error::RouterError;
+use crate::sql::SqlMode;
+use crate::sql::analyze::{self, Source};
+use crate::sql::lex::{TokKind, Token};
+use crate::sql::normalize;
+use crate::sql::stmt::DmlKind;
+use crate::topology::DatanodeId;
+
+/// A SELECT answered over copies of its tables on one datanode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gather {
+    /// The tables to copy, in the order they are first referenced.
+    pub copies: Vec<Copy>,
+    /// Where the copies are made and the statement runs.
+    pub scratch: DatanodeId,
+    /// The statement with every table reference naming its copy.
+    pub statement: String,
+}
+
+/// One table copied into a temporary table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Copy {
+    /// The temporary table (`shoal_g1`, ...).
+    pub temp: String,
+    /// The logical schema and table.
+    pub schema: String,
+    pub table: String,
+    /// Where the table's definition is read (its first shard, or its datanode) and its
+    /// physical name there.
+    pub definition: (DatanodeId, String),
+    /// What follows the select list of the fetch: `` FROM `schema`.`table` `` in logical
+    /// names (the executor writes the column list and plans the fetch as any SELECT).
+    pub from: String,
+    /// The fetch as planned with `*` for its columns: where it runs (EXPLAIN ROUTE).
+    pub plan: RoutePlan,
+}
+
+impl Copy {
+    /// The fetch with `columns` as its select list.
+    pub fn fetch(&self, columns: &str) -> String {
+        format!("SELECT {columns}{}", self.from)
+    }
+
+    /// The datanodes the fetch reads.
+    pub fn datanodes(&self) -> Vec<DatanodeId> {
+        match &self.plan {
+            RoutePlan::Single(t) => vec![t.datanode],
+            RoutePlan::Scatter { targets, .. } => targets.iter().map(|t| t.datanode).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Calls whose answer is the connection's own, not the data's: on the scratch connection they
+/// would answer for it.
+const CONNECTION_FUNCTIONS: &[&str] = &[
+    "DATABASE",
+    "SCHEMA",
+    "USER",
+    "SESSION_USER",
+    "SYSTEM_USER",
+    "CURRENT_USER",
+    "CURRENT_ROLE",
+    "CONNECTION_ID",
+    "FOUND_ROWS",
+    "ROW_COUNT",
+    "LAST_INSERT_ID",
+    "NEXTVAL",
+    "LASTVAL",
+    "SETVAL",
+    "GET_LOCK",
+    "RELEASE_LOCK",
+    "IS_FREE_LOCK",
+    "IS_USED_LOCK",
+    "RELEASE_ALL_LOCKS",
+    "SLEEP",
+    "BENCHMARK",
+    "LOAD_FILE",
+    "MASTER_POS_WAIT",
+    "MASTER_GTID_WAIT",
+];
+
+/// `what` stays refused across shards, for `why`.
+fn refuse(what: impl std::fmt::Display, why: &str) -> RouterError {
+    placement::refuse(format!(
+        "{what} across shards (not gathered on one datanode: {why})"
+    ))
+}
+
+/// The gather plan of `sql` (tokens `toks`, without placeholders: a prepared statement's
+/// values are written in first), which the planner refused across shards. `Err`: the SELECT
+/// cannot be gathered, and why (the caller keeps the planner's refusal unless this one names
+/// a reason the statement stays refused for).
+pub(crate) fn plan(
+    router: &Router,
+    current: Option<&str>,
+    mode: SqlMode,
+    cs: Charsets,
+    sql: &str,
+    toks: &[Token],
+) -> Result<Gather, Option<RouterError>> {
+    let first = toks.first();
+    if !first
+        .is_some_and(|t| t.is_kw(sql, "SELECT") || t.is_kw(sql, "WITH") || t.is_punct(sql, "("))
+    {
+        return Err(None);
+    }
+    if toks.iter().any(|t| t.kind == TokKind::Placeholder) {
+        return Err(None);
+    }
+    for (i, t) in toks.iter().enumerate() {
+        let kw = |k: usize, w: &str| toks.get(k).is_some_and(|t| t.is_kw(sql, w));
+        if t.is_kw(sql, "FOR") && (kw(i + 1, "UPDATE") || kw(i + 1, "SHARE")) {
+            return Err(Some(refuse(
+                "a locking read (FOR UPDATE)",
+                "a lock on a copy locks nothing",
+            )));
+        }
+        if t.is_kw(sql, "LOCK") && kw(i + 1, "IN") && kw(i + 2, "SHARE") {
+            return Err(Some(refuse(
+                "a locking read (LOCK IN SHARE MODE)",
+                "a lock on a copy locks nothing",
+            )));
+        }
+        if t.is_kw(sql, "INTO") {
+            return Err(Some(refuse("SELECT ... INTO", "it writes")));
+        }
+        if t.is_kw(sql, "SQL_CALC_FOUND_ROWS") {
+            return Err(Some(refuse(
+                "SQL_CALC_FOUND_ROWS",
+                "FOUND_ROWS() would be the copy's",
+            )));
+        }
+        if t.kind == TokKind::Variable && !t.text(sql).starts_with("@@") {
+            return Err(Some(refuse(
+                "a user variable",
+                "the variable is the session's, not the copy connection's",
+            )));
+        }
+        let called = toks.get(i + 1).is_some_and(|n| n.is_punct(sql, "("));
+        let after_dot = i > 0 && toks[i - 1].is_punct(sql, ".");
+        if t.kind == TokKind::Word
+            && !after_dot
+            && (called || t.is_kw(sql, "CURRENT_USER") || t.is_kw(sql, "CURRENT_ROLE"))
+            && let Some(f) = CONNECTION_FUNCTIONS.iter().find(|f| t.is_kw(sql, f))
+        {
+            return Err(Some(refuse(
+                format!("{f}()"),
+                "the copy's connection would answer for itself",
+            )));
+        }
+        if t.is_kw(sql, "NEXT") && kw(i + 1, "VALUE")
+            || t.is_kw(sql, "PREVIOUS") && kw(i + 1, "VALUE")
+        {
+            return Err(Some(refuse("a sequence", "it is the datanodes'")));
+        }
+    }
+    let shape = normalize::shape_with_prefix(sql, toks, "", mode);
+    let dml = analyze::analyze(&Source::with_mode(sql, toks, &shape, mode)).map_err(|_| None)?;
+    if dml.kind != DmlKind::Select || dml.unsupported.is_some() || dml.tables.is_empty() {
+        return Err(None);
+    }
+    let tables = placement::resolve(router.topology(), current, &dml.tables).map_err(|_| None)?;
+    // (token range replaced, replacement)
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    let mut copies: Vec<Copy> = Vec::new();
+    for t in &tables {
+        let Some(schema) = t.schema.clone() else {
+            return Err(Some(refuse(
+                format!("system table {}", t.r.name),
+                "the catalog is answered apart",
+            )));
+        };
+        let Some(name_tok) = t.r.name_tok.map(|n| n as usize) else {
+            return Err(None);
+        };
+        let definition = match &t.kind {
+            Kind::Distributed { shards, .. } => {
+                let s = shards.first().ok_or(None)?;
+                (s.datanode, s.physical_table.clone())
+            }
+            Kind::Global { datanodes } => (*datanodes.first().ok_or(None)?, t.r.name.clone()),
+            Kind::Single { datanode } => (*datanode, t.r.name.clone()),
+            Kind::System => return Err(None),
+        };
+        let k = match copies.iter().position(|c| {
+            c.schema.eq_ignore_ascii_case(&schema) && c.table.eq_ignore_ascii_case(&t.r.name)
+        }) {
+            Some(k) => k,
+            None => {
+                let from = format!(" FROM {}.{}", quote(&schema), quote(&t.r.name));
+                let fetch = format!("SELECT *{from}");
+                let plan = router.route_in(current, mode, cs, &fetch, &[]);
+                match &plan {
+                    RoutePlan::Single(_)
+                    | RoutePlan::Scatter {
+                        merge: super::Merge::Rows(_),
+                        ..
+                    } => {}
+                    RoutePlan::Refuse(e) => return Err(Some(e.clone())),
+                    _ => return Err(None),
+                }
+                copies.push(Copy {
+                    temp: format!("shoal_g{}", copies.len() + 1),
+                    schema,
+                    table: t.r.name.clone(),
+                    definition,
+                    from,
+                    plan,
+                });
+                copies.len() - 1
+            }
+        };
+        let start = t.r.schema_tok.map_or(name_tok, |s| s as usize);
+        let alias = match &t.r.alias {
+            Some(_) => String::new(),
+            None => format!(" AS {}", quote(&t.r.name)),
+        };
+        edits.push((start, name_tok, format!("{}{alias}", copies[k].temp)));
+    }
+    // `db.t.c`: the copy is known as `t`.
+    for q in &dml.qualifiers {
+        if let (Some(s), Some(_)) = (q.schema_tok, q.table_tok) {
+            let s = s as usize;
+            if toks.get(s + 1).is_some_and(|d| d.is_punct(sql, ".")) {
+                edits.push((s, s + 1, String::new()));
+            }
+        }
+    }
+    edits.sort_by_key(|e| e.0);
+    edits.dedup_by_key(|e| e.0);
+    let mut statement = String::with_capacity(sql.len() + 16 * edits.len());
+    let mut at = 0usize;
+    for (first, last, with) in &edits {
+        let (s, e) = (toks[*first].start as usize, toks[*last].end as usize);
+        if s < at {
+            return Err(None);
+        }
+        statement.push_str(&sql[at..s]);
+        statement.push_str(with);
+        at = e;
+    }
+    statement.push_str(&sql[at..]);
+    let scratch = copies
+        .first()
+        .and_then(|c| c.datanodes().first().copied())
+        .ok_or(None)?;
+    Ok(Gather {
+        copies,
+        scratch,
+        statement,
+    })
+}
+
+/// `name` as a backquoted identifier.
+pub fn quote(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// EXPLAIN ROUTE's targets of a copy.
+pub(crate) fn fetch_targets(c: &Copy) -> Vec<&Target> {
+    match &c.plan {
+        RoutePlan::Single(t) => vec![t],
+        RoutePlan::Scatter { targets, .. } => targets.iter().collect(),
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,354 @@
+//! SELECTs refused across shards before issue 49's gather, answered on one datanode over
+//! copies of their tables (`RoutePlan::Gather`), end to end over real MariaDB and compared
+//! with one MariaDB holding the same rows: a join of tables sharded on different keys, a LEFT
+//! JOIN preserving a global table against a sharded one (NULL and empty sides), UNION and
+//! UNION ALL, a LIMITed derived table joined with its ER child, COUNT(DISTINCT), GROUP_CONCAT
+//! (ORDER BY, SEPARATOR, truncation at group_concat_max_len with its warning), a correlated
+//! EXISTS, window functions, values of every kind copied exactly (FLOAT, TIMESTAMP, zero
+//! dates, binary, `_bin` and `_ci` strings), a transaction's own uncommitted rows, a prepared
+//! statement, EXPLAIN ROUTE, what stays refused, and the cap.
+//!
+//! Layout: the demo's (`orders` sharded by `user_id` mod 4 over two servers, `order_item` its
+//! ER child, `country` global), `pay` sharded by `order_id` with the same rule (joined on
+//! `pay.order_id = orders.id`, not co-located), and `kv`, unlisted on the default datanode.
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row, Value};
+use shoal_tests::{ShoalProcess, server_error};
+
+const DBS: [&str; 2] = ["a", "b"];
+const REF_DB: &str = "gather_ref";
+
+const PAY: &str = "      - { name: pay, type: sharded, shard_key: order_id, rule: by_user, \
+                   datanodes: \"dn1, dn2, dn3, dn4\" }\n";
+
+const TABLES: [&str; 5] = [
+    "CREATE TABLE orders (id INT PRIMARY KEY, user_id INT NOT NULL, \
+     note VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci, \
+     tag VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, amount DECIMAL(10,2), \
+     raw VARBINARY(8), at DATETIME(6), ratio FLOAT, seen TIMESTAMP(3) NULL, \
+     country CHAR(2)) ENGINE=InnoDB",
+    "CREATE TABLE order_item (id INT PRIMARY KEY, user_id INT NOT NULL, sku VARCHAR(10), \
+     qty INT) ENGINE=InnoDB",
+    "CREATE TABLE pay (id INT PRIMARY KEY, order_id INT NOT NULL, paid DECIMAL(10,2), \
+     kind ENUM('card','cash') NULL, day DATE) ENGINE=InnoDB",
+    "CREATE TABLE country (code CHAR(2) PRIMARY KEY, name VARCHAR(30) CHARACTER SET latin1 \
+     COLLATE latin1_swedish_ci) ENGINE=InnoDB",
+    "CREATE TABLE kv (k INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET utf8mb4 \
+     COLLATE utf8mb4_bin, d DATE) ENGINE=InnoDB",
+];
+
+const ROWS: [&str; 5] = [
+    "INSERT INTO orders VALUES \
+     (1, 1, 'abc', 'abc', 1.50, X'0061', '2024-01-01 10:00:00.000001', 1.1234567, \
+      '2024-03-31 01:30:00.125', 'FR'), \
+     (2, 2, 'ABC ', 'ABC', 2.00, X'6100', '2024-01-02 10:00:00', 0.1, NULL, 'DE'), \
+     (3, 3, 'x\u{1F600}', 'abc ', 3.25, X'61', '2024-01-03 00:00:00.5', NULL, \
+      '2024-10-27 02:30:00', 'FR'), \
+     (4, 4, NULL, NULL, NULL, NULL, NULL, 3.4028e38, NULL, NULL), \
+     (5, 5, 'Stra\u{df}e', 'x\u{1F600}', 7.00, X'', '2024-01-01 10:00:00', -2.5, NULL, 'XX'), \
+     (6, 6, 'zz', 'zz', 2.00, X'FF', '2024-02-01 00:00:00', 0.25, NULL, 'DE'), \
+     (7, 1, 'abc', 'q', 5.00, NULL, NULL, NULL, NULL, 'FR')",
+    "INSERT INTO order_item VALUES (1, 1, 'a', 1), (2, 1, 'b', 2), (3, 2, 'a', 5), \
+     (4, 3, 'c', 1), (5, 6, 'a', 2), (6, 6, 'd', NULL)",
+    "INSERT INTO pay VALUES (1, 1, 1.50, 'card', '2024-01-01'), (2, 1, 0.50, 'cash', NULL), \
+     (3, 2, 2.00, NULL, '0000-00-00'), (4, 5, 7.00, 'card', '2024-01-05'), \
+     (5, 9, 1.00, 'cash', '2024-02-01')",
+    "INSERT INTO country VALUES ('FR', 'France'), ('DE', 'Deutschland'), ('ES', 'Espa\u{f1}a'), \
+     ('IT', NULL)",
+    "INSERT INTO kv VALUES (1, 'abc', '2024-01-01'), (2, 'ABC', NULL), (3, 'abc ', '2024-01-03'), \
+     (5, NULL, '2024-01-01'), (6, 'zz', '2024-02-01')",
+];
+
+struct Setup {
+    cluster: shoal_bench::cluster::Cluster,
+    shoal: ShoalProcess,
+}
+
+impl Setup {
+    async fn start(server: &str) -> Setup {
+        let layout = format!("{}{PAY}{server}", shoal_tests::demo_layout_yaml(1));
+        let (cluster, shoal) =
+            shoal_tests::two_servers_and_shoal(&DBS, shoal_tests::APP_USER, &layout, "gather")
+                .await;
+        let s = Setup { cluster, shoal };
+        let mut admin = Conn::new(s.cluster.opts(0, None)).await.unwrap();
+        admin
+            .query_drop(format!("CREATE DATABASE {REF_DB}"))
+            .await
+            .unwrap();
+        admin.disconnect().await.unwrap();
+        let mut c = s.client().await;
+        let mut r = s.reference().await;
+        // Zero dates stored as they are.
+        for conn in [&mut c, &mut r] {
+            conn.query_drop("SET SESSION sql_mode = ''").await.unwrap();
+        }
+        for sql in TABLES.iter().chain(&ROWS) {
+            c.query_drop(*sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}\n{}", s.shoal.log()));
+            r.query_drop(*sql).await.unwrap();
+        }
+        s
+    }
+
+    async fn client(&self) -> Conn {
+        match Conn::new(self.shoal.opts_as("app", "app-secret", Some("shop"))).await {
+            Ok(c) => c,
+            Err(e) => panic!("connect through shoal: {e}\n{}", self.shoal.log()),
+        }
+    }
+
+    async fn reference(&self) -> Conn {
+        Conn::new(self.cluster.opts(0, Some(REF_DB))).await.unwrap()
+    }
+}
+
+fn text(v: Value) -> String {
+    match v {
+        Value::NULL => "NULL".to_string(),
+        Value::Bytes(b) => match String::from_utf8(b.clone()) {
+            Ok(s) => s,
+            Err(_) => format!(
+                "0x{}",
+                b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+            ),
+        },
+        other => format!("{other:?}"),
+    }
+}
+
+/// Rows as text (binary values in hex), in the order given.
+fn cells(rows: Vec<Row>) -> Vec<Vec<String>> {
+    rows.into_iter()
+        .map(|r| r.unwrap().into_iter().map(text).collect())
+        .collect()
+}
+
+/// The statement's answer through Shoal and from one MariaDB: equal (in the order returned:
+/// every statement here fixes its order), with the same column names, and returned.
+async fn same(shoal: &mut Conn, reference: &mut Conn, sql: &str) -> Vec<Vec<String>> {
+    let want: Vec<Row> = reference
+        .query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let got: Vec<Row> = shoal
+        .query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("through Shoal: {sql}: {e}"));
+    let names = |rows: &[Row]| {
+        rows.first().map(|r| {
+            r.columns_ref()
+                .iter()
+                .map(|c| (c.name_str().into_owned(), c.table_str().into_owned()))
+                .collect::<Vec<_>>()
+        })
+    };
+    assert_eq!(names(&got), names(&want), "column names of {sql}");
+    let (got, want) = (cells(got), cells(want));
+    assert_eq!(got, want, "{sql}");
+    got
+}
+
+/// Each shape the planner refused across shards (1235) is answered as one MariaDB answers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_shard_selects_answer_as_one_mariadb() {
+    let s = Setup::start("").await;
+    let mut c = s.client().await;
+    let mut r = s.reference().await;
+    let statements = [
+        // Tables sharded on different keys, joined off their keys.
+        "SELECT o.id, o.note, p.id, p.paid, p.kind, p.day FROM orders o \
+         JOIN pay p ON p.order_id = o.id ORDER BY p.id",
+        "SELECT orders.id, SUM(pay.paid) FROM orders, pay WHERE pay.order_id = orders.id \
+         GROUP BY orders.id ORDER BY orders.id",
+        // A global table preserved against a sharded one: each country once, NULL-extended
+        // where no order matches (IT, ES), the sharded side's NULLs kept.
+        "SELECT c.code, c.name, o.id, o.note FROM country c LEFT JOIN orders o \
+         ON o.country = c.code ORDER BY c.code, o.id",
+        "SELECT c.code, COUNT(o.id) FROM country c LEFT JOIN orders o ON o.country = c.code \
+         AND o.amount > 100 GROUP BY c.code ORDER BY c.code",
+        // A sharded table with an unlisted one.
+        "SELECT o.id, kv.v FROM orders o LEFT JOIN kv ON kv.v = o.tag ORDER BY o.id, kv.k",
+        "SELECT o.id, kv.k FROM orders o JOIN kv ON kv.v = o.note ORDER BY o.id, kv.k",
+        // UNION (a distinct by MariaDB's comparison) and UNION ALL. (Which of two values
+        // equal under `_ci` a UNION keeps depends on the order it reads them: unspecified.)
+        "SELECT user_id FROM orders UNION SELECT order_id FROM pay ORDER BY 1",
+        "SELECT country FROM orders UNION SELECT code FROM country ORDER BY 1",
+        "SELECT tag, HEX(tag) FROM orders UNION ALL SELECT v, HEX(v) FROM kv ORDER BY 1, 2",
+        // A LIMITed derived table joined with its child (SQLAlchemy joinedload + limit).
+        "SELECT anon_1.id, anon_1.user_id, i.sku FROM (SELECT id, user_id FROM orders \
+         ORDER BY id LIMIT 3) AS anon_1 LEFT OUTER JOIN order_item i \
+         ON anon_1.user_id = i.user_id ORDER BY anon_1.id, i.id",
+        "WITH big AS (SELECT user_id, SUM(amount) s FROM orders GROUP BY user_id) \
+         SELECT user_id, s FROM big WHERE s > 1 ORDER BY user_id",
+        // Aggregates that do not merge from per-shard partials.
+        "SELECT COUNT(DISTINCT note), COUNT(DISTINCT tag), SUM(DISTINCT amount), \
+         AVG(DISTINCT amount) FROM orders",
+        "SELECT country, GROUP_CONCAT(note ORDER BY id DESC SEPARATOR '|') FROM orders \
+         GROUP BY country ORDER BY country",
+        // Correlated subqueries.
+        "SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM pay p WHERE p.order_id = o.id) \
+         ORDER BY id",
+        "SELECT id FROM orders o WHERE NOT EXISTS (SELECT 1 FROM pay p WHERE p.order_id = o.id) \
+         ORDER BY id",
+        "SELECT id, (SELECT MAX(paid) FROM pay WHERE pay.order_id = orders.id) m FROM orders \
+         ORDER BY id",
+        // Window functions.
+        "SELECT id, user_id, ROW_NUMBER() OVER (PARTITION BY country ORDER BY id) FROM orders \
+         ORDER BY id",
+        // Every value copied as it was: FLOAT, TIMESTAMP (one in a DST fall-back hour),
+        // DATETIME(6), binary, zero dates, ENUM.
+        "SELECT o.id, o.ratio, o.seen, o.at, o.raw, p.day, p.kind FROM orders o \
+         LEFT JOIN pay p ON p.order_id = o.id ORDER BY o.id, p.id",
+    ];
+    for sql in statements {
+        same(&mut c, &mut r, sql).await;
+    }
+    // In another time zone, where 2024-10-27 02:30 happens twice.
+    for conn in [&mut c, &mut r] {
+        conn.query_drop("SET time_zone = '+05:00'").await.unwrap();
+    }
+    same(
+        &mut c,
+        &mut r,
+        "SELECT o.id, o.seen, UNIX_TIMESTAMP(o.seen) FROM orders o JOIN pay p \
+         ON p.order_id = o.id ORDER BY o.id, p.id",
+    )
+    .await;
+    // GROUP_CONCAT cut at group_concat_max_len, with MariaDB's warning.
+    for conn in [&mut c, &mut r] {
+        conn.query_drop("SET SESSION group_concat_max_len = 5")
+            .await
+            .unwrap();
+    }
+    let sql = "SELECT GROUP_CONCAT(o.note ORDER BY o.id) FROM orders o JOIN pay p \
+               ON p.order_id = o.id";
+    same(&mut c, &mut r, sql).await;
+    assert_eq!(c.get_warnings(), r.get_warnings(), "warnings of {sql}");
+    assert_eq!(c.get_warnings(), 1, "the truncation's warning");
+}
+
+/// EXPLAIN ROUTE shows each copy with where it is read, and the statement over the copies;
+/// what stays refused is refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gathered_plans_are_explained_and_locking_reads_stay_refused() {
+    let s = Setup::start("").await;
+    let mut c = s.client().await;
+    let rows: Vec<(String, String)> = c
+        .query("EXPLAIN ROUTE SELECT o.id FROM orders o JOIN pay p ON p.order_id = o.id")
+        .await
+        .unwrap();
+    let text = format!("{rows:?}");
+    assert!(rows[0].0.contains("copy shoal_g1"), "{text}");
+    assert!(rows.iter().any(|r| r.0.contains("copy shoal_g2")), "{text}");
+    let last = rows.last().unwrap();
+    assert!(last.0.starts_with("(gather on"), "{text}");
+    assert_eq!(
+        last.1,
+        "SELECT o.id FROM shoal_g1 o JOIN shoal_g2 p ON p.order_id = o.id"
+    );
+    for (sql, what) in [
+        (
+            "SELECT o.id FROM orders o JOIN pay p ON p.order_id = o.id FOR UPDATE",
+            "FOR UPDATE",
+        ),
+        (
+            "SELECT o.id FROM orders o JOIN pay p ON p.order_id = o.id LOCK IN SHARE MODE",
+            "LOCK IN SHARE MODE",
+        ),
+        (
+            "SELECT o.id, CONNECTION_ID() FROM orders o JOIN pay p ON p.order_id = o.id",
+            "CONNECTION_ID",
+        ),
+    ] {
+        let (code, _, msg) = server_error(c.query_drop(sql).await);
+        assert_eq!(code, 1235, "{sql}: {msg}");
+        assert!(msg.contains(what), "{sql}: {msg}");
+    }
+    // Writes reading across shards stay refused.
+    let (code, _, _) = server_error(
+        c.query_drop("UPDATE orders o JOIN pay p ON p.order_id = o.id SET o.amount = 0")
+            .await,
+    );
+    assert_eq!(code, 1235);
+}
+
+/// Inside a transaction the copies hold its own uncommitted rows; the transaction commits
+/// (or rolls back) as before, the copies having been no part of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gathered_reads_see_the_transactions_own_rows() {
+    let s = Setup::start("").await;
+    let mut c = s.client().await;
+    let sql = "SELECT o.id, p.id FROM orders o JOIN pay p ON p.order_id = o.id ORDER BY p.id";
+    let before: Vec<(i64, i64)> = c.query(sql).await.unwrap();
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop("INSERT INTO orders (id, user_id, note) VALUES (20, 3, 'new')")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO pay (id, order_id, paid) VALUES (20, 20, 1.00)")
+        .await
+        .unwrap();
+    let inside: Vec<(i64, i64)> = c.query(sql).await.unwrap();
+    assert_eq!(inside.len(), before.len() + 1, "{inside:?}");
+    assert!(inside.contains(&(20, 20)), "{inside:?}");
+    // Another session does not see them.
+    let mut other = s.client().await;
+    let outside: Vec<(i64, i64)> = other.query(sql).await.unwrap();
+    assert_eq!(outside, before);
+    c.query_drop("ROLLBACK").await.unwrap();
+    let after: Vec<(i64, i64)> = c.query(sql).await.unwrap();
+    assert_eq!(after, before);
+    // Committed, the rows are there for everyone.
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop("INSERT INTO orders (id, user_id, note) VALUES (21, 2, 'new')")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO pay (id, order_id, paid) VALUES (21, 21, 1.00)")
+        .await
+        .unwrap();
+    let inside: Vec<(i64, i64)> = c.query(sql).await.unwrap();
+    assert!(inside.contains(&(21, 21)), "{inside:?}");
+    c.query_drop("COMMIT").await.unwrap();
+    let outside: Vec<(i64, i64)> = other.query(sql).await.unwrap();
+    assert!(outside.contains(&(21, 21)), "{outside:?}");
+}
+
+/// A prepared statement with parameters is gathered at each execute, in the binary protocol.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_are_gathered_at_each_execute() {
+    let s = Setup::start("").await;
+    let mut c = s.client().await;
+    let mut r = s.reference().await;
+    let sql = "SELECT o.id, o.note, p.paid, p.day FROM orders o JOIN pay p \
+               ON p.order_id = o.id WHERE p.paid > ? ORDER BY p.id";
+    for param in [0.0f64, 1.0, 100.0] {
+        let want: Vec<Row> = r.exec(sql, (param,)).await.unwrap();
+        let got: Vec<Row> = c
+            .exec(sql, (param,))
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}\n{}", s.shoal.log()));
+        assert_eq!(cells(got), cells(want), "{sql} with {param}");
+    }
+}
+
+/// Past `server.gather_max_rows` the statement is refused naming the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_past_the_cap_are_refused_naming_it() {
+    let s = Setup::start("server:\n  gather_max_rows: 10\n").await;
+    let mut c = s.client().await;
+    // 7 orders and 5 payments: 12 rows.
+    let (code, _, msg) = server_error(
+        c.query_drop("SELECT o.id FROM orders o JOIN pay p ON p.order_id = o.id")
+            .await,
+    );
+    assert_eq!(code, 1235, "{msg}");
+    assert!(msg.contains("server.gather_max_rows"), "{msg}");
+    // The session goes on; a smaller statement is gathered.
+    let rows: Vec<String> = c
+        .query("SELECT id FROM pay UNION ALL SELECT code FROM country")
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 9);
+}
