@@ -175,8 +175,10 @@ pub const CROSS_FAMILIES: &[(&str, usize)] = &[
     (aggregates::SHORT, 5),
 ];
 
-/// One of [`CROSS_FAMILIES`] in a run: statements run and refused over all its report
-/// families (`f`, `capi:f`, `gbk:f`, ...), and its bound.
+/// One of [`CROSS_FAMILIES`] in a run: statements run and refused over a utf8mb4 connection
+/// (text, prepared, and through Connector/C: report families `f` and `capi:f`), and its bound.
+/// The runs through gbk, latin1 and big5 connections are listed per family in the report but
+/// not bounded: issue 49 asks for utf8mb4 clients.
 #[derive(Debug, Clone, Copy)]
 pub struct CrossShare {
     pub family: &'static str,
@@ -250,7 +252,7 @@ impl Report {
                     bound_pct,
                 };
                 for (name, c) in &self.families {
-                    if name == family || name.rsplit(':').next() == Some(family) {
+                    if name == family || name.strip_prefix("capi:") == Some(family) {
                         share.run += c.run;
                         share.refused += c.refused;
                     }
