@@ -1024,11 +1024,17 @@ pub async fn start_cluster() -> Cluster {
     // than a few rows: 515 rows where every other plan, and `NOT IN (1, 2, NULL)`, give none).
     // Both sides run without those two strategies (before Shoal connects), so that a NOT IN
     // with NULLs compares SQL's answer, which MariaDB gives with every other plan.
+    // Nor with the subquery cache: it keys a correlated subquery's result by the outer value
+    // under that column's collation, so where the subquery compares it under another
+    // (`i.code_bin = o.k_str_ci`: 'fr' and 'FR' are one key of the cache, two under _bin) a
+    // row gets the answer cached for another spelling, and the result depends on the order
+    // rows are read in (MariaDB 10.11: 278 rows of a NOT EXISTS where the same statement
+    // without the cache, and its anti-join written as a LEFT JOIN, give 275).
     for i in 0..cluster.instances().len() {
         let mut c = connect(cluster.opts(i, None), "a MariaDB instance").await;
         c.query_drop(
             "SET GLOBAL optimizer_switch = \
-             'partial_match_rowid_merge=off,partial_match_table_scan=off'",
+             'partial_match_rowid_merge=off,partial_match_table_scan=off,subquery_cache=off'",
         )
         .await
         .unwrap_or_else(|e| panic!("optimizer_switch: {e}"));
