@@ -6,8 +6,9 @@
 //! (`Questions`, `Com_select` and `Com_insert` deltas of both instances: the round trips),
 //! Shoal's peak RSS (`VmHWM`, reset before each case), and whether the answer equals the same
 //! statement's on one MariaDB holding every row (the oracle database). The last case runs the
-//! largest join on a second Shoal whose config adds `--budget-config` (a small gather memory
-//! budget with a high row cap): its peak RSS must stay under `--budget-mib` + 64 MiB.
+//! join of `fact` with `ldim` (`--large-rows`, 1M rows of 200-byte pads, sharded by id) on a
+//! second Shoal whose caps on gathered rows and bytes are raised (`--large-server-config`): the
+//! copied side is some 200 MiB and Shoal's peak RSS must stay under `--rss-goal-mib`.
 //!
 //! A build that refuses a join reports the refusal (1235) for that case and exits with
 //! "incomplete".
@@ -45,17 +46,26 @@ pub struct JoinArgs {
     /// Timed runs per query (after one checked warm-up run).
     #[arg(long, default_value_t = 5)]
     pub iterations: usize,
-    /// Top-level YAML lines added to both Shoals' configs (e.g. the gather settings).
+    /// Settings added to both Shoals' `server:` mapping, `key: value` each (e.g.
+    /// `gather_max_rows: 1000000`).
     #[arg(long)]
-    pub extra_config: Vec<String>,
-    /// Top-level YAML lines added to the second Shoal's config only, for the over-budget case
-    /// (e.g. a small gather memory budget and a high row cap). Without them the case is not run.
+    pub server_config: Vec<String>,
+    /// Settings added to the second Shoal's `server:` mapping only, for the large copy (e.g.
+    /// `gather_max_bytes: 4294967296` so that the copy is not refused). Without them the case is
+    /// not run.
     #[arg(long)]
-    pub budget_config: Vec<String>,
-    /// The memory budget `--budget-config` sets, MiB: the over-budget case's peak RSS goal is
-    /// this + 64 MiB.
-    #[arg(long, default_value_t = 16)]
-    pub budget_mib: u64,
+    pub large_server_config: Vec<String>,
+    /// Rows of `ldim` (each with a 200-byte pad), the side of the large copy.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub large_rows: u64,
+    /// The large copy's goal: Shoal's peak RSS under this many MiB (the copied side is about
+    /// `--large-rows` x 220 bytes: it must stream, not be held).
+    #[arg(long, default_value_t = 128)]
+    pub rss_goal_mib: u64,
+    /// Seconds one statement through Shoal may take before its case ends as an error (the
+    /// case's remaining runs are skipped).
+    #[arg(long, default_value_t = 300)]
+    pub query_timeout: u64,
     /// The shoal binary (default: `target/release/shoal`, built first).
     #[arg(long)]
     pub shoal_bin: Option<PathBuf>,
@@ -79,7 +89,7 @@ pub struct Case {
     pub selects: f64,
     pub inserts: f64,
     pub peak_rss_kib: u64,
-    /// Peak RSS goal (over-budget case only).
+    /// Peak RSS goal (the large copy only).
     pub goal_kib: Option<u64>,
     /// `exact`, `refused: ...`, `wrong: ...` or `not run: ...`.
     pub outcome: String,
@@ -230,8 +240,10 @@ async fn insert(
     rows: impl Iterator<Item = String>,
     progress: &Progress,
 ) -> Result<(), BenchError> {
-    let rows: Vec<String> = rows.collect();
-    for chunk in rows.chunks(5_000) {
+    // 5,000 rows a statement, built as they come (the large table is some 200 MiB).
+    let mut rows = rows.peekable();
+    while rows.peek().is_some() {
+        let chunk: Vec<String> = rows.by_ref().take(5_000).collect();
         conn.query_drop(format!("INSERT INTO {table} VALUES {}", chunk.join(", ")))
             .await
             .map_err(BenchError::sql(label, format!("INSERT INTO {table}")))?;
@@ -245,6 +257,8 @@ const DDL: &[&str] = &[
      val DECIMAL(10,2) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
     "CREATE TABLE gdim (id BIGINT NOT NULL PRIMARY KEY, grp INT NOT NULL, name VARCHAR(32) NOT NULL, \
      val DECIMAL(10,2) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    "CREATE TABLE ldim (id BIGINT NOT NULL PRIMARY KEY, grp INT NOT NULL, pad VARCHAR(200) NOT NULL) \
+     ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
     "CREATE TABLE fact (id BIGINT NOT NULL PRIMARY KEY, user_id INT NOT NULL, dim_id BIGINT NOT NULL, \
      amount DECIMAL(10,2) NOT NULL, KEY (user_id), KEY (dim_id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
 ];
@@ -322,6 +336,43 @@ async fn load(
     Ok(())
 }
 
+fn ldim_row(id: u64) -> String {
+    format!("({id}, {}, '{:0>200}')", id % 100, id)
+}
+
+/// `ldim`'s rows, into the oracle and the datanodes (only for the large copy).
+async fn load_large(
+    args: &JoinArgs,
+    cluster: &Cluster,
+    layout: &Layout,
+    progress: &Progress,
+) -> Result<(), BenchError> {
+    progress.stage(format!("loading {} ldim rows", args.large_rows));
+    progress.inc_length(args.large_rows * 2);
+    let oracle = direct_endpoint(cluster, 0, ORACLE_DB, "oracle");
+    let mut conn = oracle.connect().await?;
+    let rows = (1..=args.large_rows).map(ldim_row);
+    insert(&mut conn, &oracle.label(), "ldim", rows, progress).await?;
+    let _ = conn.disconnect().await;
+    let mut tasks = Vec::new();
+    for (i, d) in layout.datanodes.iter().enumerate() {
+        let ep = direct_endpoint(cluster, d.datahost, &d.database, &d.name);
+        let (rows, progress, i) = (args.large_rows, progress.clone(), i as u64);
+        tasks.push(tokio::spawn(async move {
+            let mut conn = ep.connect().await?;
+            let mine = (1..=rows).filter(|id| id % DATANODES == i).map(ldim_row);
+            insert(&mut conn, &ep.label(), "ldim", mine, &progress).await?;
+            let _ = conn.disconnect().await;
+            Ok::<_, BenchError>(())
+        }));
+    }
+    for t in tasks {
+        t.await
+            .map_err(|e| BenchError::Tool(format!("load task: {e}")))??;
+    }
+    Ok(())
+}
+
 /// `Questions`, `Com_select` and `Com_insert` summed over the cluster's primaries.
 async fn counters(conns: &mut [Conn]) -> Result<[u64; 3], BenchError> {
     let mut sum = [0u64; 3];
@@ -381,6 +432,7 @@ async fn case(
     oracle: &mut Conn,
     status: &mut [Conn],
     goal_kib: Option<u64>,
+    timeout: std::time::Duration,
 ) -> Result<Case, BenchError> {
     let mut c = Case {
         name: name.into(),
@@ -402,7 +454,15 @@ async fn case(
     let mut conn = shoal.connect().await?;
     reset_peak(pid)?;
     // The warm-up run is the checked one.
-    match answer(&mut conn, sql).await {
+    let got = match tokio::time::timeout(timeout, answer(&mut conn, sql)).await {
+        Ok(r) => r,
+        Err(_) => {
+            c.outcome = format!("error: no answer within {} s", timeout.as_secs());
+            c.peak_rss_kib = status_kib(pid, "VmHWM:").unwrap_or(0);
+            return Ok(c);
+        }
+    };
+    match got {
         Ok(got) if got == expected => {}
         Ok(got) => {
             let first = got
@@ -430,10 +490,12 @@ async fn case(
     let before = counters(status).await?;
     for _ in 0..iterations {
         let start = Instant::now();
-        let rows: Vec<Row> = conn
-            .query(sql)
-            .await
-            .map_err(BenchError::sql(shoal.label(), name))?;
+        let Ok(rows) = tokio::time::timeout(timeout, conn.query::<Row, _>(sql)).await else {
+            c.outcome = format!("error: no answer within {} s", timeout.as_secs());
+            c.peak_rss_kib = status_kib(pid, "VmHWM:").unwrap_or(0);
+            return Ok(c);
+        };
+        let rows = rows.map_err(BenchError::sql(shoal.label(), name))?;
         ms.push(start.elapsed().as_secs_f64() * 1000.0);
         drop(rows);
     }
@@ -469,24 +531,33 @@ async fn measure(
             name: "dim".into(),
             key: "id".into(),
         },
+        ShardedTable {
+            name: "ldim".into(),
+            key: "id".into(),
+        },
     ];
     layout.global = vec!["gdim".into()];
-    let with = |extra: &[String]| {
+    let with = |server: &[String]| {
         let layout = layout.clone();
-        let extra = extra.to_vec();
+        let server = server.to_vec();
         move |listen: &str| {
             // Health checks (a SELECT per server every second by default) would count as
             // round trips of the measured queries: one an hour instead.
-            let mut y = layout.yaml_with(listen, &["health: { heartbeat: 3600s }"]);
-            for line in &extra {
-                y.push_str(line);
-                y.push('\n');
+            let y = layout.yaml_with(listen, &["health: { heartbeat: 3600s }"]);
+            let mut extra = String::new();
+            for line in &server {
+                extra.push_str(", ");
+                extra.push_str(line);
             }
-            y
+            y.replacen(
+                "log_level: warn }",
+                &format!("log_level: warn{extra} }}"),
+                1,
+            )
         }
     };
     progress.stage("starting Shoal");
-    let shoal = RunningShoal::start_with(work, bin, &layout, "join", with(&args.extra_config))?;
+    let shoal = RunningShoal::start_with(work, bin, &layout, "join", with(&args.server_config))?;
     shoal
         .endpoint
         .execute(&DDL.iter().map(|s| s.to_string()).collect::<Vec<_>>())
@@ -519,19 +590,24 @@ async fn measure(
                 &mut oracle,
                 &mut status,
                 None,
+                std::time::Duration::from_secs(args.query_timeout),
             )
             .await?,
         );
     }
     drop(shoal);
 
-    // The largest join again, on a Shoal with a small memory budget.
-    let (name, sql) = &qs[3];
-    let name = format!("{name}, over a {} MiB budget", args.budget_mib);
-    if args.budget_config.is_empty() {
+    // The large copy, on a second Shoal whose caps let it through.
+    let sql = "SELECT d.grp, COUNT(*), SUM(f.amount), SUM(LENGTH(d.pad)) FROM fact f JOIN ldim d \
+               ON d.id = f.dim_id GROUP BY d.grp";
+    let name = format!(
+        "every fact with its ldim, grouped ({} x {} rows of 200-byte pads)",
+        args.fact_rows, args.large_rows
+    );
+    if args.large_server_config.is_empty() {
         cases.push(Case {
             name,
-            sql: sql.clone(),
+            sql: sql.into(),
             rows: 0,
             median_ms: 0.0,
             max_ms: 0.0,
@@ -540,14 +616,16 @@ async fn measure(
             inserts: 0.0,
             peak_rss_kib: 0,
             goal_kib: None,
-            outcome: "not run: no --budget-config".into(),
+            outcome: "not run: no --large-server-config".into(),
         });
     } else {
-        progress.stage("starting Shoal with a small budget");
-        let mut lines = args.extra_config.clone();
-        lines.extend(args.budget_config.iter().cloned());
-        let shoal = RunningShoal::start_with(work, bin, &layout, "join-budget", with(&lines))?;
+        load_large(args, cluster, &layout, progress).await?;
+        progress.stage("starting Shoal with raised gather caps");
+        let mut lines = args.server_config.clone();
+        lines.extend(args.large_server_config.iter().cloned());
+        let shoal = RunningShoal::start_with(work, bin, &layout, "join-large", with(&lines))?;
         let pid = shoal.process.pid();
+        progress.stage(name.clone());
         cases.push(
             case(
                 &name,
@@ -557,7 +635,8 @@ async fn measure(
                 pid,
                 &mut oracle,
                 &mut status,
-                Some((args.budget_mib + 64) * 1024),
+                Some(args.rss_goal_mib * 1024),
+                std::time::Duration::from_secs(args.query_timeout),
             )
             .await?,
         );
