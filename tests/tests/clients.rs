@@ -1,5 +1,6 @@
 //! Client compatibility: real ORMs, migration tools, drivers and a CLI (SQLAlchemy 2, Alembic,
-//! Sequelize, Knex, Django, mycli's completion refresh, PHP PDO, MariaDB Connector/J; the programs
+//! Sequelize, Knex, Django, mycli's completion refresh, PHP PDO, MariaDB Connector/J, TypeORM,
+//! ActiveRecord; the programs
 //! are in `tests/clients/`) run one fixed scenario each against a sharded Shoal
 //! (the demo's layout: `orders` by user_id over 4 datanodes, its ER child `order_item`, the
 //! global `country`, `ledger` as 8 tables by quarter, `events` keyed by a global sequence) and
@@ -8,7 +9,8 @@
 //! equal step by step.
 //!
 //! The libraries come from `scripts/install-clients` (`.clients/venv`,
-//! `tests/clients/node_modules`, Debian's php-mysql, libmariadb-java and a JDK); without them the test fails saying so. Steps known to differ
+//! `tests/clients/node_modules`, Debian's php-mysql, libmariadb-java and a JDK, Debian's
+//! ruby-activerecord and ruby-mysql2); without them the test fails saying so. Steps known to differ
 //! today are listed in `tests/clients/known-differences.txt`, each with the reason: a listed
 //! step that differs is reported but does not fail the test, a listed step that now matches
 //! fails it (take it off the list), and any other difference fails it.
@@ -31,7 +33,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The client programs: name, interpreter (relative to the repository when it holds a `/`), the
 /// interpreter's arguments before the script, script.
-const CLIENTS: [(&str, &str, &[&str], &str); 8] = [
+const CLIENTS: [(&str, &str, &[&str], &str); 10] = [
     (
         "sqlalchemy",
         ".clients/venv/bin/python",
@@ -72,6 +74,20 @@ const CLIENTS: [(&str, &str, &[&str], &str); 8] = [
         &["-cp", CONNECTOR_J_JAR],
         "tests/clients/java/ConnectorJScenario.java",
     ),
+    // Issue 49's ORM shapes: paging with relations, IN subqueries, eager_load and joins on
+    // the child's foreign key alone.
+    (
+        "typeorm",
+        "node",
+        &[],
+        "tests/clients/node/typeorm_scenario.js",
+    ),
+    (
+        "activerecord",
+        "ruby",
+        &[],
+        "tests/clients/ruby/activerecord_scenario.rb",
+    ),
 ];
 
 /// MariaDB Connector/J as Debian's libmariadb-java installs it.
@@ -104,7 +120,7 @@ fn assert_clients_installed(root: &Path) {
             missing.push(format!("{package} in {}", python.display()));
         }
     }
-    for m in ["mysql2", "sequelize", "knex"] {
+    for m in ["mysql2", "sequelize", "knex", "typeorm", "reflect-metadata"] {
         if !modules.join(m).exists() {
             missing.push(modules.join(m).display().to_string());
         }
@@ -122,6 +138,11 @@ fn assert_clients_installed(root: &Path) {
         &["-r", "exit(extension_loaded('pdo_mysql') ? 0 : 1);"],
     ) {
         missing.push("php with pdo_mysql (php-cli, php-mysql)".to_string());
+    }
+    if !succeeds("ruby", &["-e", "require 'active_record'; require 'mysql2'"]) {
+        missing.push(
+            "ruby with active_record and mysql2 (ruby-activerecord, ruby-mysql2)".to_string(),
+        );
     }
     // The source launcher needs a JDK (its compiler), not only a runtime.
     if !succeeds("javac", &["-version"]) {
