@@ -14,7 +14,7 @@ use std::task::{Context, Poll, Waker};
 use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::exec::prepared::{decode_execute, literal};
+use crate::exec::params::{decode_execute, literal};
 use crate::merge::value::{Dec, cmp_keys, double_text, encode_row, key_of, kind, split_row};
 use crate::merge::{Column, Protocol, parse_column};
 use crate::session::login::parse_change_user;
@@ -176,7 +176,7 @@ pub fn client_command(data: &[u8]) {
     let _ = crate::session::use_statement(sql);
     let _ = crate::exec::diagnostics::diagnostics_query(sql);
     let _ = crate::exec::kill::parse_kill(sql);
-    let _ = crate::exec::pinning::effects(sql);
+    let _ = shoal_router::sql::pins::effects(sql);
 }
 
 /// Splits `data` into packets framed as on the wire, lengths clamped to what is left.

@@ -12,6 +12,8 @@
 //! read_only: yes          (optional: the user is read-only)
 //! denied: secret          (optional: schemas the user may not use, comma-separated)
 //! user_vars: old_mode     (optional: user variables the session holds)
+//! prepare: yes            (optional: planned as a statement the client prepares,
+//!                          `Router::plan_prepare`; its parameter count is shown)
 //! SELECT ...              (one or more lines of SQL)
 //! ---
 //! step: ...               (the plan: its step, then each decision that is not the default)
@@ -54,6 +56,7 @@ struct Case {
     read_only: bool,
     denied: Vec<String>,
     user_vars: Vec<String>,
+    prepare: bool,
     sql: String,
     expected: String,
 }
@@ -95,6 +98,7 @@ fn parse_file(text: &str) -> Vec<Case> {
                 Some(("read_only", v)) => c.read_only = v.trim() == "yes",
                 Some(("denied", v)) => c.denied = list(v),
                 Some(("user_vars", v)) => c.user_vars = list(v),
+                Some(("prepare", v)) => c.prepare = v.trim() == "yes",
                 _ => {
                     sql.push(line);
                     continue;
@@ -181,6 +185,12 @@ fn show(topo: &Topology, c: &Case, p: &StatementPlan) -> String {
     if p.is_show {
         out.push_str("\nshow");
     }
+    if p.pins.leaves_state {
+        out.push_str("\npins its connection");
+    }
+    if p.pins.sets_last_insert_id {
+        out.push_str("\nsets LAST_INSERT_ID");
+    }
     out
 }
 
@@ -231,9 +241,17 @@ fn golden_statement_plans() {
                 xa_tracking: c.xa,
                 digest: true,
             };
-            let cold = warm.plan_statement(&input, &mut toks);
-            let cached = warm.plan_statement(&input, &mut toks);
-            let fresh = Router::new(topo.clone()).plan_statement(&input, &mut toks);
+            let plan = |r: &Router, toks: &mut Vec<_>| {
+                if c.prepare {
+                    let p = r.plan_prepare(&input, toks);
+                    (p.plan, Some(p.params))
+                } else {
+                    (r.plan_statement(&input, toks), None)
+                }
+            };
+            let (cold, params) = plan(&warm, &mut toks);
+            let cached = plan(&warm, &mut toks).0;
+            let fresh = plan(&Router::new(topo.clone()), &mut toks).0;
             if cold != cached || cold != fresh {
                 failures.push(format!(
                     "{}: `{}`: the plan differs when cached",
@@ -241,7 +259,10 @@ fn golden_statement_plans() {
                     c.comment
                 ));
             }
-            let got = show(&topo, c, &cold);
+            let mut got = show(&topo, c, &cold);
+            if let Some(n) = params {
+                got.push_str(&format!("\nparams: {n}"));
+            }
             if got != c.expected && !update {
                 failures.push(format!(
                     "{}: `{}`\n--- expected\n{}\n--- got\n{got}",

@@ -123,20 +123,9 @@ pub struct ConnSet {
     /// Read-your-writes: per datahost, when the session last wrote there and the GTID of its
     /// last write, with the servers known to have applied it.
     pub writes: Vec<LastWrite>,
-    /// The caller retries a read that fails on a replica before anything reached the client:
-    /// the failure is not reported, `failed_read` names the server instead.
-    pub retry_read: bool,
-    /// The running statement is sent by [`super::Cursor::run_on`] or a one-target execute,
-    /// which write a deferred BEGIN ahead of it: a transaction starting on its connection
-    /// starts in the statement's round trip.
-    pub pipeline_begin: bool,
     /// The datanodes whose branch of the session's XA transaction (its current gtrid) had an
     /// `XA START` sent, whatever came of it.
     pub xa_started: Vec<DatanodeId>,
-    /// A BEGIN written ahead of a statement got no reply (the connection broke): the caller
-    /// runs the statement again, once, with the BEGIN sent alone first.
-    pub begin_lost: bool,
-    pub failed_read: Option<usize>,
     /// A server the running statement must not read from (it just failed).
     pub avoid: Option<usize>,
     /// The running statement's deadline (`server.query_timeout`): each connection it touches

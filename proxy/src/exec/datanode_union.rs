@@ -26,7 +26,7 @@ use shoal_router::plan::{Column, MergeSpec, Params, Target};
 use shoal_router::sql::lex::{self, TokKind};
 use shoal_router::topology::DatanodeId;
 
-use super::prepared::close_statements;
+use super::request::close_statements;
 use super::unsupported;
 use crate::backend::conn::BackendConn;
 use crate::error::Result;
@@ -165,7 +165,7 @@ fn union_member(sql: &str) -> Result<String> {
 /// statement is closed with the connection's next command). Should the server's statement
 /// limit be reached, the connection closes the statements it keeps and tries once more.
 pub(super) async fn describe(conn: &mut BackendConn, sql: &str) -> Result<Vec<Vec<u8>>> {
-    let (id, defs) = super::prepared::prepare_freeing(conn, sql, true).await?;
+    let (id, defs) = super::request::prepare_freeing(conn, sql, true).await?;
     close_statements(conn, &[id]);
     Ok(defs)
 }

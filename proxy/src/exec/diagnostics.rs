@@ -11,15 +11,7 @@ use crate::wire::resultset::column_definition;
 /// Which diagnostics function: the statement plan's reading (`Step::Diagnostics`).
 pub(crate) use shoal_router::plan::Diagnostics as DiagQuery;
 
-/// Whether the statement starts with a comment (`/* */`, `-- `, `#`): the byte-level fast
-/// paths below read its tokens instead, so that a comment never changes how it is read.
-pub(crate) fn starts_with_comment(sql: &[u8]) -> bool {
-    match sql.trim_ascii_start() {
-        [b'#', ..] | [b'/', b'*', ..] => true,
-        [b'-', b'-', c, ..] => c.is_ascii_whitespace(),
-        _ => false,
-    }
-}
+pub(crate) use shoal_router::sql::pins::starts_with_comment;
 
 /// A query that is exactly `SELECT ROW_COUNT()` or `SELECT FOUND_ROWS()`.
 pub(crate) fn diagnostics_query(sql: &[u8]) -> Option<DiagQuery> {

@@ -19,7 +19,7 @@ use crate::process::sessions::Published;
 /// else (KILL USER, an expression...: the backend or the router answers those).
 pub fn parse_kill(sql: &[u8]) -> Option<(bool, u64)> {
     // Cheap reject first: the relay-only path asks this of every query.
-    if !crate::exec::pinning::contains_ci(sql, b"KILL") {
+    if !shoal_router::sql::pins::contains_ci(sql, b"KILL") {
         return None;
     }
     let text = std::str::from_utf8(sql).ok()?;

@@ -171,6 +171,7 @@ impl Cursor {
             crate::wire::response::Expect::FieldList,
             reply_seq,
             Some((&routing.names, dn)),
+            false,
         )
         .await?;
         Ok(())

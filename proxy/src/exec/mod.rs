@@ -34,11 +34,12 @@ pub mod kill;
 mod local;
 mod metadata;
 mod multi;
-pub mod pinning;
+pub(crate) mod params;
 pub(crate) mod prepared;
 mod reader;
 pub mod relay;
 mod replica;
+mod request;
 mod scatter;
 mod single;
 pub(crate) use single::query_payload;
@@ -76,6 +77,18 @@ use shoal_router::config::ReadWhenPrimaryDown;
 /// A router refusal as the error the client gets.
 pub fn refusal(e: &RouterError) -> Error {
     Error::refusal(e)
+}
+
+/// 1290 (HY000), as a server started with --read-only answers, naming the user.
+fn read_only_refused(user: &str, what: &str) -> Error {
+    Error::reply(
+        1290,
+        b"HY000",
+        format!(
+            "User '{user}' is read-only (users.read_only in Shoal's configuration), so it \
+             cannot execute this statement ({what})"
+        ),
+    )
 }
 
 fn unsupported(what: &str) -> Error {
@@ -235,6 +248,30 @@ impl Cursor {
         refusal(e)
     }
 
+    /// What the router needs of the session to plan statement `sql` (read in the client's
+    /// charset) under `mode` and `charsets`.
+    pub(super) fn statement_input<'a>(
+        &'a self,
+        routing: &'a Routing,
+        sql: &'a str,
+        mode: shoal_router::sql::SqlMode,
+        charsets: shoal_router::charset::Charsets,
+    ) -> StatementInput<'a> {
+        StatementInput {
+            sql,
+            current: self.logical.as_deref(),
+            mode,
+            charsets,
+            read_only: !routing.read_only_users.is_empty()
+                && routing.read_only_users.contains(&self.user),
+            denied_schemas: self.denied_schemas(routing),
+            user_vars: &self.user_vars,
+            read_split: self.rt.backends.any_read_balancing(),
+            xa_tracking: self.xa_tracking(routing),
+            digest: self.shared.observe.wants_digest(),
+        }
+    }
+
     /// A COM_QUERY: plan it, then run the plan.
     async fn query_routed(&mut self, routing: &Arc<Routing>, reply_seq: u8) -> Result<()> {
         // One tokenization serves the router and the pin check.
@@ -256,26 +293,10 @@ impl Cursor {
                     self.decoded.as_deref().unwrap_or_default()
                 }
             };
-            let input = StatementInput {
-                sql: read,
-                current: self.logical.as_deref(),
-                mode,
-                charsets: charsets.statements,
-                read_only: !routing.read_only_users.is_empty()
-                    && routing.read_only_users.contains(&self.user),
-                denied_schemas: self.denied_schemas(routing),
-                user_vars: &self.user_vars,
-                read_split: self.rt.backends.any_read_balancing(),
-                xa_tracking: self.xa_tracking(routing),
-                digest: self.shared.observe.wants_digest(),
-            };
-            let plan = routing.router.plan_statement(&input, &mut toks);
-            let effects = matches!(plan.step, Step::Route(_))
-                .then(|| pinning::token_effects(plan.text(read), &toks))
-                .unwrap_or_default();
-            (plan, effects)
+            let input = self.statement_input(routing, read, mode, charsets.statements);
+            routing.router.plan_statement(&input, &mut toks)
         };
-        let (plan, effects) = plan;
+        let effects = plan.pins;
         // A huge statement's buffer is not kept for the session's lifetime.
         if toks.capacity() <= MAX_KEPT_TOKENS {
             self.tokens = toks;
@@ -310,7 +331,7 @@ impl Cursor {
         }
         let route = match plan.step {
             Step::Route(route) => route,
-            Step::ReadOnly(what) => return Err(replica::read_only_refused(&self.user, &what)),
+            Step::ReadOnly(what) => return Err(read_only_refused(&self.user, &what)),
             Step::Diagnostics(which) => {
                 // The statement before may have run anywhere: the session's own record answers.
                 if self.diag.known || which == DiagQuery::ConnectionId {
@@ -332,7 +353,7 @@ impl Cursor {
                 return cold(self.insert_with_column_list(routing, fill, reply_seq)).await;
             }
             Step::BroadcastWrites(targets) => {
-                let req = prepared::Request::Text;
+                let req = request::Request::Text;
                 return cold(self.run_writes(routing, targets, false, &req, reply_seq)).await;
             }
             Step::BroadcastDdl(targets) => {
@@ -396,19 +417,19 @@ impl Cursor {
                 targets,
                 merge: Merge::AffectedRows,
             } => {
-                let req = prepared::Request::Text;
+                let req = request::Request::Text;
                 cold(self.run_writes(routing, targets, true, &req, reply_seq)).await
             }
             RoutePlan::Scatter {
                 targets,
                 merge: Merge::Rows(spec),
             } => {
-                let req = prepared::Request::Text;
+                let req = request::Request::Text;
                 cold(self.run_scatter(routing, targets, &spec, &req, reply_seq)).await
             }
             RoutePlan::KeyMove(km) => cold(self.run_key_move(routing, &km, reply_seq)).await,
             RoutePlan::BindFirst(b) => {
-                let req = prepared::Request::Text;
+                let req = request::Request::Text;
                 cold(self.run_bind_first(routing, &b, &req, reply_seq)).await
             }
             RoutePlan::Gather(g) => {

@@ -19,10 +19,10 @@ use std::sync::Arc;
 
 use mysql_common::constants::StatusFlags;
 
-use shoal_router::plan::{RoutePlan, namespace};
+use shoal_router::plan::{RoutePlan, StatementInput, Step};
+use shoal_router::sql::SqlMode;
 use shoal_router::sql::lex::Token;
-use shoal_router::sql::statement_time::statement_time_for;
-use shoal_router::sql::{SqlMode, readwrite};
+use shoal_router::sql::pins::Effects;
 use shoal_router::topology::DatanodeId;
 
 use crate::error::Result;
@@ -81,10 +81,11 @@ impl Cursor {
     }
 
     /// The statements after statement `k` of `text` that can ride in its request: each a
-    /// plain INSERT, UPDATE, DELETE or REPLACE that the router sends whole to the datanode
-    /// statement `k` goes to (itself one such), with nothing the session must do around it
-    /// (no user variable, hint or `SET STATEMENT ... FOR`, no schema the user may not name, no
-    /// read-only refusal). `None` when fewer than two statements would go together.
+    /// plain INSERT, UPDATE, DELETE or REPLACE whose statement plan routes it whole to the
+    /// datanode statement `k` goes to (itself one such), with nothing the session must do
+    /// around it (no user variable, hint or `SET STATEMENT ... FOR`, nothing that pins its
+    /// connection; a refusal is no route). `None` when fewer than two statements would go
+    /// together.
     fn batch_after(
         &mut self,
         routing: &Routing,
@@ -135,13 +136,20 @@ impl Cursor {
         piece: &str,
         toks: &mut Vec<Token>,
     ) -> Option<(DatanodeId, bool, Arc<str>)> {
-        if piece.contains('@')
-            || readwrite::mycat_hint_len(piece).is_some()
-            || statement_time_for(piece).is_some()
-        {
+        // A user variable may be one the session holds or reads back: alone.
+        if piece.contains('@') {
             return None;
         }
-        routing.router.tokenize(piece, mode, toks).ok()?;
+        let input = StatementInput {
+            digest: false,
+            ..self.statement_input(routing, piece, mode, cs)
+        };
+        let plan = routing.router.plan_statement(&input, toks);
+        // A Mycat hint or `SET STATEMENT ... FOR` (the planned text starts later) has the
+        // session do something around the statement.
+        if plan.start != 0 || plan.pins != Effects::default() {
+            return None;
+        }
         let first = toks.first()?;
         // LAST_INSERT_ID(expr) sets the session's value, which the session reads back after
         // the statement that set it: alone.
@@ -149,16 +157,11 @@ impl Cursor {
             .iter()
             .any(|kw| first.is_kw(piece, kw))
             || toks.iter().any(|t| t.is_kw(piece, "LAST_INSERT_ID"))
-            || namespace::denied_schema_named(piece, toks, self.denied_schemas(routing)).is_some()
-            || self.check_read_only(routing, mode, piece).is_err()
         {
             return None;
         }
-        match routing
-            .router
-            .route_tokens(self.logical.as_deref(), mode, cs, piece, toks, &[])
-        {
-            RoutePlan::Single(t) => Some((t.datanode, t.qualified, t.sql)),
+        match plan.step {
+            Step::Route(RoutePlan::Single(t)) => Some((t.datanode, t.qualified, t.sql)),
             _ => None,
         }
     }

@@ -7,24 +7,23 @@ use mysql_common::constants::CapabilityFlags;
 use std::sync::Arc;
 
 use shoal_router::plan::{
-    LocalAnswer, Merge, ParamValue, Params, PreparedRoute, ReadWant, RoutePlan, Routed, Target,
-    namespace,
+    LocalAnswer, Merge, ParamValue, Params, PreparePlan, PreparedRoute, ReadWant, RoutePlan,
+    Routed, Step as PlanStep, Target,
 };
-use shoal_router::sql::lex::TokKind;
 
 use super::local::string_column;
-use super::{Use, unsupported};
-use crate::backend::conn::BackendConn;
-use crate::backend::stmt_cache::{ParamTypes, fingerprint, fingerprint_in};
+use super::params::{RawParam, decode_execute_into, literal_in};
+use super::request::{Request, prepare_on, request_on};
+use super::single::Relayed;
+use super::{Use, read_only_refused, unsupported};
+use crate::backend::stmt_cache::ParamTypes;
 use crate::error::{Error, Result};
 use crate::exec::Cursor;
 use crate::exec::relay::Expect;
 use crate::merge::Protocol;
 use crate::out_of_line::cold;
 use crate::runtime::routing::Routing;
-use crate::wire::command::{COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE};
-use crate::wire::messages::{eof_payload, read_lenenc, read_lenenc_bytes};
-use crate::wire::response::{self, Event};
+use crate::wire::messages::eof_payload;
 
 /// Shoal's ids start high so that they never look like a backend's (helps reading logs).
 const FIRST_ID: u32 = 1 << 20;
@@ -48,14 +47,6 @@ pub struct ClientStmt {
     /// An INSERT leaving out a shard key that has a sequence: `sql` has a parameter for each
     /// row's key, which each execute binds to the ids it takes (`params` counts the client's).
     pub sequence: Option<Arc<super::sequence::PreparedSequence>>,
-}
-
-/// One bound parameter as it came: type and its value bytes (`None` for NULL).
-#[derive(Debug, Clone)]
-pub struct RawParam {
-    pub ty: u8,
-    pub unsigned: u8,
-    pub value: Option<Vec<u8>>,
 }
 
 #[derive(Default)]
@@ -126,392 +117,6 @@ impl Statements {
     }
 }
 
-/// Byte length of a binary-protocol value of type `ty` at the front of `b`.
-fn value_len(ty: u8, b: &[u8]) -> Option<usize> {
-    Some(match ty {
-        0x06 => 0,
-        0x01 => 1,
-        0x02 | 0x0d => 2,
-        0x03 | 0x09 | 0x04 => 4,
-        0x08 | 0x05 => 8,
-        0x07 | 0x0a | 0x0b | 0x0c => 1 + *b.first()? as usize,
-        _ => {
-            let mut s = b;
-            let n = read_lenenc(&mut s)? as usize;
-            // A length near 2^64 from a client must not overflow (fuzz finding).
-            (b.len() - s.len()).checked_add(n)?
-        }
-    })
-}
-
-/// [`literal_in`] from a UTF-8 client.
-pub(crate) fn literal(p: &RawParam) -> ParamValue {
-    literal_in(p, shoal_router::charset::Charset::Utf8mb4)
-}
-
-/// The router's view of a bound value, its strings read in `cs` (the session's
-/// `character_set_client`, which MariaDB reads them in).
-pub(crate) fn literal_in(p: &RawParam, cs: shoal_router::charset::Charset) -> ParamValue {
-    let Some(v) = &p.value else {
-        return ParamValue::Null;
-    };
-    let unsigned = p.unsigned & 0x80 != 0;
-    let int = |bytes: &[u8]| -> i128 {
-        let mut buf = [0u8; 8];
-        buf[..bytes.len()].copy_from_slice(bytes);
-        if unsigned {
-            u64::from_le_bytes(buf) as i128
-        } else {
-            // Sign-extend from the value's width.
-            let shift = 64 - 8 * bytes.len() as u32;
-            ((i64::from_le_bytes(buf) << shift) >> shift) as i128
-        }
-    };
-    match p.ty {
-        0x06 => ParamValue::Null,
-        0x01 | 0x02 | 0x0d | 0x03 | 0x09 | 0x08 => ParamValue::Int(int(v)),
-        0x04 => {
-            ParamValue::Decimal(f32::from_le_bytes(v[..4].try_into().unwrap_or([0; 4])).to_string())
-        }
-        0x05 => {
-            ParamValue::Decimal(f64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8])).to_string())
-        }
-        0x0a | 0x07 | 0x0c => ParamValue::Str(datetime_text(&v[1..])),
-        0x0b => ParamValue::Str(time_text(&v[1..])),
-        0x00 | 0xf6 => {
-            let mut s = &v[..];
-            let t = read_lenenc_bytes(&mut s).unwrap_or(&[]);
-            ParamValue::Decimal(String::from_utf8_lossy(t).into_owned())
-        }
-        _ => {
-            let mut s = &v[..];
-            let t = read_lenenc_bytes(&mut s).unwrap_or(&[]);
-            let text = crate::backend::charset::read_statement(cs, t)
-                .map(std::borrow::Cow::into_owned)
-                .unwrap_or_else(|_| String::from_utf8_lossy(t).into_owned());
-            ParamValue::Str(text)
-        }
-    }
-}
-
-fn datetime_text(b: &[u8]) -> String {
-    let g = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
-    let year = g(0) | (g(1) << 8);
-    let mut s = format!("{year:04}-{:02}-{:02}", g(2), g(3));
-    if b.len() >= 7 {
-        s.push_str(&format!(" {:02}:{:02}:{:02}", g(4), g(5), g(6)));
-    }
-    if b.len() >= 11 {
-        let us = g(7) | (g(8) << 8) | (g(9) << 16) | (g(10) << 24);
-        s.push_str(&format!(".{us:06}"));
-    }
-    s
-}
-
-fn time_text(b: &[u8]) -> String {
-    let g = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
-    if b.is_empty() {
-        return "00:00:00".into();
-    }
-    let neg = g(0) == 1;
-    let days = g(1) | (g(2) << 8) | (g(3) << 16) | (g(4) << 24);
-    // u64: a client may send any 4-byte day count (the server clamps, the text must not panic).
-    let hours = u64::from(days) * 24 + u64::from(g(5));
-    let mut s = format!(
-        "{}{hours:02}:{:02}:{:02}",
-        if neg { "-" } else { "" },
-        g(6),
-        g(7)
-    );
-    if b.len() >= 12 {
-        let us = g(8) | (g(9) << 8) | (g(10) << 16) | (g(11) << 24);
-        s.push_str(&format!(".{us:06}"));
-    }
-    s
-}
-
-/// Decodes a COM_STMT_EXECUTE payload's parameters (`types` remembered from an earlier
-/// execute when this one does not send them). Returns (flags, params).
-pub(crate) fn decode_execute(
-    p: &[u8],
-    n: usize,
-    types: &mut ParamTypes,
-) -> Result<(u8, Vec<RawParam>)> {
-    let mut out = Vec::new();
-    let flags = decode_execute_into(p, n, types, &mut out)?;
-    Ok((flags, out))
-}
-
-/// [`decode_execute`] into `out`, reusing its value buffers. Returns the flags.
-fn decode_execute_into(
-    p: &[u8],
-    n: usize,
-    types: &mut ParamTypes,
-    out: &mut Vec<RawParam>,
-) -> Result<u8> {
-    let bad = || Error::malformed("COM_STMT_EXECUTE");
-    let flags = *p.get(5).ok_or_else(bad)?;
-    let mut b = p.get(10..).ok_or_else(bad)?;
-    out.truncate(n);
-    if n == 0 {
-        return Ok(flags);
-    }
-    let nb = n.div_ceil(8);
-    let nulls = b.get(..nb).ok_or_else(bad)?;
-    b = &b[nb..];
-    let bound = *b.first().ok_or_else(bad)?;
-    b = &b[1..];
-    if bound == 1 {
-        let t = b.get(..2 * n).ok_or_else(bad)?;
-        types.clear();
-        types.extend(t.chunks(2).map(|c| (c[0], c[1])));
-        b = &b[2 * n..];
-    }
-    if types.len() != n {
-        return Err(Error::malformed("COM_STMT_EXECUTE without parameter types"));
-    }
-    for (i, &(ty, unsigned)) in types.iter().enumerate() {
-        if i == out.len() {
-            out.push(RawParam {
-                ty,
-                unsigned,
-                value: None,
-            });
-        }
-        let param = &mut out[i];
-        param.ty = ty;
-        param.unsigned = unsigned;
-        if nulls[i / 8] & (1 << (i % 8)) != 0 {
-            param.value = None;
-            continue;
-        }
-        let len = value_len(ty, b).ok_or_else(bad)?;
-        let v = b.get(..len).ok_or_else(bad)?;
-        b = &b[len..];
-        let buf = param.value.get_or_insert_with(Vec::new);
-        buf.clear();
-        buf.extend_from_slice(v);
-    }
-    Ok(flags)
-}
-
-/// A COM_STMT_EXECUTE for backend statement `id` with the client's parameters `which`.
-#[cfg(test)]
-fn execute_payload(id: u32, params: &[RawParam], which: &[u16]) -> Vec<u8> {
-    let mut out = Vec::new();
-    execute_payload_into(&mut out, id, params, which, true);
-    out
-}
-
-/// [`execute_payload`] into `out` (cleared first); the parameter types only with
-/// `send_types` (the server keeps those of the last execute that sent them).
-fn execute_payload_into(
-    out: &mut Vec<u8>,
-    id: u32,
-    params: &[RawParam],
-    which: &[u16],
-    send_types: bool,
-) {
-    out.clear();
-    out.push(COM_STMT_EXECUTE);
-    out.extend_from_slice(&id.to_le_bytes());
-    out.push(0);
-    out.extend_from_slice(&1u32.to_le_bytes());
-    let n = which
-        .iter()
-        .filter(|&&i| (i as usize) < params.len())
-        .count();
-    if n == 0 {
-        return;
-    }
-    let nulls = out.len();
-    out.resize(nulls + n.div_ceil(8) + 1, 0);
-    out[nulls + n.div_ceil(8)] = u8::from(send_types);
-    let mut k = 0;
-    for &i in which {
-        let Some(p) = params.get(i as usize) else {
-            continue;
-        };
-        if p.value.is_none() {
-            out[nulls + k / 8] |= 1 << (k % 8);
-        }
-        if send_types {
-            out.push(p.ty);
-            out.push(p.unsigned);
-        }
-        k += 1;
-    }
-    for &i in which {
-        if let Some(v) = params.get(i as usize).and_then(|p| p.value.as_ref()) {
-            out.extend_from_slice(v);
-        }
-    }
-}
-
-/// MariaDB's error when `max_prepared_stmt_count` statements are open on the server.
-pub(super) const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
-
-/// COM_STMT_PREPARE of `sql` on `conn`, kept in the connection's statement cache. Returns the
-/// backend id and, when `columns` is asked for, the result column definitions. Should the
-/// server's statement limit be reached, the connection closes what it keeps and tries once more.
-async fn prepare_on(
-    conn: &mut BackendConn,
-    sql: &Arc<str>,
-    columns: bool,
-) -> Result<(u32, Vec<Vec<u8>>)> {
-    let (id, defs) = prepare_freeing(conn, sql, columns).await?;
-    let evicted = conn.stmts.insert(fingerprint(&conn.state), sql, id);
-    close_statements(conn, &evicted);
-    Ok((id, defs))
-}
-
-/// [`prepare_once`], once more after closing the statements `conn` keeps should the server's
-/// statement limit be reached.
-pub(super) async fn prepare_freeing(
-    conn: &mut BackendConn,
-    sql: &str,
-    columns: bool,
-) -> Result<(u32, Vec<Vec<u8>>)> {
-    match prepare_once(conn, sql, columns).await {
-        Err(Error::Reply { code, .. })
-            if code == ER_MAX_PREPARED_STMT_COUNT_REACHED && !conn.stmts.is_empty() =>
-        {
-            let ids = conn.stmts.drain();
-            close_statements(conn, &ids);
-            prepare_once(conn, sql, columns).await
-        }
-        other => other,
-    }
-}
-
-/// One COM_STMT_PREPARE of `sql` on `conn`: the backend id and, when `columns` is asked for,
-/// the result column definitions.
-async fn prepare_once(
-    conn: &mut BackendConn,
-    sql: &str,
-    columns: bool,
-) -> Result<(u32, Vec<Vec<u8>>)> {
-    let bytes = conn.sql_bytes(sql)?;
-    conn.io.write_command(COM_STMT_PREPARE, &bytes);
-    conn.io.flush().await.map_err(Error::BackendIo)?;
-    let mut reader = conn.reader(response::Expect::Prepare);
-    let mut defs: Vec<Vec<u8>> = Vec::new();
-    let mut id = None;
-    let mut error = None;
-    while !reader.finished() {
-        conn.read_packet().await.map_err(Error::BackendIo)?;
-        let p = conn.io.packet_payload();
-        match reader.next(&p)? {
-            Event::PrepareOk { statement_id, .. } => id = Some(statement_id),
-            Event::ColumnDef(d) if columns => defs.push(d.to_vec()),
-            Event::Err {
-                code,
-                state,
-                message,
-            } => {
-                error = Some(Error::Reply {
-                    code,
-                    state,
-                    message: crate::backend::charset::backend_message(
-                        conn.charsets().results,
-                        message,
-                    ),
-                })
-            }
-            _ => {}
-        }
-    }
-    if let Some(e) = error {
-        return Err(e);
-    }
-    let id = id.ok_or_else(|| response::protocol_error("prepare without an id"))?;
-    Ok((id, defs))
-}
-
-/// Queues COM_STMT_CLOSE for `ids` (no response; sent with the connection's next command).
-pub(super) fn close_statements(conn: &mut BackendConn, ids: &[u32]) {
-    for id in ids {
-        conn.io.write_command(COM_STMT_CLOSE, &id.to_le_bytes());
-    }
-}
-
-/// The bytes target `t` (of datanode database `db`) gets on `conn` for `req`, into `out`: its
-/// SQL as a COM_QUERY, or a COM_STMT_EXECUTE of the statement `conn` keeps prepared in `db`
-/// (prepared there now if not). Prepared in the datanode's database, it runs there from then
-/// on, whichever database the connection is in (see `Use::AnyDatabase`). A qualified target
-/// reads the same in any database: it is prepared in the connection's own, so that its
-/// executes do not make the server switch databases.
-pub(super) async fn request_on(
-    conn: &mut BackendConn,
-    db: &str,
-    t: &Target,
-    req: &Request<'_>,
-    out: &mut Vec<u8>,
-) -> Result<()> {
-    let params = match req {
-        Request::Text => {
-            *out = super::query_payload(conn, t)?;
-            return Ok(());
-        }
-        Request::Execute { params } => *params,
-    };
-    // The database the statement is (or will be) prepared in: the datanode's, or for a
-    // qualified one, whichever the connection is in.
-    let in_db = if t.qualified {
-        conn.state.schema.as_deref()
-    } else {
-        Some(db)
-    };
-    let fp = fingerprint_in(in_db, &conn.state.vars);
-    let switch = in_db != conn.state.schema.as_deref();
-    let (backend_id, send_types) = match conn.stmts.get_for_execute(fp, &t.sql) {
-        Some((id, held)) => (id, !keep_types(held, params, &t.params)),
-        None => {
-            // First use on this connection: prepared (out of line, see `out_of_line`).
-            if switch {
-                cold(conn.init_db(db)).await?;
-            }
-            // Types go with this first execute; the next one records them.
-            (cold(prepare_on(conn, &t.sql, false)).await?.0, true)
-        }
-    };
-    execute_payload_into(out, backend_id, params, &t.params, send_types);
-    Ok(())
-}
-
-/// Whether `held` (the types the server holds for a statement) are the types of `params`
-/// chosen by `which`; if not, they become them (the caller sends them with this execute).
-/// A caller that then does not send the execute must [`StmtCache::forget_types`].
-///
-/// [`StmtCache::forget_types`]: crate::backend::stmt_cache::StmtCache::forget_types
-fn keep_types(held: &mut ParamTypes, params: &[RawParam], which: &[u16]) -> bool {
-    let types = which
-        .iter()
-        .filter_map(|&i| params.get(i as usize))
-        .map(|p| (p.ty, p.unsigned));
-    if !held.is_empty() && held.iter().copied().eq(types.clone()) {
-        return true;
-    }
-    held.clear();
-    held.extend(types);
-    false
-}
-
-/// Whether `sql` starts with INSERT or REPLACE: the cheap look before a prepared statement is
-/// read for an INSERT the executor completes (a column list, a sequence's keys).
-pub(super) fn is_insert(sql: &str) -> bool {
-    let head = sql.trim_start().get(..7).unwrap_or_default();
-    head.get(..6)
-        .is_some_and(|h| h.eq_ignore_ascii_case("insert"))
-        || head.eq_ignore_ascii_case("replace")
-}
-
-/// The SQL request each target gets: text, or an execute of a prepared statement.
-pub enum Request<'a> {
-    Text,
-    Execute { params: &'a [RawParam] },
-}
-
 impl Cursor {
     /// COM_STMT_PREPARE with the router.
     pub(super) async fn prepare_routed(&mut self, routing: &Routing, reply_seq: u8) -> Result<()> {
@@ -525,7 +130,7 @@ impl Cursor {
         // An INSERT without a column list into a sharded table is prepared with the table's
         // list spliced in (`column_list.rs`): each execute then plans like any INSERT with
         // one. The order is the table's at PREPARE.
-        let sql = match is_insert(&sql)
+        let sql = match super::sequence::is_insert(&sql)
             .then(|| {
                 shoal_router::plan::column_list::column_list_fill(
                     &routing.topology,
@@ -552,60 +157,28 @@ impl Cursor {
             Some((filled, seq)) => (filled, Some(seq)),
             None => (sql, None),
         };
-        // `?` counted on the tokens the session's server would read (sql_mode, versioned
-        // comments), the same tokens the router plans with.
+        // Every decision of a text statement's plan; routed with stand-in values where the
+        // values are needed to route at all: only the metadata is read there, every EXECUTE
+        // is planned with its own values.
         let mut toks = Vec::new();
-        let tokenized = routing.router.tokenize(&sql, mode, &mut toks);
-        let params = toks
-            .iter()
-            .filter(|t| t.kind == TokKind::Placeholder)
-            .count() as u16;
-        // Plan without values, for where to read the statement's metadata; where values are
-        // needed to plan at all (an INSERT's shard key), with stand-in values: only the
-        // metadata is read there, every EXECUTE is planned with its own values.
-        self.check_read_only(routing, mode, &sql)?;
-        let denied = tokenized
-            .is_ok()
-            .then(|| namespace::denied_schema_named(&sql, &toks, self.denied_schemas(routing)))
-            .flatten();
-        let route = |values: &[ParamValue]| match (&tokenized, &denied) {
-            (Ok(()), Some(e)) => RoutePlan::Refuse(e.clone()),
-            (Ok(()), None) => routing.router.route_tokens(
-                self.logical.as_deref(),
-                mode,
-                charsets,
-                &sql,
-                &toks,
-                values,
-            ),
-            (Err(e), _) => RoutePlan::Refuse(e.clone()),
+        let PreparePlan { plan, params } = {
+            let input = self.statement_input(routing, &sql, mode, charsets);
+            routing.router.plan_prepare(&input, &mut toks)
         };
-        let mut plan = route(&[]);
-        // `0` and `'0'` suit most rules; a date rule (or a range or list without a default)
-        // places neither, so each configured rule's own sample value is tried too.
-        let mut stand_ins = vec![ParamValue::Int(0), ParamValue::Str("0".into())];
-        if params > 0 && matches!(plan, RoutePlan::Refuse(_)) {
-            for schema in routing.router.topology().schemas.values() {
-                for t in schema.tables.values() {
-                    if let shoal_router::topology::TableDef::Sharded(t) = t
-                        && let Some(v) = t.rule.sample_value()
-                        && !stand_ins.contains(&v)
-                    {
-                        stand_ins.push(v);
-                    }
-                }
+        let plan = match plan.step {
+            PlanStep::Route(route) => route,
+            PlanStep::BroadcastWrites(targets) | PlanStep::BroadcastDdl(targets) => {
+                RoutePlan::Broadcast { targets }
             }
-        }
-        for stand_in in stand_ins {
-            if !matches!(plan, RoutePlan::Refuse(_)) {
-                break;
+            PlanStep::ReadOnly(what) => return Err(read_only_refused(&self.user, &what)),
+            // Unreadable to the tokenizer: MariaDB's error for it (see `unreadable`).
+            PlanStep::Unreadable(e) => return Err(cold(self.unreadable(routing, &sql, &e)).await),
+            PlanStep::Diagnostics(_)
+            | PlanStep::InsertWithSequence(_)
+            | PlanStep::InsertWithColumnList(_) => {
+                return Err(unsupported("preparing this statement"));
             }
-            let values = vec![stand_in; params as usize];
-            let retry = route(&values);
-            if !matches!(retry, RoutePlan::Refuse(_)) {
-                plan = retry;
-            }
-        }
+        };
         let mut local_columns = Vec::new();
         // The columns a scattered read's targets add for the merge (sort keys, AVG's parts):
         // dropped from what the execute returns, so not announced either (Connector/C checks
@@ -652,10 +225,6 @@ impl Cursor {
                 params: Params::first(params as usize),
                 qualified: false,
             }),
-            // Unreadable to the tokenizer: MariaDB's error for it (see `unreadable`).
-            RoutePlan::Refuse(e) if tokenized.is_err() => {
-                return Err(cold(self.unreadable(routing, &sql, &e)).await);
-            }
             RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
             // Shoal's administration statements: the privilege first, then MariaDB's refusal
             // of a statement it cannot prepare.
@@ -919,19 +488,16 @@ impl Cursor {
         req: &Request<'_>,
         reply_seq: u8,
     ) -> Result<()> {
-        let retry = matches!(self.conns.want, super::connset::Want::Read { .. })
-            && !self.in_transaction_now();
+        let retry = self.read_may_retry();
         for attempt in 0..2 {
             // A BEGIN starting the transaction on this connection goes with the execute (the
-            // first time: see `begin_lost`).
-            self.conns.pipeline_begin = attempt == 0;
-            let i = self.touch_for(routing, t.datanode, Use::AnyDatabase).await;
-            self.conns.pipeline_begin = false;
-            let i = i?;
+            // first time: see `Relayed::BeginLost`).
+            let i = self
+                .touch_ahead(routing, t.datanode, Use::AnyDatabase, attempt == 0)
+                .await?;
             let mut p = std::mem::take(&mut self.statements.payload);
             let out = match self.request_into(routing, i, t, req, &mut p).await {
                 Ok(()) => {
-                    self.conns.retry_read = retry && attempt == 0;
                     let h = &mut self.conns.held[i];
                     h.write_begin();
                     h.conn.io.write_packet(&mut 0, &p);
@@ -941,17 +507,18 @@ impl Cursor {
                             Expect::Results { binary: true },
                             reply_seq,
                             Some((&routing.names, t.datanode)),
+                            retry && attempt == 0,
                         )
                         .await;
                     // The server sets the sent types up before anything can fail; should an
                     // error come from before that all the same, the next execute sends them.
-                    if let Ok(Some(o)) = &out
+                    if let Ok(Relayed::Done(o)) = &out
                         && o.error
                         && let Some(h) = self.conns.held.get_mut(i)
                     {
                         h.conn.stmts.forget_types();
                     }
-                    out.map(|_| ())
+                    out
                 }
                 Err(e) => {
                     if let Some(h) = self.conns.held.get_mut(i) {
@@ -961,13 +528,10 @@ impl Cursor {
                 }
             };
             self.statements.payload = p;
-            self.conns.retry_read = false;
-            if std::mem::take(&mut self.conns.begin_lost) {
-                continue;
-            }
-            match self.conns.failed_read.take() {
-                Some(bad) if out.is_ok() => self.conns.avoid = Some(bad),
-                _ => return out,
+            match out? {
+                Relayed::BeginLost => continue,
+                Relayed::Unsent { server } => self.conns.avoid = Some(server),
+                Relayed::Done(_) | Relayed::Lost => return Ok(()),
             }
         }
         Ok(())
@@ -1012,123 +576,6 @@ impl Cursor {
     /// caches, for other sessions preparing the same text (evicted when a cache is full).
     pub(super) fn close_routed(&mut self, id: u32) {
         self.statements.remove(id);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// Found by the `client_command` fuzz twin: a TIME parameter with a day count near
-    /// u32::MAX overflowed the hour count (a panic with overflow checks, wrapped text without).
-    #[test]
-    fn time_parameter_with_huge_day_count() {
-        let mut p = vec![COM_STMT_EXECUTE, 1, 0, 0, 0, 0, 1, 0, 0, 0];
-        p.extend_from_slice(&[0x00, 0x01, 0x0b, 0x00]);
-        p.extend_from_slice(&[8, 0, 0xff, 0xff, 0xff, 0xff, 23, 59, 59]);
-        let mut types = ParamTypes::new();
-        let (_, params) = decode_execute(&p, 1, &mut types).unwrap();
-        assert_eq!(
-            literal(&params[0]),
-            ParamValue::Str("103079215103:59:59".into())
-        );
-    }
-
-    use super::*;
-
-    #[test]
-    fn execute_round_trip_of_a_subset() {
-        let params = vec![
-            RawParam {
-                ty: 0x08,
-                unsigned: 0,
-                value: Some((-5i64).to_le_bytes().to_vec()),
-            },
-            RawParam {
-                ty: 0xfd,
-                unsigned: 0,
-                value: Some(vec![2, b'h', b'i']),
-            },
-            RawParam {
-                ty: 0x06,
-                unsigned: 0,
-                value: None,
-            },
-        ];
-        let p = execute_payload(9, &params, &[0, 1, 2]);
-        let mut types = ParamTypes::new();
-        let (flags, back) = decode_execute(&p, 3, &mut types).unwrap();
-        assert_eq!(flags, 0);
-        assert_eq!(literal(&back[0]), ParamValue::Int(-5));
-        assert_eq!(literal(&back[1]), ParamValue::Str("hi".into()));
-        assert_eq!(literal(&back[2]), ParamValue::Null);
-        let sub = execute_payload(9, &params, &[1]);
-        let (_, back) = decode_execute(&sub, 1, &mut types).unwrap();
-        assert_eq!(literal(&back[0]), ParamValue::Str("hi".into()));
-        // Without types: read with the ones the statement holds (the last ones sent).
-        let mut bare = Vec::new();
-        execute_payload_into(&mut bare, 9, &params, &[0, 1, 2], false);
-        assert_eq!(bare.len(), p.len() - 6, "three types fewer");
-        let mut held = ParamTypes::new();
-        decode_execute(&p, 3, &mut held).unwrap();
-        let (_, back) = decode_execute(&bare, 3, &mut held).unwrap();
-        assert_eq!(literal(&back[0]), ParamValue::Int(-5));
-        assert_eq!(literal(&back[1]), ParamValue::Str("hi".into()));
-        assert_eq!(literal(&back[2]), ParamValue::Null);
-    }
-
-    /// Types are sent when none are held, when they change, and after being forgotten; the
-    /// same types again are not.
-    #[test]
-    fn types_are_kept_per_statement_until_they_change() {
-        let int = |v: i64| RawParam {
-            ty: 0x08,
-            unsigned: 0,
-            value: Some(v.to_le_bytes().to_vec()),
-        };
-        let text = RawParam {
-            ty: 0xfd,
-            unsigned: 0,
-            value: Some(vec![1, b'x']),
-        };
-        let mut held = ParamTypes::new();
-        assert!(
-            !keep_types(&mut held, &[int(1), int(2)], &[0, 1]),
-            "none held yet"
-        );
-        assert!(keep_types(&mut held, &[int(3), int(4)], &[0, 1]));
-        assert!(!keep_types(&mut held, &[int(3), text.clone()], &[0, 1]));
-        assert!(keep_types(&mut held, &[int(5), text.clone()], &[0, 1]));
-        // A subset of the client's parameters (another target's SQL) is its own list.
-        assert!(!keep_types(&mut held, &[int(5), text.clone()], &[1]));
-        assert!(keep_types(&mut held, &[int(6), text], &[1]));
-        held.clear();
-        assert!(!keep_types(&mut held, &[int(1)], &[0]), "forgotten");
-    }
-
-    #[test]
-    fn short_execute_is_malformed_not_a_panic() {
-        let mut types = ParamTypes::new();
-        assert!(decode_execute(&[0x17, 1, 0, 0], 1, &mut types).is_err());
-        assert!(
-            decode_execute(
-                &[0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 8, 0],
-                1,
-                &mut types
-            )
-            .is_err()
-        );
-    }
-}
-
-#[cfg(test)]
-mod value_len_tests {
-    use super::*;
-
-    /// fuzz/findings/client_command-execute-value-len-overflow: a string parameter whose
-    /// length-encoded length is 0xFFFFFFFFFFFFFFFF.
-    #[test]
-    fn huge_lenenc_length_is_refused_not_overflowed() {
-        let b = [0xFEu8, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF];
-        assert_eq!(value_len(0xFE, &b), None);
     }
 }
 

@@ -7,13 +7,13 @@
 use std::time::Duration;
 
 use shoal_router::config::{Balance, ReadYourWrites};
-use shoal_router::plan::{MergeSpec, ReadWant, Server, Target};
+use shoal_router::plan::{ReadWant, Server};
 use shoal_router::sql::readwrite::{ReadRoute, read_route};
 use shoal_router::topology::DatanodeId;
 use tracing::debug;
 
 use super::connset::Want;
-use super::prepared::Request;
+use super::single::Relayed;
 use super::{AUTOCOMMIT, IN_TRANS, Use};
 use crate::backend::pool::PooledConn;
 use crate::error::{Error, Result};
@@ -35,39 +35,7 @@ fn primary_down(datanode: &str, datahost: &str, address: &str) -> Error {
     )
 }
 
-/// 1290 (HY000), as a server started with --read-only answers, naming the user.
-pub(super) fn read_only_refused(user: &str, what: &str) -> Error {
-    Error::reply(
-        1290,
-        b"HY000",
-        format!(
-            "User '{user}' is read-only (users.read_only in Shoal's configuration), so it \
-             cannot execute this statement ({what})"
-        ),
-    )
-}
-
 impl Cursor {
-    /// A `read_only` user's statement that is not a read is refused.
-    pub(super) fn check_read_only(
-        &self,
-        routing: &Routing,
-        mode: shoal_router::sql::SqlMode,
-        sql: &str,
-    ) -> Result<()> {
-        if routing.read_only_users.is_empty() || !routing.read_only_users.contains(&self.user) {
-            return Ok(());
-        }
-        match shoal_router::sql::readwrite::read_only_violation(
-            sql,
-            mode,
-            routing.router.server_version(),
-        ) {
-            Some(what) => Err(read_only_refused(&self.user, &what)),
-            None => Ok(()),
-        }
-    }
-
     /// The router's read/write decision for `sql`, when something reads it: a datahost
     /// balances reads, or the session's XA transaction notes which branches may write.
     pub(super) fn read_route_of(
@@ -201,9 +169,15 @@ impl Cursor {
         ok
     }
 
+    /// Whether the running statement, failing on its server before anything reached the
+    /// client, runs once more on another: a read (`Want::Read`), outside any transaction.
+    pub(super) fn read_may_retry(&self) -> bool {
+        matches!(self.conns.want, Want::Read { .. }) && !self.in_transaction_now()
+    }
+
     /// Runs a read on `dn` (the client's command, or `sql`); a read that fails on its server
-    /// before anything reached the client is retried once on another server (never inside a
-    /// transaction, never a write: only `Want::Read` statements come here).
+    /// before anything reached the client is retried once on another server
+    /// ([`Self::read_may_retry`]).
     pub(super) async fn run_read_on(
         &mut self,
         routing: &Routing,
@@ -213,79 +187,17 @@ impl Cursor {
         expect: Expect,
         reply_seq: u8,
     ) -> Result<Option<Outcome>> {
-        let retry = matches!(self.conns.want, Want::Read { .. }) && !self.in_transaction_now();
-        self.conns.retry_read = retry;
-        let out = self.run_on(routing, dn, how, sql, expect, reply_seq).await;
-        self.conns.retry_read = false;
-        match (out, self.conns.failed_read.take()) {
-            (Ok(None), Some(bad)) => {
-                debug!(
-                    server = bad,
-                    "read failed on its server: retried on another"
-                );
-                self.conns.avoid = Some(bad);
+        let retry = self.read_may_retry();
+        let ran = self
+            .run_on_attempt(routing, dn, how, sql, expect, reply_seq, retry)
+            .await?;
+        match ran {
+            Relayed::Unsent { server } => {
+                debug!(server, "read failed on its server: retried on another");
+                self.conns.avoid = Some(server);
                 self.run_on(routing, dn, how, sql, expect, reply_seq).await
             }
-            (out, _) => out,
-        }
-    }
-
-    /// A read over several datanodes; when a server fails before anything reached the client
-    /// (the query not sent, or no column definitions back), the whole read runs once more with
-    /// that server avoided, on the same terms as [`Self::run_read_on`].
-    pub(super) async fn run_scatter(
-        &mut self,
-        routing: &Routing,
-        targets: Vec<Target>,
-        spec: &MergeSpec,
-        req: &Request<'_>,
-        reply_seq: u8,
-    ) -> Result<()> {
-        self.run_scatter_into(routing, targets, spec, req, reply_seq, None)
-            .await
-    }
-
-    /// [`Self::run_scatter`], the merged rows kept in `collect` instead of sent to the client
-    /// when it is given (a subquery run first, see `subquery.rs`).
-    pub(super) async fn run_scatter_into(
-        &mut self,
-        routing: &Routing,
-        targets: Vec<Target>,
-        spec: &MergeSpec,
-        req: &Request<'_>,
-        reply_seq: u8,
-        mut collect: Option<&mut super::subquery::Collected>,
-    ) -> Result<()> {
-        let retry = matches!(self.conns.want, Want::Read { .. }) && !self.in_transaction_now();
-        if !retry {
-            return self
-                .scatter_attempt(routing, targets, spec, req, reply_seq, collect)
-                .await;
-        }
-        self.conns.retry_read = true;
-        let out = self
-            .scatter_attempt(
-                routing,
-                targets.clone(),
-                spec,
-                req,
-                reply_seq,
-                collect.as_deref_mut(),
-            )
-            .await;
-        self.conns.retry_read = false;
-        match (out, self.conns.failed_read.take()) {
-            (Err(e), Some(bad)) => {
-                debug!(server = bad, error = %e, "scatter read failed on a server: retried");
-                self.rt.backends.servers[bad].health.note_error();
-                self.conns.avoid = Some(bad);
-                if let Some(c) = collect.as_deref_mut() {
-                    c.reset();
-                }
-                self.scatter_attempt(routing, targets, spec, req, reply_seq, collect)
-                    .await
-            }
-            (out, _) => out,
+            ran => Ok(ran.outcome()),
         }
     }
 }

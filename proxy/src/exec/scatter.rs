@@ -8,8 +8,8 @@ use shoal_router::topology::DatanodeId;
 
 use super::connset::{ConnSet, Held};
 use super::datanode_union;
-use super::prepared::{Request, request_on};
 use super::reader::{ResultStream, Row};
+use super::request::{Request, request_on};
 use super::unsupported;
 use crate::backend::conn::BackendConn;
 use crate::backend::pool::align_to;
@@ -21,12 +21,83 @@ use crate::runtime::routing::Routing;
 use crate::wire::messages::err_payload;
 use crate::wire::resultset::ResultSetWriter;
 
+/// How one attempt at a scatter read ended ([`Cursor::scatter_attempt`]).
+pub(super) enum Scattered {
+    /// The merged result went to the client (or to the collecting subquery), an error
+    /// included.
+    Done,
+    /// A server failed before anything reached the client, on a read the caller may run
+    /// again elsewhere: `error` is what the client gets should it not.
+    Unsent { server: usize, error: Error },
+}
+
 /// `sql_select_limit`'s default: no limit.
 const UNLIMITED_SELECT: &str = "18446744073709551615";
 
 impl Cursor {
-    /// One attempt at a scatter read (`run_scatter` in `replica.rs` retries a read whose
-    /// server failed before anything reached the client).
+    /// A read over several datanodes; when a server fails before anything reached the client
+    /// (the query not sent, or no column definitions back), the whole read runs once more with
+    /// that server avoided, on the same terms as [`Self::run_read_on`].
+    pub(super) async fn run_scatter(
+        &mut self,
+        routing: &Routing,
+        targets: Vec<Target>,
+        spec: &MergeSpec,
+        req: &Request<'_>,
+        reply_seq: u8,
+    ) -> Result<()> {
+        self.run_scatter_into(routing, targets, spec, req, reply_seq, None)
+            .await
+    }
+
+    /// [`Self::run_scatter`], the merged rows kept in `collect` instead of sent to the client
+    /// when it is given (a subquery run first, see `subquery.rs`).
+    pub(super) async fn run_scatter_into(
+        &mut self,
+        routing: &Routing,
+        targets: Vec<Target>,
+        spec: &MergeSpec,
+        req: &Request<'_>,
+        reply_seq: u8,
+        mut collect: Option<&mut super::subquery::Collected>,
+    ) -> Result<()> {
+        if !self.read_may_retry() {
+            return self
+                .scatter_attempt(routing, targets, spec, req, reply_seq, collect, false)
+                .await
+                .map(|_| ());
+        }
+        let first = self
+            .scatter_attempt(
+                routing,
+                targets.clone(),
+                spec,
+                req,
+                reply_seq,
+                collect.as_deref_mut(),
+                true,
+            )
+            .await?;
+        match first {
+            Scattered::Unsent { server, error } => {
+                tracing::debug!(server, %error, "scatter read failed on a server: retried");
+                self.rt.backends.servers[server].health.note_error();
+                self.conns.avoid = Some(server);
+                if let Some(c) = collect.as_deref_mut() {
+                    c.reset();
+                }
+                self.scatter_attempt(routing, targets, spec, req, reply_seq, collect, false)
+                    .await
+                    .map(|_| ())
+            }
+            Scattered::Done => Ok(()),
+        }
+    }
+
+    /// One attempt at a scatter read. `may_retry`: a server failing before anything reached
+    /// the client is returned ([`Scattered::Unsent`]) for [`Self::run_scatter`] to
+    /// run the read once more without it.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn scatter_attempt(
         &mut self,
         routing: &Routing,
@@ -35,7 +106,8 @@ impl Cursor {
         req: &Request<'_>,
         reply_seq: u8,
         mut collect: Option<&mut super::subquery::Collected>,
-    ) -> Result<()> {
+        may_retry: bool,
+    ) -> Result<Scattered> {
         // sql_select_limit caps the merged result, as one server caps its result; each shard
         // must answer in full, or a shard's cut rows (groups, the rows of an ORDER BY) would be
         // missing from the merge.
@@ -73,7 +145,7 @@ impl Cursor {
                 Place::Held(i) => match self.request_payload(routing, *i, t, req).await {
                     Ok(payload) => payload,
                     Err(e @ Error::BackendIo(_)) => {
-                        return Err(self.scatter_broken(&targets, e, Some(t.datanode)));
+                        return self.broken_unsent(&targets, e, t.datanode, may_retry);
                     }
                     Err(e) => {
                         // Extra connections close with `extra`; held ones stay.
@@ -104,7 +176,7 @@ impl Cursor {
             }
         }
         if let Some((e, dn)) = failure {
-            return Err(self.scatter_broken(&targets, e, Some(dn)));
+            return self.broken_unsent(&targets, e, dn, may_retry);
         }
         // Each shard's round trip, up to its column definitions (only with metrics on).
         let sent_at = self.rt.slots.is_some().then(std::time::Instant::now);
@@ -142,7 +214,7 @@ impl Cursor {
                 }
                 Err(e) => {
                     let dn = targets[k].datanode;
-                    return Err(self.scatter_broken(&targets, e, Some(dn)));
+                    return self.broken_unsent(&targets, e, dn, may_retry);
                 }
             }
         }
@@ -320,7 +392,7 @@ impl Cursor {
             // Every connection of the statement is somewhere in its response: drop them all.
             // Extra connections are dropped too (closed, never pooled mid-response).
             drop(extra);
-            error = Some(self.scatter_broken(&targets, e, None));
+            error = Some(self.scatter_broken(&targets, e));
         } else {
             self.drain_open(&place, &mut extra, &open, &mut streams)
                 .await?;
@@ -329,7 +401,7 @@ impl Cursor {
         if let Some(e) = error {
             if let Some(c) = collect {
                 c.error = Some(e);
-                return Ok(());
+                return Ok(Scattered::Done);
             }
             let p = match e.as_reply() {
                 Some((code, state, msg)) => {
@@ -349,14 +421,14 @@ impl Cursor {
             }
             self.diag.known = true;
             self.diag.row_count = -1;
-            return self.flush_client().await;
+            return self.flush_client().await.map(|()| Scattered::Done);
         }
         // With autocommit off the read opened a transaction: say so, as one server would.
         if self.conns.held.iter().any(|h| h.conn.in_transaction()) {
             self.status |= super::IN_TRANS;
         }
         let Some(out) = out else {
-            return Ok(());
+            return Ok(Scattered::Done);
         };
         let status = self.reply_status();
         out.finish(&mut self.client, status);
@@ -364,7 +436,7 @@ impl Cursor {
         self.diag.row_count = -1;
         self.diag.found_rows = sent;
         self.mark.rows += sent;
-        self.flush_client().await
+        self.flush_client().await.map(|()| Scattered::Done)
     }
 
     /// The statement each stream of the scatter runs: inside a transaction, the targets of a
@@ -411,7 +483,7 @@ impl Cursor {
             let donor = match described.await {
                 Ok(d) => d,
                 Err(e @ Error::BackendIo(_)) => {
-                    return Err(self.scatter_broken(&g.targets, e, None));
+                    return Err(self.scatter_broken(&g.targets, e));
                 }
                 Err(e) => return Err(e),
             };
@@ -598,25 +670,30 @@ impl Cursor {
         Ok(conn)
     }
 
-    /// A shard connection broke mid-statement: every connection of the statement is in an
-    /// unknown place in its response, so they are all dropped (an open transaction with them).
-    /// `before_reply`: the datanode whose connection broke before anything went to the client;
-    /// a retried read then learns its server from `failed_read`.
-    fn scatter_broken(
+    /// [`Self::scatter_broken`] for datanode `dn`'s connection, broken before anything went
+    /// to the client: a read that may go elsewhere gets the server that failed instead of the
+    /// error (not when the statement's time ran out).
+    fn broken_unsent(
         &mut self,
         targets: &[Target],
         e: Error,
-        before_reply: Option<DatanodeId>,
-    ) -> Error {
+        dn: DatanodeId,
+        may_retry: bool,
+    ) -> Result<Scattered> {
+        let retry = may_retry && !crate::error::error_is_timeout(&e);
+        let server = self.conns.get_mut(dn).map(|h| h.server).filter(|_| retry);
+        let error = self.scatter_broken(targets, e);
+        match server {
+            Some(server) => Ok(Scattered::Unsent { server, error }),
+            None => Err(error),
+        }
+    }
+
+    /// A shard connection broke mid-statement: every connection of the statement is in an
+    /// unknown place in its response, so they are all dropped (an open transaction with them).
+    fn scatter_broken(&mut self, targets: &[Target], e: Error) -> Error {
         tracing::debug!(error = %e, "a shard connection broke during a scatter");
         let timed_out = crate::error::error_is_timeout(&e);
-        if self.conns.retry_read
-            && !timed_out
-            && let Some(dn) = before_reply
-            && let Some(h) = self.conns.get_mut(dn)
-        {
-            self.conns.failed_read = Some(h.server);
-        }
         let in_txn = self.txn_begin.is_some();
         // A branch lost with its connection dooms the transaction: `fate` ends the rest.
         for t in targets {

@@ -17,7 +17,8 @@ use shoal_router::plan::sequence::SequenceFill;
 use shoal_router::plan::{Merge, ParamValue, ReadWant, RoutePlan};
 use shoal_router::sql::lex::TokKind;
 
-use super::prepared::{RawParam, Request, literal_in};
+use super::params::{RawParam, literal_in};
+use super::request::Request;
 use super::unsupported;
 use crate::error::{Error, Result};
 use crate::exec::Cursor;
@@ -70,7 +71,7 @@ pub(super) fn prepared_sequence(
     mode: shoal_router::sql::SqlMode,
     sql: &str,
 ) -> Option<(String, Arc<PreparedSequence>)> {
-    if !super::prepared::is_insert(sql) {
+    if !is_insert(sql) {
         return None;
     }
     let fill = shoal_router::plan::sequence::sequence_fill(&routing.topology, current, sql)?;
@@ -247,4 +248,13 @@ impl Cursor {
         routing.sequences.keep(&name, first + n, end);
         Ok(first)
     }
+}
+
+/// Whether `sql` starts with INSERT or REPLACE: the cheap look before a prepared statement is
+/// read for an INSERT the executor completes (a column list, a sequence's keys).
+pub(super) fn is_insert(sql: &str) -> bool {
+    let head = sql.trim_start().get(..7).unwrap_or_default();
+    head.get(..6)
+        .is_some_and(|h| h.eq_ignore_ascii_case("insert"))
+        || head.eq_ignore_ascii_case("replace")
 }

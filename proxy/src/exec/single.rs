@@ -4,6 +4,31 @@
 use super::reader::read_write_result;
 use super::*;
 
+/// How relaying one datanode's response ended ([`Cursor::relay_from`]).
+pub(crate) enum Relayed {
+    /// The response went to the client (an error reply from the server included).
+    Done(Outcome),
+    /// The connection broke; the client was told so and the transaction abandoned.
+    Lost,
+    /// A read's server failed before anything reached the client, and the caller said it
+    /// may run the read elsewhere: nothing was said to the client.
+    Unsent { server: usize },
+    /// The BEGIN written ahead of the statement got no reply (see `begin_lost`): the caller
+    /// runs the statement again, the BEGIN sent alone first.
+    BeginLost,
+}
+
+impl Relayed {
+    /// The outcome, for callers that neither retry nor write a BEGIN ahead (`None`: the
+    /// client was told the connection broke).
+    pub(crate) fn outcome(self) -> Option<Outcome> {
+        match self {
+            Relayed::Done(out) => Some(out),
+            Relayed::Lost | Relayed::Unsent { .. } | Relayed::BeginLost => None,
+        }
+    }
+}
+
 impl Cursor {
     /// Whether `sql` is exactly the text of the client's COM_QUERY (then its frame, the client's
     /// own bytes, is relayed).
@@ -15,7 +40,11 @@ impl Cursor {
     }
 
     /// State a statement left on a connection out of the trackers' sight pins it.
-    pub(super) fn note_effects(&mut self, dn: DatanodeId, effects: pinning::Effects) {
+    pub(super) fn note_effects(
+        &mut self,
+        dn: DatanodeId,
+        effects: shoal_router::sql::pins::Effects,
+    ) {
         if effects.leaves_state
             && let Some(h) = self.conns.get_mut(dn)
         {
@@ -51,17 +80,38 @@ impl Cursor {
         expect: Expect,
         reply_seq: u8,
     ) -> Result<Option<Outcome>> {
-        let out = self
-            .run_on_once(routing, dn, how, sql, expect, reply_seq, true)
-            .await;
-        if !std::mem::take(&mut self.conns.begin_lost) {
-            return out;
-        }
-        self.run_on_once(routing, dn, how, sql, expect, reply_seq, false)
-            .await
+        let ran = self
+            .run_on_attempt(routing, dn, how, sql, expect, reply_seq, false)
+            .await?;
+        Ok(ran.outcome())
     }
 
-    /// [`Self::run_on`] once; `pipeline`: a BEGIN the statement needs is written ahead of it.
+    /// [`Self::run_on`]; `may_retry`: a failure before anything reached the client is not
+    /// reported but returned ([`Relayed::Unsent`]) for the caller to read elsewhere.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn run_on_attempt(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+        how: Use,
+        sql: Option<&str>,
+        expect: Expect,
+        reply_seq: u8,
+        may_retry: bool,
+    ) -> Result<Relayed> {
+        let ran = self
+            .run_on_once(routing, dn, how, sql, expect, reply_seq, true, may_retry)
+            .await?;
+        match ran {
+            Relayed::BeginLost => {
+                self.run_on_once(routing, dn, how, sql, expect, reply_seq, false, may_retry)
+                    .await
+            }
+            ran => Ok(ran),
+        }
+    }
+
+    /// [`Self::run_on`] once; `begin_ahead`: a BEGIN the statement needs is written ahead of it.
     #[allow(clippy::too_many_arguments)]
     async fn run_on_once(
         &mut self,
@@ -71,12 +121,10 @@ impl Cursor {
         sql: Option<&str>,
         expect: Expect,
         reply_seq: u8,
-        pipeline: bool,
-    ) -> Result<Option<Outcome>> {
-        self.conns.pipeline_begin = pipeline;
-        let i = self.touch_for(routing, dn, how).await;
-        self.conns.pipeline_begin = false;
-        let i = i?;
+        begin_ahead: bool,
+        may_retry: bool,
+    ) -> Result<Relayed> {
+        let i = self.touch_ahead(routing, dn, how, begin_ahead).await?;
         let h = &mut self.conns.held[i];
         match sql {
             None => {
@@ -94,7 +142,7 @@ impl Cursor {
                 }
             },
         }
-        self.relay_from(i, expect, reply_seq, Some((&routing.names, dn)))
+        self.relay_from(i, expect, reply_seq, Some((&routing.names, dn)), may_retry)
             .await
     }
 
@@ -102,18 +150,17 @@ impl Cursor {
     /// connection broke. Nothing of the two stayed on the server (the connection was in no
     /// transaction before, and a transaction open there is rolled back when it closes): the
     /// connection is dropped without dooming the transaction, whose start never happened there,
-    /// and the caller runs the statement again ([`super::connset::ConnSet::begin_lost`]), the BEGIN alone
+    /// and the caller runs the statement again ([`Relayed::BeginLost`]), the BEGIN alone
     /// first; a connection that died unseen between statements is replaced, as when a BEGIN
     /// sent alone finds it dead.
-    async fn begin_lost(&mut self, i: usize) -> Option<Outcome> {
+    async fn begin_lost(&mut self, i: usize) -> Relayed {
         let h = &mut self.conns.held[i];
         h.txn_begun = false;
         h.xa = false;
         h.wrote = false;
         let h = self.conns.take(i);
         self.rt.backends.servers[h.server].health.note_error();
-        self.conns.begin_lost = true;
-        None
+        Relayed::BeginLost
     }
 
     /// The BEGIN written ahead of the statement on held connection `i` failed with `e`: the
@@ -123,12 +170,7 @@ impl Cursor {
     /// to a connection in no transaction, where it fails only if the server is lost (the
     /// statement then fails too); should the statement have opened a transaction of its own,
     /// the connection is closed, which rolls it back.
-    async fn begin_failed(
-        &mut self,
-        i: usize,
-        e: Error,
-        expect: Expect,
-    ) -> Result<Option<Outcome>> {
+    async fn begin_failed(&mut self, i: usize, e: Error, expect: Expect) -> Result<Relayed> {
         let h = &mut self.conns.held[i];
         h.txn_begun = false;
         h.xa = false;
@@ -149,13 +191,15 @@ impl Cursor {
 
     /// Flushes what was written to held connection `i` and relays its response.
     /// Result column definitions name `names`' logical schema and tables of the datanode given.
+    /// `may_retry`: see [`Relayed::Unsent`].
     pub(super) async fn relay_from(
         &mut self,
         i: usize,
         expect: Expect,
         reply_seq: u8,
         names: Option<(&crate::runtime::names::LogicalNames, DatanodeId)>,
-    ) -> Result<Option<Outcome>> {
+        may_retry: bool,
+    ) -> Result<Relayed> {
         let wire = self.client_wire();
         let h = &mut self.conns.held[i];
         let mut seq = reply_seq;
@@ -233,11 +277,12 @@ impl Cursor {
                     self.conns.held[i].sticky = true;
                 }
                 self.learn(i, out.status, out.last_insert_id, &out.tracked);
-                Ok(Some(out))
+                Ok(Relayed::Done(out))
             }
             Err(Error::BackendIo(e)) => {
                 let dn = names.map(|(_, dn)| dn);
-                cold(self.backend_failed(i, e, seq, reply_seq, dn)).await
+                let unsent = may_retry && seq == reply_seq;
+                cold(self.backend_failed(i, e, seq, dn, unsent)).await
             }
             Err(Error::ClientIo(e)) => {
                 // The backend may be mid-response: it cannot be reused.
@@ -249,17 +294,17 @@ impl Cursor {
     }
 
     /// Held connection `i` (of datanode `dn`) failed while its response was relayed (`seq`:
-    /// the next sequence id to the client; `reply_seq`: the first, so nothing reached the
-    /// client while they are equal): the connection is dropped and the client told, or, for a
-    /// read that may go elsewhere, the caller retries it.
+    /// the next sequence id to the client): the connection is dropped and the client told,
+    /// or, when nothing reached the client and the read may go elsewhere (`unsent`), the
+    /// caller retries it.
     pub(super) async fn backend_failed(
         &mut self,
         i: usize,
         e: std::io::Error,
         seq: u8,
-        reply_seq: u8,
         dn: Option<DatanodeId>,
-    ) -> Result<Option<Outcome>> {
+        unsent: bool,
+    ) -> Result<Relayed> {
         debug!(error = %e, "backend failed during a command");
         let h = self.conns.take(i);
         self.rt.backends.servers[h.server].health.note_error();
@@ -278,10 +323,9 @@ impl Cursor {
             let node = node.unwrap_or_else(|| "the datanode".to_string());
             let read = self.command_is_read();
             crate::backend::interrupt::stalled_error(&node, read, in_transaction)
-        } else if self.conns.retry_read && seq == reply_seq {
+        } else if unsent {
             // Nothing reached the client: the caller reads elsewhere.
-            self.conns.failed_read = Some(h.server);
-            return Ok(None);
+            return Ok(Relayed::Unsent { server: h.server });
         } else {
             Error::lost_backend()
         };
@@ -290,7 +334,7 @@ impl Cursor {
             let (msg, state) = (msg.to_string(), *state);
             self.send_error(seq, code, &state, &msg).await?;
         }
-        Ok(None)
+        Ok(Relayed::Lost)
     }
 
     /// Learns from a response on held connection `i` what changed in the session.

@@ -30,8 +30,8 @@ use shoal_router::RouterError;
 use shoal_router::plan::bind::{BindFirst, EMPTY, Form, more_than_one_row};
 use shoal_router::plan::{Merge, MergeSpec, RoutePlan};
 
-use super::prepared::Request;
 use super::relay::Expect;
+use super::request::Request;
 use super::{Use, refusal};
 use crate::error::{Error, Result};
 use crate::exec::Cursor;

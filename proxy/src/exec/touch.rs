@@ -49,6 +49,19 @@ impl Cursor {
         dn: DatanodeId,
         how: Use,
     ) -> Result<usize> {
+        self.touch_ahead(routing, dn, how, false).await
+    }
+
+    /// [`Self::touch_for`]; `begin_ahead`: the caller writes its statement next and reads
+    /// the reply with [`Self::relay_from`], so a BEGIN the transaction needs here may be
+    /// written just ahead of it instead of sent alone (one round trip for the two).
+    pub(crate) async fn touch_ahead(
+        &mut self,
+        routing: &Routing,
+        dn: DatanodeId,
+        how: Use,
+        begin_ahead: bool,
+    ) -> Result<usize> {
         // Nothing more runs in a transaction a lost branch has doomed.
         self.check_doom()?;
         if let Some(i) = self.conns.position(dn)
@@ -174,7 +187,7 @@ impl Cursor {
             // BEGIN or an XA START with a fresh xid fails only there), the xid was never
             // started here, and no deadline can interrupt it. Savepoints to replay need it
             // first.
-            let defer = self.conns.pipeline_begin
+            let defer = begin_ahead
                 && !start.again
                 && self.savepoints.is_empty()
                 && self.conns.deadline.is_none();
@@ -222,7 +235,7 @@ impl Cursor {
                     if h.server != self.rt.backends.primary(node.datahost) {
                         self.conns.avoid = Some(h.server);
                     }
-                    return Box::pin(self.touch_for(routing, dn, how)).await;
+                    return Box::pin(self.touch_ahead(routing, dn, how, begin_ahead)).await;
                 }
                 Err(e)
             }

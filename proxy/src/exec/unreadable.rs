@@ -7,7 +7,7 @@
 
 use shoal_router::RouterError;
 
-use super::prepared::{close_statements, prepare_freeing};
+use super::request::{close_statements, prepare_freeing};
 use crate::backend::pool::align_to;
 use crate::backend::state::SessionState;
 use crate::error::Error;

@@ -5,8 +5,8 @@
 use shoal_router::plan::{Merge, RoutePlan, Target};
 
 use super::AUTOCOMMIT;
-use super::prepared::Request;
 use super::reader::{WriteDone, read_write_result};
+use super::request::Request;
 use crate::error::{Error, Result};
 use crate::exec::Cursor;
 use crate::runtime::routing::Routing;

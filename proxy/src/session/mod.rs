@@ -25,7 +25,6 @@ use crate::backend::state::Vars;
 use crate::error::{Error, Result};
 use crate::exec::Cursor;
 use crate::exec::diagnostics::{DiagQuery, diagnostics_query, starts_with_comment};
-use crate::exec::pinning;
 use crate::exec::relay::{Expect, Outcome, relay};
 use crate::out_of_line::cold;
 use crate::process::Shared;
@@ -33,6 +32,7 @@ use crate::process::sessions::SessionHandle;
 use crate::wire::command::*;
 use crate::wire::packet::{PacketStream, is_too_large};
 use crate::wire::tls::ClientStream;
+use shoal_router::sql::pins;
 
 /// How much of an oversized packet is read and dropped after the 1153, at most.
 const OVERSIZE_DRAIN_BYTES: usize = 64 << 20;
@@ -658,10 +658,10 @@ impl Session {
                     }
                     _ => {}
                 }
-                let pinning::Effects {
+                let pins::Effects {
                     leaves_state: sticky,
                     sets_last_insert_id: sets_lid,
-                } = pinning::effects(&self.cur.client.packet_payload()[1..]);
+                } = pins::effects(&self.cur.client.packet_payload()[1..]);
                 if sticky {
                     self.pins.sticky = true;
                 }

@@ -34,7 +34,7 @@ pub(crate) use eval::shard_value as shard_value_of;
 pub use explain::{merge_steps, render, rows as explain_rows};
 pub use router::{PreparedRoute, Router};
 pub use statement::{
-    Diagnostics, ReadWant, Server, StatementInput, StatementPlan, Step, diagnostics_of,
+    Diagnostics, PreparePlan, ReadWant, Server, StatementInput, StatementPlan, Step, diagnostics_of,
 };
 
 use std::sync::Arc;

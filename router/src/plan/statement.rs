@@ -13,21 +13,24 @@
 //! - for a broadcast, whether it runs as writes (DML) or as DDL;
 //! - an INSERT that gets its keys from a sequence, or its column list from the table, as a
 //!   kind of its own;
-//! - whether it may change the schema (the catalog's rows go stale).
+//! - whether it may change the schema (the catalog's rows go stale);
+//! - the state it may leave on its connection out of the trackers' sight, which pins the
+//!   connection to the session ([`crate::sql::pins`]).
 
 use std::time::Duration;
 
 use super::column_list::{ColumnListFill, column_list_fill};
 use super::namespace::denied_schema_named;
 use super::sequence::{SequenceFill, sequence_fill};
-use super::{RoutePlan, Router, Target};
+use super::{ParamValue, RoutePlan, Router, Target};
 use crate::charset::Charsets;
 use crate::error::RouterError;
 use crate::sql::SqlMode;
 use crate::sql::classify::classify_tokens;
 use crate::sql::effects::{HeldVars, causes_implicit_commit, changes_schema, reads_held_var};
-use crate::sql::lex::Token;
+use crate::sql::lex::{TokKind, Token};
 use crate::sql::normalize;
+use crate::sql::pins::{Effects, token_effects};
 use crate::sql::readwrite::{
     PrimaryWhy, ReadRoute, mycat_hint_len, read_only_violation, read_route,
 };
@@ -79,6 +82,9 @@ pub struct StatementPlan {
     pub is_show: bool,
     /// The statement's digest, when [`StatementInput::digest`] asked for it.
     pub digest: Option<u64>,
+    /// What a routed statement may leave on its connection out of the trackers' sight (a
+    /// user variable, a lock, `SQL_CALC_FOUND_ROWS`...): its connection stays the session's.
+    pub pins: Effects,
 }
 
 /// What to do with the statement.
@@ -198,6 +204,17 @@ impl ReadWant {
     }
 }
 
+/// A statement to prepare ([`Router::plan_prepare`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparePlan {
+    /// Its plan, routed as its metadata is read: where values are needed to route at all (an
+    /// INSERT's shard key), with stand-in values; each execute is planned with its own.
+    pub plan: StatementPlan,
+    /// Its `?` parameters, counted on the tokens the session's server reads (sql_mode,
+    /// versioned comments).
+    pub params: u16,
+}
+
 impl StatementPlan {
     /// The planned statement: the input's text from [`Self::start`].
     pub fn text<'s>(&self, sql: &'s str) -> &'s str {
@@ -233,6 +250,66 @@ impl Router {
     /// statement's tokens ([`StatementPlan::text`]; empty when it could not be read): the
     /// caller reads what only it decides from them, without a second scan.
     pub fn plan_statement(&self, input: &StatementInput, toks: &mut Vec<Token>) -> StatementPlan {
+        self.plan_with(input, toks, &[])
+    }
+
+    /// [`Self::plan_statement`] for a statement the client prepares: the same decisions, and
+    /// a route to read its metadata from where its values are needed to route at all (`0`,
+    /// `'0'`, then each configured rule's own sample value for every parameter: a date rule
+    /// places neither). A diagnostics function is routed as any statement (the session
+    /// answers a text statement of it only).
+    pub fn plan_prepare(&self, input: &StatementInput, toks: &mut Vec<Token>) -> PreparePlan {
+        let mut plan = self.plan_with(input, toks, &[]);
+        let params = toks
+            .iter()
+            .filter(|t| t.kind == TokKind::Placeholder)
+            .count() as u16;
+        if let Step::Diagnostics(_) = plan.step {
+            let route = self.route_tokens(
+                input.current,
+                input.mode,
+                input.charsets,
+                plan.text(input.sql),
+                toks,
+                &[],
+            );
+            plan.step = Step::Route(route);
+        }
+        let refused = |p: &StatementPlan| matches!(p.step, Step::Route(RoutePlan::Refuse(_)));
+        if params == 0 || !refused(&plan) {
+            return PreparePlan { plan, params };
+        }
+        let mut stand_ins = vec![ParamValue::Int(0), ParamValue::Str("0".into())];
+        for schema in self.topology().schemas.values() {
+            for t in schema.tables.values() {
+                if let crate::topology::TableDef::Sharded(t) = t
+                    && let Some(v) = t.rule.sample_value()
+                    && !stand_ins.contains(&v)
+                {
+                    stand_ins.push(v);
+                }
+            }
+        }
+        let mut scratch = Vec::new();
+        for stand_in in stand_ins {
+            let values = vec![stand_in; params as usize];
+            // Every decision again with the values: a refusal for the user's sake stays one.
+            let retry = self.plan_with(input, &mut scratch, &values);
+            if !refused(&retry) {
+                plan = retry;
+                break;
+            }
+        }
+        PreparePlan { plan, params }
+    }
+
+    /// [`Self::plan_statement`], routed with parameter values `values`.
+    fn plan_with(
+        &self,
+        input: &StatementInput,
+        toks: &mut Vec<Token>,
+        values: &[ParamValue],
+    ) -> StatementPlan {
         let sql = input.sql;
         toks.clear();
         // A plan that ends before the route: `step`, nothing else decided past `start`.
@@ -245,6 +322,7 @@ impl Router {
             changes_schema: changes_schema(sql.as_bytes()),
             is_show: false,
             digest,
+            pins: Effects::default(),
         };
         if input.read_only
             && let Some(what) = read_only_violation(sql, input.mode, self.server_version())
@@ -283,7 +361,14 @@ impl Router {
         let refused_here = denied.is_some();
         let route = match denied {
             Some(e) => RoutePlan::Refuse(e),
-            None => self.route_tokens(input.current, input.mode, input.charsets, text, toks, &[]),
+            None => self.route_tokens(
+                input.current,
+                input.mode,
+                input.charsets,
+                text,
+                toks,
+                values,
+            ),
         };
         let read = (input.read_split || input.xa_tracking)
             .then(|| read_route(sql, input.mode, self.server_version()));
@@ -307,6 +392,10 @@ impl Router {
             }
             route => Step::Route(route),
         };
+        let pins = match step {
+            Step::Route(_) => token_effects(text, toks),
+            _ => Effects::default(),
+        };
         StatementPlan {
             step,
             start,
@@ -317,6 +406,7 @@ impl Router {
             changes_schema: changes_schema(text.as_bytes()),
             is_show: toks.first().is_some_and(|t| t.is_kw(text, "SHOW")),
             digest,
+            pins,
         }
     }
 }

@@ -9,6 +9,7 @@
 //! - [`current_db`]: whether text reads the current database beyond its table names;
 //! - [`normalize`]: statement shapes (literals lifted out) for the plan cache;
 //! - [`effects`]: implicit commits, schema changes and user variables a statement reads;
+//! - [`pins`]: state a statement leaves on its connection out of the trackers' sight;
 //! - [`statement_time`]: `SET STATEMENT max_statement_time = n FOR ...`;
 //! - [`analyze`]: sqlparser's AST turned into our [`stmt::Dml`] description.
 
@@ -23,6 +24,7 @@ pub mod effects;
 pub mod lex;
 pub mod mode;
 pub mod normalize;
+pub mod pins;
 pub mod readwrite;
 pub mod statement_time;
 pub mod stmt;

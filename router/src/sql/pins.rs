@@ -8,7 +8,7 @@
 //! else, first runs a byte scan cheap enough for every statement and tokenizes only the
 //! candidates it finds ([`effects`]).
 
-use shoal_router::sql::lex::{TokKind, Token, tokenize_into};
+use super::lex::{TokKind, Token, tokenize_into};
 
 /// What a statement may do out of the trackers' sight, found in one pass over its text.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -22,10 +22,20 @@ pub struct Effects {
     pub sets_last_insert_id: bool,
 }
 
+/// Whether `sql` starts with a comment (`#`, `/*`, `-- `): a leading-word check on its bytes
+/// would read the comment.
+pub fn starts_with_comment(sql: &[u8]) -> bool {
+    match sql.trim_ascii_start() {
+        [b'#', ..] | [b'/', b'*', ..] => true,
+        [b'-', b'-', c, ..] => c.is_ascii_whitespace(),
+        _ => false,
+    }
+}
+
 /// What `sql` may do out of the trackers' sight.
 pub fn effects(sql: &[u8]) -> Effects {
     let mut candidate = scan(sql);
-    if super::diagnostics::starts_with_comment(sql) {
+    if starts_with_comment(sql) {
         // The scan's leading-word checks (`XA`, `HANDLER`, `SET TRANSACTION`) see the comment:
         // the tokens decide.
         candidate.leaves_state = true;
@@ -233,7 +243,7 @@ mod tests {
     /// Both paths' answer: the relay-only scan and the routed path's token read must agree.
     fn both(sql: &[u8]) -> Effects {
         let text = std::str::from_utf8(sql).expect("utf-8");
-        let toks = shoal_router::sql::lex::tokenize(text).expect("tokens");
+        let toks = crate::sql::lex::tokenize(text).expect("tokens");
         let routed = token_effects(text, &toks);
         assert_eq!(effects(sql), routed, "{text}");
         routed
