@@ -169,11 +169,11 @@ async fn a_statement_refused_inside_a_text_ends_it_with_its_error() {
     s.query_drop("INSERT INTO orders (id, v) VALUES (1, 1), (2, 2), (3, 3)")
         .await
         .unwrap();
-    // A LIMITed derived table across shards is refused by name: the result before it comes,
-    // then its 1235; the statement after it does not run.
+    // A locking read across shards is refused by name: the result before it comes, then its
+    // 1235; the statement after it does not run.
     let (got, error) = results(
         &mut s,
-        "SELECT 5; SELECT * FROM (SELECT id FROM orders ORDER BY id LIMIT 2) x; \
+        "SELECT 5; SELECT * FROM (SELECT id FROM orders ORDER BY id LIMIT 2) x FOR UPDATE; \
          UPDATE orders SET v = 9 WHERE id = 1",
     )
     .await;

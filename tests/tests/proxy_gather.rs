@@ -169,6 +169,18 @@ async fn cross_shard_selects_answer_as_one_mariadb() {
          ON o.country = c.code ORDER BY c.code, o.id",
         "SELECT c.code, COUNT(o.id) FROM country c LEFT JOIN orders o ON o.country = c.code \
          AND o.amount > 100 GROUP BY c.code ORDER BY c.code",
+        // Conditions pushed into the copies' fetches (one table's WHERE conjuncts, an ON
+        // conjunct of the NULL-extended table), and kept where they would change the answer
+        // (a WHERE on the NULL-extended side, an OR across tables).
+        "SELECT o.id, p.id FROM orders o JOIN pay p ON p.order_id = o.id \
+         WHERE o.user_id IN (1, 2) AND p.paid > 0.5 AND (p.kind = 'card' OR p.kind IS NULL) \
+         ORDER BY p.id",
+        "SELECT c.code, o.id FROM country c LEFT JOIN orders o ON o.country = c.code \
+         AND o.note LIKE 'a%' WHERE o.id IS NULL OR c.code = 'FR' ORDER BY c.code, o.id",
+        "SELECT c.code, o.id FROM country c LEFT JOIN orders o ON o.country = c.code \
+         WHERE o.id IS NULL ORDER BY c.code",
+        "SELECT o.id, p.id FROM orders o LEFT JOIN pay p ON p.order_id = o.id \
+         AND p.day BETWEEN '2024-01-01' AND '2024-01-31' WHERE o.id <> 3 ORDER BY o.id, p.id",
         // A sharded table with an unlisted one.
         "SELECT o.id, kv.v FROM orders o LEFT JOIN kv ON kv.v = o.tag ORDER BY o.id, kv.k",
         "SELECT o.id, kv.k FROM orders o JOIN kv ON kv.v = o.note ORDER BY o.id, kv.k",
@@ -345,6 +357,15 @@ async fn copies_past_the_cap_are_refused_naming_it() {
     );
     assert_eq!(code, 1235, "{msg}");
     assert!(msg.contains("server.gather_max_rows"), "{msg}");
+    // Conditions on one table narrow its copy: orders of user 1 (2 rows) and 5 payments.
+    let rows: Vec<(i64, i64)> = c
+        .query(
+            "SELECT o.id, p.id FROM orders o JOIN pay p ON p.order_id = o.id \
+             WHERE o.user_id = 1 ORDER BY p.id",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", s.shoal.log()));
+    assert_eq!(rows, vec![(1, 1), (1, 2)]);
     // The session goes on; a smaller statement is gathered.
     let rows: Vec<String> = c
         .query("SELECT id FROM pay UNION ALL SELECT code FROM country")

@@ -27,7 +27,7 @@ use shoal_router::RouterError;
 use shoal_router::plan::gather::{Copy, Gather, quote};
 use shoal_router::plan::{Merge, MergeSpec, RoutePlan};
 
-use super::prepared::Request;
+use super::request::Request;
 use crate::backend::pool::{PooledConn, align_to};
 use crate::error::{Error, Result};
 use crate::exec::Cursor;
@@ -141,7 +141,7 @@ impl Cursor {
             let cols = self.declared_columns(routing, c).await?;
             run_text(&mut scratch, &create_table(c, &cols)).await?;
         }
-        let (_, defs) = super::prepared::prepare_freeing(&mut scratch, &g.statement, true).await?;
+        let (_, defs) = super::request::prepare_freeing(&mut scratch, &g.statement, true).await?;
         let logical = self.logical.clone();
         Ok(defs
             .iter()
@@ -313,7 +313,7 @@ impl Cursor {
         reply_seq: u8,
     ) -> Result<()> {
         if binary {
-            let (id, _) = super::prepared::prepare_freeing(scratch, &g.statement, false).await?;
+            let (id, _) = super::request::prepare_freeing(scratch, &g.statement, false).await?;
             let mut exec = Vec::with_capacity(10);
             exec.extend_from_slice(&id.to_le_bytes());
             exec.push(0); // no cursor

@@ -433,7 +433,7 @@ impl Cursor {
                 cold(self.run_bind_first(routing, &b, &req, reply_seq)).await
             }
             RoutePlan::Gather(g) => {
-                let req = prepared::Request::Text;
+                let req = request::Request::Text;
                 cold(self.run_gather(routing, &g, &req, reply_seq)).await
             }
         }

@@ -21,6 +21,8 @@
 //! temporary table since 10.2).
 
 use super::placement::{self, Kind};
+
+mod pushdown;
 use super::router::Router;
 use super::{RoutePlan, Target};
 use crate::charset::Charsets;
@@ -134,63 +136,43 @@ pub(crate) fn plan(
     if toks.iter().any(|t| t.kind == TokKind::Placeholder) {
         return Err(None);
     }
-    for (i, t) in toks.iter().enumerate() {
-        let kw = |k: usize, w: &str| toks.get(k).is_some_and(|t| t.is_kw(sql, w));
-        if t.is_kw(sql, "FOR") && (kw(i + 1, "UPDATE") || kw(i + 1, "SHARE")) {
-            return Err(Some(refuse(
-                "a locking read (FOR UPDATE)",
-                "a lock on a copy locks nothing",
-            )));
-        }
-        if t.is_kw(sql, "LOCK") && kw(i + 1, "IN") && kw(i + 2, "SHARE") {
-            return Err(Some(refuse(
-                "a locking read (LOCK IN SHARE MODE)",
-                "a lock on a copy locks nothing",
-            )));
-        }
-        if t.is_kw(sql, "INTO") {
-            return Err(Some(refuse("SELECT ... INTO", "it writes")));
-        }
-        if t.is_kw(sql, "SQL_CALC_FOUND_ROWS") {
-            return Err(Some(refuse(
-                "SQL_CALC_FOUND_ROWS",
-                "FOUND_ROWS() would be the copy's",
-            )));
-        }
-        if t.kind == TokKind::Variable && !t.text(sql).starts_with("@@") {
-            return Err(Some(refuse(
-                "a user variable",
-                "the variable is the session's, not the copy connection's",
-            )));
-        }
-        let called = toks.get(i + 1).is_some_and(|n| n.is_punct(sql, "("));
-        let after_dot = i > 0 && toks[i - 1].is_punct(sql, ".");
-        if t.kind == TokKind::Word
-            && !after_dot
-            && (called || t.is_kw(sql, "CURRENT_USER") || t.is_kw(sql, "CURRENT_ROLE"))
-            && let Some(f) = CONNECTION_FUNCTIONS.iter().find(|f| t.is_kw(sql, f))
-        {
-            return Err(Some(refuse(
-                format!("{f}()"),
-                "the copy's connection would answer for itself",
-            )));
-        }
-        if t.is_kw(sql, "NEXT") && kw(i + 1, "VALUE")
-            || t.is_kw(sql, "PREVIOUS") && kw(i + 1, "VALUE")
-        {
-            return Err(Some(refuse("a sequence", "it is the datanodes'")));
-        }
-    }
     let shape = normalize::shape_with_prefix(sql, toks, "", mode);
     let dml = analyze::analyze(&Source::with_mode(sql, toks, &shape, mode)).map_err(|_| None)?;
     if dml.kind != DmlKind::Select || dml.unsupported.is_some() || dml.tables.is_empty() {
         return Err(None);
     }
     let tables = placement::resolve(router.topology(), current, &dml.tables).map_err(|_| None)?;
+    // The catalog is answered apart (its refusal stands).
+    if tables
+        .iter()
+        .any(|t| matches!(t.kind, Kind::System) || t.schema.is_none())
+    {
+        return Err(None);
+    }
+    stays_refused(sql, toks).map_err(Some)?;
     // (token range replaced, replacement)
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut copies: Vec<Copy> = Vec::new();
-    for t in &tables {
+    let refs_to = |i: usize| {
+        tables
+            .iter()
+            .filter(|o| {
+                o.schema
+                    .as_deref()
+                    .unwrap_or_default()
+                    .eq_ignore_ascii_case(tables[i].schema.as_deref().unwrap_or_default())
+                    && o.r.name.eq_ignore_ascii_case(&tables[i].r.name)
+            })
+            .count()
+    };
+    let mut pushed = pushdown::filters(sql, toks, &dml.tables);
+    for (i, f) in pushed.iter_mut().enumerate() {
+        // A copy several references share holds every row.
+        if refs_to(i) > 1 {
+            f.clear();
+        }
+    }
+    for (i, t) in tables.iter().enumerate() {
         let Some(schema) = t.schema.clone() else {
             return Err(Some(refuse(
                 format!("system table {}", t.r.name),
@@ -209,12 +191,19 @@ pub(crate) fn plan(
             Kind::Single { datanode } => (*datanode, t.r.name.clone()),
             Kind::System => return Err(None),
         };
-        let k = match copies.iter().position(|c| {
+        let shared = copies.iter().position(|c| {
             c.schema.eq_ignore_ascii_case(&schema) && c.table.eq_ignore_ascii_case(&t.r.name)
-        }) {
+        });
+        let k = match shared {
             Some(k) => k,
             None => {
-                let from = format!(" FROM {}.{}", quote(&schema), quote(&t.r.name));
+                let mut from = format!(" FROM {}.{}", quote(&schema), quote(&t.r.name));
+                if !pushed[i].is_empty() {
+                    let known_as = t.r.alias.as_deref().unwrap_or(&t.r.name);
+                    from.push_str(&format!(" AS {} WHERE ", quote(known_as)));
+                    let conj: Vec<String> = pushed[i].iter().map(|c| format!("({c})")).collect();
+                    from.push_str(&conj.join(" AND "));
+                }
                 let fetch = format!("SELECT *{from}");
                 let plan = router.route_in(current, mode, cs, &fetch, &[]);
                 match &plan {
@@ -253,6 +242,24 @@ pub(crate) fn plan(
             }
         }
     }
+    // A result column named by its expression's text keeps the name written: an item of the
+    // select list naming the result whose text changes gets that text as its alias.
+    for (first, last) in unaliased_items(sql, toks) {
+        if edits.iter().any(|e| e.0 >= first && e.1 <= last)
+            && !column_ref(sql, &toks[first..=last])
+        {
+            let written = &sql[toks[first].start as usize..toks[last].end as usize];
+            if written.chars().count() > 255 {
+                return Err(None);
+            }
+            let name = written.trim_start();
+            edits.push((
+                last,
+                last,
+                format!("{} AS {}", toks[last].text(sql), quote(name)),
+            ));
+        }
+    }
     edits.sort_by_key(|e| e.0);
     edits.dedup_by_key(|e| e.0);
     let mut statement = String::with_capacity(sql.len() + 16 * edits.len());
@@ -276,6 +283,197 @@ pub(crate) fn plan(
         scratch,
         statement,
     })
+}
+
+/// Why a SELECT that could be gathered is not: what a copy cannot answer for.
+fn stays_refused(sql: &str, toks: &[Token]) -> Result<(), RouterError> {
+    for (i, t) in toks.iter().enumerate() {
+        let kw = |k: usize, w: &str| toks.get(k).is_some_and(|t| t.is_kw(sql, w));
+        if t.is_kw(sql, "FOR") && (kw(i + 1, "UPDATE") || kw(i + 1, "SHARE")) {
+            return Err(refuse(
+                "a locking read (FOR UPDATE)",
+                "a lock on a copy locks nothing",
+            ));
+        }
+        if t.is_kw(sql, "LOCK") && kw(i + 1, "IN") && kw(i + 2, "SHARE") {
+            return Err(refuse(
+                "a locking read (LOCK IN SHARE MODE)",
+                "a lock on a copy locks nothing",
+            ));
+        }
+        if t.is_kw(sql, "INTO") {
+            return Err(refuse("SELECT ... INTO", "it writes"));
+        }
+        if t.is_kw(sql, "SQL_CALC_FOUND_ROWS") {
+            return Err(refuse(
+                "SQL_CALC_FOUND_ROWS",
+                "FOUND_ROWS() would be the copy's",
+            ));
+        }
+        if t.kind == TokKind::Variable && !t.text(sql).starts_with("@@") {
+            return Err(refuse(
+                "a user variable",
+                "the variable is the session's, not the copy connection's",
+            ));
+        }
+        let called = toks.get(i + 1).is_some_and(|n| n.is_punct(sql, "("));
+        let after_dot = i > 0 && toks[i - 1].is_punct(sql, ".");
+        if t.kind == TokKind::Word
+            && !after_dot
+            && (called || t.is_kw(sql, "CURRENT_USER") || t.is_kw(sql, "CURRENT_ROLE"))
+            && let Some(f) = CONNECTION_FUNCTIONS.iter().find(|f| t.is_kw(sql, f))
+        {
+            return Err(refuse(
+                format!("{f}()"),
+                "the copy's connection would answer for itself",
+            ));
+        }
+        if t.is_kw(sql, "NEXT") && kw(i + 1, "VALUE")
+            || t.is_kw(sql, "PREVIOUS") && kw(i + 1, "VALUE")
+        {
+            return Err(refuse("a sequence", "it is the datanodes'"));
+        }
+    }
+    Ok(())
+}
+
+/// Words after which a select list's last word is no alias.
+const NOT_BEFORE_ALIAS: &[&str] = &[
+    "AS", "COLLATE", "IS", "NOT", "BINARY", "AND", "OR", "XOR", "DIV", "MOD", "LIKE", "REGEXP",
+    "RLIKE", "IN", "BETWEEN", "INTERVAL", "SELECT", "DISTINCT", "ALL", "CASE", "WHEN", "THEN",
+    "ELSE",
+];
+
+/// Words that end an expression, never an alias.
+const NOT_ALIAS: &[&str] = &["END", "NULL", "TRUE", "FALSE", "UNKNOWN"];
+
+/// The items of the select list that names the statement's result columns (the first SELECT
+/// of its outermost query) written without an alias, as inclusive token ranges.
+fn unaliased_items(sql: &str, toks: &[Token]) -> Vec<(usize, usize)> {
+    let mut depth = 0i32;
+    let mut at = None;
+    for (i, t) in toks.iter().enumerate() {
+        if t.is_kw(sql, "SELECT") {
+            // After WITH, the query's own SELECT is at depth 0; a statement opening with
+            // parentheses has its first SELECT inside them.
+            if !toks[0].is_kw(sql, "WITH") || depth == 0 {
+                at = Some((i, depth));
+                break;
+            }
+        }
+        if t.is_punct(sql, "(") {
+            depth += 1;
+        } else if t.is_punct(sql, ")") {
+            depth -= 1;
+        }
+    }
+    let Some((select, level)) = at else {
+        return Vec::new();
+    };
+    const MODIFIERS: &[&str] = &[
+        "ALL",
+        "DISTINCT",
+        "DISTINCTROW",
+        "HIGH_PRIORITY",
+        "STRAIGHT_JOIN",
+        "SQL_SMALL_RESULT",
+        "SQL_BIG_RESULT",
+        "SQL_BUFFER_RESULT",
+        "SQL_CACHE",
+        "SQL_NO_CACHE",
+        "SQL_CALC_FOUND_ROWS",
+    ];
+    const ENDS: &[&str] = &[
+        "FROM",
+        "INTO",
+        "WHERE",
+        "GROUP",
+        "HAVING",
+        "ORDER",
+        "LIMIT",
+        "UNION",
+        "EXCEPT",
+        "INTERSECT",
+        "WINDOW",
+        "FOR",
+        "LOCK",
+    ];
+    let mut i = select + 1;
+    while toks
+        .get(i)
+        .is_some_and(|t| MODIFIERS.iter().any(|m| t.is_kw(sql, m)))
+    {
+        i += 1;
+    }
+    let mut items = Vec::new();
+    let mut start = i;
+    let mut d = level;
+    while i <= toks.len() {
+        let t = toks.get(i);
+        let end = match t {
+            None => true,
+            Some(t) => {
+                d == level
+                    && (t.is_punct(sql, ",")
+                        || t.is_punct(sql, ")")
+                        || t.is_punct(sql, ";")
+                        || ENDS.iter().any(|w| t.is_kw(sql, w)))
+            }
+        };
+        if end {
+            if i > start && !aliased(sql, &toks[start..i]) {
+                items.push((start, i - 1));
+            }
+            if !t.is_some_and(|t| t.is_punct(sql, ",")) {
+                break;
+            }
+            start = i + 1;
+        } else if let Some(t) = t {
+            if t.is_punct(sql, "(") {
+                d += 1;
+            } else if t.is_punct(sql, ")") {
+                d -= 1;
+            }
+        }
+        i += 1;
+    }
+    items
+}
+
+/// Whether a select item ends with an alias (`AS a`, or an expression followed by a name).
+fn aliased(sql: &str, item: &[Token]) -> bool {
+    let n = item.len();
+    if n < 2 {
+        return false;
+    }
+    let (last, before) = (&item[n - 1], &item[n - 2]);
+    if before.is_kw(sql, "AS") {
+        return true;
+    }
+    let name = matches!(
+        last.kind,
+        TokKind::QuotedIdent | TokKind::Str | TokKind::DqStr
+    ) || (last.kind == TokKind::Word && !NOT_ALIAS.iter().any(|w| last.is_kw(sql, w)));
+    let ends_expression = match before.kind {
+        TokKind::Word => !NOT_BEFORE_ALIAS.iter().any(|w| before.is_kw(sql, w)),
+        TokKind::Punct => before.is_punct(sql, ")"),
+        TokKind::Placeholder | TokKind::Variable => true,
+        _ => true,
+    };
+    name && ends_expression && !before.is_punct(sql, ".")
+}
+
+/// Whether a select item is a column (`c`, `t.c`, `db.t.c`): named by the column, whatever
+/// qualifies it.
+fn column_ref(sql: &str, item: &[Token]) -> bool {
+    let ident = |t: &Token| matches!(t.kind, TokKind::Word | TokKind::QuotedIdent);
+    item.iter().enumerate().all(|(k, t)| {
+        if k % 2 == 0 {
+            ident(t)
+        } else {
+            t.is_punct(sql, ".")
+        }
+    }) && item.len() % 2 == 1
 }
 
 /// `name` as a backquoted identifier.
