@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod cpu_limit;
 pub mod error;
 pub mod interrupt;
+pub mod join;
 pub mod load;
 pub mod memory;
 pub mod mycat;

@@ -41,6 +41,10 @@ enum Command {
     /// QPS, Shoal's CPU and RSS at 8 to 5,000 open clients and pools of 16 and 64 per server;
     /// sysbench at 256 and 512 threads direct and through Shoal.
     Clients(shoal_bench::clients::ClientsArgs),
+    /// Joins across shards (issue 49): a 100k-row side joined with a sharded table over 4
+    /// datanodes; latency, datanode statements per query, Shoal's peak RSS, and a join over a
+    /// small memory budget.
+    Join(shoal_bench::join::JoinArgs),
 }
 
 #[tokio::main]
@@ -79,6 +83,9 @@ async fn main() -> ExitCode {
             .map_err(|e| e.to_string()),
         Command::Xa(args) => shoal_bench::xa::run(args).await.map_err(|e| e.to_string()),
         Command::Clients(args) => shoal_bench::clients::run(args)
+            .await
+            .map_err(|e| e.to_string()),
+        Command::Join(args) => shoal_bench::join::run(args)
             .await
             .map_err(|e| e.to_string()),
     };

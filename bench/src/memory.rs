@@ -75,7 +75,7 @@ pub(crate) fn status_kib(pid: u32, field: &str) -> Option<u64> {
 }
 
 /// Resets the process's peak RSS (Linux: writing 5 to clear_refs), so VmHWM covers one case.
-fn reset_peak(pid: u32) -> Result<(), BenchError> {
+pub(crate) fn reset_peak(pid: u32) -> Result<(), BenchError> {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
         .map_err(BenchError::io(format!("reset peak RSS of pid {pid}")))
 }

@@ -1,5 +1,6 @@
 //! Client compatibility: real ORMs, migration tools, drivers and a CLI (SQLAlchemy 2, Alembic,
-//! Sequelize, Knex, Django, mycli's completion refresh, PHP PDO, MariaDB Connector/J; the programs
+//! Sequelize, Knex, Django, mycli's completion refresh, PHP PDO, MariaDB Connector/J, TypeORM,
+//! ActiveRecord, Hibernate; the programs
 //! are in `tests/clients/`) run one fixed scenario each against a sharded Shoal
 //! (the demo's layout: `orders` by user_id over 4 datanodes, its ER child `order_item`, the
 //! global `country`, `ledger` as 8 tables by quarter, `events` keyed by a global sequence) and
@@ -8,7 +9,8 @@
 //! equal step by step.
 //!
 //! The libraries come from `scripts/install-clients` (`.clients/venv`,
-//! `tests/clients/node_modules`, Debian's php-mysql, libmariadb-java and a JDK); without them the test fails saying so. Steps known to differ
+//! `tests/clients/node_modules`, Debian's php-mysql, libmariadb-java and a JDK, Debian's
+//! ruby-activerecord, ruby-mysql2, libhibernate3-java and libjavassist-java); without them the test fails saying so. Steps known to differ
 //! today are listed in `tests/clients/known-differences.txt`, each with the reason: a listed
 //! step that differs is reported but does not fail the test, a listed step that now matches
 //! fails it (take it off the list), and any other difference fails it.
@@ -31,7 +33,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The client programs: name, interpreter (relative to the repository when it holds a `/`), the
 /// interpreter's arguments before the script, script.
-const CLIENTS: [(&str, &str, &[&str], &str); 8] = [
+const CLIENTS: [(&str, &str, &[&str], &str); 11] = [
     (
         "sqlalchemy",
         ".clients/venv/bin/python",
@@ -72,7 +74,42 @@ const CLIENTS: [(&str, &str, &[&str], &str); 8] = [
         &["-cp", CONNECTOR_J_JAR],
         "tests/clients/java/ConnectorJScenario.java",
     ),
+    // Issue 49's ORM shapes: paging with relations, IN subqueries, eager_load and joins on
+    // the child's foreign key alone.
+    (
+        "typeorm",
+        "node",
+        &[],
+        "tests/clients/node/typeorm_scenario.js",
+    ),
+    (
+        "activerecord",
+        "ruby",
+        &[],
+        "tests/clients/ruby/activerecord_scenario.rb",
+    ),
+    (
+        "hibernate",
+        "java",
+        &["-cp", HIBERNATE_CLASSPATH],
+        "tests/clients/java/HibernateScenario.java",
+    ),
 ];
+
+/// Hibernate 3.6 as Debian's libhibernate3-java (and libjavassist-java) installs it, with its
+/// dependencies and Connector/J.
+const HIBERNATE_CLASSPATH: &str = concat!(
+    "/usr/share/java/mariadb-java-client.jar:",
+    "/usr/share/java/hibernate-core.jar:",
+    "/usr/share/java/hibernate-commons-annotations.jar:",
+    "/usr/share/java/geronimo-jpa_2.0_spec.jar:",
+    "/usr/share/java/geronimo-jta-1.2-spec.jar:",
+    "/usr/share/java/dom4j.jar:",
+    "/usr/share/java/commons-collections3.jar:",
+    "/usr/share/java/antlr.jar:",
+    "/usr/share/java/slf4j-api.jar:",
+    "/usr/share/java/javassist.jar"
+);
 
 /// MariaDB Connector/J as Debian's libmariadb-java installs it.
 const CONNECTOR_J_JAR: &str = "/usr/share/java/mariadb-java-client.jar";
@@ -104,7 +141,7 @@ fn assert_clients_installed(root: &Path) {
             missing.push(format!("{package} in {}", python.display()));
         }
     }
-    for m in ["mysql2", "sequelize", "knex"] {
+    for m in ["mysql2", "sequelize", "knex", "typeorm", "reflect-metadata"] {
         if !modules.join(m).exists() {
             missing.push(modules.join(m).display().to_string());
         }
@@ -123,12 +160,22 @@ fn assert_clients_installed(root: &Path) {
     ) {
         missing.push("php with pdo_mysql (php-cli, php-mysql)".to_string());
     }
+    if !succeeds("ruby", &["-e", "require 'active_record'; require 'mysql2'"]) {
+        missing.push(
+            "ruby with active_record and mysql2 (ruby-activerecord, ruby-mysql2)".to_string(),
+        );
+    }
     // The source launcher needs a JDK (its compiler), not only a runtime.
     if !succeeds("javac", &["-version"]) {
         missing.push("a JDK (default-jdk-headless)".to_string());
     }
     if !Path::new(CONNECTOR_J_JAR).exists() {
         missing.push(format!("{CONNECTOR_J_JAR} (libmariadb-java)"));
+    }
+    for jar in HIBERNATE_CLASSPATH.split(':') {
+        if !Path::new(jar).exists() {
+            missing.push(format!("{jar} (libhibernate3-java, libjavassist-java)"));
+        }
     }
     assert!(
         missing.is_empty(),

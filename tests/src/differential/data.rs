@@ -270,6 +270,13 @@ impl Dataset {
         tables.insert("wh", wh);
         tables.insert("dist", dist);
         tables.insert("cust", cust);
+
+        // From a random stream of its own: the tables above stay what they were for a seed.
+        let mut lrng = Rng::new(seed ^ 0x11_4e_49);
+        let links = (1..=(n / 2).max(10) as i64)
+            .map(|id| link_row(&mut lrng, id))
+            .collect();
+        tables.insert("link", links);
         Dataset { seed, tables }
     }
 
@@ -487,6 +494,40 @@ fn warehouses(rng: &mut Rng, n: usize) -> (Vec<Vec<Lit>>, Vec<Vec<Lit>>, Vec<Vec
         }
     }
     (wh, dist, cust)
+}
+
+/// Keys `link.code` holds (`_bin`: `'a'` and `'a '` are one key, `'A'` another).
+pub const LINK_CODES: &[&str] = &[
+    "a", "A", "a ", "A ", "de", "DE", "de ", "fr", "us", "x", "X", "zz", "",
+];
+/// Labels GROUP_CONCAT and the DISTINCT aggregates read (general_ci ties).
+pub const LINK_LABELS: &[&str] = &["red", "RED", "red ", "blue", "Blue", "green", "g,h", ""];
+
+/// A row of `link` (see [`schema::LINK`](super::schema::LINK)).
+pub fn link_row(rng: &mut Rng, id: i64) -> Vec<Lit> {
+    let k = rng.range(-5, 61);
+    let k_dec = if rng.pct(15) {
+        Lit::Dec(format!("{k}.5"))
+    } else {
+        Lit::Dec(format!("{k}.0"))
+    };
+    let k_str = match rng.below(8) {
+        0 => s(format!("{k:02}")),
+        1 => s(format!("{k} ")),
+        2 => s(rng.pick(COUNTRY_CODES).to_uppercase()),
+        3 => s(format!("{} ", rng.pick(COUNTRY_CODES))),
+        4 => s(rng.pick(COUNTRY_CODES)),
+        _ => s(k.to_string()),
+    };
+    vec![
+        Lit::Int(id),
+        maybe(rng.pct(5), s(rng.pick(LINK_CODES))),
+        maybe(rng.pct(6), Lit::Int(rng.range(-5, 61))),
+        maybe(rng.pct(6), k_dec),
+        maybe(rng.pct(6), k_str),
+        maybe(rng.pct(8), Lit::Dec(random_dec(rng, -100, 2_000, 2))),
+        maybe(rng.pct(8), s(rng.pick(LINK_LABELS))),
+    ]
 }
 
 pub fn ledger_row(rng: &mut Rng, id: u64) -> Vec<Lit> {

@@ -299,6 +299,37 @@ pub const CUST: Table = Table {
     shard_key: Some("c_w_id"),
 };
 
+/// Sharded by a hash of a `utf8mb4_bin` string (rule `by_code`, over dn1-dn5): a rule and
+/// datanodes no other table has, so every join with it crosses shards (issue 49). Its join
+/// columns hold the other tables' key values in other types and collations: `k_int` the user,
+/// warehouse and note ids (-5 to 60), `k_dec` the same as DECIMAL (`7.0`, and `7.5` that
+/// matches no integer), `k_str` them as `utf8mb4_general_ci` text (`'7'`, `'07'`, `'7 '`) or
+/// country codes in varied case; `code` (the key) country codes, tags and `'a'`/`'A '` in
+/// `_bin`. Added after the others with a random stream of its own: the other tables' rows, and
+/// the families that read them, stay what they were for a seed.
+pub const LINK: Table = Table {
+    name: "link",
+    cols: &[
+        col("id", "INT NOT NULL", Kind::Int),
+        col("code", "VARCHAR(8) COLLATE utf8mb4_bin NULL", Kind::Bin),
+        col("k_int", "INT NULL", Kind::Int),
+        col("k_dec", "DECIMAL(6,1) NULL", Kind::Dec),
+        col(
+            "k_str",
+            "VARCHAR(8) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
+        col("amount", "DECIMAL(9,2) NULL", Kind::Dec),
+        col(
+            "label",
+            "VARCHAR(12) COLLATE utf8mb4_general_ci NULL",
+            Kind::Ci,
+        ),
+    ],
+    pk: "id",
+    shard_key: Some("code"),
+};
+
 /// Every table of the differential schema, parents before children.
 pub const TABLES: &[&Table] = &[
     &COUNTRY,
@@ -311,6 +342,7 @@ pub const TABLES: &[&Table] = &[
     &WH,
     &DIST,
     &CUST,
+    &LINK,
 ];
 
 /// Tables of [`TABLES`] the config does not list (on the default datanode).
@@ -335,7 +367,8 @@ pub const DATANODE_DATABASES: &[&str] = &["dsh_0", "dsh_1", "dsh_2"];
 /// (3 databases on each), and every rule kind the issue names: mod, hash (on a string), range,
 /// date (table-per-shard), a global and an ER child table; `note` is left out (unlisted, on
 /// the default datanode dn0); `wh`, `dist` and `cust` by `orders`' rule over its datanodes,
-/// keyed by columns of their own names (co-located with each other and with `orders`).
+/// keyed by columns of their own names (co-located with each other and with `orders`); `link`
+/// by a hash of a `_bin` string over dn1-dn5 (co-located with nothing).
 /// `user`/`password`: the backends' account.
 pub fn sharded_config(primaries: [&str; 2], user: &str, password: &str) -> String {
     format!(
@@ -357,6 +390,7 @@ datanodes:
 rules:
   - {{ name: by_user, algorithm: mod }}
   - {{ name: by_email, algorithm: hash, key_type: string, collation: general_ci }}
+  - {{ name: by_code, algorithm: hash, key_type: string, collation: bin }}
   - name: by_id_range
     algorithm: range
     ranges:
@@ -384,6 +418,7 @@ schemas:
       - {{ name: wh, type: sharded, shard_key: w_id, rule: by_user, datanodes: "dn0, dn1, dn2, dn3, dn4, dn5" }}
       - {{ name: dist, type: sharded, shard_key: d_w_id, rule: by_user, datanodes: "dn0, dn1, dn2, dn3, dn4, dn5" }}
       - {{ name: cust, type: sharded, shard_key: c_w_id, rule: by_user, datanodes: "dn0, dn1, dn2, dn3, dn4, dn5" }}
+      - {{ name: link, type: sharded, shard_key: code, rule: by_code, datanodes: "dn1, dn2, dn3, dn4, dn5" }}
       - {{ name: country, type: global, datanodes: "dn0, dn1, dn2, dn3, dn4, dn5" }}
 "#,
         p0 = primaries[0],
