@@ -212,6 +212,8 @@ fn assert_multis_ran_both_ways(report: &Report) {
 
 fn assert_clean(report: &Report) {
     println!("{report}");
+    // First: the shares are printed whatever fails after.
+    assert_cross_shares(report);
     assert_multis_ran_both_ways(report);
     assert_eq!(report.both_failed, ambiguous(report), "{report}");
     assert_eq!(
@@ -262,7 +264,6 @@ fn assert_clean(report: &Report) {
         "subqueries: {refused} of {run} refused:\n{report}"
     );
     assert_eq!(report.tables_identical, report.tables_compared, "{report}");
-    assert_cross_shares(report);
 }
 
 /// Issue 49's families: every share printed; held to its bound when asked to.
