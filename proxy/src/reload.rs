@@ -28,7 +28,7 @@ use shoal_router::config::HostEndpoint;
 use shoal_router::topology::{TableDef, Topology};
 use tracing::{info, warn};
 
-use crate::backend::health;
+use crate::backend::monitor;
 use crate::backend::pool::typical_client_wire;
 use crate::config::ProxyConfig;
 use crate::error::{Error, Result};
@@ -167,7 +167,7 @@ pub fn start_tasks(shared: &dyn Process, rt: &Runtime, old: Option<&Runtime>) {
         m.abort();
     }
     for s in 0..rt.backends.servers.len() {
-        monitors.push(tokio::spawn(health::monitor(rt.backends.clone(), s)).abort_handle());
+        monitors.push(tokio::spawn(monitor::monitor(rt.backends.clone(), s)).abort_handle());
     }
     if let Some(old) = old {
         // XA branches prepared on a removed server are still their transactions': recovery

@@ -218,6 +218,23 @@ async fn cross_shard_selects_answer_as_one_mariadb() {
     for sql in statements {
         same(&mut c, &mut r, sql).await;
     }
+    // More rows than one INSERT batch holds (500 rows): copied in several.
+    let big = "CREATE TABLE big (k INT PRIMARY KEY, v VARCHAR(40)) ENGINE=InnoDB";
+    let rows: Vec<String> = (1..=1800)
+        .map(|k| format!("({k}, '{}')", "x".repeat(k % 37)))
+        .collect();
+    let fill = format!("INSERT INTO big VALUES {}", rows.join(", "));
+    for conn in [&mut c, &mut r] {
+        conn.query_drop(big).await.unwrap();
+        conn.query_drop(&fill).await.unwrap();
+    }
+    same(
+        &mut c,
+        &mut r,
+        "SELECT o.id, COUNT(*), SUM(LENGTH(b.v)), MAX(b.k) FROM orders o JOIN big b \
+         ON b.k % 7 = o.id GROUP BY o.id ORDER BY o.id",
+    )
+    .await;
     // In another time zone, where 2024-10-27 02:30 happens twice.
     for conn in [&mut c, &mut r] {
         conn.query_drop("SET time_zone = '+05:00'").await.unwrap();
@@ -229,6 +246,20 @@ async fn cross_shard_selects_answer_as_one_mariadb() {
          ON p.order_id = o.id ORDER BY o.id, p.id",
     )
     .await;
+    // Another character_set_results: the copies hold the stored strings all the same.
+    for conn in [&mut c, &mut r] {
+        conn.query_drop("SET NAMES latin1").await.unwrap();
+    }
+    same(
+        &mut c,
+        &mut r,
+        "SELECT c.code, c.name, o.note, o.tag FROM country c LEFT JOIN orders o \
+         ON o.country = c.code ORDER BY c.code, o.id",
+    )
+    .await;
+    for conn in [&mut c, &mut r] {
+        conn.query_drop("SET NAMES utf8mb4").await.unwrap();
+    }
     // GROUP_CONCAT cut at group_concat_max_len, with MariaDB's warning.
     for conn in [&mut c, &mut r] {
         conn.query_drop("SET SESSION group_concat_max_len = 5")

@@ -5,6 +5,7 @@ pub mod charset;
 pub mod conn;
 pub mod health;
 pub mod interrupt;
+pub mod monitor;
 pub mod pool;
 pub mod reclaim;
 pub mod state;

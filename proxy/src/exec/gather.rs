@@ -12,8 +12,9 @@
 //! - TIMESTAMP read as `UNIX_TIMESTAMP(c)` and written `FROM_UNIXTIME(v)` at time_zone UTC (the
 //!   session's local time is ambiguous in the hour a clock goes back);
 //! - DATE, DATETIME, TIME as their text; binary strings, BIT and geometry as `X'..'`; text,
-//!   ENUM and SET as `_utf8mb4 X'..'` (or in the column's charset when that is what
-//!   `character_set_results` sent them in), converted to the column's charset by MariaDB;
+//!   ENUM and SET read as `CAST(c AS BINARY)` (the stored bytes, whatever
+//!   `character_set_results` the session has) and written `_charset X'..'` in the column's own
+//!   charset;
 //! - the INSERTs run with `sql_mode=''`, so that stored values such as a zero date are copied
 //!   as they are (the statement itself runs in the session's sql_mode).
 //!
@@ -25,13 +26,16 @@
 use mysql_common::constants::ColumnType;
 use shoal_router::RouterError;
 use shoal_router::plan::gather::{Copy, Gather, quote};
-use shoal_router::plan::{Merge, MergeSpec, RoutePlan};
+use shoal_router::plan::{Merge, RoutePlan, Target};
+use shoal_router::topology::DatanodeId;
 
+use super::Use;
+use super::reader::{ResultStream, Row};
 use super::request::Request;
 use crate::backend::pool::{PooledConn, align_to};
 use crate::error::{Error, Result};
 use crate::exec::Cursor;
-use crate::merge::Column;
+use crate::merge::{Column, parse_column};
 use crate::runtime::routing::Routing;
 use crate::wire::command::{COM_QUERY, COM_STMT_EXECUTE};
 use crate::wire::messages::{err_payload, put_lenenc_bytes, read_lenenc_bytes};
@@ -68,12 +72,32 @@ impl Declared {
         d
     }
 
+    /// A column of characters in a charset (read as bytes, written with an introducer).
+    fn text(&self) -> bool {
+        self.charset.is_some()
+            && matches!(
+                self.data_type.as_str(),
+                "char"
+                    | "varchar"
+                    | "tinytext"
+                    | "text"
+                    | "mediumtext"
+                    | "longtext"
+                    | "enum"
+                    | "set"
+                    | "json"
+            )
+    }
+
     /// The column in the fetch's select list.
     fn fetched(&self) -> String {
         let c = quote(&self.name);
         match self.data_type.as_str() {
             "float" => format!("CAST({c} AS DOUBLE)"),
             "timestamp" => format!("UNIX_TIMESTAMP({c})"),
+            // Text as its stored bytes, whatever character_set_results the session has: written
+            // back with its charset's introducer, it is the same string.
+            _ if self.text() => format!("CAST({c} AS BINARY)"),
             _ => c,
         }
     }
@@ -116,7 +140,7 @@ impl Cursor {
         };
         for c in &g.copies {
             // The scratch is dropped (closed, its temporary tables with it) on any error.
-            self.copy_table(routing, &mut scratch, c, &mut budget, reply_seq)
+            self.copy_table(routing, &mut scratch, c, &mut budget)
                 .await?;
         }
         let binary = matches!(req, Request::Execute { .. });
@@ -142,11 +166,7 @@ impl Cursor {
             run_text(&mut scratch, &create_table(c, &cols)).await?;
         }
         let (_, defs) = super::request::prepare_freeing(&mut scratch, &g.statement, true).await?;
-        let logical = self.logical.clone();
-        Ok(defs
-            .iter()
-            .map(|d| rename_column(d, g, logical.as_deref()))
-            .collect())
+        Ok(defs.iter().map(|d| rename_column(d, g)).collect())
     }
 
     /// A connection of Shoal's own to the scratch datanode's primary in the session's state.
@@ -207,14 +227,15 @@ impl Cursor {
         Ok(cols)
     }
 
-    /// Creates `c`'s temporary table on the scratch and copies the table's rows into it.
+    /// Creates `c`'s temporary table on the scratch and copies the table's rows into it, one
+    /// batch at a time: each target's rows are read as they come and sent on in multi-row
+    /// INSERTs of at most [`BATCH_ROWS`] rows or about [`BATCH_BYTES`].
     async fn copy_table(
         &mut self,
         routing: &Routing,
         scratch: &mut PooledConn,
         c: &Copy,
         budget: &mut Budget,
-        reply_seq: u8,
     ) -> Result<()> {
         let cols = self.declared_columns(routing, c).await?;
         run_text(scratch, &create_table(c, &cols)).await?;
@@ -225,44 +246,15 @@ impl Cursor {
         let plan = routing
             .router
             .route_in(self.logical.as_deref(), mode, cs, &fetch, &[]);
-        let (targets, spec) = match plan {
-            RoutePlan::Single(t) => (vec![t], MergeSpec::default()),
+        let targets = match plan {
+            RoutePlan::Single(t) => vec![t],
             RoutePlan::Scatter {
                 targets,
                 merge: Merge::Rows(_),
-            } => (targets, MergeSpec::default()),
+            } => targets,
             RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
             _ => return Err(self.refuse(&ungathered("a copy planned this way"))),
         };
-        let mut rows = super::subquery::Collected::new(
-            budget.max_rows.saturating_sub(budget.rows) * cols.len().max(1),
-            budget.max_bytes.saturating_sub(budget.bytes),
-        );
-        rows.cap_refusal = Some(budget.refusal());
-        let ran = self
-            .run_scatter_into(
-                routing,
-                targets,
-                &spec,
-                &Request::Text,
-                reply_seq,
-                Some(&mut rows),
-            )
-            .await;
-        match ran {
-            Err(e @ Error::Reply { .. }) => return Err(self.gather_failed(e)),
-            Err(e) => return Err(e),
-            Ok(()) => {
-                if let Some(e) = rows.error.take() {
-                    return Err(self.gather_failed(e));
-                }
-            }
-        }
-        budget.rows += rows.rows.len();
-        budget.bytes += rows.bytes();
-        if rows.columns.len() != cols.len() {
-            return Err(self.refuse(&ungathered("a copy whose columns changed")));
-        }
         let names: Vec<String> = cols.iter().map(|d| quote(&d.name)).collect();
         let stamps = cols.iter().any(|d| d.data_type == "timestamp");
         let head = format!(
@@ -271,35 +263,115 @@ impl Cursor {
             c.temp,
             names.join(", ")
         );
-        let mut batch = String::with_capacity(BATCH_BYTES + 4096);
-        let mut in_batch = 0usize;
-        for row in &rows.rows {
-            if in_batch == 0 {
-                batch.clear();
-                batch.push_str(&head);
-            } else {
-                batch.push_str(", ");
-            }
-            let written = row_literal(row, &rows.columns, &cols).map_err(|e| self.refuse(&e))?;
-            batch.push_str(&written);
-            in_batch += 1;
-            if in_batch >= BATCH_ROWS || batch.len() >= BATCH_BYTES {
-                run_text(scratch, &batch).await?;
-                in_batch = 0;
-            }
+        let mut batch = Batch {
+            sql: String::with_capacity(BATCH_BYTES + 4096),
+            head,
+            rows: 0,
+        };
+        for t in &targets {
+            self.copy_target(routing, scratch, t, &cols, budget, &mut batch)
+                .await?;
         }
-        if in_batch > 0 {
-            run_text(scratch, &batch).await?;
-        }
-        Ok(())
+        batch.send(scratch).await
     }
 
-    /// A datanode's error or a cap's refusal while copying: the cap's stays as Shoal wrote it.
-    fn gather_failed(&mut self, e: Error) -> Error {
-        if e.as_reply().is_some_and(|r| r.0 == 1235) {
-            self.refused = true;
+    /// The rows of one target of a copy's fetch, read on the session's connection to its
+    /// datanode (its transaction and snapshot), into `batch`.
+    async fn copy_target(
+        &mut self,
+        routing: &Routing,
+        scratch: &mut PooledConn,
+        t: &Target,
+        cols: &[Declared],
+        budget: &mut Budget,
+        batch: &mut Batch,
+    ) -> Result<()> {
+        let how = if t.qualified {
+            Use::AnyDatabase
+        } else {
+            Use::Text
+        };
+        let i = self.touch_for(routing, t.datanode, how).await?;
+        let h = &mut self.conns.held[i];
+        let bytes = h.conn.sql_bytes(&t.sql)?.into_owned();
+        h.write_begin();
+        h.conn.io.write_command(COM_QUERY, &bytes);
+        if let Err(e) = h.conn.io.flush().await {
+            return Err(self.copy_broken(t.datanode, Error::BackendIo(e)));
         }
-        e
+        let mut stream = ResultStream::new(&self.conns.held[i].conn, false);
+        if std::mem::take(&mut self.conns.held[i].begin_unread) {
+            // The transaction's BEGIN went first: its reply comes first.
+            if let Err(e) = super::reader::read_write_result(&mut self.conns.held[i].conn).await {
+                let _ = stream.drain(&mut self.conns.held[i].conn).await;
+                return Err(e);
+            }
+        }
+        let defs = match stream.columns(&mut self.conns.held[i].conn).await {
+            Ok(d) => d,
+            Err(e @ Error::Reply { .. }) => {
+                return Err(e.on_datanode(&routing.topology.datanodes[t.datanode].name));
+            }
+            Err(e) => return Err(self.copy_broken(t.datanode, e)),
+        };
+        let fetched: Vec<Column> = match defs.iter().map(|d| parse_column(d)).collect() {
+            Ok(f) => f,
+            Err(e) => return Err(self.copy_broken(t.datanode, e)),
+        };
+        let mut failed: Option<Error> = None;
+        if fetched.len() != cols.len() {
+            failed = Some(self.refuse(&ungathered("a copy whose columns changed")));
+        }
+        let mut row_buf = Vec::new();
+        while failed.is_none() {
+            let conn = &mut self.conns.held[i].conn;
+            match stream.next_row_in(conn, std::mem::take(&mut row_buf)).await {
+                Ok(Row::Data(row)) => {
+                    budget.rows += 1;
+                    budget.bytes += row.len();
+                    if budget.rows > budget.max_rows || budget.bytes > budget.max_bytes {
+                        failed = Some(self.refuse(&RouterError::unsupported(budget.refusal())));
+                        break;
+                    }
+                    match row_literal(&row, &fetched, cols) {
+                        Ok(written) => batch.push(&written),
+                        Err(e) => {
+                            failed = Some(self.refuse(&e));
+                            break;
+                        }
+                    }
+                    row_buf = row;
+                    if batch.full()
+                        && let Err(e) = batch.send(scratch).await
+                    {
+                        failed = Some(e);
+                    }
+                }
+                Ok(Row::End) => return Ok(()),
+                Err(e @ Error::Reply { .. }) => return Err(e),
+                Err(e) => return Err(self.copy_broken(t.datanode, e)),
+            }
+        }
+        // Stopped early: the rest of the target's rows are read and dropped, so that its
+        // connection serves the next statement.
+        if let Err(e) = stream.drain(&mut self.conns.held[i].conn).await {
+            return Err(self.copy_broken(t.datanode, e));
+        }
+        Err(failed.unwrap_or_else(Error::lost_backend))
+    }
+
+    /// The session's connection to `dn` broke mid-copy: it is dropped (a transaction on it
+    /// is doomed with it, as a scatter's broken shard dooms it).
+    fn copy_broken(&mut self, dn: DatanodeId, e: Error) -> Error {
+        tracing::debug!(error = %e, "a datanode connection broke during a gather's copy");
+        let timed_out = crate::error::error_is_timeout(&e);
+        let in_txn = self.txn_begin.is_some();
+        self.conns.remove(dn);
+        if timed_out {
+            let in_transaction = in_txn || self.in_transaction_now();
+            return crate::backend::interrupt::stalled_error("a datanode", true, in_transaction);
+        }
+        Error::lost_backend()
     }
 
     /// Runs the statement on the scratch and relays its result, column definitions in logical
@@ -324,8 +396,7 @@ impl Cursor {
             scratch.io.write_command(COM_QUERY, &bytes);
         }
         scratch.io.flush().await.map_err(Error::BackendIo)?;
-        let logical = self.logical.clone();
-        let rename = |def: &[u8]| rename_column(def, g, logical.as_deref());
+        let rename = |def: &[u8]| rename_column(def, g);
         let mut reader = scratch.reader(Expect::Results { binary });
         let mut defs: Vec<Vec<u8>> = Vec::new();
         let mut out: Option<ResultSetWriter> = None;
@@ -422,6 +493,40 @@ impl Cursor {
     }
 }
 
+/// The INSERT being written into a copy.
+struct Batch {
+    sql: String,
+    /// `INSERT INTO shoal_gN (...) VALUES `, with its settings.
+    head: String,
+    rows: usize,
+}
+
+impl Batch {
+    fn push(&mut self, row: &str) {
+        if self.rows == 0 {
+            self.sql.clear();
+            self.sql.push_str(&self.head);
+        } else {
+            self.sql.push_str(", ");
+        }
+        self.sql.push_str(row);
+        self.rows += 1;
+    }
+
+    fn full(&self) -> bool {
+        self.rows >= BATCH_ROWS || self.sql.len() >= BATCH_BYTES
+    }
+
+    /// Sends the rows written so far, if any.
+    async fn send(&mut self, scratch: &mut PooledConn) -> Result<()> {
+        if self.rows == 0 {
+            return Ok(());
+        }
+        self.rows = 0;
+        run_text(scratch, &self.sql).await
+    }
+}
+
 /// The CREATE TEMPORARY TABLE of `c`'s copy (no keys: only the rows matter).
 fn create_table(c: &Copy, cols: &[Declared]) -> String {
     let defs: Vec<String> = cols.iter().map(Declared::definition).collect();
@@ -445,7 +550,7 @@ fn ungathered(what: impl std::fmt::Display) -> RouterError {
 
 /// A column definition of the scratch's result with the logical schema and, for a copy's
 /// column, the logical table as its original table (the alias the statement gave stays).
-fn rename_column(def: &[u8], g: &Gather, logical: Option<&str>) -> Vec<u8> {
+fn rename_column(def: &[u8], g: &Gather) -> Vec<u8> {
     let mut b = def;
     let mut fields: [&[u8]; 6] = [&[]; 6];
     for f in &mut fields {
@@ -459,10 +564,13 @@ fn rename_column(def: &[u8], g: &Gather, logical: Option<&str>) -> Vec<u8> {
         .iter()
         .find(|c| c.temp.as_bytes().eq_ignore_ascii_case(fields[3]));
     let mut out = Vec::with_capacity(def.len() + 16);
+    // A copy's column names its logical schema where the scratch names a database (one
+    // MariaDB names none for a derived table's or a CTE's columns, and neither does the
+    // scratch for those over a copy's columns); anything else names none.
     let (schema, org_table): (&[u8], &[u8]) = match copy {
+        Some(c) if fields[1].is_empty() => (&[], c.table.as_bytes()),
         Some(c) => (c.schema.as_bytes(), c.table.as_bytes()),
-        None if fields[1].is_empty() => (&[], fields[3]),
-        None => (logical.unwrap_or_default().as_bytes(), fields[3]),
+        None => (&[], fields[3]),
     };
     put_lenenc_bytes(&mut out, fields[0]);
     put_lenenc_bytes(&mut out, schema);
@@ -518,7 +626,6 @@ fn value_literal(
     f: &Column,
     d: &Declared,
 ) -> std::result::Result<(), RouterError> {
-    use shoal_router::charset::Charset;
     let bad = |what: &str| {
         ungathered(format!(
             "a copy of column '{}' ({}) holding {what}",
@@ -554,33 +661,22 @@ fn value_literal(
             hex_into(out, v);
             out.push('\'');
         }
-        "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set"
-        | "json" | "inet4" | "inet6" | "uuid" => {
-            // The bytes are in the charset character_set_results names (the column's own when
-            // it is NULL or binary): exact when that holds every value of the column's charset.
-            let column = d.charset.as_deref().and_then(Charset::from_name);
-            let sent = if f.charset == 63 {
-                column
-            } else {
-                Charset::from_collation_id(f.charset)
-            };
-            let exact = match (sent, column) {
-                (Some(Charset::Utf8mb4), _) => true,
-                (Some(s), Some(c)) => s == c,
-                // inet6 and uuid: no charset, ASCII text.
-                (Some(_), None) => d.charset.is_none(),
-                (None, _) => false,
-            };
-            let Some(sent) = sent.filter(|_| exact) else {
-                return Err(bad(
-                    "a string while character_set_results cannot hold its charset (set it to \
-                     utf8mb4)",
-                ));
-            };
+        _ if d.text() => {
+            // The stored bytes (read `CAST(c AS BINARY)`), in the column's charset.
+            let cs = d.charset.as_deref().unwrap_or_default();
+            if cs.is_empty() || !cs.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(bad("a string in an unknown charset"));
+            }
             out.push('_');
-            out.push_str(sent.name());
+            out.push_str(cs);
             out.push_str(" X'");
             hex_into(out, v);
+            out.push('\'');
+        }
+        // No charset: ASCII text (inet4, inet6, uuid).
+        "inet4" | "inet6" | "uuid" => {
+            out.push('\'');
+            out.push_str(text("0123456789abcdefABCDEF:.-")?);
             out.push('\'');
         }
         _ => {

@@ -55,13 +55,10 @@ pub(crate) struct Collected {
     /// The statement's error (a datanode's, or the cap's), where a read sent to the client
     /// would end its result with it.
     pub error: Option<Error>,
-    /// The refusal past the cap, when the rows are kept for something else than binding
-    /// (a copy gathered on one datanode names its own settings).
-    pub cap_refusal: Option<String>,
 }
 
 impl Collected {
-    pub(super) fn new(max_values: usize, max_bytes: usize) -> Self {
+    fn new(max_values: usize, max_bytes: usize) -> Self {
         Collected {
             max_values,
             max_bytes,
@@ -81,11 +78,6 @@ impl Collected {
     pub fn keep(&mut self, row: Vec<u8>) -> Result<()> {
         self.bytes += row.len();
         let values = (self.rows.len() + 1) * self.columns.len().max(1);
-        if (values > self.max_values || self.bytes > self.max_bytes)
-            && let Some(m) = &self.cap_refusal
-        {
-            return Err(refusal(&RouterError::unsupported(m.clone())));
-        }
         if values > self.max_values || self.bytes > self.max_bytes {
             return Err(refusal(&RouterError::unsupported(format!(
                 "This version of Shoal doesn't yet support 'a subquery across shards binding \
@@ -96,11 +88,6 @@ impl Collected {
         }
         self.rows.push(row);
         Ok(())
-    }
-
-    /// The bytes kept.
-    pub(super) fn bytes(&self) -> usize {
-        self.bytes
     }
 
     fn values(&self) -> usize {

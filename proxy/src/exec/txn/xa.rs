@@ -13,7 +13,8 @@
 //!   recovery ([`crate::xa::recovery`]): the client's COMMIT succeeded.
 //!
 //! Plain BEGIN stays where XA cannot apply: `START TRANSACTION READ ONLY`, `WITH CONSISTENT
-//! SNAPSHOT` (such a transaction may then write to one datanode only), and under LOCK TABLES.
+//! SNAPSHOT` (such a transaction may then write to one datanode only), and under LOCK TABLES;
+//! and where it is not needed: a topology of one datanode ([`Cursor::txn_mode`]).
 
 use shoal_router::config::Transactions;
 use shoal_router::topology::DatanodeId;
@@ -74,8 +75,14 @@ fn broken() -> Error {
 
 impl Cursor {
     /// How the session's transactions over several datanodes commit: as its logical schema
-    /// says; before USE, XA if any schema uses it.
+    /// says; before USE, XA if any schema uses it. Over a topology of one datanode no
+    /// transaction can span two, so XA would buy nothing and costs MariaDB more per
+    /// transaction than BEGIN/COMMIT (issue 48: one more statement, more redo writes and
+    /// mutex waits): such transactions are plain, as under `best_effort`.
     pub(in crate::exec) fn txn_mode(&self, routing: &Routing) -> Transactions {
+        if routing.topology.datanodes.len() == 1 {
+            return Transactions::BestEffort;
+        }
         let schemas = &routing.topology.schemas;
         match self
             .logical
