@@ -132,16 +132,31 @@ impl Cursor {
         reply_seq: u8,
     ) -> Result<()> {
         let mut scratch = self.scratch_connection(routing, g).await?;
+        // KILL [QUERY] of this session reaches the scratch's statements too.
+        self.publish_with(Some(&scratch));
         let mut budget = Budget {
             rows: 0,
             bytes: 0,
             max_rows: self.rt.config.gather_max_rows,
             max_bytes: self.rt.config.gather_max_bytes,
         };
+        let mut copied = Ok(());
         for c in &g.copies {
+            copied = self.copy_table(routing, &mut scratch, c, &mut budget).await;
+            if copied.is_err() {
+                break;
+            }
+        }
+        if let Some(m) = &self.shared.observe.metrics {
+            use std::sync::atomic::Ordering::Relaxed;
+            m.gathered_rows.fetch_add(budget.rows as u64, Relaxed);
+            m.gathered_bytes.fetch_add(budget.bytes as u64, Relaxed);
+        }
+        if let Err(e) = copied {
             // The scratch is dropped (closed, its temporary tables with it) on any error.
-            self.copy_table(routing, &mut scratch, c, &mut budget)
-                .await?;
+            drop(scratch);
+            self.publish_backends();
+            return Err(e);
         }
         let binary = matches!(req, Request::Execute { .. });
         let out = self
@@ -150,6 +165,7 @@ impl Cursor {
         // The copies go with the connection, which is closed: it carries temporary tables and
         // a binlog_format of its own.
         drop(scratch);
+        self.publish_backends();
         out
     }
 
@@ -166,7 +182,11 @@ impl Cursor {
             run_text(&mut scratch, &create_table(c, &cols)).await?;
         }
         let (_, defs) = super::request::prepare_freeing(&mut scratch, &g.statement, true).await?;
-        Ok(defs.iter().map(|d| rename_column(d, g)).collect())
+        let logical = self.logical.clone();
+        Ok(defs
+            .iter()
+            .map(|d| rename_column(d, g, logical.as_deref()))
+            .collect())
     }
 
     /// A connection of Shoal's own to the scratch datanode's primary in the session's state.
@@ -396,7 +416,8 @@ impl Cursor {
             scratch.io.write_command(COM_QUERY, &bytes);
         }
         scratch.io.flush().await.map_err(Error::BackendIo)?;
-        let rename = |def: &[u8]| rename_column(def, g);
+        let logical = self.logical.clone();
+        let rename = |def: &[u8]| rename_column(def, g, logical.as_deref());
         let mut reader = scratch.reader(Expect::Results { binary });
         let mut defs: Vec<Vec<u8>> = Vec::new();
         let mut out: Option<ResultSetWriter> = None;
@@ -411,10 +432,17 @@ impl Cursor {
                     state,
                     message,
                 } => {
-                    let m = crate::backend::charset::backend_message(
-                        scratch.charsets().results,
-                        message,
-                    );
+                    let (code, state, m) = if scratch.timed_out(code) {
+                        // Shoal's KILL at `query_timeout`: said as MariaDB's own limit says it.
+                        let (code, state, m) = crate::backend::interrupt::TIMED_OUT;
+                        (code, state, m.to_string())
+                    } else {
+                        let m = crate::backend::charset::backend_message(
+                            scratch.charsets().results,
+                            message,
+                        );
+                        (code, state, m)
+                    };
                     drop(p);
                     return match out {
                         Some(w) => {
@@ -550,7 +578,7 @@ fn ungathered(what: impl std::fmt::Display) -> RouterError {
 
 /// A column definition of the scratch's result with the logical schema and, for a copy's
 /// column, the logical table as its original table (the alias the statement gave stays).
-fn rename_column(def: &[u8], g: &Gather) -> Vec<u8> {
+fn rename_column(def: &[u8], g: &Gather, logical: Option<&str>) -> Vec<u8> {
     let mut b = def;
     let mut fields: [&[u8]; 6] = [&[]; 6];
     for f in &mut fields {
@@ -564,14 +592,15 @@ fn rename_column(def: &[u8], g: &Gather) -> Vec<u8> {
         .iter()
         .find(|c| c.temp.as_bytes().eq_ignore_ascii_case(fields[3]));
     let mut out = Vec::with_capacity(def.len() + 16);
-    // A copy's column names its logical schema where the scratch names a database (one
-    // MariaDB names none for a derived table's or a CTE's columns, and neither does the
-    // scratch for those over a copy's columns); anything else names none.
-    let (schema, org_table): (&[u8], &[u8]) = match copy {
-        Some(c) if fields[1].is_empty() => (&[], c.table.as_bytes()),
-        Some(c) => (c.schema.as_bytes(), c.table.as_bytes()),
-        None => (&[], fields[3]),
+    // The logical schema where the scratch names its database (a copy's column, a merged
+    // derived table's or CTE's); none where it names none (a materialized derived table's
+    // columns, an expression), as one MariaDB over the tables themselves.
+    let schema: &[u8] = match (fields[1].is_empty(), copy) {
+        (true, _) => &[],
+        (false, Some(c)) => c.schema.as_bytes(),
+        (false, None) => logical.unwrap_or_default().as_bytes(),
     };
+    let org_table = copy.map_or(fields[3], |c| c.table.as_bytes());
     put_lenenc_bytes(&mut out, fields[0]);
     put_lenenc_bytes(&mut out, schema);
     put_lenenc_bytes(&mut out, fields[2]);

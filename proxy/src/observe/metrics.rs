@@ -81,6 +81,9 @@ pub struct Metrics {
     bytes_out: AtomicU64,
     /// Lock cycles across servers the deadlock detector broke (`crate::deadlock`).
     pub deadlocks_broken: AtomicU64,
+    /// Rows and bytes SELECTs gathered on one datanode copied (`exec::gather`).
+    pub gathered_rows: AtomicU64,
+    pub gathered_bytes: AtomicU64,
     /// Every histogram whose labels a configuration gave, by its labels: what [`Slots`] of
     /// each snapshot point into, and what a scrape writes out.
     series: Mutex<Series>,
@@ -128,6 +131,8 @@ impl Default for Metrics {
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             deadlocks_broken: AtomicU64::new(0),
+            gathered_rows: AtomicU64::new(0),
+            gathered_bytes: AtomicU64::new(0),
             series: Default::default(),
         }
     }
@@ -413,6 +418,20 @@ pub(crate) fn encode_counters(
         "Lock cycles across servers the deadlock detector broke (a transaction ended with 1213).",
         MetricType::Counter,
         [(vec![], C(m.deadlocks_broken.load(Relaxed)))],
+    )?;
+    family(
+        enc,
+        "gathered_rows",
+        "Rows SELECTs gathered on one datanode copied into temporary tables there.",
+        MetricType::Counter,
+        [(vec![], C(m.gathered_rows.load(Relaxed)))],
+    )?;
+    family(
+        enc,
+        "gathered_bytes",
+        "Bytes of the rows SELECTs gathered on one datanode copied, as the datanodes sent them.",
+        MetricType::Counter,
+        [(vec![], C(m.gathered_bytes.load(Relaxed)))],
     )?;
     Ok(())
 }
