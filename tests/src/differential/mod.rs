@@ -445,6 +445,7 @@ pub const DOCUMENTED_REFUSALS: &[&str] = &[
     "derived tables (subqueries in FROM) across shards*",
     "a derived table (subquery in FROM) with LIMIT across shards*",
     "aggregate after * across shards",
+    "* across shards (not gathered on one datanode: *)",
     "* on a * position across shards",
     "a join of * that are not co-located*",
     "* JOIN with the * preserved against the * across shards*",
@@ -1145,6 +1146,12 @@ mod tests {
             &msg("aggregate inside an expression (SUM(k) + 1) across shards")
         ));
         assert!(is_refusal(1235, &msg("COUNT(DISTINCT ...) across shards")));
+        assert!(is_refusal(
+            1235,
+            &msg(
+                "a locking read (FOR UPDATE) across shards (not gathered on one datanode: a lock on a copy locks nothing)"
+            )
+        ));
         assert!(is_refusal(
             1235,
             &msg("a join of orders and account that are not co-located (join ...)")
