@@ -98,6 +98,24 @@ impl Declared {
         )
     }
 
+    /// A column whose values make a short index key (numbers, dates, strings of at most 191
+    /// characters).
+    fn short_key(&self) -> bool {
+        let chars = || {
+            let t = &self.column_type;
+            t.find('(')
+                .and_then(|a| t[a + 1..].find(')').map(|b| &t[a + 1..a + 1 + b]))
+                .and_then(|n| n.parse::<u32>().ok())
+        };
+        match self.data_type.as_str() {
+            "tinyint" | "smallint" | "mediumint" | "int" | "integer" | "bigint" | "decimal"
+            | "numeric" | "year" | "date" | "datetime" | "timestamp" | "time" | "float"
+            | "double" => true,
+            "char" | "varchar" | "binary" | "varbinary" => chars().is_some_and(|n| n <= 191),
+            _ => false,
+        }
+    }
+
     fn unsigned(&self) -> bool {
         self.column_type.to_ascii_lowercase().contains("unsigned")
     }
@@ -691,7 +709,15 @@ impl Batch {
 
 /// The CREATE TEMPORARY TABLE of `c`'s copy (no keys: only the rows matter).
 fn create_table(c: &Copy, cols: &[Declared]) -> String {
-    let defs: Vec<String> = cols.iter().map(Declared::definition).collect();
+    let mut defs: Vec<String> = cols.iter().map(Declared::definition).collect();
+    // An index on each join column whose values make a short key (an index changes no answer).
+    for name in &c.join_columns {
+        if let Some(d) = cols.iter().find(|d| d.name.eq_ignore_ascii_case(name))
+            && d.short_key()
+        {
+            defs.push(format!("KEY ({})", quote(&d.name)));
+        }
+    }
     format!(
         "CREATE TEMPORARY TABLE {} ({}) ENGINE=Aria",
         c.temp,

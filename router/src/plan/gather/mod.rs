@@ -69,6 +69,10 @@ pub struct Copy {
     /// Read only the rows whose `column` equals a value another copy read (an inner join's
     /// equality): see [`Bind`].
     pub bind: Option<Bind>,
+    /// Columns an inner join's equality compares: indexed in the copy (where their type
+    /// allows a short key), so that the join on the scratch looks rows up instead of
+    /// scanning the other copy once per row.
+    pub join_columns: Vec<String>,
 }
 
 /// Values of a [`Bind`] per read.
@@ -270,6 +274,7 @@ pub(crate) fn plan(
                     known_as,
                     conds: pushed[i].clone(),
                     bind: None,
+                    join_columns: Vec::new(),
                 });
                 copies.len() - 1
             }
@@ -285,6 +290,12 @@ pub(crate) fn plan(
     // Inner-join equalities between copies of their own: the later read is bound by the
     // earlier one's values (one binding per copy).
     for (i, ci, j, cj) in keys {
+        for (t, c) in [(i, &ci), (j, &cj)] {
+            let cols = &mut copies[copy_of[t]].join_columns;
+            if !cols.iter().any(|x| x.eq_ignore_ascii_case(c)) {
+                cols.push(c.clone());
+            }
+        }
         if refs_to(i) > 1 || refs_to(j) > 1 {
             continue;
         }
