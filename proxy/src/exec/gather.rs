@@ -25,7 +25,7 @@
 
 use mysql_common::constants::ColumnType;
 use shoal_router::RouterError;
-use shoal_router::plan::gather::{Copy, Gather, quote};
+use shoal_router::plan::gather::{BIND_BATCH, BIND_MAX_VALUES, Bind, Copy, Gather, quote};
 use shoal_router::plan::{Merge, RoutePlan, Target};
 use shoal_router::topology::DatanodeId;
 
@@ -89,6 +89,37 @@ impl Declared {
             )
     }
 
+    /// An integer column (compared with an integer literal exactly as with another integer
+    /// column).
+    fn integer(&self) -> bool {
+        matches!(
+            self.data_type.as_str(),
+            "tinyint" | "smallint" | "mediumint" | "int" | "integer" | "bigint"
+        )
+    }
+
+    /// A column whose values make a short index key (numbers, dates, strings of at most 191
+    /// characters).
+    fn short_key(&self) -> bool {
+        let chars = || {
+            let t = &self.column_type;
+            t.find('(')
+                .and_then(|a| t[a + 1..].find(')').map(|b| &t[a + 1..a + 1 + b]))
+                .and_then(|n| n.parse::<u32>().ok())
+        };
+        match self.data_type.as_str() {
+            "tinyint" | "smallint" | "mediumint" | "int" | "integer" | "bigint" | "decimal"
+            | "numeric" | "year" | "date" | "datetime" | "timestamp" | "time" | "float"
+            | "double" => true,
+            "char" | "varchar" | "binary" | "varbinary" => chars().is_some_and(|n| n <= 191),
+            _ => false,
+        }
+    }
+
+    fn unsigned(&self) -> bool {
+        self.column_type.to_ascii_lowercase().contains("unsigned")
+    }
+
     /// The column in the fetch's select list.
     fn fetched(&self) -> String {
         let c = quote(&self.name);
@@ -141,8 +172,24 @@ impl Cursor {
             max_bytes: self.rt.config.gather_max_bytes,
         };
         let mut copied = Ok(());
-        for c in &g.copies {
-            copied = self.copy_table(routing, &mut scratch, c, &mut budget).await;
+        // The values of each copy's column a later copy is bound by.
+        let mut keys: Vec<Option<KeySet>> = vec![None; g.copies.len()];
+        for (k, c) in g.copies.iter().enumerate() {
+            let wanted = g
+                .copies
+                .iter()
+                .filter_map(|o| o.bind.as_ref())
+                .find(|b| b.source == k)
+                .map(|b| b.source_column.as_str());
+            let bound = c
+                .bind
+                .as_ref()
+                .and_then(|b| keys.get(b.source).and_then(Option::as_ref).map(|s| (b, s)));
+            let bound = bound.map(|(b, s)| (b, s.clone()));
+            copied = self
+                .copy_table(routing, &mut scratch, c, &mut budget, wanted, bound)
+                .await
+                .map(|set| keys[k] = set);
             if copied.is_err() {
                 break;
             }
@@ -256,25 +303,70 @@ impl Cursor {
         scratch: &mut PooledConn,
         c: &Copy,
         budget: &mut Budget,
-    ) -> Result<()> {
+        wanted: Option<&str>,
+        bound: Option<(&Bind, KeySet)>,
+    ) -> Result<Option<KeySet>> {
         let cols = self.declared_columns(routing, c).await?;
         run_text(scratch, &create_table(c, &cols)).await?;
         let list: Vec<String> = cols.iter().map(Declared::fetched).collect();
-        let fetch = c.fetch(&list.join(", "));
+        let list = list.join(", ");
+        // The values of `wanted` (an integer column) are kept for a later copy.
+        let key_at = wanted.and_then(|name| {
+            cols.iter()
+                .position(|d| d.name.eq_ignore_ascii_case(name) && d.integer())
+        });
+        let mut keys = key_at.map(|k| KeySet {
+            values: Default::default(),
+            usable: true,
+            unsigned: cols[k].unsigned(),
+        });
+        // Bound by another copy's values: one read per batch of them (none: no row can join).
+        let fetches: Vec<String> = match bound {
+            Some((b, set))
+                if set.usable
+                    && cols.iter().any(|d| {
+                        d.name.eq_ignore_ascii_case(&b.column)
+                            && d.integer()
+                            && d.unsigned() == set.unsigned
+                    }) =>
+            {
+                let values: Vec<String> = set
+                    .values
+                    .iter()
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                    .collect();
+                values
+                    .chunks(BIND_BATCH)
+                    .map(|chunk| {
+                        let cond = format!(
+                            "{}.{} IN ({})",
+                            quote(&c.known_as),
+                            quote(&b.column),
+                            chunk.join(", ")
+                        );
+                        c.fetch_with(&list, &cond)
+                    })
+                    .collect()
+            }
+            _ => vec![c.fetch(&list)],
+        };
+        let mut targets = Vec::new();
         let mode = self.sql_mode();
         let cs = self.charsets().statements;
-        let plan = routing
-            .router
-            .route_in(self.logical.as_deref(), mode, cs, &fetch, &[]);
-        let targets = match plan {
-            RoutePlan::Single(t) => vec![t],
-            RoutePlan::Scatter {
-                targets,
-                merge: Merge::Rows(_),
-            } => targets,
-            RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
-            _ => return Err(self.refuse(&ungathered("a copy planned this way"))),
-        };
+        for fetch in &fetches {
+            let plan = routing
+                .router
+                .route_in(self.logical.as_deref(), mode, cs, fetch, &[]);
+            match plan {
+                RoutePlan::Single(t) => targets.push(t),
+                RoutePlan::Scatter {
+                    targets: ts,
+                    merge: Merge::Rows(_),
+                } => targets.extend(ts),
+                RoutePlan::Refuse(e) => return Err(self.refuse(&e)),
+                _ => return Err(self.refuse(&ungathered("a copy planned this way"))),
+            }
+        }
         let names: Vec<String> = cols.iter().map(|d| quote(&d.name)).collect();
         let stamps = cols.iter().any(|d| d.data_type == "timestamp");
         let head = format!(
@@ -289,14 +381,17 @@ impl Cursor {
             rows: 0,
         };
         for t in &targets {
-            self.copy_target(routing, scratch, t, &cols, budget, &mut batch)
+            let collect = key_at.zip(keys.as_mut());
+            self.copy_target(routing, scratch, t, &cols, budget, &mut batch, collect)
                 .await?;
         }
-        batch.send(scratch).await
+        batch.send(scratch).await?;
+        Ok(keys)
     }
 
     /// The rows of one target of a copy's fetch, read on the session's connection to its
     /// datanode (its transaction and snapshot), into `batch`.
+    #[allow(clippy::too_many_arguments)]
     async fn copy_target(
         &mut self,
         routing: &Routing,
@@ -305,6 +400,7 @@ impl Cursor {
         cols: &[Declared],
         budget: &mut Budget,
         batch: &mut Batch,
+        mut keys: Option<(usize, &mut KeySet)>,
     ) -> Result<()> {
         let how = if t.qualified {
             Use::AnyDatabase
@@ -352,6 +448,9 @@ impl Cursor {
                     if budget.rows > budget.max_rows || budget.bytes > budget.max_bytes {
                         failed = Some(self.refuse(&RouterError::unsupported(budget.refusal())));
                         break;
+                    }
+                    if let Some((k, set)) = keys.as_mut() {
+                        set.keep(&row, *k);
                     }
                     match row_literal(&row, &fetched, cols) {
                         Ok(written) => batch.push(&written),
@@ -521,6 +620,59 @@ impl Cursor {
     }
 }
 
+/// The distinct values of a copy's integer column a later copy is bound by (see [`Bind`]).
+#[derive(Debug, Clone)]
+struct KeySet {
+    values: std::collections::BTreeSet<Vec<u8>>,
+    /// Still all of them (past [`BIND_MAX_VALUES`] they are dropped: the later copy is read
+    /// whole).
+    usable: bool,
+    unsigned: bool,
+}
+
+impl KeySet {
+    /// Keeps the value of column `k` of a fetched row (text protocol); NULL joins nothing.
+    fn keep(&mut self, row: &[u8], k: usize) {
+        if !self.usable {
+            return;
+        }
+        let mut b = row;
+        for i in 0..=k {
+            let v = if b.first() == Some(&0xFB) {
+                b = &b[1..];
+                None
+            } else {
+                match read_lenenc_bytes(&mut b) {
+                    Some(v) => Some(v),
+                    None => {
+                        self.give_up();
+                        return;
+                    }
+                }
+            };
+            if i == k
+                && let Some(v) = v
+            {
+                // An integer's text, as the datanode sent it.
+                let digits = v.strip_prefix(b"-").unwrap_or(v);
+                if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                    self.give_up();
+                    return;
+                }
+                self.values.insert(v.to_vec());
+                if self.values.len() > BIND_MAX_VALUES {
+                    self.give_up();
+                }
+            }
+        }
+    }
+
+    fn give_up(&mut self) {
+        self.usable = false;
+        self.values.clear();
+    }
+}
+
 /// The INSERT being written into a copy.
 struct Batch {
     sql: String,
@@ -561,7 +713,15 @@ impl Batch {
 /// result (checked on 10.11: `WITH ROLLUP` over an empty result names no table then, and a
 /// derived table is merged instead of materialized).
 fn create_table(c: &Copy, cols: &[Declared]) -> String {
-    let defs: Vec<String> = cols.iter().map(Declared::definition).collect();
+    let mut defs: Vec<String> = cols.iter().map(Declared::definition).collect();
+    // An index on each join column whose values make a short key (an index changes no answer).
+    for name in &c.join_columns {
+        if let Some(d) = cols.iter().find(|d| d.name.eq_ignore_ascii_case(name))
+            && d.short_key()
+        {
+            defs.push(format!("KEY ({})", quote(&d.name)));
+        }
+    }
     format!(
         "CREATE TEMPORARY TABLE {} ({}) ENGINE=InnoDB",
         c.temp,

@@ -225,6 +225,19 @@ pub fn rows(topo: &Topology, p: &RoutePlan) -> Vec<(String, String)> {
                         c.from
                     ),
                 ));
+                if let Some(b) = &c.bind {
+                    r.push((
+                        "(bound)".into(),
+                        format!(
+                            "{}.{} IN (the values of {}.{}, integers only), batches of {} values",
+                            c.known_as,
+                            b.column,
+                            g.copies.get(b.source).map_or("?", |s| s.temp.as_str()),
+                            b.source_column,
+                            super::gather::BIND_BATCH
+                        ),
+                    ));
+                }
                 r.extend(
                     super::gather::fetch_targets(c)
                         .into_iter()

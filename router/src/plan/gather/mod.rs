@@ -61,12 +61,55 @@ pub struct Copy {
     pub from: String,
     /// The fetch as planned with `*` for its columns: where it runs (EXPLAIN ROUTE).
     pub plan: RoutePlan,
+    /// `` FROM `schema`.`table` AS `q` `` (`q`: the name the statement knows it by) and the
+    /// conditions pushed into its read: what [`Self::fetch_with`] writes.
+    pub table_sql: String,
+    pub known_as: String,
+    pub conds: Vec<String>,
+    /// Read only the rows whose `column` equals a value another copy read (an inner join's
+    /// equality): see [`Bind`].
+    pub bind: Option<Bind>,
+    /// Columns an inner join's equality compares: indexed in the copy (where their type
+    /// allows a short key), so that the join on the scratch looks rows up instead of
+    /// scanning the other copy once per row.
+    pub join_columns: Vec<String>,
+}
+
+/// Values of a [`Bind`] per read.
+pub const BIND_BATCH: usize = 1000;
+
+/// Distinct values past which a [`Bind`] is given up (the copy is read whole).
+pub const BIND_MAX_VALUES: usize = 20_000;
+
+/// An inner join's `a.x = b.y` between two copies: `b` is read after `a`, with `b.y IN (the
+/// values of a.x a's copy holds)` in batches, when the two columns are integers (the executor
+/// decides: an IN list of integers compares as the equality does) and `a` holds few enough
+/// distinct values; else `b` is read whole. A row of `b` that matches no row of `a` is in no
+/// result row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bind {
+    /// The copy read first, and its column.
+    pub source: usize,
+    pub source_column: String,
+    /// This copy's column.
+    pub column: String,
 }
 
 impl Copy {
     /// The fetch with `columns` as its select list.
     pub fn fetch(&self, columns: &str) -> String {
         format!("SELECT {columns}{}", self.from)
+    }
+
+    /// The fetch with `columns` as its select list and `extra` among its conditions.
+    pub fn fetch_with(&self, columns: &str, extra: &str) -> String {
+        let mut conds: Vec<String> = self.conds.iter().map(|c| format!("({c})")).collect();
+        conds.push(format!("({extra})"));
+        format!(
+            "SELECT {columns}{} WHERE {}",
+            self.table_sql,
+            conds.join(" AND ")
+        )
     }
 
     /// The datanodes the fetch reads.
@@ -165,13 +208,17 @@ pub(crate) fn plan(
             })
             .count()
     };
-    let mut pushed = pushdown::filters(sql, toks, &dml.tables);
+    let pushdown::Pushed {
+        filters: mut pushed,
+        keys,
+    } = pushdown::filters(sql, toks, &dml.tables);
     for (i, f) in pushed.iter_mut().enumerate() {
         // A copy several references share holds every row.
         if refs_to(i) > 1 {
             f.clear();
         }
     }
+    let mut copy_of = vec![0usize; tables.len()];
     for (i, t) in tables.iter().enumerate() {
         let Some(schema) = t.schema.clone() else {
             return Err(Some(refuse(
@@ -198,9 +245,10 @@ pub(crate) fn plan(
             Some(k) => k,
             None => {
                 let mut from = format!(" FROM {}.{}", quote(&schema), quote(&t.r.name));
+                let known_as = t.r.alias.clone().unwrap_or_else(|| t.r.name.clone());
+                let table_sql = format!("{from} AS {}", quote(&known_as));
                 if !pushed[i].is_empty() {
-                    let known_as = t.r.alias.as_deref().unwrap_or(&t.r.name);
-                    from.push_str(&format!(" AS {} WHERE ", quote(known_as)));
+                    from.push_str(&format!(" AS {} WHERE ", quote(&known_as)));
                     let conj: Vec<String> = pushed[i].iter().map(|c| format!("({c})")).collect();
                     from.push_str(&conj.join(" AND "));
                 }
@@ -222,16 +270,47 @@ pub(crate) fn plan(
                     definition,
                     from,
                     plan,
+                    table_sql,
+                    known_as,
+                    conds: pushed[i].clone(),
+                    bind: None,
+                    join_columns: Vec::new(),
                 });
                 copies.len() - 1
             }
         };
+        copy_of[i] = k;
         let start = t.r.schema_tok.map_or(name_tok, |s| s as usize);
         let alias = match &t.r.alias {
             Some(_) => String::new(),
             None => format!(" AS {}", quote(&t.r.name)),
         };
         edits.push((start, name_tok, format!("{}{alias}", copies[k].temp)));
+    }
+    // Inner-join equalities between copies of their own: the later read is bound by the
+    // earlier one's values (one binding per copy).
+    for (i, ci, j, cj) in keys {
+        for (t, c) in [(i, &ci), (j, &cj)] {
+            let cols = &mut copies[copy_of[t]].join_columns;
+            if !cols.iter().any(|x| x.eq_ignore_ascii_case(c)) {
+                cols.push(c.clone());
+            }
+        }
+        if refs_to(i) > 1 || refs_to(j) > 1 {
+            continue;
+        }
+        let (a, ca, b, cb) = if copy_of[i] < copy_of[j] {
+            (copy_of[i], ci, copy_of[j], cj)
+        } else {
+            (copy_of[j], cj, copy_of[i], ci)
+        };
+        if a != b && copies[b].bind.is_none() {
+            copies[b].bind = Some(Bind {
+                source: a,
+                source_column: ca,
+                column: cb,
+            });
+        }
     }
     // `db.t.c`: the copy is known as `t`.
     for q in &dml.qualifiers {

@@ -53,13 +53,30 @@ const ENDS: &[&str] = &[
     "PROCEDURE",
 ];
 
-/// For each of `tables` (the statement's table references, in order), the conjuncts its fetch
-/// may be filtered with, as written.
-pub(super) fn filters(sql: &str, toks: &[Token], tables: &[TableRef]) -> Vec<Vec<String>> {
-    let mut out = vec![Vec::new(); tables.len()];
-    let Some((select, level)) = main_select(sql, toks) else {
-        return out;
+/// What a statement's conditions give its copies' reads.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Pushed {
+    /// For each of the statement's table references, in order, the conjuncts its read may be
+    /// filtered with, as written.
+    pub filters: Vec<Vec<String>>,
+    /// Inner-join equalities `a.x = b.y` between two table references, neither NULL-extended:
+    /// (table a, column x, table b, column y). A row of one that matches no row of the other
+    /// is in no result row.
+    pub keys: Vec<(usize, String, usize, String)>,
+}
+
+/// The conditions of `sql` (tokens `toks`) each of `tables` (the statement's table
+/// references, in order) may be read with.
+pub(super) fn filters(sql: &str, toks: &[Token], tables: &[TableRef]) -> Pushed {
+    let mut pushed = Pushed {
+        filters: vec![Vec::new(); tables.len()],
+        keys: Vec::new(),
     };
+    let Some((select, level)) = main_select(sql, toks) else {
+        return pushed;
+    };
+    let out = &mut pushed.filters;
+    let keys = &mut pushed.keys;
     // Depth of every token (its own parenthesis counted outside).
     let mut depth = Vec::with_capacity(toks.len());
     let mut d = 0i32;
@@ -80,7 +97,7 @@ pub(super) fn filters(sql: &str, toks: &[Token], tables: &[TableRef]) -> Vec<Vec
                 .iter()
                 .any(|w| toks[i].is_kw(sql, w))
     }) {
-        return out;
+        return pushed;
     }
     let end_of_select = (select + 1..toks.len())
         .find(|&i| depth[i] < level || (at_level(i) && toks[i].is_punct(sql, ";")))
@@ -107,6 +124,13 @@ pub(super) fn filters(sql: &str, toks: &[Token], tables: &[TableRef]) -> Vec<Vec
                 && !tables[i].outer_nullable
             {
                 out[i].push(text(sql, &toks[a..b]));
+            } else if let Some((q1, c1, q2, c2)) = key_equality(sql, &toks[a..b])
+                && let (Some(i), Some(j)) = (table_of(&q1), table_of(&q2))
+                && i != j
+                && !tables[i].outer_nullable
+                && !tables[j].outer_nullable
+            {
+                keys.push((i, c1, j, c2));
             }
         }
     }
@@ -135,6 +159,8 @@ pub(super) fn filters(sql: &str, toks: &[Token], tables: &[TableRef]) -> Vec<Vec
                 && !["RIGHT", "NATURAL", "FULL"]
                     .iter()
                     .any(|w| word(kind_at, w) || word(kind_at + 1, w)));
+        let inner = before.is_kw(sql, "STRAIGHT_JOIN")
+            || (before.is_kw(sql, "JOIN") && !word(kind_at, "LEFT") && !word(kind_at + 1, "LEFT"));
         if !joined {
             continue;
         }
@@ -156,10 +182,42 @@ pub(super) fn filters(sql: &str, toks: &[Token], tables: &[TableRef]) -> Vec<Vec
                 && q.eq_ignore_ascii_case(known_as)
             {
                 out[i].push(text(sql, &toks[a..b]));
+            } else if inner
+                && let Some((q1, c1, q2, c2)) = key_equality(sql, &toks[a..b])
+                && let (Some(x), Some(y)) = (table_of(&q1), table_of(&q2))
+                && x != y
+                && (x == i || y == i)
+                && !tables[x].outer_nullable
+                && !tables[y].outer_nullable
+            {
+                keys.push((x, c1, y, c2));
             }
         }
     }
-    out
+    pushed
+}
+
+/// `q1.c1 = q2.c2`, exactly.
+fn key_equality(sql: &str, toks: &[Token]) -> Option<(String, String, String, String)> {
+    let [q1, d1, c1, eq, q2, d2, c2] = toks else {
+        return None;
+    };
+    let ident = |t: &Token| matches!(t.kind, TokKind::Word | TokKind::QuotedIdent);
+    (ident(q1)
+        && ident(c1)
+        && ident(q2)
+        && ident(c2)
+        && d1.is_punct(sql, ".")
+        && d2.is_punct(sql, ".")
+        && eq.is_punct(sql, "="))
+    .then(|| {
+        (
+            q1.ident_value(sql),
+            c1.ident_value(sql),
+            q2.ident_value(sql),
+            c2.ident_value(sql),
+        )
+    })
 }
 
 /// The SELECT keyword of the outermost query and its depth.
@@ -322,8 +380,32 @@ mod tests {
     }
 
     fn pushed(sql: &str, names: &[(&str, Option<&str>, bool)]) -> Vec<Vec<String>> {
+        keyed(sql, names).filters
+    }
+
+    fn keyed(sql: &str, names: &[(&str, Option<&str>, bool)]) -> Pushed {
         let toks = tokenize(sql).unwrap();
         filters(sql, &toks, &refs(names, sql, &toks))
+    }
+
+    /// Equalities of an inner join between tables neither NULL-extended; not a LEFT join's.
+    #[test]
+    fn inner_join_equalities_are_found() {
+        let k = keyed(
+            "SELECT * FROM orders o JOIN pay p ON p.order_id = o.id WHERE o.user_id = 1",
+            &[("orders", Some("o"), false), ("pay", Some("p"), false)],
+        );
+        assert_eq!(k.keys, vec![(1, "order_id".into(), 0, "id".into())]);
+        let k = keyed(
+            "SELECT * FROM orders o, pay p WHERE p.order_id = o.id",
+            &[("orders", Some("o"), false), ("pay", Some("p"), false)],
+        );
+        assert_eq!(k.keys, vec![(1, "order_id".into(), 0, "id".into())]);
+        let k = keyed(
+            "SELECT * FROM orders o LEFT JOIN pay p ON p.order_id = o.id",
+            &[("orders", Some("o"), false), ("pay", Some("p"), true)],
+        );
+        assert!(k.keys.is_empty(), "{k:?}");
     }
 
     /// WHERE conjuncts of one table go to it; joins, calls, OR across tables stay.
