@@ -200,6 +200,9 @@ impl Cursor {
             m.gathered_bytes.fetch_add(budget.bytes as u64, Relaxed);
         }
         if let Err(e) = copied {
+            if e.as_reply().is_some_and(|r| r.0 == 1235) {
+                self.refused = true;
+            }
             // The scratch is dropped (closed, its temporary tables with it) on any error.
             drop(scratch);
             self.publish_backends();
@@ -225,8 +228,8 @@ impl Cursor {
     ) -> Result<Vec<Vec<u8>>> {
         let mut scratch = self.scratch_connection(routing, g).await?;
         for c in &g.copies {
-            let cols = self.declared_columns(routing, c).await?;
-            run_text(&mut scratch, &create_table(c, &cols)).await?;
+            let (cols, keys) = self.declared_columns(routing, c).await?;
+            run_text(&mut scratch, &create_table(c, &cols, &keys)).await?;
         }
         let (_, defs) = super::request::prepare_freeing(&mut scratch, &g.statement, true).await?;
         let logical = self.logical.clone();
@@ -252,8 +255,12 @@ impl Cursor {
         Ok(conn)
     }
 
-    /// The columns of `c`'s table, read from its definition's datanode.
-    async fn declared_columns(&mut self, routing: &Routing, c: &Copy) -> Result<Vec<Declared>> {
+    /// The columns and keys of `c`'s table, read from its definition's datanode.
+    async fn declared_columns(
+        &mut self,
+        routing: &Routing,
+        c: &Copy,
+    ) -> Result<(Vec<Declared>, Vec<DeclaredKey>)> {
         let (dn, physical) = &c.definition;
         let db = routing.topology.datanodes[*dn].database.clone();
         let mut conn = self.own_primary_connection(routing, *dn).await?;
@@ -269,8 +276,38 @@ impl Cursor {
             text(physical)
         );
         let rows = conn.query_rows(&read).await?;
+        let read_keys = format!(
+            "SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME, SUB_PART, INDEX_TYPE FROM \
+             information_schema.STATISTICS WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {} \
+             ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+            text(&db),
+            text(physical)
+        );
+        let key_rows = conn.query_rows(&read_keys).await?;
         conn.release();
         let s = |v: &Option<Vec<u8>>| v.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
+        let mut keys: Vec<DeclaredKey> = Vec::new();
+        for r in key_rows.iter().filter(|r| r.len() == 5) {
+            let name = s(&r[0]).unwrap_or_default();
+            let kind = s(&r[4]).unwrap_or_default().to_ascii_uppercase();
+            // A FULLTEXT or SPATIAL index changes no plan a copy's statement can have that
+            // needs it to run (InnoDB's temporary tables take neither).
+            if kind == "FULLTEXT" || kind == "SPATIAL" {
+                continue;
+            }
+            let mut part = quote(&s(&r[2]).unwrap_or_default());
+            if let Some(n) = s(&r[3]) {
+                part.push_str(&format!("({n})"));
+            }
+            match keys.last_mut() {
+                Some(k) if k.name == name => k.parts.push(part),
+                _ => keys.push(DeclaredKey {
+                    unique: s(&r[1]).as_deref() == Some("0"),
+                    name,
+                    parts: vec![part],
+                }),
+            }
+        }
         let cols: Vec<Declared> = rows
             .iter()
             .filter(|r| r.len() == 7)
@@ -291,7 +328,7 @@ impl Cursor {
                 format!("Table '{}.{}' doesn't exist", c.schema, c.table),
             ));
         }
-        Ok(cols)
+        Ok((cols, keys))
     }
 
     /// Creates `c`'s temporary table on the scratch and copies the table's rows into it, one
@@ -306,8 +343,8 @@ impl Cursor {
         wanted: Option<&str>,
         bound: Option<(&Bind, KeySet)>,
     ) -> Result<Option<KeySet>> {
-        let cols = self.declared_columns(routing, c).await?;
-        run_text(scratch, &create_table(c, &cols)).await?;
+        let (cols, keys) = self.declared_columns(routing, c).await?;
+        run_text(scratch, &create_table(c, &cols, &keys)).await?;
         let list: Vec<String> = cols.iter().map(Declared::fetched).collect();
         let list = list.join(", ");
         // The values of `wanted` (an integer column) are kept for a later copy.
@@ -379,6 +416,7 @@ impl Cursor {
             sql: String::with_capacity(BATCH_BYTES + 4096),
             head,
             rows: 0,
+            table: format!("{}.{}", c.schema, c.table),
         };
         for t in &targets {
             let collect = key_at.zip(keys.as_mut());
@@ -679,6 +717,8 @@ struct Batch {
     /// `INSERT INTO shoal_gN (...) VALUES `, with its settings.
     head: String,
     rows: usize,
+    /// The logical table copied (for the refusal of rows repeating a unique key).
+    table: String,
 }
 
 impl Batch {
@@ -703,21 +743,60 @@ impl Batch {
             return Ok(());
         }
         self.rows = 0;
-        run_text(scratch, &self.sql).await
+        match run_text(scratch, &self.sql).await {
+            // The copy has the table's unique keys (see `create_table`); a key each shard
+            // enforces only over its own rows can repeat across shards, where one MariaDB
+            // would never have held the rows: refused, not answered over other rows.
+            Err(Error::Reply { code: 1062, .. }) => Err(Error::refusal(&ungathered(format!(
+                "a copy of {} whose rows repeat a value of one of its unique keys across \
+                 shards (unique keys without the shard key are not enforced across shards)",
+                self.table
+            )))),
+            other => other,
+        }
     }
 }
 
-/// The CREATE TEMPORARY TABLE of `c`'s copy (no keys: only the rows matter). InnoDB, as the
-/// tables copied are: an engine that knows its exact row count (Aria, MyISAM) makes MariaDB
-/// read a copy of 0 or 1 rows as a constant table, which changes what it answers about the
-/// result (checked on 10.11: `WITH ROLLUP` over an empty result names no table then, and a
-/// derived table is merged instead of materialized).
-fn create_table(c: &Copy, cols: &[Declared]) -> String {
+/// One key of a copied table, as `information_schema.STATISTICS` declares it.
+#[derive(Debug, Clone)]
+struct DeclaredKey {
+    name: String,
+    unique: bool,
+    /// Its columns, quoted, each with its prefix length.
+    parts: Vec<String>,
+}
+
+/// The CREATE TEMPORARY TABLE of `c`'s copy: the table's columns and keys, so that MariaDB
+/// plans the statement over the copy as over the table. InnoDB, as the tables copied are: an
+/// engine that knows its exact row count (Aria, MyISAM), or a copy without the table's unique
+/// keys, changes which tables MariaDB reads as constant (0 or 1 rows, a unique key's lookup),
+/// which changes what it answers about the result (checked on 10.11: a `WITH ROLLUP` column's
+/// table in its definition; a derived table merged instead of materialized). Rows that repeat
+/// a unique key across shards cannot be copied (see [`Cursor::copy_table`]).
+fn create_table(c: &Copy, cols: &[Declared], keys: &[DeclaredKey]) -> String {
     let mut defs: Vec<String> = cols.iter().map(Declared::definition).collect();
-    // An index on each join column whose values make a short key (an index changes no answer).
+    for k in keys {
+        let parts = k.parts.join(", ");
+        defs.push(if k.name.eq_ignore_ascii_case("PRIMARY") {
+            format!("PRIMARY KEY ({parts})")
+        } else if k.unique {
+            format!("UNIQUE KEY {} ({parts})", quote(&k.name))
+        } else {
+            format!("KEY {} ({parts})", quote(&k.name))
+        });
+    }
+    // An index on each join column no key starts with, whose values make a short key (an
+    // index changes no answer).
     for name in &c.join_columns {
+        let first = quote(name).to_ascii_lowercase();
+        let keyed = keys.iter().any(|k| {
+            k.parts
+                .first()
+                .is_some_and(|p| p.to_ascii_lowercase().starts_with(&first))
+        });
         if let Some(d) = cols.iter().find(|d| d.name.eq_ignore_ascii_case(name))
             && d.short_key()
+            && !keyed
         {
             defs.push(format!("KEY ({})", quote(&d.name)));
         }
