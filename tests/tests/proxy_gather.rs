@@ -430,3 +430,34 @@ async fn copies_past_the_cap_are_refused_naming_it() {
         .unwrap();
     assert_eq!(rows, vec![(1, "abc".to_string()), (2, "ABC".to_string())]);
 }
+
+/// A copy has its table's keys (so that MariaDB plans over it as over the table); a unique
+/// key each shard enforces over its own rows only can repeat across shards, and such rows,
+/// which one MariaDB could never hold, make the statement refused rather than answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_repeating_a_unique_key_across_shards_are_refused() {
+    let s = Setup::start("").await;
+    let mut c = s.client().await;
+    // `pay`'s primary key is `id`, its shard key `order_id`: orders 1 and 2 are on two shards.
+    c.query_drop("INSERT INTO pay VALUES (10, 1, 1.00, NULL, NULL), (10, 2, 2.00, NULL, NULL)")
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", s.shoal.log()));
+    let (code, _, msg) = server_error(
+        c.query_drop("SELECT o.id, p.paid FROM orders o JOIN pay p ON p.order_id = o.id")
+            .await,
+    );
+    assert_eq!(code, 1235, "{msg}");
+    assert!(
+        msg.contains("shop.pay") && msg.contains("repeat a value of one of its unique keys"),
+        "{msg}"
+    );
+    // The session goes on, and a copy without the repeated rows is gathered.
+    let rows: Vec<(i64, String)> = c
+        .query(
+            "SELECT o.id, p.paid FROM orders o JOIN pay p ON p.order_id = o.id \
+             WHERE p.id < 10 ORDER BY p.id",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", s.shoal.log()));
+    assert_eq!(rows.len(), 4, "{rows:?}");
+}
