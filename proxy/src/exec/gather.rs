@@ -186,10 +186,34 @@ impl Cursor {
                 .as_ref()
                 .and_then(|b| keys.get(b.source).and_then(Option::as_ref).map(|s| (b, s)));
             let bound = bound.map(|(b, s)| (b, s.clone()));
-            copied = self
-                .copy_table(routing, &mut scratch, c, &mut budget, wanted, bound)
-                .await
-                .map(|set| keys[k] = set);
+            let before = (budget.rows, budget.bytes);
+            let mut set = self
+                .copy_table(
+                    routing,
+                    &mut scratch,
+                    c,
+                    &mut budget,
+                    wanted,
+                    bound.clone(),
+                    true,
+                )
+                .await;
+            if let Err(Error::Reply { code: 1062, .. }) = set {
+                // A unique key each shard enforces over its own rows only repeats across
+                // shards: copied again with its keys as plain ones (the rows are the answer's;
+                // only the plan MariaDB makes over them may differ from one over the table).
+                (budget.rows, budget.bytes) = before;
+                set = match run_text(&mut scratch, &format!("DROP TEMPORARY TABLE {}", c.temp))
+                    .await
+                {
+                    Ok(()) => {
+                        self.copy_table(routing, &mut scratch, c, &mut budget, wanted, bound, false)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                };
+            }
+            copied = set.map(|set| keys[k] = set);
             if copied.is_err() {
                 break;
             }
@@ -334,6 +358,7 @@ impl Cursor {
     /// Creates `c`'s temporary table on the scratch and copies the table's rows into it, one
     /// batch at a time: each target's rows are read as they come and sent on in multi-row
     /// INSERTs of at most [`BATCH_ROWS`] rows or about [`BATCH_BYTES`].
+    #[allow(clippy::too_many_arguments)]
     async fn copy_table(
         &mut self,
         routing: &Routing,
@@ -342,8 +367,14 @@ impl Cursor {
         budget: &mut Budget,
         wanted: Option<&str>,
         bound: Option<(&Bind, KeySet)>,
+        unique: bool,
     ) -> Result<Option<KeySet>> {
-        let (cols, keys) = self.declared_columns(routing, c).await?;
+        let (cols, mut keys) = self.declared_columns(routing, c).await?;
+        if !unique {
+            for k in &mut keys {
+                k.unique = false;
+            }
+        }
         run_text(scratch, &create_table(c, &cols, &keys)).await?;
         let list: Vec<String> = cols.iter().map(Declared::fetched).collect();
         let list = list.join(", ");
@@ -416,7 +447,6 @@ impl Cursor {
             sql: String::with_capacity(BATCH_BYTES + 4096),
             head,
             rows: 0,
-            table: format!("{}.{}", c.schema, c.table),
         };
         for t in &targets {
             let collect = key_at.zip(keys.as_mut());
@@ -717,8 +747,6 @@ struct Batch {
     /// `INSERT INTO shoal_gN (...) VALUES `, with its settings.
     head: String,
     rows: usize,
-    /// The logical table copied (for the refusal of rows repeating a unique key).
-    table: String,
 }
 
 impl Batch {
@@ -743,17 +771,8 @@ impl Batch {
             return Ok(());
         }
         self.rows = 0;
-        match run_text(scratch, &self.sql).await {
-            // The copy has the table's unique keys (see `create_table`); a key each shard
-            // enforces only over its own rows can repeat across shards, where one MariaDB
-            // would never have held the rows: refused, not answered over other rows.
-            Err(Error::Reply { code: 1062, .. }) => Err(Error::refusal(&ungathered(format!(
-                "a copy of {} whose rows repeat a value of one of its unique keys across \
-                 shards (unique keys without the shard key are not enforced across shards)",
-                self.table
-            )))),
-            other => other,
-        }
+        // A 1062 (rows repeating a unique key across shards) is the caller's to handle.
+        run_text(scratch, &self.sql).await
     }
 }
 
@@ -771,18 +790,19 @@ struct DeclaredKey {
 /// engine that knows its exact row count (Aria, MyISAM), or a copy without the table's unique
 /// keys, changes which tables MariaDB reads as constant (0 or 1 rows, a unique key's lookup),
 /// which changes what it answers about the result (checked on 10.11: a `WITH ROLLUP` column's
-/// table in its definition; a derived table merged instead of materialized). Rows that repeat
-/// a unique key across shards cannot be copied (see [`Cursor::copy_table`]).
+/// table in its definition; a derived table merged instead of materialized). Where rows repeat
+/// a unique key across shards, the copy is made again with plain keys (`run_gather`).
 fn create_table(c: &Copy, cols: &[Declared], keys: &[DeclaredKey]) -> String {
     let mut defs: Vec<String> = cols.iter().map(Declared::definition).collect();
     for k in keys {
         let parts = k.parts.join(", ");
-        defs.push(if k.name.eq_ignore_ascii_case("PRIMARY") {
-            format!("PRIMARY KEY ({parts})")
-        } else if k.unique {
-            format!("UNIQUE KEY {} ({parts})", quote(&k.name))
-        } else {
-            format!("KEY {} ({parts})", quote(&k.name))
+        let primary = k.name.eq_ignore_ascii_case("PRIMARY");
+        defs.push(match (k.unique, primary) {
+            (true, true) => format!("PRIMARY KEY ({parts})"),
+            (true, false) => format!("UNIQUE KEY {} ({parts})", quote(&k.name)),
+            // A primary key made plain has no name of its own.
+            (false, true) => format!("KEY ({parts})"),
+            (false, false) => format!("KEY {} ({parts})", quote(&k.name)),
         });
     }
     // An index on each join column no key starts with, whose values make a short key (an
