@@ -211,6 +211,7 @@ pub(crate) fn plan(
     let pushdown::Pushed {
         filters: mut pushed,
         keys,
+        equalities,
     } = pushdown::filters(sql, toks, &dml.tables);
     for (i, f) in pushed.iter_mut().enumerate() {
         // A copy several references share holds every row.
@@ -289,13 +290,15 @@ pub(crate) fn plan(
     }
     // Inner-join equalities between copies of their own: the later read is bound by the
     // earlier one's values (one binding per copy).
-    for (i, ci, j, cj) in keys {
-        for (t, c) in [(i, &ci), (j, &cj)] {
+    for (i, ci, j, cj) in keys.iter().chain(&equalities) {
+        for (t, c) in [(*i, ci), (*j, cj)] {
             let cols = &mut copies[copy_of[t]].join_columns;
             if !cols.iter().any(|x| x.eq_ignore_ascii_case(c)) {
                 cols.push(c.clone());
             }
         }
+    }
+    for (i, ci, j, cj) in keys {
         if refs_to(i) > 1 || refs_to(j) > 1 {
             continue;
         }

@@ -63,6 +63,9 @@ pub(super) struct Pushed {
     /// (table a, column x, table b, column y). A row of one that matches no row of the other
     /// is in no result row.
     pub keys: Vec<(usize, String, usize, String)>,
+    /// Every `a.x = b.y` of a WHERE or an ON, outer joins' too: columns worth an index in
+    /// the copies (an index changes no answer).
+    pub equalities: Vec<(usize, String, usize, String)>,
 }
 
 /// The conditions of `sql` (tokens `toks`) each of `tables` (the statement's table
@@ -71,12 +74,14 @@ pub(super) fn filters(sql: &str, toks: &[Token], tables: &[TableRef]) -> Pushed 
     let mut pushed = Pushed {
         filters: vec![Vec::new(); tables.len()],
         keys: Vec::new(),
+        equalities: Vec::new(),
     };
     let Some((select, level)) = main_select(sql, toks) else {
         return pushed;
     };
     let out = &mut pushed.filters;
     let keys = &mut pushed.keys;
+    let equalities = &mut pushed.equalities;
     // Depth of every token (its own parenthesis counted outside).
     let mut depth = Vec::with_capacity(toks.len());
     let mut d = 0i32;
@@ -182,15 +187,18 @@ pub(super) fn filters(sql: &str, toks: &[Token], tables: &[TableRef]) -> Pushed 
                 && q.eq_ignore_ascii_case(known_as)
             {
                 out[i].push(text(sql, &toks[a..b]));
-            } else if inner
-                && let Some((q1, c1, q2, c2)) = key_equality(sql, &toks[a..b])
+            } else if let Some((q1, c1, q2, c2)) = key_equality(sql, &toks[a..b])
                 && let (Some(x), Some(y)) = (table_of(&q1), table_of(&q2))
                 && x != y
-                && (x == i || y == i)
-                && !tables[x].outer_nullable
-                && !tables[y].outer_nullable
             {
-                keys.push((x, c1, y, c2));
+                if inner
+                    && (x == i || y == i)
+                    && !tables[x].outer_nullable
+                    && !tables[y].outer_nullable
+                {
+                    keys.push((x, c1.clone(), y, c2.clone()));
+                }
+                equalities.push((x, c1, y, c2));
             }
         }
     }
