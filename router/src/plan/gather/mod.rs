@@ -465,21 +465,6 @@ fn unaliased_items(sql: &str, toks: &[Token]) -> Vec<(usize, usize)> {
         "SQL_NO_CACHE",
         "SQL_CALC_FOUND_ROWS",
     ];
-    const ENDS: &[&str] = &[
-        "FROM",
-        "INTO",
-        "WHERE",
-        "GROUP",
-        "HAVING",
-        "ORDER",
-        "LIMIT",
-        "UNION",
-        "EXCEPT",
-        "INTERSECT",
-        "WINDOW",
-        "FOR",
-        "LOCK",
-    ];
     let mut i = select + 1;
     while toks
         .get(i)
@@ -499,7 +484,7 @@ fn unaliased_items(sql: &str, toks: &[Token]) -> Vec<(usize, usize)> {
                     && (t.is_punct(sql, ",")
                         || t.is_punct(sql, ")")
                         || t.is_punct(sql, ";")
-                        || ENDS.iter().any(|w| t.is_kw(sql, w)))
+                        || crate::sql::clauses::is_one_of(sql, t, crate::sql::clauses::ITEM_ENDS))
             }
         };
         if end {
