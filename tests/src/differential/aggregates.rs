@@ -229,7 +229,10 @@ fn rollup(rng: &mut Rng, data: &Dataset, prepared: bool) -> Query {
     let g1 = rng.pick(&src.groups).clone();
     let g2 = rng.pct(40).then(|| rng.pick(&src.groups).clone());
     let mut sql = Sql::default();
-    let mut check = Check::default();
+    let mut check = Check {
+        origin_by_plan: true,
+        ..Check::default()
+    };
     let mut cols = vec![g1.0.clone()];
     check.norm.push((0, norm_of(g1.1)));
     if let Some(g2) = &g2 {

@@ -92,6 +92,7 @@ fn ordered(family: &'static str, sql: &str, order: &[(usize, Norm)], unique: boo
             limited: limit.is_some(),
             offset: limit.is_some_and(|l| l.contains(',') || l.contains("offset")),
             norm: Vec::new(),
+            origin_by_plan: false,
         },
     }
 }
