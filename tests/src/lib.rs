@@ -13,6 +13,7 @@
 //! - `SHOAL_E2E_SYSBENCH_SECS=60`: length of each sysbench run in `proxy_sysbench` (default 10).
 
 pub mod backend;
+pub mod compared;
 pub mod differential;
 pub mod faults;
 pub mod orders;

@@ -13,8 +13,9 @@
 //! `pay.order_id = orders.id`, not co-located), and `kv`, unlisted on the default datanode.
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Row, Value};
-use shoal_tests::{ShoalProcess, server_error};
+use mysql_async::{Conn, Row};
+use shoal_tests::compared::{Compared, rows_text as cells};
+use shoal_tests::server_error;
 
 const DBS: [&str; 2] = ["a", "b"];
 const REF_DB: &str = "gather_ref";
@@ -60,70 +61,14 @@ const ROWS: [&str; 5] = [
      (5, NULL, '2024-01-01'), (6, 'zz', '2024-02-01')",
 ];
 
-struct Setup {
-    cluster: shoal_bench::cluster::Cluster,
-    shoal: ShoalProcess,
-}
-
-impl Setup {
-    async fn start(server: &str) -> Setup {
-        let layout = format!("{}{PAY}{server}", shoal_tests::demo_layout_yaml(1));
-        let (cluster, shoal) =
-            shoal_tests::two_servers_and_shoal(&DBS, shoal_tests::APP_USER, &layout, "gather")
-                .await;
-        let s = Setup { cluster, shoal };
-        let mut admin = Conn::new(s.cluster.opts(0, None)).await.unwrap();
-        admin
-            .query_drop(format!("CREATE DATABASE {REF_DB}"))
-            .await
-            .unwrap();
-        admin.disconnect().await.unwrap();
-        let mut c = s.client().await;
-        let mut r = s.reference().await;
-        // Zero dates stored as they are.
-        for conn in [&mut c, &mut r] {
-            conn.query_drop("SET SESSION sql_mode = ''").await.unwrap();
-        }
-        for sql in TABLES.iter().chain(&ROWS) {
-            c.query_drop(*sql)
-                .await
-                .unwrap_or_else(|e| panic!("{sql}: {e}\n{}", s.shoal.log()));
-            r.query_drop(*sql).await.unwrap();
-        }
-        s
-    }
-
-    async fn client(&self) -> Conn {
-        match Conn::new(self.shoal.opts_as("app", "app-secret", Some("shop"))).await {
-            Ok(c) => c,
-            Err(e) => panic!("connect through shoal: {e}\n{}", self.shoal.log()),
-        }
-    }
-
-    async fn reference(&self) -> Conn {
-        Conn::new(self.cluster.opts(0, Some(REF_DB))).await.unwrap()
-    }
-}
-
-fn text(v: Value) -> String {
-    match v {
-        Value::NULL => "NULL".to_string(),
-        Value::Bytes(b) => match String::from_utf8(b.clone()) {
-            Ok(s) => s,
-            Err(_) => format!(
-                "0x{}",
-                b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-            ),
-        },
-        other => format!("{other:?}"),
-    }
-}
-
-/// Rows as text (binary values in hex), in the order given.
-fn cells(rows: Vec<Row>) -> Vec<Vec<String>> {
-    rows.into_iter()
-        .map(|r| r.unwrap().into_iter().map(text).collect())
-        .collect()
+/// Shoal over the demo layout with `pay`, and `server` (a `server:` section or nothing), beside
+/// one MariaDB holding the same rows.
+async fn start(server: &str) -> Compared {
+    let layout = format!("{}{PAY}{server}", shoal_tests::demo_layout_yaml(1));
+    // Zero dates stored as they are.
+    let session = ["SET SESSION sql_mode = ''"];
+    let statements: Vec<&str> = TABLES.iter().chain(&ROWS).copied().collect();
+    Compared::start(&DBS, &layout, "gather", REF_DB, &session, &statements).await
 }
 
 /// The statement's answer through Shoal and from one MariaDB: equal (in the order returned:
@@ -154,7 +99,7 @@ async fn same(shoal: &mut Conn, reference: &mut Conn, sql: &str) -> Vec<Vec<Stri
 /// Each shape the planner refused across shards (1235) is answered as one MariaDB answers it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_shard_selects_answer_as_one_mariadb() {
-    let s = Setup::start("").await;
+    let s = start("").await;
     let mut c = s.client().await;
     let mut r = s.reference().await;
     let statements = [
@@ -277,7 +222,7 @@ async fn cross_shard_selects_answer_as_one_mariadb() {
 /// what stays refused is refused by name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gathered_plans_are_explained_and_locking_reads_stay_refused() {
-    let s = Setup::start("").await;
+    let s = start("").await;
     let mut c = s.client().await;
     let rows: Vec<(String, String)> = c
         .query("EXPLAIN ROUTE SELECT o.id FROM orders o JOIN pay p ON p.order_id = o.id")
@@ -322,7 +267,7 @@ async fn gathered_plans_are_explained_and_locking_reads_stay_refused() {
 /// (or rolls back) as before, the copies having been no part of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gathered_reads_see_the_transactions_own_rows() {
-    let s = Setup::start("").await;
+    let s = start("").await;
     let mut c = s.client().await;
     let sql = "SELECT o.id, p.id FROM orders o JOIN pay p ON p.order_id = o.id ORDER BY p.id";
     let before: Vec<(i64, i64)> = c.query(sql).await.unwrap();
@@ -386,7 +331,7 @@ async fn gathered_reads_see_the_transactions_own_rows() {
 /// A prepared statement with parameters is gathered at each execute, in the binary protocol.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prepared_statements_are_gathered_at_each_execute() {
-    let s = Setup::start("").await;
+    let s = start("").await;
     let mut c = s.client().await;
     let mut r = s.reference().await;
     let sql = "SELECT o.id, o.note, p.paid, p.day FROM orders o JOIN pay p \
@@ -404,7 +349,7 @@ async fn prepared_statements_are_gathered_at_each_execute() {
 /// Past `server.gather_max_rows` the statement is refused naming the setting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copies_past_the_cap_are_refused_naming_it() {
-    let s = Setup::start("server:\n  gather_max_rows: 5\n").await;
+    let s = start("server:\n  gather_max_rows: 5\n").await;
     let mut c = s.client().await;
     // 7 orders and 5 payments: 12 rows (the payments bound to 7 order ids: still 12).
     let (code, _, msg) = server_error(
@@ -436,7 +381,7 @@ async fn copies_past_the_cap_are_refused_naming_it() {
 /// all in the answer: the copy is made again with the unique keys as plain ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_repeating_a_unique_key_across_shards_are_all_gathered() {
-    let s = Setup::start("").await;
+    let s = start("").await;
     let mut c = s.client().await;
     // `pay`'s primary key is `id`, its shard key `order_id`: orders 1 and 2 are on two shards.
     c.query_drop("INSERT INTO pay VALUES (10, 1, 1.25, NULL, NULL), (10, 2, 2.75, NULL, NULL)")

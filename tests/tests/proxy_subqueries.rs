@@ -10,8 +10,9 @@
 //! unlisted table on the default datanode.
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Row, Value};
-use shoal_tests::{ShoalProcess, server_error};
+use mysql_async::{Conn, Row};
+use shoal_tests::compared::{Compared, rows_text};
+use shoal_tests::server_error;
 
 const DBS: [&str; 2] = ["a", "b"];
 const REF_DB: &str = "subq_ref";
@@ -44,68 +45,17 @@ const ROWS: [&str; 2] = [
      (8, 'q', 'Q', 9.999, X'6100', '2023-12-31 23:59:59')",
 ];
 
-struct Setup {
-    cluster: shoal_bench::cluster::Cluster,
-    shoal: ShoalProcess,
+/// Shoal over the demo layout and `server` (a `server:` section or nothing), beside one
+/// MariaDB holding the same rows.
+async fn start(server: &str) -> Compared {
+    let layout = format!("{}{server}", shoal_tests::demo_layout_yaml(1));
+    let statements: Vec<&str> = TABLES.iter().chain(&ROWS).copied().collect();
+    Compared::start(&DBS, &layout, "subqueries", REF_DB, &[], &statements).await
 }
 
-impl Setup {
-    async fn start(server: &str) -> Setup {
-        let layout = format!("{}{server}", shoal_tests::demo_layout_yaml(1));
-        let (cluster, shoal) =
-            shoal_tests::two_servers_and_shoal(&DBS, shoal_tests::APP_USER, &layout, "subqueries")
-                .await;
-        let s = Setup { cluster, shoal };
-        let mut admin = Conn::new(s.cluster.opts(0, None)).await.unwrap();
-        admin
-            .query_drop(format!("CREATE DATABASE {REF_DB}"))
-            .await
-            .unwrap();
-        admin.disconnect().await.unwrap();
-        let mut c = s.client().await;
-        let mut r = s.reference().await;
-        for sql in TABLES.iter().chain(&ROWS) {
-            c.query_drop(*sql)
-                .await
-                .unwrap_or_else(|e| panic!("{sql}: {e}\n{}", s.shoal.log()));
-            r.query_drop(*sql).await.unwrap();
-        }
-        s
-    }
-
-    async fn client(&self) -> Conn {
-        match Conn::new(self.shoal.opts_as("app", "app-secret", Some("shop"))).await {
-            Ok(c) => c,
-            Err(e) => panic!("connect through shoal: {e}\n{}", self.shoal.log()),
-        }
-    }
-
-    async fn reference(&self) -> Conn {
-        Conn::new(self.cluster.opts(0, Some(REF_DB))).await.unwrap()
-    }
-}
-
-/// Rows as text (binary values in hex), sorted: the statements fix no order.
+/// Rows as text, sorted: the statements fix no order.
 fn cells(rows: Vec<Row>) -> Vec<Vec<String>> {
-    let mut out: Vec<Vec<String>> = rows
-        .into_iter()
-        .map(|r| {
-            r.unwrap()
-                .into_iter()
-                .map(|v| match v {
-                    Value::NULL => "NULL".to_string(),
-                    Value::Bytes(b) => match String::from_utf8(b.clone()) {
-                        Ok(s) => s,
-                        Err(_) => format!(
-                            "0x{}",
-                            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-                        ),
-                    },
-                    other => format!("{other:?}"),
-                })
-                .collect()
-        })
-        .collect();
+    let mut out = rows_text(rows);
     out.sort();
     out
 }
@@ -130,7 +80,7 @@ async fn same(shoal: &mut Conn, reference: &mut Conn, sql: &str) -> Vec<Vec<Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subqueries_over_other_shards_answer_as_one_mariadb() {
-    let s = Setup::start("").await;
+    let s = start("").await;
     let mut c = s.client().await;
     let mut r = s.reference().await;
     let keys = |rows: &[Vec<String>]| rows.iter().map(|r| r[0].clone()).collect::<Vec<_>>();
@@ -317,7 +267,7 @@ async fn subqueries_over_other_shards_answer_as_one_mariadb() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subqueries_run_first_in_transactions_and_prepared_statements() {
-    let s = Setup::start("").await;
+    let s = start("").await;
     let mut c = s.client().await;
     let mut r = s.reference().await;
     // Inside a transaction the subquery reads the transaction's own rows.
@@ -352,7 +302,7 @@ async fn subqueries_run_first_in_transactions_and_prepared_statements() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bound_values_past_the_cap_are_refused_naming_it() {
-    let s = Setup::start("server:\n  subquery_max_values: 4\n").await;
+    let s = start("server:\n  subquery_max_values: 4\n").await;
     let mut c = s.client().await;
     // Six rows of one column: past four values.
     let (code, _, msg) = server_error(
