@@ -91,6 +91,9 @@ pub const CONDITION_ENDS: &[&str] = &[
     "CROSS",
     "NATURAL",
     "STRAIGHT_JOIN",
+    "ON",
+    "USING",
+    "PROCEDURE",
 ];
 
 /// Whether token `t` of `sql` is one of `words` (a keyword, compared case-insensitively).

@@ -13,6 +13,7 @@
 //!
 //! Read on tokens: anything not in the narrow grammar above leaves the conjunct where it is.
 
+use crate::sql::clauses::{CONDITION_ENDS, is_one_of};
 use crate::sql::lex::{TokKind, Token};
 use crate::sql::stmt::TableRef;
 
@@ -24,33 +25,6 @@ const WORDS: &[&str] = &[
 /// Operators and punctuation a pushed conjunct may hold.
 const PUNCT: &[&str] = &[
     "=", "<>", "!=", "<", "<=", ">", ">=", "<=>", "(", ")", ",", "+", "-", "*", "/", "%",
-];
-
-/// Words that end a WHERE or an ON condition at its own depth.
-const ENDS: &[&str] = &[
-    "GROUP",
-    "HAVING",
-    "ORDER",
-    "LIMIT",
-    "WINDOW",
-    "FOR",
-    "LOCK",
-    "INTO",
-    "UNION",
-    "EXCEPT",
-    "INTERSECT",
-    "JOIN",
-    "LEFT",
-    "RIGHT",
-    "INNER",
-    "CROSS",
-    "STRAIGHT_JOIN",
-    "NATURAL",
-    "FULL",
-    "WHERE",
-    "ON",
-    "USING",
-    "PROCEDURE",
 ];
 
 /// What a statement's conditions give its copies' reads.
@@ -260,7 +234,7 @@ fn condition_end(
                 || (depth[i] == level
                     && (toks[i].is_punct(sql, ",")
                         || toks[i].is_punct(sql, ";")
-                        || ENDS.iter().any(|w| toks[i].is_kw(sql, w))))
+                        || is_one_of(sql, &toks[i], CONDITION_ENDS)))
         })
         .unwrap_or(limit)
 }
