@@ -21,6 +21,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row, Value};
 
 use crate::Verdict;
+use crate::cluster::status::StatusConns;
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::error::BenchError;
 use crate::load::Endpoint;
@@ -373,29 +374,12 @@ async fn load_large(
     Ok(())
 }
 
-/// `Questions`, `Com_select` and `Com_insert` summed over the cluster's primaries.
-async fn counters(conns: &mut [Conn]) -> Result<[u64; 3], BenchError> {
-    let mut sum = [0u64; 3];
-    for c in conns.iter_mut() {
-        let rows: Vec<(String, String)> = c
-            .query(
-                "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_select', 'Com_insert')",
-            )
-            .await
-            .map_err(BenchError::sql("a datanode", "SHOW GLOBAL STATUS"))?;
-        for (name, value) in rows {
-            let v: u64 = value.parse().unwrap_or(0);
-            match name.as_str() {
-                "Questions" => sum[0] += v,
-                "Com_select" => sum[1] += v,
-                "Com_insert" => sum[2] += v,
-                _ => {}
-            }
-        }
-    }
-    // The SHOW itself is a question on each server.
-    sum[0] = sum[0].saturating_sub(conns.len() as u64);
-    Ok(sum)
+/// The counters a case reports, summed over the cluster's primaries.
+const COUNTERS: [&str; 3] = ["Questions", "Com_select", "Com_insert"];
+
+async fn counters(status: &mut StatusConns) -> Result<[u64; 3], BenchError> {
+    let sum = status.summed(&COUNTERS).await?;
+    Ok(COUNTERS.map(|n| sum.get(n).copied().unwrap_or(0)))
 }
 
 fn cell(v: &Value) -> String {
@@ -430,7 +414,7 @@ async fn case(
     shoal: &Endpoint,
     pid: u32,
     oracle: &mut Conn,
-    status: &mut [Conn],
+    status: &mut StatusConns,
     goal_kib: Option<u64>,
     timeout: std::time::Duration,
 ) -> Result<Case, BenchError> {
@@ -504,7 +488,6 @@ async fn case(
     c.median_ms = ms[ms.len() / 2];
     c.max_ms = ms[ms.len() - 1];
     let n = iterations as f64;
-    // The status reading between `before` and `after` ran one SHOW per server, subtracted.
     c.statements = (after[0] - before[0]) as f64 / n;
     c.selects = (after[1] - before[1]) as f64 / n;
     c.inserts = (after[2] - before[2]) as f64 / n;
@@ -567,14 +550,7 @@ async fn measure(
     let mut oracle = direct_endpoint(cluster, 0, ORACLE_DB, "oracle")
         .connect()
         .await?;
-    let mut status = Vec::new();
-    for p in 0..cluster.primaries().len() {
-        status.push(
-            direct_endpoint(cluster, p, "join_1", "status")
-                .connect()
-                .await?,
-        );
-    }
+    let mut status = StatusConns::open(cluster, 0..cluster.primaries().len()).await?;
     let mut cases = Vec::new();
     let qs = queries(args);
     for (name, sql) in &qs {
@@ -642,8 +618,6 @@ async fn measure(
         );
     }
     let _ = oracle.disconnect().await;
-    for c in status {
-        let _ = c.disconnect().await;
-    }
+    status.close().await;
     Ok(cases)
 }

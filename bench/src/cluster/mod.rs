@@ -17,6 +17,7 @@ mod ports;
 mod process;
 mod replication;
 pub mod state;
+pub mod status;
 mod template;
 
 pub mod cli;

@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::Args;
-use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 
 use crate::Verdict;
+use crate::cluster::status::StatusConns;
 use crate::cluster::{Cluster, ClusterSpec, Role};
 use crate::error::BenchError;
 use crate::interrupt;
@@ -207,31 +207,14 @@ async fn wait_all_up(endpoint: &Endpoint, servers: usize) -> Result<(), BenchErr
     Ok(())
 }
 
-/// One administrative connection per instance, opened once: `SHOW GLOBAL STATUS` on it adds
-/// nothing to `Com_select` (a new connection would: the client library reads settings).
-async fn status_conns(cluster: &Cluster) -> Result<Vec<Conn>, BenchError> {
-    let mut conns = Vec::new();
-    for (i, inst) in cluster.instances().iter().enumerate() {
-        conns.push(
-            Conn::new(cluster.admin_opts(i))
-                .await
-                .map_err(BenchError::sql(inst.name(), "connect for status"))?,
-        );
-    }
-    Ok(conns)
-}
-
 /// `Com_select` of every instance.
-async fn selects(conns: &mut [Conn]) -> Result<Vec<u64>, BenchError> {
-    let mut out = Vec::with_capacity(conns.len());
-    for c in conns {
-        let row: Option<(String, u64)> = c
-            .query_first("SHOW GLOBAL STATUS LIKE 'Com_select'")
-            .await
-            .map_err(BenchError::sql("backend", "SHOW GLOBAL STATUS"))?;
-        out.push(row.map_or(0, |r| r.1));
-    }
-    Ok(out)
+async fn selects(conns: &mut StatusConns) -> Result<Vec<u64>, BenchError> {
+    Ok(conns
+        .per_server(&["Com_select"])
+        .await?
+        .iter()
+        .map(|c| c.get("Com_select").copied().unwrap_or(0))
+        .collect())
 }
 
 fn cpu_all(pids: &[u32]) -> Result<Vec<f64>, BenchError> {
@@ -312,7 +295,7 @@ async fn split_phase(
         .server_cpus
         .map(|cores| crate::cpu_limit::CpuLimit::apply(&pids, cores))
         .transpose()?;
-    let mut conns = status_conns(&cluster).await?;
+    let mut conns = StatusConns::all(&cluster).await?;
 
     let total = args.rounds as usize * args.threads.len() * MODES.len();
     eprintln!(
@@ -393,9 +376,7 @@ async fn split_phase(
         }
     }
     progress.finish();
-    for c in conns {
-        c.disconnect().await.ok();
-    }
+    conns.close().await;
     drop(shoals);
     drop(cluster);
     Ok(Split { servers, samples })
@@ -429,7 +410,7 @@ async fn monitor_phase(
         &["balance: round_robin", &heartbeat],
     )?;
     wait_all_up(&shoal.endpoint, servers).await?;
-    let mut conns = status_conns(&cluster).await?;
+    let mut conns = StatusConns::all(&cluster).await?;
     // The monitor's connections are open and the start-up is over: from here Shoal only checks.
     tokio::time::sleep(Duration::from_secs(2)).await;
     eprintln!(
@@ -453,9 +434,7 @@ async fn monitor_phase(
         .map(|(a, b)| a.saturating_sub(*b))
         .sum();
     shoal.process.check_alive()?;
-    for c in conns {
-        c.disconnect().await.ok();
-    }
+    conns.close().await;
     drop(shoal);
     drop(cluster);
     let result = MonitorResult {
