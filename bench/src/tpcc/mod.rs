@@ -18,10 +18,11 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use crate::Verdict;
+use crate::cluster::status::{StatusConns, growth};
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::error::BenchError;
 use crate::load::Endpoint;
-use crate::overhead::targets;
+use crate::overhead::targets::{self, ProxyProcess};
 use crate::progress::Progress;
 use crate::results::{RunArgs, RunInfo};
 use crate::shoal_config::{Datahost, Datanode, Layout, RunningShoal, ShardedTable};
@@ -190,6 +191,12 @@ pub struct ExperimentArgs {
     /// same interleaved rounds and checked like the others.
     #[arg(long)]
     pub compare_bin: Option<std::path::PathBuf>,
+    /// More sides in front of the direct server and its database (comma-separated):
+    /// `haproxy` (HAProxy in TCP mode, 2 threads: the cost of a bare proxy hop on this
+    /// machine), `shoal-quick` (Shoal in quick mode, relaying one database: its routed path's
+    /// cost against its relay's).
+    #[arg(long, value_delimiter = ',', value_parser = ["haproxy", "shoal-quick"])]
+    pub hops: Vec<String>,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -282,19 +289,45 @@ fn sharded(mut layout: Layout) -> Layout {
     layout
 }
 
-/// One measured side: direct, or Shoal over `servers` primaries.
+/// One measured side: direct, a hop in front of the direct server and its database (HAProxy,
+/// Shoal in quick mode), or Shoal over `servers` primaries.
 pub struct Side {
     pub name: String,
     pub servers: Option<usize>,
     pub endpoint: Endpoint,
     shoal: Option<RunningShoal>,
+    hop: Option<ProxyProcess>,
 }
 
 impl Side {
+    /// The proxy's process, whose CPU a run measures.
     fn pid(&self) -> Option<u32> {
-        self.shoal.as_ref().map(|s| s.process.pid())
+        let shoal = self.shoal.as_ref().map(|s| s.process.pid());
+        shoal.or(self.hop.as_ref().map(ProxyProcess::pid))
     }
 }
+
+/// The servers' counters each run reads (what reached MariaDB, per transaction).
+pub const COUNTERS: [&str; 16] = [
+    "Questions",
+    "Com_begin",
+    "Com_commit",
+    "Com_rollback",
+    "Com_xa_start",
+    "Com_xa_end",
+    "Com_xa_prepare",
+    "Com_xa_commit",
+    "Com_xa_rollback",
+    "Com_select",
+    "Com_insert",
+    "Com_update",
+    "Com_delete",
+    // How well commits batch: one binary log write (and, durably configured, one sync) per
+    // group commit, and InnoDB's redo writes.
+    "Binlog_commits",
+    "Binlog_group_commits",
+    "Innodb_log_writes",
+];
 
 async fn run_experiment(a: ExperimentArgs) -> Result<Verdict, BenchError> {
     let scale = a.size.scale()?;
@@ -357,7 +390,35 @@ async fn experiment(
         servers: None,
         endpoint: crate::shoal_config::direct_endpoint(cluster, 0, SCHEMA, "direct"),
         shoal: None,
+        hop: None,
     }];
+    for name in &a.hops {
+        let direct = sides[0].endpoint.clone();
+        let addr = cluster.primary(0).addr();
+        let hop = match name.as_str() {
+            "haproxy" => targets::start_haproxy(work, name, &addr, 2)?,
+            _ => {
+                let url = format!(
+                    "mysql://{}:{}@{addr}/{SCHEMA}",
+                    direct.user, direct.password
+                );
+                targets::start_shoal(work, bin, &url, &[], false)?
+            }
+        };
+        let endpoint = Endpoint {
+            name: name.clone(),
+            host: "127.0.0.1".into(),
+            port: hop.port,
+            ..direct
+        };
+        sides.push(Side {
+            name: name.clone(),
+            servers: None,
+            endpoint,
+            shoal: None,
+            hop: Some(hop),
+        });
+    }
     let mut not_run: Vec<(String, String)> = Vec::new();
     // (servers, binary, database prefix, side, servers for the by-servers chart)
     let compared = a
@@ -389,6 +450,7 @@ async fn experiment(
                     servers,
                     endpoint: shoal.endpoint.clone(),
                     shoal: Some(shoal),
+                    hop: None,
                 });
             }
             Err(e @ BenchError::ExitedAtStart { .. }) => {
@@ -400,9 +462,11 @@ async fn experiment(
         }
     }
 
-    let progress = Progress::new("tpcc load", scale.rows() * sides.len() as u64);
+    // The hops run on the direct side's database: nothing of their own to load.
+    let loaded: Vec<&Side> = sides.iter().filter(|s| s.hop.is_none()).collect();
+    let progress = Progress::new("tpcc load", scale.rows() * loaded.len() as u64);
     let mut loads = Vec::new();
-    for side in &sides {
+    for side in loaded {
         progress.stage(format!(
             "loading {} warehouses into {}",
             scale.warehouses, side.name
@@ -424,6 +488,7 @@ async fn experiment(
     );
     let progress = Progress::new("tpcc run", runs as u64);
     let backend_pids: Vec<u32> = cluster.primaries().iter().map(|p| p.pid).collect();
+    let mut status = StatusConns::open(cluster, 0..backend_pids.len()).await?;
     let mut samples = Vec::new();
     for round in 0..a.rounds {
         for &threads in &a.threads {
@@ -446,6 +511,7 @@ async fn experiment(
                     .iter()
                     .map(|&p| targets::cpu_seconds(p))
                     .sum::<Result<f64, _>>()?;
+                let counters0 = status.summed(&COUNTERS).await?;
                 let stat = txn::run_terminals(
                     &side.endpoint,
                     scale,
@@ -453,7 +519,7 @@ async fn experiment(
                     Duration::from_secs(a.duration),
                 )
                 .await?;
-                let shoal_cpu_s = match (side.pid(), cpu0) {
+                let proxy_cpu_s = match (side.pid(), cpu0) {
                     (Some(pid), Some(c0)) => Some(targets::cpu_seconds(pid)? - c0),
                     _ => None,
                 };
@@ -462,8 +528,12 @@ async fn experiment(
                     .map(|&p| targets::cpu_seconds(p))
                     .sum::<Result<f64, _>>()?
                     - backend0;
+                let server_counters = growth(&counters0, &status.summed(&COUNTERS).await?);
                 if let Some(shoal) = side.shoal.as_mut() {
                     shoal.process.check_alive()?;
+                }
+                if let Some(hop) = side.hop.as_mut() {
+                    hop.check_alive()?;
                 }
                 progress.inc(1);
                 progress.println(format!(
@@ -481,16 +551,18 @@ async fn experiment(
                     side: side.name.clone(),
                     servers: side.servers,
                     stat,
-                    shoal_cpu_s,
+                    proxy_cpu_s,
                     backend_cpu_s,
+                    server_counters,
                 });
             }
         }
     }
     progress.finish();
+    status.close().await;
 
     let mut checks = Vec::new();
-    for side in &sides {
+    for side in sides.iter().filter(|s| s.hop.is_none()) {
         eprintln!("tpcc: checking {}", side.name);
         let r = check::check(&side.endpoint, scale).await?;
         eprintln!("tpcc: {}: {}", side.name, r.summary());

@@ -12,6 +12,7 @@ use super::check::CheckReport;
 use super::load::LoadStat;
 use super::schema::Scale;
 use super::txn::{Kind, RunStat};
+use crate::cluster::status::Counters;
 use crate::overhead::report::median;
 use crate::results::{Column, Csv, LineChart, Report, RunInfo, Series, fixed, markdown_table};
 
@@ -23,15 +24,17 @@ pub struct Sample {
     pub side: String,
     pub servers: Option<usize>,
     pub stat: RunStat,
-    /// CPU seconds of the Shoal process over the run (none for direct).
-    pub shoal_cpu_s: Option<f64>,
+    /// CPU seconds of the proxy's process (Shoal or HAProxy) over the run (none for direct).
+    pub proxy_cpu_s: Option<f64>,
     /// CPU seconds of every mariadbd over the run.
     pub backend_cpu_s: f64,
+    /// How much the servers' [`super::COUNTERS`] grew over the run, summed over servers.
+    pub server_counters: Counters,
 }
 
 impl Sample {
-    fn shoal_cpu_us_per_txn(&self) -> Option<f64> {
-        self.shoal_cpu_s
+    fn proxy_cpu_us_per_txn(&self) -> Option<f64> {
+        self.proxy_cpu_s
             .map(|c| c * 1e6 / self.stat.transactions().max(1) as f64)
     }
 }
@@ -43,7 +46,7 @@ pub struct Cell {
     pub tpmc: f64,
     pub tps: f64,
     pub p95_ms: BTreeMap<Kind, f64>,
-    pub shoal_cpu_us_per_txn: Option<f64>,
+    pub proxy_cpu_us_per_txn: Option<f64>,
     pub backend_cpu_us_per_txn: f64,
     pub transactions: u64,
     pub errors: u64,
@@ -53,6 +56,21 @@ pub struct Cell {
     pub lines: u64,
     pub remote_payments: u64,
     pub payments: u64,
+    /// The servers' counters summed over the runs.
+    pub server_counters: Counters,
+}
+
+impl Cell {
+    /// Counter `name` per transaction finished.
+    pub fn per_txn(&self, name: &str) -> f64 {
+        self.server_counters.get(name).copied().unwrap_or(0) as f64
+            / self.transactions.max(1) as f64
+    }
+
+    /// Counters `names` together, per transaction finished.
+    fn per_txn_of(&self, names: &[&str]) -> f64 {
+        names.iter().map(|n| self.per_txn(n)).sum()
+    }
 }
 
 pub fn cells(samples: &[Sample]) -> BTreeMap<(usize, String), Cell> {
@@ -78,9 +96,9 @@ pub fn cells(samples: &[Sample]) -> BTreeMap<(usize, String), Cell> {
                     .iter()
                     .map(|&kind| (kind, of(&|s| s.stat.kind(kind).p95_ms())))
                     .collect(),
-                shoal_cpu_us_per_txn: runs[0]
-                    .shoal_cpu_s
-                    .map(|_| of(&|s| s.shoal_cpu_us_per_txn().unwrap_or(f64::NAN))),
+                proxy_cpu_us_per_txn: runs[0]
+                    .proxy_cpu_s
+                    .map(|_| of(&|s| s.proxy_cpu_us_per_txn().unwrap_or(f64::NAN))),
                 backend_cpu_us_per_txn: of(&|s| {
                     s.backend_cpu_s * 1e6 / s.stat.transactions().max(1) as f64
                 }),
@@ -92,6 +110,12 @@ pub fn cells(samples: &[Sample]) -> BTreeMap<(usize, String), Cell> {
                 lines: sum(&|s| s.stat.lines),
                 remote_payments: sum(&|s| s.stat.remote_payments),
                 payments: sum(&|s| s.stat.kind(Kind::Payment).committed),
+                server_counters: runs.iter().fold(Counters::new(), |mut acc, s| {
+                    for (n, v) in &s.server_counters {
+                        *acc.entry(n.clone()).or_default() += v;
+                    }
+                    acc
+                }),
             };
             (k, cell)
         })
@@ -133,8 +157,8 @@ impl Results<'_> {
              i mod W + 1); deadlocks and lock wait timeouts retried and counted. {} round(s) of \
              {} s per run, sides interleaved (order reversed every other round); medians over \
              rounds, counts summed. tpmC: New-Orders committed per minute; TPS: transactions \
-             finished per second; Shoal CPU: utime+stime of its process per transaction; \
-             mariadbd CPU: every instance's, per transaction.\n",
+             finished per second; proxy CPU: utime+stime of Shoal's (or HAProxy's) process per \
+             transaction; mariadbd CPU: every instance's, per transaction.{}\n",
             s.warehouses,
             s.items,
             s.customers,
@@ -150,6 +174,7 @@ impl Results<'_> {
             },
             a.rounds,
             a.duration,
+            hops_text(&a.hops),
         );
         for (name, why) in &self.not_run {
             let _ = writeln!(md, "\n**{name}: not run**: {why}\n");
@@ -215,7 +240,7 @@ impl Results<'_> {
             ];
             row.extend(Kind::ALL.iter().map(|k| format!("{:.1}", c.p95_ms[k])));
             row.extend([
-                c.shoal_cpu_us_per_txn
+                c.proxy_cpu_us_per_txn
                     .map_or("-".into(), |v| format!("{v:.0}")),
                 format!("{:.0}", c.backend_cpu_us_per_txn),
                 c.errors.to_string(),
@@ -237,7 +262,7 @@ impl Results<'_> {
                 "p95 ms OS",
                 "p95 ms D",
                 "p95 ms SL",
-                "Shoal CPU µs/txn",
+                "proxy CPU µs/txn",
                 "mariadbd CPU µs/txn",
                 "errors",
                 "retries (1213/1205)",
@@ -246,6 +271,57 @@ impl Results<'_> {
                 "remote payments",
             ],
             &(0..16).filter(|&i| i != 1).collect::<Vec<_>>(),
+            &rows,
+        ));
+
+        let _ = writeln!(
+            md,
+            "\n## What reached MariaDB per transaction\n\nThe servers' own counters (`SHOW \
+             GLOBAL STATUS`, summed over servers and runs) per transaction finished: \
+             `Questions` (every statement a server ran for a client), the transaction \
+             statements (BEGIN, COMMIT, ROLLBACK; XA START, END, PREPARE, COMMIT, ROLLBACK) \
+             and the rest by kind. Direct, they are what the driver sent; a retried \
+             transaction's attempts count. How commits batched: `Binlog_commits` per \
+             `Binlog_group_commits`, and `Innodb_log_writes` per transaction.\n"
+        );
+        let rows: Vec<Vec<String>> = cells
+            .iter()
+            .map(|((t, side), c)| {
+                let f = |v: f64| format!("{v:.2}");
+                vec![
+                    t.to_string(),
+                    side.clone(),
+                    f(c.per_txn("Questions")),
+                    f(c.per_txn_of(&["Com_begin", "Com_commit", "Com_rollback"])),
+                    f(c.per_txn_of(&[
+                        "Com_xa_start",
+                        "Com_xa_end",
+                        "Com_xa_prepare",
+                        "Com_xa_commit",
+                        "Com_xa_rollback",
+                    ])),
+                    f(c.per_txn("Com_xa_prepare")),
+                    f(c.per_txn("Com_select")),
+                    f(c.per_txn_of(&["Com_insert", "Com_update", "Com_delete"])),
+                    f(c.per_txn("Binlog_commits") / c.per_txn("Binlog_group_commits").max(1e-9)),
+                    f(c.per_txn("Innodb_log_writes")),
+                ]
+            })
+            .collect();
+        md.push_str(&markdown_table(
+            &[
+                "threads",
+                "side",
+                "Questions",
+                "BEGIN/COMMIT/ROLLBACK",
+                "XA statements",
+                "of which XA PREPARE",
+                "SELECT",
+                "INSERT/UPDATE/DELETE",
+                "commits per binlog group commit",
+                "InnoDB log writes",
+            ],
+            &[0, 2, 3, 4, 5, 6, 7, 8, 9],
             &rows,
         ));
 
@@ -339,7 +415,7 @@ impl Results<'_> {
             if self.failed() { "FAIL" } else { "pass" }
         );
 
-        let sample_columns: [Column<&Sample>; 17] = [
+        let sample_columns: [Column<&Sample>; 18] = [
             ("round", |s| s.round.to_string()),
             ("threads", |s| s.threads.to_string()),
             ("side", |s| s.side.clone()),
@@ -366,8 +442,15 @@ impl Results<'_> {
             ("rolled_back", |s| s.stat.rolled_back().to_string()),
             ("remote_lines", |s| s.stat.remote_lines.to_string()),
             ("remote_payments", |s| s.stat.remote_payments.to_string()),
-            ("shoal_cpu_s", |s| {
-                s.shoal_cpu_s.map_or(String::new(), |v| fixed(v, 3))
+            ("proxy_cpu_s", |s| {
+                s.proxy_cpu_s.map_or(String::new(), |v| fixed(v, 3))
+            }),
+            ("server_questions", |s| {
+                s.server_counters
+                    .get("Questions")
+                    .copied()
+                    .unwrap_or(0)
+                    .to_string()
             }),
         ];
         let tpmc_by_threads = LineChart {
@@ -423,9 +506,10 @@ impl Results<'_> {
                 "cells": cells.iter().map(|((t, side), c)| json!({
                     "threads": t, "side": side, "runs": c.runs, "tpmc": c.tpmc, "tps": c.tps,
                     "p95_ms": c.p95_ms.iter().map(|(k, v)| (k.name().to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
-                    "shoal_cpu_us_per_txn": c.shoal_cpu_us_per_txn,
+                    "proxy_cpu_us_per_txn": c.proxy_cpu_us_per_txn,
                     "backend_cpu_us_per_txn": c.backend_cpu_us_per_txn,
                     "transactions": c.transactions, "errors": c.errors, "retries": c.retries,
+                    "server_counters": c.server_counters,
                     "rolled_back": c.rolled_back, "remote_lines": c.remote_lines, "lines": c.lines,
                     "remote_payments": c.remote_payments, "payments": c.payments,
                 })).collect::<Vec<_>>(),
@@ -439,6 +523,21 @@ impl Results<'_> {
             ],
         }
     }
+}
+
+/// What the report says of the sides in front of the direct server (`--hops`).
+fn hops_text(hops: &[String]) -> String {
+    hops.iter()
+        .map(|h| match h.as_str() {
+            "haproxy" => " `haproxy`: HAProxy in TCP mode (2 threads) in front of the direct \
+                          server and database, a bare proxy hop."
+                .to_string(),
+            other => format!(
+                " `{other}`: Shoal in quick mode in front of the direct server and database \
+                 (every statement relayed, nothing routed)."
+            ),
+        })
+        .collect()
 }
 
 /// The figures of one `tpcc run`, as lines of text.
