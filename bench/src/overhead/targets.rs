@@ -283,6 +283,36 @@ pub fn cpu_times(pid: u32) -> Result<CpuTimes, OverheadError> {
     })
 }
 
+/// Context switches (voluntary and not) of a process's live threads so far, from
+/// /proc/PID/task/*/status. A thread that exits takes its count with it, so across an
+/// interval this undercounts by what exiting threads did (MariaDB keeps its connection
+/// threads while their connections last).
+pub fn context_switches(pid: u32) -> Result<u64, OverheadError> {
+    let dir = format!("/proc/{pid}/task");
+    let tasks = fs::read_dir(&dir).map_err(OverheadError::io(format!("read {dir}")))?;
+    let mut sum = 0;
+    for task in tasks.flatten() {
+        // A thread may exit between the listing and the read: it counts nothing.
+        let Ok(status) = fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        sum += parse_switches(&status);
+    }
+    Ok(sum)
+}
+
+/// `voluntary_ctxt_switches` + `nonvoluntary_ctxt_switches` of a /proc status file.
+fn parse_switches(status: &str) -> u64 {
+    status
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            matches!(k, "voluntary_ctxt_switches" | "nonvoluntary_ctxt_switches")
+                .then(|| v.trim().parse::<u64>().ok())?
+        })
+        .sum()
+}
+
 /// utime and stime (fields 14 and 15) of a /proc/PID/stat line, in clock ticks. The command
 /// name (field 2) may contain spaces and parentheses, so fields are counted after its last ')'.
 pub fn parse_cpu_ticks(stat: &str) -> Option<(u64, u64)> {
@@ -308,6 +338,20 @@ mod tests {
     fn cpu_ticks_are_utime_and_stime() {
         let stat = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194304 500 0 0 0 1234 567 0 0 20 0 3 0 100 0 0";
         assert_eq!(parse_cpu_ticks(stat), Some((1234, 567)));
+    }
+
+    #[test]
+    fn context_switches_sum_both_kinds() {
+        let status = "Name:\tmariadbd\nvoluntary_ctxt_switches:\t120\n\
+                      nonvoluntary_ctxt_switches:\t7\nThreads:\t3\n";
+        assert_eq!(parse_switches(status), 127);
+        // A thread that sleeps switches: the process's own count grows.
+        let before = context_switches(std::process::id()).unwrap();
+        std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(5)))
+            .join()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert!(context_switches(std::process::id()).unwrap() > before);
     }
 
     #[test]

@@ -307,6 +307,11 @@ impl Side {
     }
 }
 
+/// Context switches of the mariadbd processes `pids`, summed.
+fn switches(pids: &[u32]) -> Result<u64, BenchError> {
+    pids.iter().map(|&p| targets::context_switches(p)).sum()
+}
+
 /// The servers' counters each run reads (what reached MariaDB, per transaction).
 pub const COUNTERS: [&str; 16] = [
     "Questions",
@@ -512,6 +517,7 @@ async fn experiment(
                     .map(|&p| targets::cpu_seconds(p))
                     .sum::<Result<f64, _>>()?;
                 let counters0 = status.summed(&COUNTERS).await?;
+                let switches0 = switches(&backend_pids)?;
                 let stat = txn::run_terminals(
                     &side.endpoint,
                     scale,
@@ -529,6 +535,7 @@ async fn experiment(
                     .sum::<Result<f64, _>>()?
                     - backend0;
                 let server_counters = growth(&counters0, &status.summed(&COUNTERS).await?);
+                let backend_switches = switches(&backend_pids)?.saturating_sub(switches0);
                 if let Some(shoal) = side.shoal.as_mut() {
                     shoal.process.check_alive()?;
                 }
@@ -554,6 +561,7 @@ async fn experiment(
                     proxy_cpu_s,
                     backend_cpu_s,
                     server_counters,
+                    backend_switches,
                 });
             }
         }

@@ -30,6 +30,8 @@ pub struct Sample {
     pub backend_cpu_s: f64,
     /// How much the servers' [`super::COUNTERS`] grew over the run, summed over servers.
     pub server_counters: Counters,
+    /// Context switches of every mariadbd's threads over the run.
+    pub backend_switches: u64,
 }
 
 impl Sample {
@@ -58,6 +60,8 @@ pub struct Cell {
     pub payments: u64,
     /// The servers' counters summed over the runs.
     pub server_counters: Counters,
+    /// mariadbd's context switches summed over the runs.
+    pub backend_switches: u64,
 }
 
 impl Cell {
@@ -110,6 +114,7 @@ pub fn cells(samples: &[Sample]) -> BTreeMap<(usize, String), Cell> {
                 lines: sum(&|s| s.stat.lines),
                 remote_payments: sum(&|s| s.stat.remote_payments),
                 payments: sum(&|s| s.stat.kind(Kind::Payment).committed),
+                backend_switches: sum(&|s| s.backend_switches),
                 server_counters: runs.iter().fold(Counters::new(), |mut acc, s| {
                     for (n, v) in &s.server_counters {
                         *acc.entry(n.clone()).or_default() += v;
@@ -282,7 +287,8 @@ impl Results<'_> {
              statements (BEGIN, COMMIT, ROLLBACK; XA START, END, PREPARE, COMMIT, ROLLBACK) \
              and the rest by kind. Direct, they are what the driver sent; a retried \
              transaction's attempts count. How commits batched: `Binlog_commits` per \
-             `Binlog_group_commits`, and `Innodb_log_writes` per transaction.\n"
+             `Binlog_group_commits`, and `Innodb_log_writes` per transaction; the context \
+             switches of every mariadbd's threads (/proc, live threads) per transaction.\n"
         );
         let rows: Vec<Vec<String>> = cells
             .iter()
@@ -305,6 +311,10 @@ impl Results<'_> {
                     f(c.per_txn_of(&["Com_insert", "Com_update", "Com_delete"])),
                     f(c.per_txn("Binlog_commits") / c.per_txn("Binlog_group_commits").max(1e-9)),
                     f(c.per_txn("Innodb_log_writes")),
+                    format!(
+                        "{:.1}",
+                        c.backend_switches as f64 / c.transactions.max(1) as f64
+                    ),
                 ]
             })
             .collect();
@@ -320,8 +330,9 @@ impl Results<'_> {
                 "INSERT/UPDATE/DELETE",
                 "commits per binlog group commit",
                 "InnoDB log writes",
+                "mariadbd context switches",
             ],
-            &[0, 2, 3, 4, 5, 6, 7, 8, 9],
+            &[0, 2, 3, 4, 5, 6, 7, 8, 9, 10],
             &rows,
         ));
 
@@ -510,6 +521,7 @@ impl Results<'_> {
                     "backend_cpu_us_per_txn": c.backend_cpu_us_per_txn,
                     "transactions": c.transactions, "errors": c.errors, "retries": c.retries,
                     "server_counters": c.server_counters,
+                    "backend_switches": c.backend_switches,
                     "rolled_back": c.rolled_back, "remote_lines": c.remote_lines, "lines": c.lines,
                     "remote_payments": c.remote_payments, "payments": c.payments,
                 })).collect::<Vec<_>>(),
