@@ -24,7 +24,7 @@ use crate::Verdict;
 use crate::cluster::status::StatusConns;
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::error::BenchError;
-use crate::load::Endpoint;
+use crate::load::{Endpoint, join_loads};
 use crate::memory::{reset_peak, status_kib};
 use crate::overhead::targets;
 use crate::progress::Progress;
@@ -330,11 +330,7 @@ async fn load(
             Ok::<_, BenchError>(())
         }));
     }
-    for t in tasks {
-        t.await
-            .map_err(|e| BenchError::Tool(format!("load task: {e}")))??;
-    }
-    Ok(())
+    join_loads(tasks).await
 }
 
 fn ldim_row(id: u64) -> String {
@@ -367,11 +363,7 @@ async fn load_large(
             Ok::<_, BenchError>(())
         }));
     }
-    for t in tasks {
-        t.await
-            .map_err(|e| BenchError::Tool(format!("load task: {e}")))??;
-    }
-    Ok(())
+    join_loads(tasks).await
 }
 
 /// The counters a case reports, summed over the cluster's primaries.

@@ -14,6 +14,7 @@ use mysql_async::prelude::Queryable;
 use crate::Verdict;
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::error::BenchError;
+use crate::load::join_loads;
 use crate::overhead::targets;
 use crate::progress::Progress;
 use crate::results::ResultsDir;
@@ -189,10 +190,7 @@ async fn measure(
             Ok::<_, BenchError>(())
         }));
     }
-    for t in tasks {
-        t.await
-            .map_err(|e| BenchError::Tool(format!("load task: {e}")))??;
-    }
+    join_loads(tasks).await?;
     let mut cases = Vec::new();
 
     // (a) ORDER BY over every row, read slowly.

@@ -15,6 +15,18 @@ pub use query::{QueryKind, QuerySpec, QueryStat, run_queries};
 
 use crate::error::BenchError;
 
+/// Waits for every spawned loading task (one per connection); the first failure, or a task that
+/// panicked, is the load's.
+pub async fn join_loads(
+    tasks: Vec<tokio::task::JoinHandle<Result<(), BenchError>>>,
+) -> Result<(), BenchError> {
+    for t in tasks {
+        t.await
+            .map_err(|e| BenchError::Tool(format!("load task: {e}")))??;
+    }
+    Ok(())
+}
+
 /// A MySQL-protocol endpoint: a backend, Shoal, or another proxy.
 #[derive(Debug, Clone)]
 pub struct Endpoint {

@@ -316,17 +316,8 @@ pub async fn run_short(report: &mut Report, plan: &Plan, oracle: &Opts, subject:
         return;
     }
     for q in &plan.short {
-        let (sql, params) = match &q.prepared {
-            Some((sql, params)) => {
-                report.prepared += 1;
-                (sql.as_str(), Some(params.as_slice()))
-            }
-            None => {
-                report.text += 1;
-                (q.sql.as_str(), None)
-            }
-        };
-        report.selects += 1;
+        let (sql, params) = q.statement();
+        report.count_select(params.is_some());
         let ro = fetch(&mut o, sql, params).await.map_err(Fail::from);
         let rs = match tokio::time::timeout(plan.timeout, fetch(&mut s, sql, params)).await {
             Ok(r) => r.map_err(Fail::from),

@@ -163,12 +163,7 @@ pub async fn run(report: &mut Report, plan: &Plan, oracle: &Opts, subject: &Opts
             let Some(bytes) = cs.encode(sql) else {
                 continue;
             };
-            report.selects += 1;
-            if params.is_some() {
-                report.prepared += 1;
-            } else {
-                report.text += 1;
-            }
+            report.count_select(params.is_some());
             let params = params.as_deref();
             let ob = fetch_in(&mut o, cs, &bytes, params)
                 .await

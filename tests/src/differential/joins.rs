@@ -273,17 +273,6 @@ fn join(rng: &mut Rng, data: &Dataset, prepared: bool) -> Query {
     sql.finish(JOIN, prepared, check)
 }
 
-/// Which kinds compare with which without a conversion warning (the correlation's columns).
-fn comparable(a: Kind, b: Kind) -> bool {
-    use Kind::*;
-    match a {
-        Int | UInt | Dec => matches!(b, Int | UInt | Dec),
-        Ci | Bin => matches!(b, Ci | Bin),
-        Date | DateTime => matches!(b, Date | DateTime),
-        Double => false,
-    }
-}
-
 fn correlated(rng: &mut Rng, data: &Dataset, prepared: bool) -> Query {
     let &(o, oc, i, ic) = rng.pick(PAIRS);
     // Either direction: the outer side may be either table of the pair.
@@ -355,9 +344,7 @@ fn correlated(rng: &mut Rng, data: &Dataset, prepared: bool) -> Query {
                 format!(" WHERE MOD(i.{}, 3) = MOD(o.{}, 3)", i.pk, o.pk)
             } else {
                 let pairs: Vec<usize> = (0..i.cols.len())
-                    .filter(|&c| {
-                        comparable(i.cols[c].kind, o.cols[ox].kind) && i.cols[c].name != ic
-                    })
+                    .filter(|&c| i.cols[c].kind.comparable(o.cols[ox].kind) && i.cols[c].name != ic)
                     .collect();
                 match pairs.first() {
                     Some(&c) => format!(" WHERE i.{} = o.{}", i.cols[c].name, o.cols[ox].name),

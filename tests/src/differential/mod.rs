@@ -232,6 +232,16 @@ pub struct Report {
 }
 
 impl Report {
+    /// One SELECT compared, through the prepared protocol or as text.
+    pub(super) fn count_select(&mut self, prepared: bool) {
+        self.selects += 1;
+        if prepared {
+            self.prepared += 1;
+        } else {
+            self.text += 1;
+        }
+    }
+
     pub fn failures(&self) -> usize {
         self.mismatches.len() + self.errors.len() + self.oracle_errors.len()
     }
@@ -618,17 +628,8 @@ impl Subject {
 }
 
 async fn select(report: &mut Report, q: &Query, oracle: &mut Conn, subject: &mut Subject) {
-    report.selects += 1;
-    let (sql, params) = match &q.prepared {
-        Some((sql, params)) => {
-            report.prepared += 1;
-            (sql.as_str(), Some(params.as_slice()))
-        }
-        None => {
-            report.text += 1;
-            (q.sql.as_str(), None)
-        }
-    };
+    let (sql, params) = q.statement();
+    report.count_select(params.is_some());
     let o = fetch(oracle, sql, params).await.map_err(Fail::from);
     let s = subject.fetch(sql, params).await.map_err(Fail::from);
     judge(

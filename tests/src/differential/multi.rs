@@ -121,8 +121,7 @@ async fn fetch_results(conn: &mut Conn, sql: &str) -> (Vec<Answer>, Option<Fail>
 
 /// Runs `m` on both sides and counts it in the family.
 pub async fn run_one(report: &mut Report, m: &Multi, oracle: &mut Conn, subject: &mut Subject) {
-    report.selects += 1;
-    report.text += 1;
+    report.count_select(false);
     let (o, oe) = fetch_all(oracle, &m.sql).await;
     let (s, se) = fetch_all(&mut subject.conn, &m.sql).await;
     judge(report, FAMILY, m, (o, oe), (s, se));

@@ -24,6 +24,16 @@ pub struct Query {
     pub check: Check,
 }
 
+impl Query {
+    /// What is sent: the prepared text and its values, else the text with literals.
+    pub fn statement(&self) -> (&str, Option<&[Value]>) {
+        match &self.prepared {
+            Some((sql, params)) => (sql.as_str(), Some(params.as_slice())),
+            None => (self.sql.as_str(), None),
+        }
+    }
+}
+
 /// SQL under construction, written twice: with literals, and with `?` plus bound values.
 #[derive(Default)]
 pub(super) struct Sql {

@@ -26,6 +26,18 @@ impl Kind {
     pub fn is_numeric(self) -> bool {
         matches!(self, Kind::Int | Kind::UInt | Kind::Dec | Kind::Double)
     }
+
+    /// Whether columns of the two kinds compare as MariaDB compares them, without a conversion
+    /// warning (DOUBLE is left out: its values are not bound or correlated).
+    pub fn comparable(self, other: Kind) -> bool {
+        use Kind::*;
+        match self {
+            Int | UInt | Dec => matches!(other, Int | UInt | Dec),
+            Ci | Bin => matches!(other, Ci | Bin),
+            Date | DateTime => matches!(other, Date | DateTime),
+            Double => false,
+        }
+    }
 }
 
 #[derive(Debug)]

@@ -36,18 +36,6 @@ const INNER: &[&Table] = &[
     &schema::LEDGER,
 ];
 
-/// Which kinds compare with which (as MariaDB compares them; DOUBLE is left out: its values
-/// are not bound).
-fn comparable(a: Kind, b: Kind) -> bool {
-    use Kind::*;
-    match a {
-        Int | UInt | Dec => matches!(b, Int | UInt | Dec),
-        Ci | Bin => matches!(b, Ci | Bin),
-        Date | DateTime => matches!(b, Date | DateTime),
-        Double => false,
-    }
-}
-
 /// `count` statements of the family from `seed`, about a third prepared.
 pub fn generate(seed: u64, count: usize, data: &Dataset) -> Vec<Query> {
     let mut rng = Rng::new(seed ^ 0x5ab_9e41_0049);
@@ -112,7 +100,7 @@ fn one(rng: &mut Rng, data: &Dataset) -> Option<Query> {
         0..=4 => {
             let oc = column(rng, o);
             let pairs: Vec<usize> = (0..i.cols.len())
-                .filter(|&c| comparable(o.cols[oc].kind, i.cols[c].kind))
+                .filter(|&c| o.cols[oc].kind.comparable(i.cols[c].kind))
                 .collect();
             if pairs.is_empty() {
                 return None;
@@ -147,7 +135,7 @@ fn one(rng: &mut Rng, data: &Dataset) -> Option<Query> {
             let oc = column(rng, o);
             let kind = o.cols[oc].kind;
             let pairs: Vec<usize> = (0..i.cols.len())
-                .filter(|&c| comparable(kind, i.cols[c].kind))
+                .filter(|&c| kind.comparable(i.cols[c].kind))
                 .collect();
             if pairs.is_empty() {
                 return None;
